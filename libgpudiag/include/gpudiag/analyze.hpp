@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+// Offline diagnosis: turn recordings, Kineto traces and torch memory snapshots into a Report.
+#pragma once
+
+#include <gpudiag/event.hpp>
+#include <gpudiag/export.hpp>
+#include <gpudiag/report.hpp>
+#include <gpudiag/source_info.hpp>
+#include <gpudiag/status.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gpudiag {
+
+/// Which part of a trace the timeline figures cover.
+enum class AnalysisWindow : std::uint8_t {
+    /// Complete steps only (first step start to last step end); the whole trace without steps.
+    kSteps = 0,
+    /// Holistic Trace Analysis' window: the whole trace minus GPU work launched from the start of
+    /// the last ProfilerStep on, so figures compare one to one with HTA's.
+    kHta = 1,
+    /// Everything in the input.
+    kAll = 2,
+};
+
+struct AnalysisOptions {
+    AnalysisWindow window = AnalysisWindow::kSteps;
+    /// With several rank files, analyse only this rank (-1: all ranks, each reported).
+    std::int32_t rank = -1;
+    /// Called with (bytes read, total bytes) while importing large inputs; may be empty.
+    std::function<void(std::uint64_t, std::uint64_t)> progress;
+};
+
+/// The input formats gpudiag reads.
+enum class InputFormat : std::uint8_t {
+    kUnknown = 0,
+    kRecording = 1,      ///< gpudiag's own .gpudiag recording
+    kKinetoJson = 2,     ///< PyTorch profiler Chrome-trace JSON, plain or gzip
+    kTorchSnapshot = 3,  ///< torch.cuda.memory._dump_snapshot pickle
+};
+GPUDIAG_API const char* input_format_name(InputFormat f) noexcept;
+
+/// Looks at the first bytes of `path` to tell its format. Errors: kNotFound, kIoError,
+/// kUnsupported (with what the file looks like instead).
+GPUDIAG_API Result<InputFormat> detect_format(const std::string& path) noexcept;
+
+/// Analyses one or more files of one job (e.g. one Kineto file per rank) and returns one report.
+/// Errors: as detect_format, plus kCorruptData for malformed input (the message says where).
+/// Thread-safety: safe to call concurrently on different files.
+GPUDIAG_API Result<Report> analyze_files(const std::vector<std::string>& paths,
+                                         const AnalysisOptions& options = {}) noexcept;
+
+/// Analyses events already in memory (tests, bindings, the live session).
+GPUDIAG_API Result<Report> analyze_events(std::span<const Event> events,
+                                          const SourceInfo& info,
+                                          const StringTable& strings,
+                                          const AnalysisOptions& options = {}) noexcept;
+
+}  // namespace gpudiag

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: Apache-2.0
+// The event core: one compact, trivially copyable record for everything gpudiag observes.
+//
+// Every producer (live CUPTI/NVTX/NVML capture, the Kineto and torch-snapshot importers, our own
+// recordings, tests) emits `Event`s; every analysis consumes them. An Event is exactly 64 bytes so
+// that a cache line holds one, rings and recordings store them raw, and the layout is versioned by
+// the recording format (fields are only ever appended to payloads' spare bytes).
+#pragma once
+
+#include <gpudiag/export.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace gpudiag {
+
+/// Index into a StringTable; 0 is the empty string.
+using StringId = std::uint32_t;
+inline constexpr StringId kNoString = 0;
+
+inline constexpr std::uint16_t kNoDevice = 0xFFFF;  ///< host-only events
+inline constexpr std::uint32_t kNoStream = 0;       ///< unknown or not applicable
+
+enum class EventKind : std::uint8_t {
+    kInvalid = 0,
+    // ---- device memory (payload: MemoryPayload) ----
+    kDeviceAlloc = 1,    ///< driver-level allocation outside any pool (cudaMalloc, cuMemAlloc)
+    kDeviceFree = 2,
+    kPoolAlloc = 3,      ///< stream-ordered pool allocation (cudaMallocAsync); aux = pool id
+    kPoolFree = 4,
+    kPoolResize = 5,     ///< a pool's reserved size changed; bytes = reserved, aux = utilized
+    kVmMap = 6,          ///< virtual-memory map (cuMemMap); bytes = mapped, aux = physical bytes
+    kVmUnmap = 7,
+    kSegmentAlloc = 8,   ///< a framework allocator reserved a segment (torch caching allocator)
+    kSegmentFree = 9,
+    kBlockAlloc = 10,    ///< a framework block handed to the program; bytes = rounded,
+                         ///< aux = requested, extra = segment id (0 = unknown)
+    kBlockFree = 11,
+    // ---- GPU activity ----
+    kKernel = 20,        ///< KernelPayload
+    kMemcpy = 21,        ///< CopyPayload
+    kMemset = 22,        ///< CopyPayload (src kind unused)
+    kSync = 23,          ///< SyncPayload: host blocked on the GPU
+    kApiCall = 24,       ///< ApiPayload: runtime/driver API call on a host thread
+    // ---- host ranges (payload: RangePayload) ----
+    kRangeBegin = 40,    ///< push of a named range (NVTX push, phase enter)
+    kRangeEnd = 41,      ///< pop of the innermost open range on the same thread
+    kRange = 42,         ///< a complete range [start_ns, end_ns] (importers, CPU ops)
+    kStepBegin = 43,     ///< training/inference step boundary; RangePayload.id = step number
+    kStepEnd = 44,
+    // ---- markers ----
+    kOutOfMemory = 60,   ///< OomPayload: an allocation request failed
+    kAnnotation = 61,    ///< AnnotationPayload: a user note with an optional value
+    kCounter = 62,       ///< CounterPayload: a sampled metric (NVML, allocator statistics)
+};
+
+/// Where memory lives (for copies and allocations).
+enum class MemoryKind : std::uint8_t {
+    kUnknown = 0,
+    kDevice = 1,
+    kPageable = 2,  ///< ordinary host memory: copies stage through a bounce buffer, synchronously
+    kPinned = 3,    ///< page-locked host memory
+    kManaged = 4,
+    kArray = 5,
+};
+
+enum class CopyDirection : std::uint8_t {
+    kUnknown = 0,
+    kHostToDevice = 1,
+    kDeviceToHost = 2,
+    kDeviceToDevice = 3,
+    kHostToHost = 4,
+    kPeerToPeer = 5,
+};
+
+enum class SyncKind : std::uint8_t {
+    kUnknown = 0,
+    kEvent = 1,            ///< cudaEventSynchronize
+    kStreamWaitEvent = 2,  ///< cudaStreamWaitEvent (GPU-side wait, not a host block)
+    kStream = 3,           ///< cudaStreamSynchronize
+    kDevice = 4,           ///< cudaDeviceSynchronize / context synchronize
+    kImplicit = 5,         ///< a blocking call that synchronizes implicitly (pageable memcpy, free)
+};
+
+/// What a host range means to the analyses.
+enum class RangeCategory : std::uint8_t {
+    kGeneric = 0,     ///< NVTX or user range with no special meaning
+    kPhase = 1,       ///< gpudiag.phase("forward") and friends
+    kInputWait = 2,   ///< the loop waiting for its next batch (DataLoader __next__)
+    kCpuOp = 3,       ///< framework operator on the CPU (aten::conv2d)
+    kStep = 4,        ///< a whole step given as a range (ProfilerStep#N)
+    kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
+    kUserAnnotation = 6,
+};
+
+enum class ApiDomain : std::uint8_t { kUnknown = 0, kRuntime = 1, kDriver = 2 };
+
+/// Metrics sampled over time. Values are in the unit named.
+enum class CounterKind : std::uint16_t {
+    kUnknown = 0,
+    kGpuUtilizationPercent = 1,
+    kMemoryUtilizationPercent = 2,
+    kDeviceMemoryUsedBytes = 3,     ///< NVML used (all processes)
+    kDeviceMemoryTotalBytes = 4,
+    kProcessMemoryUsedBytes = 5,    ///< this process, per NVML
+    kForeignProcessMemoryBytes = 6, ///< other processes on the same GPU
+    kSmClockMhz = 7,
+    kSmClockMaxMhz = 8,
+    kTemperatureC = 9,
+    kPowerWatts = 10,
+    kPowerLimitWatts = 11,
+    kThrottleReasons = 12,          ///< NVML clock-event reason bit mask
+    kEccCorrectedErrors = 13,
+    kEccUncorrectedErrors = 14,
+    kFrameworkAllocatedBytes = 20,  ///< torch memory_allocated
+    kFrameworkReservedBytes = 21,   ///< torch memory_reserved
+    kFrameworkAllocRetries = 22,
+    kFrameworkOoms = 23,
+    kFrameworkInactiveSplitBytes = 24,
+    kDroppedRecords = 30,           ///< capture losses reported by the source
+};
+
+struct MemoryPayload {
+    std::uint64_t address;
+    std::uint64_t bytes;
+    std::uint64_t aux;       ///< meaning per kind (see EventKind)
+    StringId site;           ///< call site or stack (interned), kNoString when unknown
+    std::uint32_t extra;     ///< correlation id for driver events, segment id for blocks
+};
+
+struct KernelPayload {
+    StringId name;
+    std::uint32_t correlation;
+    std::uint32_t grid_size;      ///< blocks in the grid (x*y*z), 0 when unknown
+    std::uint32_t block_size;     ///< threads per block, 0 when unknown
+    std::uint32_t shared_bytes;   ///< static + dynamic shared memory
+    std::uint32_t registers;      ///< per thread
+    std::uint64_t reserved;
+};
+
+struct CopyPayload {
+    std::uint64_t bytes;
+    std::uint32_t correlation;
+    CopyDirection direction;
+    MemoryKind src_kind;
+    MemoryKind dst_kind;
+    std::uint8_t is_async;        ///< issued through an async API
+    std::uint64_t reserved[2];
+};
+
+struct SyncPayload {
+    std::uint32_t correlation;
+    SyncKind sync_kind;
+    std::uint8_t pad[3];
+    std::uint64_t object;         ///< event or stream handle waited on, 0 when unknown
+    std::uint64_t reserved[2];
+};
+
+struct ApiPayload {
+    StringId name;                ///< e.g. "cudaLaunchKernel"
+    std::uint32_t correlation;
+    std::uint32_t callback_id;    ///< CUPTI cbid, 0 when unknown
+    ApiDomain domain;
+    std::uint8_t pad[3];
+    std::int64_t return_code;     ///< CUresult / cudaError_t, 0 = success
+    std::uint64_t reserved;
+};
+
+struct RangePayload {
+    StringId name;
+    RangeCategory category;
+    std::uint8_t pad[3];
+    std::uint64_t id;             ///< step number for steps, range or correlation id otherwise
+    std::uint64_t parent;         ///< enclosing range id, 0 when none
+    std::uint64_t reserved;
+};
+
+struct OomPayload {
+    std::uint64_t requested_bytes;
+    std::uint64_t free_bytes;     ///< free device memory the failing allocator saw, if known
+    std::uint64_t total_bytes;    ///< device capacity, if known
+    StringId site;
+    std::uint32_t reserved;
+};
+
+struct AnnotationPayload {
+    StringId text;
+    std::uint32_t pad;
+    std::int64_t value;
+    std::uint64_t reserved[2];
+};
+
+struct CounterPayload {
+    CounterKind counter;
+    std::uint16_t pad;
+    std::uint32_t pad2;
+    double value;
+    std::uint64_t reserved[2];
+};
+
+/// One observation. Trivially copyable, 64 bytes, no pointers: safe to store in rings and files.
+struct Event {
+    EventKind kind = EventKind::kInvalid;
+    std::uint8_t flags = 0;            ///< MemoryKind for memory events; bit 7 = synthetic
+    std::uint16_t device = kNoDevice;  ///< device ordinal; kNoDevice for host-only events
+    std::uint32_t stream = kNoStream;
+    std::uint32_t process = 0;         ///< pid (or rank-local process id from an importer)
+    std::uint32_t thread = 0;          ///< tid
+    std::uint64_t start_ns = 0;        ///< nanoseconds on the source's clock
+    std::uint64_t end_ns = 0;          ///< == start_ns for instants
+    union {
+        MemoryPayload memory;
+        KernelPayload kernel;
+        CopyPayload copy;
+        SyncPayload sync;
+        ApiPayload api;
+        RangePayload range;
+        OomPayload oom;
+        AnnotationPayload annotation;
+        CounterPayload counter;
+        std::uint8_t raw[32];
+    };
+
+    Event() noexcept : raw{} {}
+
+    [[nodiscard]] std::uint64_t duration_ns() const noexcept {
+        return end_ns > start_ns ? end_ns - start_ns : 0;
+    }
+};
+
+static_assert(sizeof(Event) == 64, "Event must stay 64 bytes: rings and recordings store it raw");
+static_assert(std::is_trivially_copyable_v<Event>, "Event must be trivially copyable");
+static_assert(std::is_standard_layout_v<Event>, "Event must have a standard layout");
+
+/// True for kinds whose payload is MemoryPayload.
+constexpr bool is_memory_event(EventKind k) noexcept {
+    return k >= EventKind::kDeviceAlloc && k <= EventKind::kBlockFree;
+}
+
+/// True for work that occupies a GPU (kernels, copies, memsets).
+constexpr bool is_gpu_activity(EventKind k) noexcept {
+    return k == EventKind::kKernel || k == EventKind::kMemcpy || k == EventKind::kMemset;
+}
+
+/// A stable lower-case name for a kind ("kernel", "block_alloc"); "unknown" for others.
+GPUDIAG_API const char* event_kind_name(EventKind kind) noexcept;
+
+}  // namespace gpudiag

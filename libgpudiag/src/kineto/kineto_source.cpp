@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
+// PLACEHOLDER (replaced by the Kineto importer): refuses every input with a clear message.
+#include "core/event_source.hpp"
+
+namespace gpudiag::detail {
+
+Result<std::unique_ptr<EventSource>> open_kineto_source(const std::string& path, const AnalysisOptions&) {
+    return unsupported(path + ": the Kineto importer is not built in this version");
+}
+
+}  // namespace gpudiag::detail

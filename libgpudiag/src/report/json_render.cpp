@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+// JSON rendering of a Report. The schema (documented in README.md) is versioned by
+// Report::schema_version; fields are only ever added.
+#include <gpudiag/report.hpp>
+#include <gpudiag/version.hpp>
+
+#include "support/json_writer.hpp"
+
+namespace gpudiag {
+namespace {
+
+using detail::JsonWriter;
+
+void write_figures(JsonWriter& w, const std::vector<Figure>& figures) {
+    w.key("figures").begin_object();
+    for (const auto& f : figures) {
+        w.key(f.key).begin_object();
+        w.field("value", f.value).field("unit", f.unit).field("label", f.label);
+        w.end_object();
+    }
+    w.end_object();
+}
+
+void write_source(JsonWriter& w, const SourceInfo& s) {
+    w.key("source").begin_object();
+    w.field("producer", s.producer).field("description", s.description);
+    w.field("simulated", s.simulated).field("rank", s.rank).field("world_size", s.world_size);
+    w.field("pid", s.pid).field("hostname", s.hostname);
+    w.key("devices").begin_array();
+    for (const auto& d : s.devices) {
+        w.begin_object();
+        w.field("ordinal", static_cast<unsigned>(d.ordinal)).field("name", d.name);
+        w.field("total_memory_bytes", d.total_memory_bytes).field("uuid", d.uuid);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("properties").begin_object();
+    for (const auto& [k, v] : s.properties) w.field(k, v);
+    w.end_object();
+    w.end_object();
+}
+
+void write_finding(JsonWriter& w, const Finding& f) {
+    w.begin_object();
+    w.field("id", f.id).field("severity", severity_name(f.severity));
+    w.field("title", f.title).field("summary", f.summary).field("confidence", f.confidence);
+    w.field("rank", f.rank).field("device", f.device);
+    write_figures(w, f.figures);
+    w.field("site_unit", f.site_unit);
+    w.key("sites").begin_array();
+    for (const auto& s : f.sites) {
+        w.begin_object();
+        w.field("location", s.location).field("value", s.value).field("share", s.share);
+        w.field("detail", s.detail);
+        w.end_object();
+    }
+    w.end_array();
+    w.key("evidence").begin_array();
+    for (const auto& e : f.evidence) w.value(e);
+    w.end_array();
+    w.key("advice").begin_array();
+    for (const auto& a : f.advice) w.value(a);
+    w.end_array();
+    w.end_object();
+}
+
+void write_section(JsonWriter& w, const Section& s) {
+    w.begin_object();
+    w.field("id", s.id).field("title", s.title);
+    write_figures(w, s.figures);
+    w.key("tables").begin_array();
+    for (const auto& t : s.tables) {
+        w.begin_object();
+        w.field("id", t.id).field("title", t.title);
+        w.key("columns").begin_array();
+        for (const auto& c : t.columns) w.value(c);
+        w.end_array();
+        w.key("rows").begin_array();
+        for (const auto& row : t.rows) {
+            w.begin_array();
+            for (const auto& cell : row) {
+                if (const auto* d = std::get_if<double>(&cell)) {
+                    w.value(*d);
+                } else {
+                    w.value(std::get<std::string>(cell));
+                }
+            }
+            w.end_array();
+        }
+        w.end_array();
+        w.end_object();
+    }
+    w.end_array();
+    w.key("series").begin_array();
+    for (const auto& series : s.series) {
+        w.begin_object();
+        w.field("id", series.id).field("title", series.title).field("unit", series.unit);
+        w.key("points").begin_array();
+        for (const auto& [x, y] : series.points) {
+            w.begin_array().value(x).value(y).end_array();
+        }
+        w.end_array();
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+}
+
+void write_report(JsonWriter& w, const Report& r) {
+    w.begin_object();
+    w.field("schema_version", r.schema_version);
+    w.field("gpudiag_version", ::gpudiag::version());
+    write_source(w, r.source);
+    w.key("capture").begin_object();
+    w.field("events", r.capture.events).field("dropped", r.capture.dropped);
+    w.field("truncated", r.capture.truncated);
+    w.key("notes").begin_array();
+    for (const auto& n : r.capture.notes) w.value(n);
+    w.end_array();
+    w.end_object();
+    w.key("findings").begin_array();
+    for (const auto& f : r.findings) write_finding(w, f);
+    w.end_array();
+    w.key("sections").begin_array();
+    for (const auto& s : r.sections) write_section(w, s);
+    w.end_array();
+    w.key("notes").begin_array();
+    for (const auto& n : r.notes) w.value(n);
+    w.end_array();
+    w.key("ranks").begin_array();
+    for (const auto& rank : r.ranks) write_report(w, rank);
+    w.end_array();
+    w.end_object();
+}
+
+}  // namespace
+
+const char* severity_name(Severity s) noexcept {
+    switch (s) {
+        case Severity::kInfo: return "info";
+        case Severity::kWarning: return "warning";
+        case Severity::kCritical: return "critical";
+    }
+    return "info";
+}
+
+std::string render_json(const Report& report) noexcept {
+    try {
+        std::string out;
+        JsonWriter w(out);
+        write_report(w, report);
+        out += '\n';
+        return out;
+    } catch (...) {
+        return {};
+    }
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: Apache-2.0
+// A small streaming JSON writer (reports, Chrome-trace export). Escapes per RFC 8259; writes
+// non-finite numbers as null because JSON has no NaN.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudiag::detail {
+
+class JsonWriter {
+public:
+    explicit JsonWriter(std::string& out, bool pretty = true) : out_(out), pretty_(pretty) {}
+
+    JsonWriter& begin_object() { open('{'); return *this; }
+    JsonWriter& end_object() { close('}'); return *this; }
+    JsonWriter& begin_array() { open('['); return *this; }
+    JsonWriter& end_array() { close(']'); return *this; }
+
+    JsonWriter& key(std::string_view k) {
+        separator();
+        string_literal(k);
+        out_ += pretty_ ? ": " : ":";
+        after_key_ = true;
+        return *this;
+    }
+    JsonWriter& value(std::string_view v) { separator(); string_literal(v); return *this; }
+    JsonWriter& value(const char* v) { return value(std::string_view(v ? v : "")); }
+    JsonWriter& value(const std::string& v) { return value(std::string_view(v)); }
+    JsonWriter& value(bool v) { separator(); out_ += v ? "true" : "false"; return *this; }
+    JsonWriter& null() { separator(); out_ += "null"; return *this; }
+    JsonWriter& value(double v) {
+        separator();
+        if (!std::isfinite(v)) {
+            out_ += "null";
+        } else if (v == std::floor(v) && std::fabs(v) < 9.0e15) {
+            out_ += std::to_string(static_cast<long long>(v));
+        } else {
+            char buf[32];
+            // Short forms read better; fall back to 17 digits when they would not round-trip.
+            std::snprintf(buf, sizeof buf, "%.6g", v);
+            if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
+            out_ += buf;
+        }
+        return *this;
+    }
+    JsonWriter& value(std::int64_t v) { separator(); out_ += std::to_string(v); return *this; }
+    JsonWriter& value(std::uint64_t v) { separator(); out_ += std::to_string(v); return *this; }
+    JsonWriter& value(int v) { return value(static_cast<std::int64_t>(v)); }
+    JsonWriter& value(unsigned v) { return value(static_cast<std::uint64_t>(v)); }
+
+    template <typename T>
+    JsonWriter& field(std::string_view k, const T& v) { key(k); return value(v); }
+
+private:
+    void open(char c) {
+        separator();
+        out_ += c;
+        first_.push_back(true);
+    }
+    void close(char c) {
+        bool empty = first_.empty() ? true : first_.back();
+        if (!first_.empty()) first_.pop_back();
+        if (!empty) newline();
+        out_ += c;
+    }
+    void separator() {
+        if (after_key_) {
+            after_key_ = false;
+            return;
+        }
+        if (first_.empty()) return;
+        if (!first_.back()) out_ += ',';
+        first_.back() = false;
+        newline();
+    }
+    void newline() {
+        if (!pretty_) return;
+        out_ += '\n';
+        out_.append(first_.size() * 2, ' ');
+    }
+    void string_literal(std::string_view s) {
+        out_ += '"';
+        for (unsigned char ch : s) {
+            switch (ch) {
+                case '"': out_ += "\\\""; break;
+                case '\\': out_ += "\\\\"; break;
+                case '\n': out_ += "\\n"; break;
+                case '\r': out_ += "\\r"; break;
+                case '\t': out_ += "\\t"; break;
+                case '\b': out_ += "\\b"; break;
+                case '\f': out_ += "\\f"; break;
+                default:
+                    if (ch < 0x20) {
+                        char buf[8];
+                        std::snprintf(buf, sizeof buf, "\\u%04x", ch);
+                        out_ += buf;
+                    } else {
+                        out_ += static_cast<char>(ch);
+                    }
+            }
+        }
+        out_ += '"';
+    }
+
+    std::string& out_;
+    bool pretty_;
+    bool after_key_ = false;
+    std::vector<bool> first_;
+};
+
+}  // namespace gpudiag::detail
