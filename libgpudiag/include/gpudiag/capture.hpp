@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: Apache-2.0
+// What live capture can do on this machine, and why not more.
+#pragma once
+
+#include <gpudiag/export.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpudiag {
+
+/// Capability levels, lowest to highest. Exactly one applies at a time.
+enum class CaptureLevel : std::uint8_t {
+    kNoGpu = 0,          ///< no driver or device: analysis of recordings and traces only
+    kNvml = 1,           ///< NVML health sampling (utilization, clocks, power, memory)
+    kFramework = 2,      ///< + framework events (torch allocator, steps, phases, NVTX)
+    kCuptiActivity = 3,  ///< + CUPTI activity records (kernels, copies, syncs, memory)
+    kCuptiDeep = 4,      ///< + CUPTI callbacks (allocation call sites)
+};
+GPUDIAG_API const char* capture_level_name(CaptureLevel level) noexcept;  ///< "no_gpu", ...
+
+/// The answer to "what does gpudiag see here, and why not more?".
+struct CaptureStatus {
+    CaptureLevel level = CaptureLevel::kNoGpu;
+    /// One plain-language reason per level above `level` that is unavailable, e.g.
+    /// "cupti_activity: libcupti.so.13 loaded but no CUDA driver (CUPTI_ERROR_UNKNOWN)".
+    std::vector<std::string> reasons;
+    bool capturing = false;        ///< a session is capturing now
+    bool paused = false;           ///< yielded CUPTI to another client (torch.profiler)
+    std::string paused_reason;
+    std::uint64_t events = 0;      ///< delivered since start
+    std::uint64_t dropped = 0;     ///< lost to full buffers since start
+    std::string cupti_library;     ///< path of the libcupti in use, "" when none
+    std::uint32_t cupti_version = 0;
+    std::string driver_version;
+    int device_count = 0;
+};
+
+/// Probes the machine without starting capture (loads libraries, touches no CUDA context).
+/// Thread-safety: safe. Errors: none; what is missing is in `reasons`.
+GPUDIAG_API CaptureStatus probe_capture() noexcept;
+
+}  // namespace gpudiag

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: Apache-2.0
+// Session: live diagnosis inside a running program (a training loop, an inference service).
+//
+//     gpudiag::SessionOptions options;
+//     options.record_path = "run.gpudiag";
+//     auto session = gpudiag::Session::create(options);
+//     if (session) {
+//         (void)(*session)->start();
+//         for (int step = 0; step < n; ++step) {
+//             (*session)->step_begin(step);
+//             ... work ...
+//             (*session)->step_end(step);
+//         }
+//         (void)(*session)->stop();
+//         auto report = (*session)->report();
+//         if (report) std::puts(gpudiag::render_text(*report).c_str());
+//     }
+#pragma once
+
+#include <gpudiag/analyze.hpp>
+#include <gpudiag/capture.hpp>
+#include <gpudiag/event.hpp>
+#include <gpudiag/export.hpp>
+#include <gpudiag/report.hpp>
+#include <gpudiag/status.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace gpudiag {
+
+struct SessionOptions {
+    /// Write a .gpudiag recording here as events arrive ("" = none).
+    std::string record_path;
+    /// Capture GPU activity through CUPTI when available (off: framework events and NVML only).
+    bool capture_gpu = true;
+    /// Opt-in CUPTI callback subscriber for allocation call sites. Takes CUPTI's single
+    /// subscriber slot: torch.profiler GPU tracing may then be unavailable in this process.
+    bool deep = false;
+    /// Sample NVML (utilization, clocks, throttling, power, temperature, ECC) this often; 0 = off.
+    double nvml_hz = 2.0;
+    /// Events the hand-off holds before it drops (and counts) new ones. Power of two.
+    std::uint32_t queue_capacity = 1u << 16;
+    /// How often buffered events are flushed to the analyses, in milliseconds.
+    std::uint32_t flush_period_ms = 250;
+    /// Call `on_report` with a fresh report this often (0 = never): for services left on.
+    std::uint32_t report_period_ms = 0;
+    std::function<void(const Report&)> on_report;
+    AnalysisOptions analysis;
+    /// Free-form facts about the program for the report, e.g. {"expandable_segments", "true"}.
+    std::vector<std::pair<std::string, std::string>> properties;
+};
+
+/// Identifies a watch registered with Session::watch_memory.
+using WatchId = std::uint64_t;
+
+class GPUDIAG_API Session {
+public:
+    /// Creates a session (nothing is captured until start()). Errors: kInvalidArgument for bad
+    /// options, kIoError when the recording cannot be created.
+    static Result<std::unique_ptr<Session>> create(SessionOptions options) noexcept;
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    /// Starts capture at the highest available level. Errors: kFailedPrecondition when already
+    /// started. A missing GPU is not an error: status() says what is captured.
+    Status start() noexcept;
+    /// Flushes, stops capture and closes the recording. Errors: kFailedPrecondition when not
+    /// started.
+    Status stop() noexcept;
+    [[nodiscard]] bool running() const noexcept;
+
+    /// Step and phase markers. Thread-safety: safe. Callback-safe: yes (never blocks; dropped and
+    /// counted when the hand-off is full).
+    void step_begin(std::uint64_t step) noexcept;
+    void step_end(std::uint64_t step) noexcept;
+    void phase_begin(std::string_view name) noexcept;
+    void phase_end() noexcept;
+    /// The loop is about to wait for / has received its next batch of input.
+    void input_wait_begin() noexcept;
+    void input_wait_end() noexcept;
+
+    /// Records an event from a framework integration (torch allocator, DataLoader, counters).
+    /// Timestamps of 0 are filled with now(). Returns false when dropped.
+    bool record(const Event& event) noexcept;
+    /// Interns a string for use in events passed to record().
+    StringId intern(std::string_view text) noexcept;
+    /// Nanoseconds on the session's clock (CLOCK_MONOTONIC; CUPTI timestamps are mapped to it).
+    static std::uint64_t now_ns() noexcept;
+
+    /// Calls `callback(bytes_in_use)` once each time device memory in use rises above
+    /// `threshold_bytes` (re-armed when it falls below 95 % of it). Called on the session's
+    /// worker thread; it must not block for long. Errors: kInvalidArgument for null callback.
+    Result<WatchId> watch_memory(std::uint64_t threshold_bytes,
+                                 std::function<void(std::uint64_t)> callback) noexcept;
+    Status unwatch_memory(WatchId id) noexcept;
+
+    /// Flushes what is buffered and returns the diagnosis so far (the session keeps running).
+    Result<Report> report() noexcept;
+    /// Capture level, reasons, events and drops.
+    [[nodiscard]] CaptureStatus status() const noexcept;
+
+    /// Yields CUPTI to another client (torch.profiler) and takes it back. While paused, NVML,
+    /// NVTX and framework events continue.
+    Status pause_capture(std::string_view reason) noexcept;
+    Status resume_capture() noexcept;
+
+    struct Impl;
+
+private:
+    explicit Session(std::unique_ptr<Impl> impl) noexcept;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpudiag
