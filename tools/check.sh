@@ -18,20 +18,8 @@ START=$(date +%s)
 step() { printf '\n=== %s (%ds)\n' "$*" $(( $(date +%s) - START )); }
 
 # --- system packages (Debian/Ubuntu) -------------------------------------------------------------
-APT_PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
-  libsimdjson-dev libfmt-dev libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev
-  python3-venv chromium"
-missing=""
-for p in $APT_PACKAGES; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  step "installing system packages:$missing"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
-fi
+step "system packages"
+tools/install_deps.sh --test
 
 # --- C++: build and test -------------------------------------------------------------------------
 step "configure + build (dev preset)"
