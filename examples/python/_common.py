@@ -50,4 +50,5 @@ def diagnosed(args: argparse.Namespace, name: str) -> Iterator[object]:
     else:
         print(report.summary())
     ids = sorted({f.id for f in report.findings})
-    print("VERDICT " + json.dumps({"example": name, "findings": ids}))
+    serious = sorted({f.id for f in report.findings if f.severity in ("warning", "critical")})
+    print("VERDICT " + json.dumps({"example": name, "findings": ids, "serious": serious}))

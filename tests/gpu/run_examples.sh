@@ -22,11 +22,15 @@ import json, sys
 name, verdict = sys.argv[1], sys.argv[2]
 exp = json.load(open("tests/scenarios/expectations.json"))[name]
 try:
-    got = json.loads(verdict)["findings"]
+    parsed = json.loads(verdict)
+    got, serious = parsed["findings"], parsed.get("serious", [])
 except Exception:
     print("no-verdict"); sys.exit()
 missing = [r for r in exp.get("required", []) if r not in got]
-print("ok" if not missing else "missing:" + ",".join(missing))
+if exp.get("healthy") and serious:
+    print("unhealthy:" + ",".join(serious))
+else:
+    print("ok" if not missing else "missing:" + ",".join(missing))
 PYEOF
 )
   printf '%-20s rc=%-3s %6.1fs %-12s %s\n' "$name" "$rc" "$secs" "$ok" "$verdict"
