@@ -97,6 +97,13 @@ private:
     std::size_t size_;
 };
 
+// Bounds on what a hostile strings chunk can make the reader allocate: a single id may jump at
+// most this far past the table's end, all jumps together at most the total (16 MiB of id slots),
+// and at most kMaxRemappedStrings ids are translated.
+constexpr std::uint64_t kMaxStringIdGap = std::uint64_t{1} << 16;
+constexpr std::uint64_t kMaxTotalStringIdGap = std::uint64_t{1} << 20;
+constexpr std::size_t kMaxRemappedStrings = std::size_t{1} << 20;
+
 // Notes about damage, bounded: a hostile file with a million bad chunks gets 32 notes and a count.
 class Notes {
 public:
@@ -395,6 +402,8 @@ struct RecordingReader::Impl {
         std::uint64_t delivered = 0;
         std::uint64_t unknown_chunks = 0;
         std::uint64_t bad_strings = 0;
+        std::uint64_t unmapped_strings = 0;
+        std::uint64_t id_gap_budget = kMaxTotalStringIdGap;
         const std::uint64_t size = input->size();
 
         auto begin_once = [&](const SourceInfo* info) {
@@ -447,12 +456,24 @@ struct RecordingReader::Impl {
                         const StringId id = c.u32();
                         const std::string_view text = c.str();
                         if (!c.ok()) break;
-                        if (id <= StringTable::kOverflowString) {
-                            ++bad_strings;
-                        } else if (!strings.bind(id, text)) {
-                            // The caller's table already uses this id (or it is out of range):
+                        if (id <= StringTable::kOverflowString || text.empty()) {
+                            ++bad_strings;  // the writer never writes these
+                            continue;
+                        }
+                        // Writers assign ids densely, so a big jump past the table's end is
+                        // damage or hostility; binding it would grow the id array by the jump.
+                        const std::uint64_t table_size = strings.size();
+                        const std::uint64_t gap = id > table_size ? id - table_size : 0;
+                        const bool plausible =
+                            gap <= kMaxStringIdGap && id_gap_budget >= gap;
+                        if (plausible && strings.bind(id, text)) {
+                            id_gap_budget -= gap;
+                        } else if (remap.size() < kMaxRemappedStrings || remap.count(id) != 0) {
+                            // The caller's table already uses this id, or the id is implausible:
                             // intern instead and translate the events' ids.
                             remap[id] = strings.intern(text);
+                        } else {
+                            ++unmapped_strings;
                         }
                     }
                     if (!c.ok()) {
@@ -512,6 +533,11 @@ struct RecordingReader::Impl {
         if (bad_strings > 0) {
             summary.notes.push_back(std::to_string(bad_strings) +
                                     " string(s) with reserved ids were ignored");
+        }
+        if (unmapped_strings > 0) {
+            summary.notes.push_back(std::to_string(unmapped_strings) +
+                                    " string(s) could not be matched to ids (too many conflicts); "
+                                    "some names may be missing");
         }
         if (walk.io_failed) summary.notes.push_back("stopped by a read error: " + walk.io_error);
         last_summary = summary;
