@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // gpudiag_analyze: a small driver over gpudiag::analyze_files for benchmarks and scripts, until
 // the Python CLI (`gpudiag analyze`) is available everywhere.
-//   gpudiag_analyze [--format text|json] [--window steps|hta|all] [--rank N] FILE...
+//   gpudiag_analyze [--format text|json] [--window steps|hta|all] [--rank N]
+//                   [--chrome-trace OUT.json] FILE...
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/report.hpp>
+#include <gpudiag/trace_export.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,7 @@ int main(int argc, char** argv) {
     gpudiag::AnalysisOptions options;
     std::string format = "text";
     std::vector<std::string> files;
+    std::string chrome_trace;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--format" && i + 1 < argc) {
@@ -24,14 +27,23 @@ int main(int argc, char** argv) {
             if (w == "hta") options.window = gpudiag::AnalysisWindow::kHta;
             else if (w == "all") options.window = gpudiag::AnalysisWindow::kAll;
             else options.window = gpudiag::AnalysisWindow::kSteps;
+        } else if (a == "--chrome-trace" && i + 1 < argc) {
+            chrome_trace = argv[++i];
         } else if (a == "--rank" && i + 1 < argc) {
             options.rank = std::atoi(argv[++i]);
         } else if (a == "-h" || a == "--help") {
             std::puts("usage: gpudiag_analyze [--format text|json] [--window steps|hta|all] "
-                      "[--rank N] FILE...");
+                      "[--rank N] [--chrome-trace OUT.json] FILE...");
             return 0;
         } else {
             files.push_back(a);
+        }
+    }
+    if (!chrome_trace.empty()) {
+        gpudiag::Status st = gpudiag::export_chrome_trace(files, chrome_trace, options);
+        if (!st.is_ok()) {
+            std::fprintf(stderr, "gpudiag: %s\n", st.to_string().c_str());
+            return 2;
         }
     }
     auto report = gpudiag::analyze_files(files, options);

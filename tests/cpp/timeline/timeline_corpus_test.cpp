@@ -52,6 +52,7 @@ const Report& analysed(const std::vector<std::string>& paths, AnalysisWindow win
 }
 
 struct HtaFigures {
+    friend void PrintTo(const HtaFigures& f, std::ostream* os) { *os << f.file; }
     const char* file;
     double idle_percent;     // get_temporal_breakdown idle_time_pctg
     double host_wait_ratio;  // get_idle_time_breakdown host_wait ratio (single stream), < 0: n/a
@@ -82,9 +83,9 @@ INSTANTIATE_TEST_SUITE_P(
         HtaFigures{"hta_negative_queue_length_rank0.json.gz", 69.44, -1},
         HtaFigures{"hta_trace_diff_control.json.gz", 16.2, -1},
         HtaFigures{"hta_df_index_resolver.json.gz", 46.08, -1}),
-    [](const ::testing::TestParamInfo<HtaFigures>& info) {
+    [](const ::testing::TestParamInfo<HtaFigures>& param_info) {
         std::string name;
-        for (const char* c = info.param.file; *c != '\0' && *c != '.'; ++c) {
+        for (const char* c = param_info.param.file; *c != '\0' && *c != '.'; ++c) {
             name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
         }
         return name;

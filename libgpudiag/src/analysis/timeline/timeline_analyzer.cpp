@@ -423,8 +423,8 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     p.unattributed = !p.known && hta;
     p.bucket = p.unattributed ? 0 : bucket_of(p.known ? p.launch : p.start);
     p.work = work_class(e);
-    apply(d.all, p, e);
-    if (hta && p.known) apply(d.attributed, p, e);
+    apply(d.all, p, e, true);
+    if (hta && p.known) apply(d.attributed, p, e, false);
 
     if (e.kind == EventKind::kKernel) {
         kernel_durations_.add(p.end - p.start);
@@ -439,7 +439,7 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     }
 }
 
-void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e) {
+void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, bool observed) {
     std::uint64_t s = p.start;
     std::uint64_t en = p.end;
     GpuTimeStats& st = p.unattributed ? v.unattributed : bucket_ref(v.buckets, p.bucket);
@@ -479,7 +479,18 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e) {
         st.idle_by_kind[static_cast<std::size_t>(kind)] += gap;
         ++st.gaps;
         st.longest_gap_ns = std::max(st.longest_gap_ns, gap);
-        if (kind == IdleKind::kHostWait) attribute_host_wait(v.frontier, s, p.launch, st);
+        IdleCause cause = IdleCause::kCpu;
+        if (kind == IdleKind::kHostWait) {
+            GpuTimeStats causes;
+            attribute_host_wait(v.frontier, s, p.launch, causes);
+            std::size_t top = 0;
+            for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+                st.cause_ns[c] += causes.cause_ns[c];
+                if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
+            }
+            cause = static_cast<IdleCause>(top);
+        }
+        if (observed && gap_observer_) gap_observer_(Gap{e.device, v.frontier, s, kind, cause});
         st.busy_ns += en - s;
         v.frontier = en;
     } else if (en > v.frontier) {

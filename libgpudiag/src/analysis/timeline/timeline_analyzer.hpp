@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -42,6 +43,17 @@ public:
 
     /// The figures of the configured window (valid after end()).
     [[nodiscard]] TimelineSummary summarize() const;
+
+    /// One idle gap of a device, as classified (for exports and tests).
+    struct Gap {
+        std::uint16_t device;
+        std::uint64_t start_ns;
+        std::uint64_t end_ns;
+        IdleKind kind;
+        IdleCause cause;  ///< the largest host-side cause; meaningful for host waits only
+    };
+    /// Called for every gap of every device, in each device's time order.
+    void set_gap_observer(std::function<void(const Gap&)> observer) { gap_observer_ = std::move(observer); }
 
 private:
     struct Span {
@@ -91,7 +103,7 @@ private:
     void on_event(const Event& e);
     void on_gpu_activity(const Event& e);
     void process_gpu_activity(DeviceTimeline& d, const Event& e);
-    void apply(UnionView& v, const Placement& p, const Event& e);
+    void apply(UnionView& v, const Placement& p, const Event& e, bool observed);
     [[nodiscard]] const UnionView& window_view(const DeviceTimeline& d) const;
     void on_api_call(const Event& e);
     void on_host_range(const Event& e, std::uint64_t start, std::uint64_t end,
@@ -114,6 +126,7 @@ private:
     void build_section(const TimelineSummary& s, Report& report) const;
 
     AnalysisOptions options_;
+    std::function<void(const Gap&)> gap_observer_;
     const StringTable* strings_ = nullptr;
     SourceInfo info_;
     bool ended_ = false;
