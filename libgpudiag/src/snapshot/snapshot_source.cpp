@@ -257,6 +257,7 @@ private:
         for (const auto& [k, v] : state.settings) {
             info_.properties.emplace_back(k, v);
             if (k == "expandable_segments") settings_expandable = v == "true";
+            expandable_setting_ = settings_expandable;
         }
         if (!settings_expandable && any_expandable) {
             // Older snapshots lack allocator_settings; expandable segments show in the segments.
@@ -401,8 +402,12 @@ private:
                 break;
             case TraceAction::kSegmentAlloc:
             case TraceAction::kSegmentMap:
+                // segment_alloc entries do not say whether the segment is expandable; the
+                // final state (or the allocator setting) does, and later maps extend it.
                 emit_segment_alloc(e.device, t, e.address, e.size, stream, e.site,
-                                   e.action == TraceAction::kSegmentMap, false);
+                                   e.action == TraceAction::kSegmentMap ||
+                                       expandable_at(e.device, e.address),
+                                   false);
                 break;
             case TraceAction::kSegmentFree:
             case TraceAction::kSegmentUnmap:
@@ -420,6 +425,19 @@ private:
             case TraceAction::kSnapshot:
             case TraceAction::kOther: break;
         }
+    }
+
+    bool expandable_at(std::uint16_t device, std::uint64_t address) const {
+        auto fit = final_by_device_.find(device);
+        if (fit != final_by_device_.end()) {
+            const auto& segs = fit->second;
+            auto it = std::upper_bound(segs.begin(), segs.end(), address,
+                                       [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+            if (it != segs.begin() && address - (*(it - 1))->address < (*(it - 1))->total_size) {
+                return (*(it - 1))->expandable;
+            }
+        }
+        return expandable_setting_;
     }
 
     const SnapshotBlock* final_block(std::uint16_t device, std::uint64_t address) const {
@@ -646,6 +664,7 @@ private:
     bool has_current_ = false;
     bool profiler_steps_ = false;
     bool reconciling_ = false;
+    bool expandable_setting_ = false;
     std::uint64_t derived_steps_ = 0;
     std::size_t ann_pos_ = 0;
     std::uint64_t last_ns_ = 0;

@@ -389,7 +389,14 @@ void MemoryAnalyzer::add_device_findings(Report& report, std::uint16_t dev) {
     LedgerPeaks p = ledger_.peaks(dev);
     DeviceLayout l = ledger_.layout(dev);
     const double reserved = d(t.reserved);
-    const double unused = d(t.unallocated());
+    // In a step-based program the cache between steps is what the next step's peak needs, so
+    // "unused" is measured against the recent per-step peak; without steps, against now.
+    std::uint64_t needed = t.allocated_rounded;
+    std::vector<StepMark> steps = ledger_.steps(dev);
+    for (std::size_t i = steps.size() > 4 ? steps.size() - 4 : 0; i < steps.size(); ++i) {
+        needed = std::max(needed, steps[i].allocated_peak);
+    }
+    const double unused = t.reserved > needed ? d(t.reserved - needed) : 0.0;
 
     // Sites that created the free segments (the cache's origin).
     auto free_segment_sites = [&](bool whole_only) {
@@ -438,7 +445,9 @@ void MemoryAnalyzer::add_device_findings(Report& report, std::uint16_t dev) {
                      {"releasable_bytes", d(l.releasable), "bytes", "in fully free segments"},
                      {"inactive_split_bytes", d(l.inactive_split), "bytes", "in partly used segments"},
                      {"largest_free_block_bytes", d(l.largest_free), "bytes", "largest free block"},
-                     {"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"}};
+                     {"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"},
+                     {"needed_bytes", d(needed), "bytes",
+                      "allocated now, or the recent per-step peak in step-based programs"}};
         f.evidence.push_back("reserved " + b(reserved) + " vs allocated " + bu(t.allocated_rounded) +
                              " (" + format_percent(unused / std::max(reserved, 1.0)) + " unused)");
         f.evidence.push_back("largest free block " + bu(l.largest_free) + " of " +
