@@ -154,10 +154,12 @@ GPUDIAG_API Status write_recording(const std::string& path, const SourceInfo& in
                                    const SourceSummary& summary,
                                    const RecordingWriterOptions& options = {}) noexcept;
 
-/// Opens `path` and returns RecordingReader::info(). Errors: as RecordingReader::open().
+/// Opens `path` and returns RecordingReader::info().
+/// Thread-safety: safe. Errors: as RecordingReader::open() and info().
 GPUDIAG_API Result<RecordingInfo> read_recording_info(const std::string& path) noexcept;
 
 /// Opens `path` and streams it into `sink` (RecordingReader::read()).
+/// Thread-safety: safe on different sinks. Errors: as RecordingReader::open() and read().
 GPUDIAG_API Status read_recording(const std::string& path, EventSink& sink,
                                   StringTable& strings) noexcept;
 

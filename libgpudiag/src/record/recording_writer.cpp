@@ -296,6 +296,8 @@ void RecordingWriter::begin(const SourceInfo& info, const StringTable& strings) 
         w.write_source_info(info);
     } catch (const std::bad_alloc&) {
         w.fail(resource_exhausted(w.path + ": out of memory writing the source info"));
+    } catch (...) {
+        w.fail(internal_error(w.path + ": unexpected failure in the recording writer"));
     }
 }
 
@@ -326,6 +328,8 @@ void RecordingWriter::consume(std::span<const Event> events) {
         }
     } catch (const std::bad_alloc&) {
         w.fail(resource_exhausted(w.path + ": out of memory writing strings"));
+    } catch (...) {
+        w.fail(internal_error(w.path + ": unexpected failure in the recording writer"));
     }
 }
 
@@ -338,6 +342,8 @@ void RecordingWriter::end(const SourceSummary& summary) {
         w.write_summary(summary);
     } catch (const std::bad_alloc&) {
         w.fail(resource_exhausted(w.path + ": out of memory writing the summary"));
+    } catch (...) {
+        w.fail(internal_error(w.path + ": unexpected failure in the recording writer"));
     }
 }
 
@@ -349,6 +355,8 @@ Status RecordingWriter::flush() noexcept {
         w.flush_events();
     } catch (const std::bad_alloc&) {
         w.fail(resource_exhausted(w.path + ": out of memory writing strings"));
+    } catch (...) {
+        w.fail(internal_error(w.path + ": unexpected failure in the recording writer"));
     }
     return w.error;
 }
@@ -385,6 +393,8 @@ Status RecordingWriter::close() noexcept {
         }
     } catch (const std::bad_alloc&) {
         w.fail(resource_exhausted(w.path + ": out of memory writing the index"));
+    } catch (...) {
+        w.fail(internal_error(w.path + ": unexpected failure in the recording writer"));
     }
     if (::close(w.fd) != 0 && w.error.is_ok()) {
         w.fail(io_error(w.path + ": close failed (" + std::strerror(errno) + ")"));
