@@ -17,8 +17,13 @@
 
 namespace gpudiag::detail {
 
+// Only the padding is zeroed: the content is about to be overwritten, and touching 50 MB twice
+// costs as much as inflating it.
 TraceBuffer::TraceBuffer(std::size_t capacity)
-    : data_(new char[capacity + kPadding]()), size_(0), capacity_(capacity) {}
+    : data_(new char[capacity + kPadding]), size_(0), capacity_(capacity) {
+    std::memset(data_.get(), 0, std::min<std::size_t>(capacity, kPadding));
+    std::memset(data_.get() + capacity, 0, kPadding);
+}
 
 void TraceBuffer::resize(std::size_t size) noexcept {
     size_ = std::min(size, capacity_);
@@ -27,8 +32,9 @@ void TraceBuffer::resize(std::size_t size) noexcept {
 
 void TraceBuffer::reserve(std::size_t capacity) {
     if (capacity <= capacity_ && data_) return;
-    std::unique_ptr<char[]> bigger(new char[capacity + kPadding]());
+    std::unique_ptr<char[]> bigger(new char[capacity + kPadding]);
     if (size_ > 0) std::memcpy(bigger.get(), data_.get(), size_);
+    std::memset(bigger.get() + size_, 0, kPadding);
     data_ = std::move(bigger);
     capacity_ = capacity;
 }

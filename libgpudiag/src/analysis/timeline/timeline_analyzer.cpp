@@ -109,6 +109,7 @@ std::uint64_t TimelineAnalyzer::ClassFrontier::extend(std::uint64_t s, std::uint
 
 TimelineAnalyzer::TimelineAnalyzer(const AnalysisOptions& options) : options_(options) {
     options_.progress = nullptr;  // not ours to call
+    launches_.reserve(1 << 14);
 }
 
 void TimelineAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
@@ -323,7 +324,9 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
     }
 }
 
-void TimelineAnalyzer::add_span(std::deque<Span>& spans, std::uint64_t start, std::uint64_t end) {
+void TimelineAnalyzer::add_span(SpanQueue& queue, std::uint64_t start, std::uint64_t end) {
+    std::deque<Span>& spans = queue.spans;
+    queue.longest = std::max(queue.longest, end - start);
     if (spans.empty() || start >= spans.back().start) {
         spans.push_back(Span{start, end});
     } else {
@@ -433,7 +436,7 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
         auto dir = static_cast<std::size_t>(e.copy.direction);
         if (dir < pageable_bytes_by_direction_.size()) pageable_bytes_by_direction_[dir] += e.copy.bytes;
     }
-    if (++processed_since_prune_ >= 1024) {
+    if (++processed_since_prune_ >= 64) {
         processed_since_prune_ = 0;
         prune_host_spans();
     }
@@ -521,12 +524,17 @@ const TimelineAnalyzer::UnionView& TimelineAnalyzer::window_view(const DeviceTim
 
 namespace {
 
-// Union length of `spans` (sorted by start) within [x, y).
-template <typename Spans>
-std::uint64_t union_overlap(const Spans& spans, std::uint64_t x, std::uint64_t y) {
+// Union length of `queue`'s spans (sorted by start) within [x, y).
+template <typename Queue>
+std::uint64_t union_overlap(const Queue& queue, std::uint64_t x, std::uint64_t y) {
     std::uint64_t covered = x;
     std::uint64_t total = 0;
-    for (const auto& sp : spans) {
+    // No span starting before x - longest can reach x.
+    std::uint64_t from = x > queue.longest ? x - queue.longest : 0;
+    auto first = std::lower_bound(queue.spans.begin(), queue.spans.end(), from,
+                                  [](const auto& sp, std::uint64_t t) { return sp.start < t; });
+    for (auto it = first; it != queue.spans.end(); ++it) {
+        const auto& sp = *it;
         if (sp.start >= y) break;
         std::uint64_t lo = std::max(sp.start, covered);
         std::uint64_t hi = std::min(sp.end, y);
@@ -555,7 +563,7 @@ void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std
     // A sync that returned as the GPU ran dry is why the queue was empty: everything the host did
     // after it before relaunching is the price of that sync.
     std::uint64_t from = a > kSyncSlackNs ? a - kSyncSlackNs : 0;
-    for (const auto& sp : sync_spans_) {
+    for (const auto& sp : sync_spans_.spans) {
         if (sp.start >= host_end) break;
         if (sp.end >= from && sp.end <= host_end) {
             st.cause_ns[static_cast<std::size_t>(IdleCause::kSync)] += rest;
@@ -589,8 +597,8 @@ void TimelineAnalyzer::prune_host_spans() {
         }
     }
     std::uint64_t cutoff = oldest > kSyncSlackNs ? oldest - kSyncSlackNs : 0;
-    for (auto* spans : {&input_spans_, &sync_spans_, &copy_spans_, &api_spans_}) {
-        while (!spans->empty() && spans->front().end < cutoff) spans->pop_front();
+    for (auto* queue : {&input_spans_, &sync_spans_, &copy_spans_, &api_spans_}) {
+        while (!queue->spans.empty() && queue->spans.front().end < cutoff) queue->spans.pop_front();
     }
 }
 

@@ -60,6 +60,12 @@ private:
         std::uint64_t start;
         std::uint64_t end;
     };
+    // Host spans of one kind, sorted by start, with the longest one's length so an overlap query
+    // can binary-search its first candidate.
+    struct SpanQueue {
+        std::deque<Span> spans;
+        std::uint64_t longest = 0;
+    };
     struct StreamState {
         bool started = false;
         std::uint64_t prev_end = 0;
@@ -109,7 +115,7 @@ private:
     void on_host_range(const Event& e, std::uint64_t start, std::uint64_t end,
                        RangeCategory category, StringId name, std::uint64_t id);
     void on_step(std::int64_t number, std::uint64_t start, std::uint64_t end);
-    void add_span(std::deque<Span>& spans, std::uint64_t start, std::uint64_t end);
+    void add_span(SpanQueue& queue, std::uint64_t start, std::uint64_t end);
     void attribute_host_wait(std::uint64_t gap_start, std::uint64_t gap_end,
                              std::uint64_t launch, GpuTimeStats& st) const;
     void prune_host_spans();
@@ -136,10 +142,10 @@ private:
     std::uint64_t steps_dropped_ = 0;
     std::unordered_map<std::uint32_t, Span> launches_;  // correlation -> API call
     std::uint64_t launches_pruned_at_ = 0;
-    std::deque<Span> input_spans_;
-    std::deque<Span> sync_spans_;
-    std::deque<Span> copy_spans_;
-    std::deque<Span> api_spans_;
+    SpanQueue input_spans_;
+    SpanQueue sync_spans_;
+    SpanQueue copy_spans_;
+    SpanQueue api_spans_;
     std::uint64_t host_spans_dropped_ = 0;
     std::uint64_t processed_since_prune_ = 0;
     std::vector<ApiKind> api_kind_cache_;
