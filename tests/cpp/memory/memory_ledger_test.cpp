@@ -1,1 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+// MemoryLedger: books, reconciliation with the driver view, layout, watches, bounded state.
+#include "analysis/memory/address_table.hpp"
+#include "analysis/memory/memory_ledger.hpp"
+#include "analysis/memory/memory_series.hpp"
+#include "memory/memory_test_events.hpp"
+
 #include <gtest/gtest.h>
+
+#include <random>
+#include <unordered_map>
+
+namespace gpudiag::detail {
+namespace {
+
+using namespace gpudiag::testing;
+
+TEST(AddressTable, MatchesAReferenceMapUnderChurn) {
+    AddressTable table;
+    std::unordered_map<std::uint64_t, std::uint64_t> ref;
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 200000; ++i) {
+        std::uint64_t addr = ((rng() % 5000) + 1) * 512;
+        if (rng() % 3 != 0) {
+            LiveRecord r;
+            r.address = addr;
+            r.set(i + 1u, 0);
+            table.insert(r);
+            ref[addr] = i + 1u;
+        } else {
+            LiveRecord out;
+            bool erased = table.erase(addr, &out);
+            auto it = ref.find(addr);
+            ASSERT_EQ(erased, it != ref.end());
+            if (erased) {
+                EXPECT_EQ(out.size(), it->second);
+                ref.erase(it);
+            }
+        }
+        ASSERT_EQ(table.size(), ref.size());
+    }
+    for (const auto& [addr, size] : ref) {
+        LiveRecord* r = table.find(addr);
+        ASSERT_NE(r, nullptr);
+        EXPECT_EQ(r->size(), size);
+    }
+    // Bounded cost per live allocation while the table grows.
+    EXPECT_LE(table.memory_bytes(), std::max<std::size_t>(64 * ref.size(), 64 * 24));
+}
+
+TEST(MemoryLedger, BlocksSegmentsAndPendingFrees) {
+    MemoryLedger l;
+    l.apply(mem(EventKind::kSegmentAlloc, 1, 0x1000000, 20 * kMiB));
+    Event a = mem(EventKind::kBlockAlloc, 2, 0x1000000, 4 * kMiB);
+    a.memory.aux = 4 * kMiB - 100;
+    l.apply(a);
+    l.apply(mem(EventKind::kBlockAlloc, 3, 0x1000000 + 4 * kMiB, 2 * kMiB));
+    LedgerTotals t = l.totals(0);
+    EXPECT_EQ(t.reserved, 20 * kMiB);
+    EXPECT_EQ(t.allocated_rounded, 6 * kMiB);
+    EXPECT_EQ(t.allocated_requested, 6 * kMiB - 100);
+    // free_requested: leaves "allocated", still occupies the segment.
+    l.apply(mem(EventKind::kBlockFree, 4, 0x1000000, 4 * kMiB, kNoString, 0, kEventFlagPendingFree));
+    t = l.totals(0);
+    EXPECT_EQ(t.allocated_rounded, 2 * kMiB);
+    EXPECT_EQ(t.pending_free, 4 * kMiB);
+    DeviceLayout layout = l.layout(0);
+    EXPECT_EQ(layout.free_in_segments, 14 * kMiB);
+    EXPECT_EQ(layout.inactive_split, 14 * kMiB);
+    // free_completed.
+    l.apply(mem(EventKind::kBlockFree, 5, 0x1000000, 4 * kMiB));
+    t = l.totals(0);
+    EXPECT_EQ(t.pending_free, 0u);
+    layout = l.layout(0);
+    EXPECT_EQ(layout.free_in_segments, 18 * kMiB);
+    EXPECT_EQ(layout.largest_free, 14 * kMiB);
+    EXPECT_EQ(layout.free_blocks, 2u);
+    EXPECT_NEAR(layout.external_fragmentation(), 1.0 - 14.0 / 18.0, 1e-12);
+    EXPECT_EQ(l.peaks(0).allocated_rounded, 6 * kMiB);
+    l.apply(mem(EventKind::kBlockFree, 6, 0xdead, 1));
+    EXPECT_EQ(l.unmatched_frees(), 1u);
+}
+
+TEST(MemoryLedger, ExpandableSegmentsGrowAndShrink) {
+    MemoryLedger l;
+    const std::uint64_t base = 0x7f0000000000;
+    l.apply(mem(EventKind::kSegmentAlloc, 1, base, 20 * kMiB, kNoString, 0, kEventFlagExpandable));
+    l.apply(mem(EventKind::kSegmentAlloc, 2, base + 20 * kMiB, 40 * kMiB, kNoString, 0, kEventFlagExpandable));
+    EXPECT_EQ(l.totals(0).segments, 1u);
+    EXPECT_EQ(l.totals(0).reserved, 60 * kMiB);
+    l.apply(mem(EventKind::kBlockAlloc, 3, base + 50 * kMiB, 10 * kMiB));
+    l.apply(mem(EventKind::kSegmentFree, 4, base + 20 * kMiB, 20 * kMiB, kNoString, 0, kEventFlagExpandable));
+    LedgerTotals t = l.totals(0);
+    EXPECT_EQ(t.reserved, 40 * kMiB);
+    EXPECT_EQ(t.segments, 2u);  // a hole unmapped in the middle splits the range
+    DeviceLayout layout = l.layout(0);
+    EXPECT_EQ(layout.free_in_segments, 30 * kMiB);
+    EXPECT_EQ(layout.releasable, 20 * kMiB);
+}
+
+TEST(MemoryLedger, DriverViewReconciledWithFrameworkSegments) {
+    MemoryLedger l;
+    // torch's own cudaMalloc of a segment, seen by the driver before the allocator reports it.
+    l.apply(mem(EventKind::kDeviceAlloc, 1, 0x2000000, 20 * kMiB));
+    EXPECT_EQ(l.totals(0).outside(), 20 * kMiB);
+    l.apply(mem(EventKind::kSegmentAlloc, 2, 0x2000000, 20 * kMiB));
+    EXPECT_EQ(l.totals(0).outside(), 0u);
+    // A library's own allocation, a stream-ordered pool and a VM mapping counted by physical bytes.
+    l.apply(mem(EventKind::kDeviceAlloc, 3, 0x9000000, 64 * kMiB));
+    l.apply(mem(EventKind::kPoolAlloc, 4, 0xA000000, 8 * kMiB));
+    Event vm = mem(EventKind::kVmMap, 5, 0xB000000, 32 * kMiB);
+    vm.memory.aux = 16 * kMiB;
+    l.apply(vm);
+    LedgerTotals t = l.totals(0);
+    EXPECT_EQ(t.outside_device, 64 * kMiB);
+    EXPECT_EQ(t.outside_pool, 8 * kMiB);
+    EXPECT_EQ(t.outside_vm, 16 * kMiB);
+    Event resize = mem(EventKind::kPoolResize, 6, 0xA000000, 32 * kMiB);
+    l.apply(resize);
+    EXPECT_EQ(l.totals(0).outside_pool, 32 * kMiB);  // the pool's reserve, not just its live bytes
+    l.apply(mem(EventKind::kDeviceFree, 7, 0x9000000, 0));
+    EXPECT_EQ(l.totals(0).outside_device, 0u);
+    EXPECT_EQ(l.peaks(0).outside, 64 * kMiB + 8 * kMiB + 16 * kMiB + 24 * kMiB);
+    EXPECT_EQ(l.totals(0).used(), 20 * kMiB + 32 * kMiB + 16 * kMiB);
+}
+
+TEST(MemoryLedger, WatchFiresOncePerUpwardCrossingWithHysteresis) {
+    MemoryLedger l;
+    l.set_capacity(0, 100 * kMiB);
+    std::vector<MemoryWatchCrossing> calls;
+    MemoryWatch w;
+    w.metric = MemoryMetric::kReserved;
+    w.level_fraction = 0.9;
+    w.hysteresis_fraction = 0.05;
+    int id = l.add_watch(w, [&](const MemoryWatchCrossing& c) { calls.push_back(c); });
+    ASSERT_GT(id, 0);
+    std::uint64_t t = 0;
+    std::uint64_t addr = 0x100000000;
+    auto grow = [&](std::uint64_t bytes) {
+        l.apply(mem(EventKind::kSegmentAlloc, ++t, addr, bytes));
+        addr += bytes;
+        return addr - bytes;
+    };
+    std::uint64_t first = grow(80 * kMiB);
+    EXPECT_TRUE(calls.empty());
+    std::uint64_t second = grow(12 * kMiB);  // 92 %: fires
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0].level_bytes, 90 * kMiB);
+    EXPECT_EQ(calls[0].value_bytes, 92 * kMiB);
+    EXPECT_EQ(calls[0].watch_id, id);
+    grow(2 * kMiB);  // still above: no second call
+    EXPECT_EQ(calls.size(), 1u);
+    l.apply(mem(EventKind::kSegmentFree, ++t, second, 12 * kMiB));  // 82 %: below 85.5 %, re-arms
+    grow(10 * kMiB);                                                 // 92 % again: fires again
+    EXPECT_EQ(calls.size(), 2u);
+    (void)first;
+    // A watch on another device never fires here; a throwing callback does not break the books.
+    MemoryWatch other = w;
+    other.device = 3;
+    l.add_watch(other, [&](const MemoryWatchCrossing&) { ADD_FAILURE(); });
+    MemoryWatch thrower;
+    thrower.metric = MemoryMetric::kAllocated;
+    thrower.level_bytes = 1;
+    l.add_watch(thrower, [](const MemoryWatchCrossing&) { throw 42; });
+    l.apply(mem(EventKind::kBlockAlloc, ++t, 0x100000000, 4 * kMiB));
+    EXPECT_EQ(l.totals(0).allocated_rounded, 4 * kMiB);
+    // Fraction watches need a capacity; absolute ones need a level.
+    EXPECT_EQ(l.add_watch(MemoryWatch{}, [](const MemoryWatchCrossing&) {}), 0);
+    l.remove_watch(id);
+}
+
+TEST(MemoryLedger, SeriesStepsAndCheckpointsStayBounded) {
+    LedgerOptions opt;
+    opt.series_points = 64;
+    opt.step_points = 32;
+    opt.checkpoints = 8;
+    MemoryLedger l(opt);
+    std::uint64_t t = 1000;
+    l.apply(mem(EventKind::kSegmentAlloc, t, 0x10000000, kGiB));
+    for (std::uint64_t s = 0; s < 1000; ++s) {
+        l.apply(step(EventKind::kStepBegin, t, s));
+        for (int k = 0; k < 10; ++k) {
+            std::uint64_t a = 0x10000000 + static_cast<std::uint64_t>(k) * kMiB;
+            l.apply(mem(EventKind::kBlockAlloc, t += 1000, a, kMiB, static_cast<StringId>(k + 2)));
+            l.apply(mem(EventKind::kBlockFree, t += 1000, a, kMiB));
+        }
+        l.apply(step(EventKind::kStepEnd, t += 1000, s));
+    }
+    EXPECT_LE(l.series(0).size(), 64u);
+    EXPECT_GE(l.series(0).size(), 16u);
+    std::vector<StepMark> steps = l.steps(0);
+    EXPECT_LE(steps.size(), 33u);
+    std::uint64_t covered = 0;
+    for (const auto& s : steps) covered += s.steps;
+    EXPECT_EQ(covered, 1000u);
+    EXPECT_EQ(steps.front().allocated_peak, kMiB);
+    EXPECT_EQ(steps.front().allocated_min, 0u);
+    EXPECT_LE(l.checkpoint_ticks(0).size(), 8u);
+    EXPECT_EQ(l.site_checkpoints(0, 2).size(), l.checkpoint_ticks(0).size());
+    // Times in the series only move forward.
+    auto pts = l.series(0);
+    for (std::size_t i = 1; i < pts.size(); ++i) EXPECT_GT(pts[i].start_ns, pts[i - 1].start_ns);
+}
+
+TEST(MemorySeries, MergesPairsWhenFull) {
+    MemorySeries s(8, 10);
+    for (std::uint64_t t = 0; t < 10000; t += 5) s.record(t, MemoryLevels{t, 2 * t, 0});
+    auto pts = s.points();
+    EXPECT_LE(pts.size(), 8u);
+    EXPECT_EQ(pts.back().allocated_last, 9995u);
+    EXPECT_EQ(pts.front().allocated_min, 0u);
+    std::uint64_t max_seen = 0;
+    for (const auto& p : pts) max_seen = std::max(max_seen, p.reserved_max);
+    EXPECT_EQ(max_seen, 2 * 9995u);  // peaks survive merging
+}
+
+TEST(MemoryLedger, PhasesRecordPeaks) {
+    MemoryLedger l;
+    l.apply(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 100 * kMiB));
+    Event begin;
+    begin.kind = EventKind::kRangeBegin;
+    begin.start_ns = 2;
+    begin.range.name = 5;
+    begin.range.category = RangeCategory::kPhase;
+    l.apply(begin);
+    l.apply(mem(EventKind::kBlockAlloc, 3, 0x10000000, 30 * kMiB));
+    l.apply(mem(EventKind::kBlockFree, 4, 0x10000000, 30 * kMiB));
+    l.apply(mem(EventKind::kBlockAlloc, 5, 0x10000000, 10 * kMiB));
+    Event end = begin;
+    end.kind = EventKind::kRangeEnd;
+    end.start_ns = 6;
+    l.apply(end);
+    auto phases = l.phases(0);
+    ASSERT_EQ(phases.size(), 1u);
+    EXPECT_EQ(phases[0].name, 5u);
+    EXPECT_EQ(phases[0].allocated_peak, 30 * kMiB);
+    EXPECT_EQ(phases[0].allocated_growth_max, static_cast<std::int64_t>(10 * kMiB));
+    EXPECT_EQ(phases[0].runs, 1u);
+}
+
+}  // namespace
+}  // namespace gpudiag::detail

@@ -74,6 +74,7 @@ struct MemoryLedger::Device {
     AddressTable blocks;
     AddressTable driver;
     std::vector<LedgerSegment> segments;  // sorted by address, non-overlapping
+    std::vector<std::uint64_t> segment_starts;  // segments[i].address, packed for the search
     std::size_t last_segment = 0;
     LedgerTotals t;
     LedgerPeaks peak;
@@ -136,8 +137,14 @@ const MemoryLedger::Device* MemoryLedger::find_device(std::uint16_t ordinal) con
 
 std::uint32_t MemoryLedger::site_slot(std::uint16_t dev, StringId site) {
     std::uint64_t key = (std::uint64_t{dev} << 32) | site;
+    // A direct-mapped cache in front of the hash map: programs allocate from a few hot sites.
+    SiteCacheEntry& cached = site_cache_[(key * 0x9E3779B97F4A7C15ull) >> 56];
+    if (cached.valid && cached.key == key) return cached.slot;
     auto it = site_slots_.find(key);
-    if (it != site_slots_.end()) return it->second;
+    if (it != site_slots_.end()) {
+        cached = SiteCacheEntry{key, it->second, true};
+        return it->second;
+    }
     if (site_usage_.size() >= options_.max_sites) return 0;
     auto slot = static_cast<std::uint32_t>(site_usage_.size());
     site_usage_.push_back(SiteUsage{dev, site, 0, 0, 0});
@@ -165,13 +172,27 @@ LedgerSegment* MemoryLedger::segment_containing(Device& d, std::uint64_t address
         LedgerSegment& s = segs[d.last_segment];
         if (address >= s.address && address - s.address < s.size) return &s;
     }
-    auto it = std::upper_bound(segs.begin(), segs.end(), address,
-                               [](std::uint64_t a, const LedgerSegment& s) { return a < s.address; });
-    if (it == segs.begin()) return nullptr;
-    --it;
-    if (address - it->address >= it->size) return nullptr;
-    d.last_segment = static_cast<std::size_t>(it - segs.begin());
-    return &*it;
+    // Branch-free binary search over the packed start addresses (on the hot path, random
+    // addresses make a branchy search mispredict at every level).
+    const std::uint64_t* base = d.segment_starts.data();
+    std::size_t n = d.segment_starts.size();
+    while (n > 1) {
+        std::size_t half = n / 2;
+        base = base[half] <= address ? base + half : base;
+        n -= half;
+    }
+    if (*base > address) return nullptr;
+    auto index = static_cast<std::size_t>(base - d.segment_starts.data());
+    LedgerSegment& s = segs[index];
+    if (address - s.address >= s.size) return nullptr;
+    d.last_segment = index;
+    return &s;
+}
+
+void MemoryLedger::reindex_segments(Device& d) {
+    d.segment_starts.resize(d.segments.size());
+    for (std::size_t i = 0; i < d.segments.size(); ++i) d.segment_starts[i] = d.segments[i].address;
+    d.last_segment = 0;
 }
 
 void MemoryLedger::segment_alloc(Device& d, const Event& e) {
@@ -214,7 +235,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     seg.site = m.site;
     seg.expandable = expandable;
     segs.insert(it, seg);
-    d.last_segment = 0;
+    reindex_segments(d);
     d.t.reserved += m.bytes;
     ++d.t.segments;
     // Blocks that arrived before their segment (possible in live capture) now belong to it.
@@ -330,11 +351,33 @@ void MemoryLedger::block_alloc(Device& d, const Event& e) {
 void MemoryLedger::block_free(Device& d, const Event& e) {
     const MemoryPayload& m = e.memory;
     bool pending = (e.flags & kEventFlagPendingFree) != 0;
-    LiveRecord* found = d.blocks.find(m.address);
-    if (found == nullptr) {
-        if (!pending) ++unmatched_frees_;
+    if (!pending) {
+        // The common case takes one probe: erase, then settle the books from the record.
+        LiveRecord r;
+        if (!d.blocks.erase(m.address, &r)) {
+            ++unmatched_frees_;
+            return;
+        }
+        LedgerSegment* s = segment_containing(d, m.address);
+        if ((r.flags() & kFlagPending) != 0) {
+            d.t.pending_free = sub(d.t.pending_free, r.size());
+            if (s != nullptr) s->pending = sub(s->pending, r.size());
+        } else {
+            SiteUsage& u = site_usage_[r.site_slot];
+            u.live_bytes -= static_cast<std::int64_t>(r.size());
+            if (u.live_blocks > 0) --u.live_blocks;
+            d.t.allocated_rounded = sub(d.t.allocated_rounded, r.size());
+            d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(r));
+        }
+        if (s != nullptr) {
+            s->allocated = sub(s->allocated, r.size());
+            if (s->blocks > 0) --s->blocks;
+        }
+        if (d.t.live_blocks > 0) --d.t.live_blocks;
         return;
     }
+    LiveRecord* found = d.blocks.find(m.address);
+    if (found == nullptr) return;  // a pending free of an unknown block: its completion counts
     bool was_pending = (found->flags() & kFlagPending) != 0;
     LedgerSegment* s = segment_containing(d, m.address);
     if (!was_pending) {
@@ -347,28 +390,14 @@ void MemoryLedger::block_free(Device& d, const Event& e) {
         d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(*found));
         if (s != nullptr) s->allocated = sub(s->allocated, found->size());
     }
-    if (pending) {
-        if (!was_pending) {
-            found->set_flags(found->flags() | kFlagPending);
-            d.t.pending_free += found->size();
-            if (s != nullptr) {
-                s->pending += found->size();
-                s->allocated += found->size();  // still occupies the segment
-            }
-        }
-        return;
-    }
-    LiveRecord r;
-    d.blocks.erase(m.address, &r);
-    if (was_pending) {
-        d.t.pending_free = sub(d.t.pending_free, r.size());
+    if (!was_pending) {
+        found->set_flags(found->flags() | kFlagPending);
+        d.t.pending_free += found->size();
         if (s != nullptr) {
-            s->pending = sub(s->pending, r.size());
-            s->allocated = sub(s->allocated, r.size());
+            s->pending += found->size();
+            s->allocated += found->size();  // still occupies the segment
         }
     }
-    if (d.t.live_blocks > 0) --d.t.live_blocks;
-    if (s != nullptr && s->blocks > 0) --s->blocks;
 }
 
 // ---- driver-level memory ----
@@ -686,8 +715,14 @@ void MemoryLedger::apply(const Event& e) {
             switch (e.kind) {
                 case EventKind::kBlockAlloc: block_alloc(*d, e); break;
                 case EventKind::kBlockFree: block_free(*d, e); break;
-                case EventKind::kSegmentAlloc: segment_alloc(*d, e); break;
-                case EventKind::kSegmentFree: segment_free(*d, e); break;
+                case EventKind::kSegmentAlloc:
+                    segment_alloc(*d, e);
+                    reindex_segments(*d);
+                    break;
+                case EventKind::kSegmentFree:
+                    segment_free(*d, e);
+                    reindex_segments(*d);
+                    break;
                 case EventKind::kDeviceAlloc:
                 case EventKind::kPoolAlloc:
                 case EventKind::kVmMap: driver_alloc(*d, e); break;

@@ -211,6 +211,7 @@ private:
     void check_watches(Device& d, std::uint64_t t);
     void recompute_watch_bounds(Device& d);
     LedgerSegment* segment_containing(Device& d, std::uint64_t address);
+    static void reindex_segments(Device& d);
 
     LedgerOptions options_;
     std::vector<Device*> devices_;  // index = ordinal; owned
@@ -220,6 +221,12 @@ private:
     std::vector<SiteUsage> site_usage_;  // slot -> usage
     std::vector<std::vector<std::int64_t>> site_checkpoints_;  // slot -> values
     std::unordered_map<std::uint64_t, std::uint32_t> site_slots_;  // (device << 32 | site) -> slot
+    struct SiteCacheEntry {
+        std::uint64_t key = 0;
+        std::uint32_t slot = 0;
+        bool valid = false;
+    };
+    std::array<SiteCacheEntry, 256> site_cache_{};
     std::uint64_t unmatched_frees_ = 0;
     std::uint64_t dropped_ = 0;
 };

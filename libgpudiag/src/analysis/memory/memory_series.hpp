@@ -99,7 +99,12 @@ private:
         current_.outside_last = v.outside;
     }
     void close() {
-        points_.push_back(current_);
+        // After a compaction the open bucket may fall in the last merged one: fold it in.
+        if (!points_.empty() && points_.back().start_ns == current_.start_ns) {
+            points_.back().merge(current_);
+        } else {
+            points_.push_back(current_);
+        }
         open_ = false;
         ++closed_;
         if (points_.size() >= capacity_) compact();
@@ -119,6 +124,7 @@ private:
             }
         }
         points_ = std::move(merged);
+        if (open_) current_.start_ns = origin_ns_ + (current_.start_ns - origin_ns_) / width_ns_ * width_ns_;
     }
 
     std::size_t capacity_;
