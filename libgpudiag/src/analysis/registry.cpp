@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of analyses run on every input, in report order.
+#include "analysis/health/health_analyzer.hpp"
 #include "analysis/overview_analyzer.hpp"
 #include "core/analyzer.hpp"
 
@@ -8,6 +9,7 @@ namespace gpudiag::detail {
 std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& /*options*/) {
     std::vector<std::unique_ptr<Analyzer>> analyzers;
     analyzers.push_back(std::make_unique<OverviewAnalyzer>());
+    analyzers.push_back(std::make_unique<HealthAnalyzer>());
     return analyzers;
 }
 
