@@ -50,6 +50,7 @@ struct Sink {
     EventQueue* out;
     StringTable* strings;
     std::uint64_t generation;
+    std::uint32_t pid;  // cached: getpid() is a system call on current glibc
 };
 
 struct OpenRange {
@@ -166,10 +167,10 @@ struct NvtxReceiver::Impl {
     // A full queue counts its own refusals; `dropped` is for losses only we can see.
     static void emit(const Sink& s, const Event& e) noexcept { (void)s.out->try_push(e); }
 
-    Event range_event(EventKind kind) const noexcept {
+    static Event range_event(const Sink& s, EventKind kind) noexcept {
         Event e;
         e.kind = kind;
-        e.process = static_cast<std::uint32_t>(getpid());
+        e.process = s.pid;
         e.thread = current_tid();
         e.start_ns = e.end_ns = monotonic_now_ns();
         return e;
@@ -189,7 +190,7 @@ bool NvtxReceiver::attach(EventQueue& out, StringTable& strings) noexcept {
     if (m.sink.load() != nullptr) return false;
     Sink& s = m.sinks[m.next_sink];
     m.next_sink ^= 1;
-    s = Sink{&out, &strings, m.generation.fetch_add(1) + 1};
+    s = Sink{&out, &strings, m.generation.fetch_add(1) + 1, static_cast<std::uint32_t>(getpid())};
     m.sink.store(&s, std::memory_order_seq_cst);
     return true;
 }
@@ -221,7 +222,7 @@ int NvtxReceiver::push(std::uint32_t domain, std::string_view name) noexcept {
         if (level < kStackDepth) st->ranges[level] = OpenRange{0, kNoString};
         return static_cast<int>(level);
     }
-    Event e = m.range_event(EventKind::kRangeBegin);
+    Event e = m.range_event(*use.s, EventKind::kRangeBegin);
     e.range.name = m.intern(*use.s, name);
     e.range.category = m.category_of(domain);
     // Ids unique per process without a shared counter: thread id and a per-thread sequence.
@@ -246,7 +247,7 @@ int NvtxReceiver::pop(std::uint32_t domain) noexcept {
     if (use.s == nullptr || level >= kStackDepth || st->ranges[level].id == 0) {
         return static_cast<int>(level);
     }
-    Event e = m.range_event(EventKind::kRangeEnd);
+    Event e = m.range_event(*use.s, EventKind::kRangeEnd);
     e.range.name = st->ranges[level].name;
     e.range.category = m.category_of(domain);
     e.range.id = st->ranges[level].id;
@@ -289,7 +290,7 @@ void NvtxReceiver::end(std::uint64_t id) noexcept {
         }
     }
     if (found.id == 0) return;  // started before the session attached, or never started
-    Event e = m.range_event(EventKind::kRange);
+    Event e = m.range_event(*use.s, EventKind::kRange);
     e.thread = found.thread;
     e.start_ns = found.start_ns;
     e.range.name = found.name;
@@ -303,7 +304,7 @@ void NvtxReceiver::mark(std::uint32_t /*domain*/, std::string_view name) noexcep
     m.calls.fetch_add(1, std::memory_order_relaxed);
     Impl::Use use(m);
     if (use.s == nullptr) return;
-    Event e = m.range_event(EventKind::kAnnotation);
+    Event e = m.range_event(*use.s, EventKind::kAnnotation);
     e.annotation.text = m.intern(*use.s, name);
     m.emit(*use.s, e);
 }
