@@ -686,6 +686,14 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
                                                           options.max_buffers);
             s.completed.reserve(options.max_buffers + 64);
         }
+        {
+            // Buffers CUPTI returned after the previous session's final drain: not this one's.
+            std::lock_guard<std::mutex> lock(s.completed_mutex);
+            for (const Impl::Completed& c : s.completed) {
+                if (c.ours) s.pool->release(c.buffer, c.valid);
+            }
+            s.completed.clear();
+        }
         s.pool->top_up(kLowWaterBuffers);
         s.out = &out;
         s.strings = &strings;

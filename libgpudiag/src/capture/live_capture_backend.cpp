@@ -15,6 +15,7 @@
 #endif
 
 #include <atomic>
+#include <mutex>
 
 namespace gpudiag::detail {
 namespace {
@@ -101,11 +102,13 @@ public:
             nvtx_attached_ = NvtxReceiver::instance().attach(counting_, strings);
             if (nvml_hz_ > 0.0) {
                 if (const NvmlApi* nvml = nvml_api(); nvml != nullptr) {
-                    sampler_ = std::make_unique<NvmlSampler>(*nvml);
-                    Status st = sampler_->start(nvml_hz_, counting_);
-                    if (!st.is_ok()) {
+                    auto sampler = std::make_unique<NvmlSampler>(*nvml);
+                    Status st = sampler->start(nvml_hz_, counting_);
+                    std::lock_guard<std::mutex> lock(state_mutex_);
+                    if (st.is_ok()) {
+                        sampler_ = std::move(sampler);
+                    } else {
                         notes_.push_back("nvml: " + st.message());
-                        sampler_.reset();
                     }
                 }
             }
@@ -113,9 +116,12 @@ public:
                 CuptiSourceOptions o;
                 o.deep = deep_;
                 o.flush_period_ms = flush_period_ms_ > 0 ? flush_period_ms_ : 250;
-                Status st = CuptiActivitySource::instance().start(o, counting_, strings);
+                Status st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
                 cupti_started_ = st.is_ok();
-                if (!cupti_started_) cupti_failure_ = st.message();
+                if (!cupti_started_) {
+                    std::lock_guard<std::mutex> lock(state_mutex_);
+                    cupti_failure_ = st.message();
+                }
             }
             running_ = true;
             phase_.store(Phase::kRunning);
@@ -135,12 +141,17 @@ public:
         if (!phase_.compare_exchange_strong(expected, Phase::kTransition)) return;
         // CUPTI first: its forced flush still delivers into the session's queue.
         if (cupti_started_) {
-            CuptiActivitySource::instance().stop();
-            last_cupti_ = CuptiActivitySource::instance().status();
-            cupti_started_ = false;
+            CuptiActivitySource::instance().stop();  // no gpudiag lock held
+            CuptiSourceStatus last = CuptiActivitySource::instance().status();
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            last_cupti_ = std::move(last);
             cupti_stopped_ = true;
+            cupti_started_ = false;
         }
-        if (sampler_ != nullptr) sampler_->stop();
+        {
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            if (sampler_ != nullptr) sampler_->stop();  // NVML only: no CUPTI call
+        }
         if (nvtx_attached_) NvtxReceiver::instance().detach();
         nvtx_attached_ = false;
         counting_.set_target(nullptr);
@@ -166,9 +177,10 @@ public:
             f.capture_gpu = capture_gpu_;
             f.running = true;
             f.deep_requested = deep_;
+            std::lock_guard<std::mutex> lock(state_mutex_);
             CuptiSourceStatus cupti;
             if (cupti_started_) {
-                cupti = CuptiActivitySource::instance().status();
+                cupti = CuptiActivitySource::instance().status();  // its own lock, no CUPTI call
             } else if (cupti_stopped_) {
                 cupti = last_cupti_;
             }
@@ -205,6 +217,8 @@ private:
     enum class Phase { kIdle, kTransition, kRunning, kStopped };
     std::atomic<Phase> phase_{Phase::kIdle};
     CountingQueue counting_;
+    // Guards what status() reads while start/stop write it; never held across a CUPTI call.
+    mutable std::mutex state_mutex_;
     std::unique_ptr<NvmlSampler> sampler_;
     std::atomic<bool> running_{false};
     std::atomic<bool> nvtx_attached_{false};

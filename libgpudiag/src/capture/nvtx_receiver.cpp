@@ -98,7 +98,7 @@ struct NvtxReceiver::Impl {
     // heap copies kept for the process' lifetime (bounded by the caps).
     std::mutex registry_mutex;
     std::array<std::atomic<const char*>, kMaxDomains> domains{};
-    std::array<bool, kMaxDomains> own_domain{};
+    std::array<std::atomic<bool>, kMaxDomains> own_domain{};  // read by handlers without a lock
     std::uint32_t domain_count = 1;  // slot 0: default domain
     std::array<std::atomic<const char*>, kMaxRegisteredStrings> registered{};
     std::uint32_t registered_count = 1;  // handle 0 = none
@@ -128,7 +128,8 @@ struct NvtxReceiver::Impl {
     };
 
     RangeCategory category_of(std::uint32_t domain) const noexcept {
-        return domain < kMaxDomains && own_domain[domain] ? RangeCategory::kPhase
+        return domain < kMaxDomains && own_domain[domain].load(std::memory_order_acquire)
+                   ? RangeCategory::kPhase
                                                           : RangeCategory::kGeneric;
     }
 
@@ -322,7 +323,7 @@ std::uint32_t NvtxReceiver::create_domain(std::string_view name) noexcept {
         std::memcpy(copy, name.data(), name.size());
         copy[name.size()] = '\0';
         std::uint32_t i = m.domain_count++;
-        m.own_domain[i] = name == kOwnDomain;
+        m.own_domain[i].store(name == kOwnDomain, std::memory_order_release);
         m.domains[i].store(copy, std::memory_order_release);
         return i;
     } catch (...) {

@@ -121,7 +121,8 @@ TEST(HealthAnalyzerTest, ForeignMemoryOverOneGibOrFivePercent) {
     ev.push_back(counter(1, 0, CounterKind::kForeignProcessMemoryBytes, 512.0 * (1 << 20)));
     EXPECT_EQ(analyze(ev).finding("foreign_process_memory"), nullptr);  // 3 % and < 1 GiB
     ev.push_back(counter(2, 0, CounterKind::kForeignProcessMemoryBytes, 900.0 * (1 << 20)));
-    const Finding* f = analyze(ev).finding("foreign_process_memory");  // 5.5 % of 16 GiB
+    Report r = analyze(ev);
+    const Finding* f = r.finding("foreign_process_memory");  // 5.5 % of 16 GiB
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::kWarning);
     ev.push_back(counter(3, 0, CounterKind::kForeignProcessMemoryBytes, 10.0 * (1ULL << 30)));
