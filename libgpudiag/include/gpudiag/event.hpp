@@ -119,6 +119,7 @@ enum class CounterKind : std::uint16_t {
     kFrameworkOoms = 23,
     kFrameworkInactiveSplitBytes = 24,
     kDroppedRecords = 30,           ///< capture losses reported by the source
+    kCaptureOverheadNs = 31,        ///< CUPTI's own time (its OVERHEAD records), cumulative
 };
 
 struct MemoryPayload {

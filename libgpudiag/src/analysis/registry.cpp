@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of analyses run on every input, in report order.
 #include "analysis/memory/memory_analyzer.hpp"
+#include "analysis/health/health_analyzer.hpp"
 #include "analysis/overview_analyzer.hpp"
 #include "analysis/timeline/timeline_analyzer.hpp"
 #include "core/analyzer.hpp"
@@ -12,6 +13,7 @@ std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& opt
     analyzers.push_back(std::make_unique<OverviewAnalyzer>());
     analyzers.push_back(std::make_unique<TimelineAnalyzer>(options));
     analyzers.push_back(std::make_unique<MemoryAnalyzer>());
+    analyzers.push_back(std::make_unique<HealthAnalyzer>());
     return analyzers;
 }
 

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+// HealthAnalyzer. Thresholds, and why:
+// * Throttling counts only samples where the GPU was busy (the GpuIdle reason not set): an
+//   idle GPU drops its clocks on purpose. A cause active in >= 5 % of busy samples is reported:
+//   below that it is the odd boost transition, above it the run measurably ran slower.
+//   Thermal: SW/HW thermal slowdown. Power: SW power cap (the board sits at its power limit;
+//   info, since busy H100/H200-class GPUs often do) and HW power brake (an external signal
+//   from the chassis or PSU; warning). NVML's plain "HW slowdown" bit means temperature, power
+//   brake or power draw; it counts as thermal when a thermal bit accompanies it or the GPU is
+//   at >= 85 C (the slowdown region of datacenter parts), else as power.
+// * ECC: any volatile (since driver load) uncorrected error is critical: the data of some
+//   kernel was wrong and the GPU needs a reset before it can be trusted. Corrected errors that
+//   grow during the run are a warning: memory that needs correcting is wearing out.
+// * Foreign memory: other processes holding >= 1 GiB or >= 5 % of the GPU's memory take that
+//   much from this program's headroom and usually its compute time too.
+#include "analysis/health/health_analyzer.hpp"
+
+#include "capture/nvml_api.hpp"
+#include "support/format.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace gpudiag::detail {
+namespace {
+
+constexpr double kThrottleShare = 0.05;
+constexpr std::uint64_t kMinBusySamples = 3;
+constexpr double kForeignBytes = 1024.0 * 1024 * 1024;
+constexpr double kForeignShare = 0.05;
+constexpr double kHotCelsius = 85.0;
+constexpr std::size_t kSeriesPoints = 512;
+
+constexpr std::uint64_t kThermalBits = nvml::kReasonSwThermal | nvml::kReasonHwThermal;
+constexpr std::uint64_t kPowerBits = nvml::kReasonSwPowerCap | nvml::kReasonHwPowerBrake;
+
+std::string device_label(std::uint16_t device) {
+    return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
+}
+
+}  // namespace
+
+void HealthAnalyzer::Series::add(std::uint64_t t, double v) {
+    if (seen++ % stride != 0) return;
+    points.emplace_back(t, v);
+    if (points.size() >= kSeriesPoints) {  // keep every other point, sample half as often
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < points.size(); i += 2) points[kept++] = points[i];
+        points.resize(kept);
+        stride *= 2;
+    }
+}
+
+void HealthAnalyzer::Stat::add(double v) {
+    if (count == 0) {
+        first = v;
+        max = v;
+    }
+    sum += v;
+    max = std::max(max, v);
+    last = v;
+    ++count;
+}
+
+void HealthAnalyzer::consume(std::span<const Event> events) {
+    for (const Event& e : events) {
+        if (e.kind == EventKind::kCounter) on_counter(e);
+    }
+}
+
+void HealthAnalyzer::on_counter(const Event& e) {
+    double v = e.counter.value;
+    if (!std::isfinite(v)) return;
+    switch (e.counter.counter) {
+        case CounterKind::kGpuUtilizationPercent:
+        case CounterKind::kTemperatureC:
+        case CounterKind::kPowerWatts:
+        case CounterKind::kPowerLimitWatts:
+        case CounterKind::kSmClockMhz:
+        case CounterKind::kSmClockMaxMhz:
+        case CounterKind::kThrottleReasons:
+        case CounterKind::kEccCorrectedErrors:
+        case CounterKind::kEccUncorrectedErrors:
+        case CounterKind::kForeignProcessMemoryBytes:
+        case CounterKind::kDeviceMemoryTotalBytes:
+        case CounterKind::kProcessMemoryUsedBytes:
+            break;
+        default:
+            return;
+    }
+    if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+    DeviceHealth& d = devices_[e.device];
+    switch (e.counter.counter) {
+        case CounterKind::kGpuUtilizationPercent: d.util.add(v); break;
+        case CounterKind::kTemperatureC:
+            d.temperature.add(v);
+            d.temperature_series.add(e.start_ns, v);
+            break;
+        case CounterKind::kPowerWatts:
+            d.power.add(v);
+            d.power_series.add(e.start_ns, v);
+            break;
+        case CounterKind::kPowerLimitWatts: d.power_limit.add(v); break;
+        case CounterKind::kSmClockMhz:
+            d.sm_clock.add(v);
+            d.clock_series.add(e.start_ns, v);
+            break;
+        case CounterKind::kSmClockMaxMhz: d.sm_clock_max.add(v); break;
+        case CounterKind::kEccCorrectedErrors: d.ecc_corrected.add(v); break;
+        case CounterKind::kEccUncorrectedErrors: d.ecc_uncorrected.add(v); break;
+        case CounterKind::kForeignProcessMemoryBytes: d.foreign.add(v); break;
+        case CounterKind::kDeviceMemoryTotalBytes: d.total_memory.add(v); break;
+        case CounterKind::kProcessMemoryUsedBytes: d.process_memory.add(v); break;
+        case CounterKind::kThrottleReasons: {
+            auto bits = static_cast<std::uint64_t>(v);
+            ++d.reason_samples;
+            d.reasons_seen |= bits;
+            if ((bits & nvml::kReasonGpuIdle) != 0) break;
+            ++d.active_samples;
+            bool hot = (bits & kThermalBits) != 0 ||
+                       (d.temperature.count > 0 && d.temperature.last >= kHotCelsius);
+            bool thermal = (bits & kThermalBits) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && hot);
+            bool power = (bits & kPowerBits) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && !hot);
+            if (thermal) ++d.thermal_samples;
+            if (power) ++d.power_samples;
+            if ((bits & nvml::kReasonHwThermal) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && hot)) {
+                ++d.hw_thermal_samples;
+            }
+            if ((bits & nvml::kReasonHwPowerBrake) != 0 ||
+                ((bits & nvml::kReasonHwSlowdown) != 0 && !hot)) {
+                ++d.power_brake_samples;
+            }
+            break;
+        }
+        default: break;
+    }
+}
+
+void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const DeviceHealth& d) {
+    const std::string gpu = device_label(device);
+    const int dev = device == kNoDevice ? -1 : static_cast<int>(device);
+    double busy = static_cast<double>(d.active_samples);
+    std::string clocks;
+    if (d.sm_clock.count > 0 && d.sm_clock_max.count > 0 && d.sm_clock_max.max > 0) {
+        clocks = "mean SM clock " + format_number(d.sm_clock.mean(), 0) + " MHz of " +
+                 format_number(d.sm_clock_max.max, 0) + " MHz maximum";
+    }
+
+    if (d.active_samples >= kMinBusySamples && d.thermal_samples / busy >= kThrottleShare) {
+        double share = d.thermal_samples / busy;
+        Finding f;
+        f.id = "thermal_throttle";
+        f.device = dev;
+        f.severity = d.hw_thermal_samples > 0 ? Severity::kCritical : Severity::kWarning;
+        f.title = gpu + " throttled for temperature in " + format_percent(share) + " of busy samples";
+        f.summary = "The driver lowered " + gpu + "'s clocks because it ran hot (max " +
+                    format_number(d.temperature.max, 0) + " C)" +
+                    (clocks.empty() ? std::string(".") : "; " + clocks + ".") +
+                    (d.hw_thermal_samples > 0
+                         ? " Hardware slowdown engaged: clocks were cut by half or more."
+                         : "");
+        f.confidence = d.active_samples >= 20 ? 0.9 : 0.6;
+        f.figures.push_back({"thermal_throttle_share", share, "fraction", "busy samples throttled"});
+        f.figures.push_back({"max_temperature_c", d.temperature.max, "celsius", "max temperature"});
+        if (d.sm_clock.count > 0) {
+            f.figures.push_back({"mean_sm_clock_mhz", d.sm_clock.mean(), "MHz", "mean SM clock"});
+        }
+        f.evidence.push_back(std::to_string(d.thermal_samples) + " of " +
+                             std::to_string(d.active_samples) +
+                             " busy NVML samples report a thermal clock-event reason");
+        f.advice.push_back("Check the cooling of this GPU (fans, airflow, inlet temperature); "
+                           "compare with its neighbours in the same chassis.");
+        f.advice.push_back("If a whole node runs hot, report it to the cluster operators: "
+                           "throttled GPUs also slow every rank that waits for this one.");
+        report.findings.push_back(std::move(f));
+    }
+
+    if (d.active_samples >= kMinBusySamples && d.power_samples / busy >= kThrottleShare) {
+        double share = d.power_samples / busy;
+        Finding f;
+        f.id = "power_throttle";
+        f.device = dev;
+        bool brake = d.power_brake_samples > 0;
+        f.severity = brake ? Severity::kWarning : Severity::kInfo;
+        f.title = gpu + " limited by power in " + format_percent(share) + " of busy samples";
+        f.summary = brake ? "An external power brake (chassis or power supply signal) slowed " +
+                                gpu + "; " + (clocks.empty() ? std::string("clocks dropped") : clocks) + "."
+                          : gpu + " ran at its power limit (" + format_number(d.power_limit.last, 0) +
+                                " W enforced, mean draw " + format_number(d.power.mean(), 0) +
+                                " W), so the driver capped its clocks" +
+                                (clocks.empty() ? std::string(".") : ": " + clocks + ".");
+        f.confidence = d.active_samples >= 20 ? 0.85 : 0.6;
+        f.figures.push_back({"power_throttle_share", share, "fraction", "busy samples power-limited"});
+        if (d.power.count > 0) f.figures.push_back({"mean_power_w", d.power.mean(), "W", "mean power"});
+        if (d.power_limit.count > 0) {
+            f.figures.push_back({"power_limit_w", d.power_limit.last, "W", "enforced power limit"});
+        }
+        f.evidence.push_back(std::to_string(d.power_samples) + " of " +
+                             std::to_string(d.active_samples) +
+                             " busy NVML samples report a power clock-event reason");
+        if (brake) {
+            f.advice.push_back("Report the power brake to the operators: it comes from outside "
+                               "the GPU (power supply, chassis management).");
+        } else {
+            f.advice.push_back("Check the enforced power limit (nvidia-smi -q -d POWER): a limit "
+                               "set below the board default slows every kernel.");
+            f.advice.push_back("At the default limit this is how the GPU trades clocks for "
+                               "power under heavy load; nothing to fix in the program.");
+        }
+        report.findings.push_back(std::move(f));
+    }
+
+    bool uncorrected = d.ecc_uncorrected.count > 0 && d.ecc_uncorrected.max > 0;
+    double corrected_growth = d.ecc_corrected.count > 0 ? d.ecc_corrected.last - d.ecc_corrected.first : 0;
+    if (uncorrected || corrected_growth > 0) {
+        Finding f;
+        f.id = "ecc_errors";
+        f.device = dev;
+        f.severity = uncorrected ? Severity::kCritical : Severity::kWarning;
+        f.title = uncorrected ? gpu + " has " + format_number(d.ecc_uncorrected.max, 0) +
+                                    " uncorrected ECC errors"
+                              : gpu + " corrected " + format_number(corrected_growth, 0) +
+                                    " ECC errors during the run";
+        f.summary = uncorrected
+                        ? "Uncorrectable memory errors since the driver loaded: results computed "
+                          "on this GPU may be wrong, and the driver retires the affected memory "
+                          "only after a reset."
+                        : "The GPU's memory needed error correction while the program ran; a "
+                          "growing count points at failing memory.";
+        f.figures.push_back({"ecc_uncorrected", d.ecc_uncorrected.max, "count",
+                             "uncorrected ECC errors (volatile)"});
+        f.figures.push_back({"ecc_corrected_during_run", corrected_growth, "count",
+                             "corrected ECC errors during the run"});
+        f.evidence.push_back("NVML volatile ECC counters: corrected " +
+                             format_number(d.ecc_corrected.last, 0) + ", uncorrected " +
+                             format_number(d.ecc_uncorrected.last, 0));
+        if (uncorrected) {
+            f.advice.push_back("Drain this GPU and reset it (nvidia-smi -r) before trusting its "
+                               "results; ask the operators to check retired pages/remapped rows.");
+        } else {
+            f.advice.push_back("Watch the corrected count across runs; report the GPU if it keeps "
+                               "rising.");
+        }
+        report.findings.push_back(std::move(f));
+    }
+
+    double capacity = d.total_memory.count > 0 ? d.total_memory.last : 0;
+    double foreign = d.foreign.count > 0 ? d.foreign.max : 0;
+    if (foreign >= kForeignBytes || (capacity > 0 && foreign >= kForeignShare * capacity)) {
+        Finding f;
+        f.id = "foreign_process_memory";
+        f.device = dev;
+        f.severity = capacity > 0 && foreign >= 0.5 * capacity ? Severity::kCritical : Severity::kWarning;
+        f.title = "Other processes hold " + format_bytes(foreign) + " on " + gpu;
+        f.summary = "Processes other than this one used up to " + format_bytes(foreign) +
+                    (capacity > 0 ? " (" + format_percent(foreign / capacity) + " of " +
+                                        format_bytes(capacity) + ")"
+                                  : std::string()) +
+                    " of " + gpu + "'s memory while the program ran: less headroom before an "
+                    "out-of-memory error, and shared compute time.";
+        f.figures.push_back({"foreign_memory_bytes", foreign, "bytes", "other processes' memory (max)"});
+        if (capacity > 0) {
+            f.figures.push_back({"foreign_memory_share", foreign / capacity, "fraction",
+                                 "share of device memory"});
+        }
+        f.evidence.push_back("NVML's compute-process list for " + gpu +
+                             " shows memory held by other PIDs");
+        f.advice.push_back("Find them with nvidia-smi; stop stale jobs or notebooks holding the GPU.");
+        f.advice.push_back("On shared machines, request exclusive GPUs (exclusive-process compute "
+                           "mode or a scheduler constraint).");
+        report.findings.push_back(std::move(f));
+    }
+}
+
+void HealthAnalyzer::contribute(Report& report) {
+    if (devices_.empty()) return;
+    Section s;
+    s.id = "health";
+    s.title = "GPU health (NVML)";
+    Table t;
+    t.id = "devices";
+    t.title = "Health by device";
+    t.columns = {"device", "mean_util_percent", "mean_sm_clock_mhz", "max_sm_clock_mhz",
+                 "max_temperature_c", "mean_power_w", "power_limit_w", "thermal_throttle_share",
+                 "power_throttle_share", "max_foreign_memory_bytes", "ecc_corrected",
+                 "ecc_uncorrected"};
+    double max_temp = 0;
+    double max_foreign = 0;
+    double worst_thermal = 0;
+    double worst_power = 0;
+    double util_sum = 0;
+    std::uint64_t util_count = 0;
+    std::uint64_t samples = 0;
+    for (const auto& [device, d] : devices_) {
+        double busy = static_cast<double>(std::max<std::uint64_t>(d.active_samples, 1));
+        double thermal = d.thermal_samples / busy;
+        double power = d.power_samples / busy;
+        t.rows.push_back({device_label(device), d.util.mean(), d.sm_clock.mean(), d.sm_clock_max.max,
+                          d.temperature.max, d.power.mean(), d.power_limit.last, thermal, power,
+                          d.foreign.max, d.ecc_corrected.last, d.ecc_uncorrected.last});
+        max_temp = std::max(max_temp, d.temperature.max);
+        max_foreign = std::max(max_foreign, d.foreign.max);
+        worst_thermal = std::max(worst_thermal, thermal);
+        worst_power = std::max(worst_power, power);
+        util_sum += d.util.sum;
+        util_count += d.util.count;
+        samples = std::max(samples, d.reason_samples);
+        auto to_series = [&](const Series& src, const char* id, const char* title, const char* unit) {
+            if (src.points.empty()) return;
+            gpudiag::Series out;
+            out.id = std::string(id) + "_gpu" + std::to_string(device);
+            out.title = device_label(device) + " " + title;
+            out.unit = unit;
+            for (const auto& [ts, v] : src.points) {
+                double secs = ts >= first_ns_ ? static_cast<double>(ts - first_ns_) / 1e9 : 0;
+                out.points.emplace_back(secs, v);
+            }
+            s.series.push_back(std::move(out));
+        };
+        to_series(d.temperature_series, "temperature", "temperature", "celsius");
+        to_series(d.power_series, "power", "power", "W");
+        to_series(d.clock_series, "sm_clock", "SM clock", "MHz");
+        add_findings(report, device, d);
+    }
+    s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
+    s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
+    if (util_count > 0) {
+        s.figures.push_back({"mean_gpu_utilization_percent", util_sum / static_cast<double>(util_count),
+                             "percent", "mean GPU utilization (time a kernel ran)"});
+    }
+    s.figures.push_back({"max_temperature_c", max_temp, "celsius", "max temperature"});
+    s.figures.push_back({"thermal_throttle_share", worst_thermal, "fraction",
+                         "busy samples thermally throttled (worst GPU)"});
+    s.figures.push_back({"power_throttle_share", worst_power, "fraction",
+                         "busy samples power-limited (worst GPU)"});
+    s.figures.push_back({"max_foreign_memory_bytes", max_foreign, "bytes",
+                         "other processes' memory (max)"});
+    s.tables.push_back(std::move(t));
+    report.sections.push_back(std::move(s));
+}
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// HealthAnalyzer: GPU health from sampled NVML counters (kCounter events): thermal and power
+// throttling, ECC errors, and other processes' memory on the same GPU. Findings
+// thermal_throttle, power_throttle, ecc_errors, foreign_process_memory; section "health".
+#pragma once
+
+#include "core/analyzer.hpp"
+
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace gpudiag::detail {
+
+class HealthAnalyzer final : public Analyzer {
+public:
+    void consume(std::span<const Event> events) override;
+    void contribute(Report& report) override;
+
+private:
+    struct Series {
+        std::vector<std::pair<std::uint64_t, double>> points;
+        std::uint64_t stride = 1;  // keep every stride-th sample; doubles when full
+        std::uint64_t seen = 0;
+        void add(std::uint64_t t, double v);
+    };
+    struct Stat {
+        double sum = 0;
+        double max = 0;
+        double last = 0;
+        double first = 0;
+        std::uint64_t count = 0;
+        void add(double v);
+        [[nodiscard]] double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0; }
+    };
+    struct DeviceHealth {
+        Stat util, temperature, power, power_limit, sm_clock, sm_clock_max;
+        Stat ecc_corrected, ecc_uncorrected, foreign, total_memory, process_memory;
+        std::uint64_t reason_samples = 0;
+        std::uint64_t active_samples = 0;   // the GPU was not idle
+        std::uint64_t thermal_samples = 0;
+        std::uint64_t power_samples = 0;
+        std::uint64_t hw_thermal_samples = 0;  // hardware-enforced: clocks halved or worse
+        std::uint64_t power_brake_samples = 0;
+        std::uint64_t reasons_seen = 0;
+        Series temperature_series, power_series, clock_series;
+    };
+    void on_counter(const Event& e);
+    void add_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
+
+    std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
+    std::uint64_t first_ns_ = 0;
+};
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: Apache-2.0
+// ActivityDecoder. Field-by-field mapping of CUPTI 13.0 records to Events:
+//
+//   MEMORY2            -> kDeviceAlloc/kDeviceFree, or kPoolAlloc/kPoolFree when the record
+//                         names a stream-ordered pool (aux = pool address); flags = MemoryKind;
+//                         extra = correlation id. A pool whose size changed since the last
+//                         record also yields kPoolResize (bytes = pool size, aux = utilized).
+//   MEMORY_POOL        -> kPoolResize (created / trimmed; destroyed reports size 0)
+//   CONCURRENT_KERNEL  -> kKernel; start == end == 0 means CUPTI lost the timing (device buffer
+//                         full): counted, never emitted as a zero-length kernel
+//   MEMCPY / MEMCPY2   -> kMemcpy (direction, src/dst MemoryKind incl. pageable, async flag)
+//   MEMSET             -> kMemset
+//   SYNCHRONIZATION    -> kSync
+//   RUNTIME / DRIVER   -> kApiCall (name, cbid, correlation, return code); a failed allocation
+//                         call returning out-of-memory also yields kOutOfMemory
+//   OVERHEAD           -> counted (CUPTI's own cost, reported as a counter by the source)
+#include "capture/activity_decoder.hpp"
+
+#if GPUDIAG_HAVE_CUDA_HEADERS
+
+#  include "capture/api_whitelist.hpp"
+
+#  include <cxxabi.h>
+#  include <unistd.h>
+
+#  include <cstdlib>
+#  include <cstring>
+#  include <string>
+
+namespace gpudiag::detail {
+namespace {
+
+// The fields read here sit where the CUDA 13.0 headers put them; later CUPTI versions only
+// append. These checks fail the build if someone compiles against headers that moved them.
+static_assert(offsetof(CUpti_ActivityKernel10, start) == 16);
+static_assert(offsetof(CUpti_ActivityKernel10, correlationId) == 92);
+static_assert(offsetof(CUpti_ActivityKernel10, name) == 104);
+static_assert(offsetof(CUpti_ActivityMemcpy6, bytes) == 8);
+static_assert(offsetof(CUpti_ActivityMemcpy6, correlationId) == 44);
+static_assert(offsetof(CUpti_ActivityMemory4, address) == 16);
+static_assert(offsetof(CUpti_ActivityMemory4, memoryPoolConfig) == 80);
+static_assert(offsetof(CUpti_ActivityMemoryPool3, utilizedSize) == 64);
+static_assert(offsetof(CUpti_ActivitySynchronization2, correlationId) == 24);
+static_assert(offsetof(CUpti_ActivitySynchronization2, cudaEventId) == 36);
+static_assert(sizeof(CUpti_ActivityAPI) == 40);
+
+constexpr std::size_t kMaxCachedNames = 16384;
+constexpr std::size_t kMaxPools = 1024;
+constexpr std::size_t kMaxSites = 65536;
+constexpr std::uint32_t kCudaOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+
+MemoryKind memory_kind(std::uint32_t cupti_kind) noexcept {
+    switch (cupti_kind) {
+        case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return MemoryKind::kPageable;
+        case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return MemoryKind::kPinned;
+        case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+        case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return MemoryKind::kDevice;
+        case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return MemoryKind::kArray;
+        case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+        case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return MemoryKind::kManaged;
+        default: return MemoryKind::kUnknown;
+    }
+}
+
+CopyDirection copy_direction(std::uint32_t copy_kind) noexcept {
+    switch (copy_kind) {
+        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return CopyDirection::kHostToDevice;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+        case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return CopyDirection::kDeviceToHost;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+        case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+        case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return CopyDirection::kDeviceToDevice;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return CopyDirection::kHostToHost;
+        case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return CopyDirection::kPeerToPeer;
+        default: return CopyDirection::kUnknown;
+    }
+}
+
+SyncKind sync_kind(std::uint32_t type) noexcept {
+    switch (type) {
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return SyncKind::kEvent;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return SyncKind::kStreamWaitEvent;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return SyncKind::kStream;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return SyncKind::kDevice;
+        default: return SyncKind::kUnknown;
+    }
+}
+
+std::uint16_t device_of(std::uint32_t id) noexcept {
+    return id >= kNoDevice ? kNoDevice : static_cast<std::uint16_t>(id);
+}
+
+std::uint32_t stream_of(std::uint32_t id) noexcept {
+    return id == CUPTI_INVALID_STREAM_ID ? kNoStream : id;
+}
+
+std::uint64_t hash_text(const char* s) noexcept {
+    std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
+    for (; *s != '\0'; ++s) {
+        h = (h ^ static_cast<unsigned char>(*s)) * 1099511628211ULL;
+    }
+    return h;
+}
+
+std::uint64_t clamp_u32(std::int64_t v) noexcept { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
+
+}  // namespace
+
+ActivityDecoder::ActivityDecoder(EventQueue& out, StringTable& strings,
+                                 const ClockCalibration& clock) noexcept
+    : out_(out), strings_(strings), clock_(clock), pid_(static_cast<std::uint32_t>(getpid())) {}
+
+void ActivityDecoder::push(const Event& e) noexcept {
+    if (out_.try_push(e)) {
+        ++counters_.events;
+    } else {
+        ++counters_.queue_refused;
+    }
+}
+
+void ActivityDecoder::decode_buffer(NextRecordFn next_record, std::uint8_t* buffer,
+                                    std::size_t valid) noexcept {
+    if (next_record == nullptr || buffer == nullptr || valid == 0) return;
+    CUpti_Activity* record = nullptr;
+    for (;;) {
+        CUptiResult rc = next_record(buffer, valid, &record);
+        if (rc == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of the valid bytes
+        if (rc != CUPTI_SUCCESS || record == nullptr) {
+            // CUPTI_ERROR_INVALID_KIND: a record it cannot size; nothing after it is reachable.
+            ++counters_.corrupt_buffers;
+            break;
+        }
+        decode_record(record);
+    }
+}
+
+void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
+    if (record == nullptr) return;
+    try {
+        ++counters_.records;
+        auto kind = static_cast<std::uint32_t>(record->kind);
+        if (kind < counters_.by_kind.size()) {
+            ++counters_.by_kind[kind];
+        }
+        switch (record->kind) {
+            case CUPTI_ACTIVITY_KIND_MEMORY2:
+                on_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
+                on_memory_pool(*reinterpret_cast<const CUpti_ActivityMemoryPool3*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_KERNEL:  // never enabled by gpudiag; decoded if another
+            case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:  // client turned it on
+                on_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY:
+                on_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY2:
+                on_memcpy_p2p(*reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_MEMSET:
+                on_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+                on_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
+                break;
+            case CUPTI_ACTIVITY_KIND_RUNTIME:
+                on_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record), ApiDomain::kRuntime);
+                break;
+            case CUPTI_ACTIVITY_KIND_DRIVER:
+                on_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record), ApiDomain::kDriver);
+                break;
+            case CUPTI_ACTIVITY_KIND_OVERHEAD:
+                on_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
+                break;
+            default:
+                ++counters_.other_kinds;  // newer kinds, or kinds another client enabled
+                break;
+        }
+    } catch (...) {
+        // Only interning can throw (it does not: it is noexcept), and the caches' allocation.
+        // Losing one record is the right answer to running out of memory here.
+    }
+}
+
+void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
+    bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
+    if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
+    bool pooled = r.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
+    Event e;
+    e.kind = pooled ? (alloc ? EventKind::kPoolAlloc : EventKind::kPoolFree)
+                    : (alloc ? EventKind::kDeviceAlloc : EventKind::kDeviceFree);
+    e.flags = static_cast<std::uint8_t>(memory_kind(r.memoryKind));
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = r.processId != 0 ? r.processId : pid_;
+    e.start_ns = e.end_ns = ts(r.timestamp);
+    e.memory.address = r.address;
+    e.memory.bytes = r.bytes;
+    e.memory.aux = pooled ? r.memoryPoolConfig.address : 0;
+    e.memory.site = call_info(r.correlationId).site;
+    e.memory.extra = r.correlationId;
+    push(e);
+    if (pooled && r.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+        note_pool_size(e, r.memoryPoolConfig.address, r.memoryPoolConfig.pool.size,
+                       r.memoryPoolConfig.utilizedSize, r.correlationId);
+    }
+}
+
+void ActivityDecoder::note_pool_size(const Event& like, std::uint64_t pool, std::uint64_t size,
+                                     std::uint64_t utilized, std::uint32_t correlation) {
+    auto it = pool_sizes_.find(pool);
+    if (it != pool_sizes_.end() && it->second == size) return;
+    if (it == pool_sizes_.end()) {
+        if (pool_sizes_.size() >= kMaxPools) pool_sizes_.clear();
+        pool_sizes_.emplace(pool, size);
+    } else {
+        it->second = size;
+    }
+    Event e;
+    e.kind = EventKind::kPoolResize;
+    e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+    e.device = like.device;
+    e.process = like.process;
+    e.start_ns = e.end_ns = like.start_ns;
+    e.memory.address = pool;
+    e.memory.bytes = size;
+    e.memory.aux = utilized;
+    e.memory.extra = correlation;
+    push(e);
+}
+
+void ActivityDecoder::on_memory_pool(const CUpti_ActivityMemoryPool3& r) {
+    bool destroyed =
+        r.memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
+    Event e;
+    e.kind = EventKind::kPoolResize;
+    e.flags = static_cast<std::uint8_t>(r.isManagedPool != 0 ? MemoryKind::kManaged
+                                                             : MemoryKind::kDevice);
+    e.device = device_of(r.deviceId);
+    e.process = r.processId != 0 ? r.processId : pid_;
+    e.start_ns = e.end_ns = ts(r.timestamp);
+    e.memory.address = r.address;
+    e.memory.bytes = destroyed ? 0 : r.size;
+    e.memory.aux = destroyed ? 0 : r.utilizedSize;
+    e.memory.extra = r.correlationId;
+    push(e);
+    if (destroyed) {
+        pool_sizes_.erase(r.address);
+    } else {
+        if (pool_sizes_.size() >= kMaxPools) pool_sizes_.clear();
+        pool_sizes_[r.address] = r.size;
+    }
+}
+
+void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
+    if (r.start == 0 && r.end == 0) {
+        ++counters_.kernels_without_timing;
+        return;
+    }
+    Event e;
+    e.kind = EventKind::kKernel;
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.kernel.name = kernel_name(r.name);
+    e.kernel.correlation = r.correlationId;
+    std::uint64_t grid = clamp_u32(r.gridX) * clamp_u32(r.gridY) * clamp_u32(r.gridZ);
+    std::uint64_t block = clamp_u32(r.blockX) * clamp_u32(r.blockY) * clamp_u32(r.blockZ);
+    e.kernel.grid_size = grid > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(grid);
+    e.kernel.block_size = block > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(block);
+    e.kernel.shared_bytes = static_cast<std::uint32_t>(clamp_u32(r.staticSharedMemory) +
+                                                       clamp_u32(r.dynamicSharedMemory));
+    e.kernel.registers = r.registersPerThread;
+    push(e);
+}
+
+void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
+    Event e;
+    e.kind = EventKind::kMemcpy;
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.copy.bytes = r.bytes;
+    e.copy.correlation = r.correlationId;
+    e.copy.direction = copy_direction(r.copyKind);
+    e.copy.src_kind = memory_kind(r.srcKind);
+    e.copy.dst_kind = memory_kind(r.dstKind);
+    e.copy.is_async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0 ? 1 : 0;
+    push(e);
+}
+
+void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
+    Event e;
+    e.kind = EventKind::kMemcpy;
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.copy.bytes = r.bytes;
+    e.copy.correlation = r.correlationId;
+    e.copy.direction = CopyDirection::kPeerToPeer;
+    e.copy.src_kind = memory_kind(r.srcKind);
+    e.copy.dst_kind = memory_kind(r.dstKind);
+    e.copy.is_async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0 ? 1 : 0;
+    push(e);
+}
+
+void ActivityDecoder::on_memset(const CUpti_ActivityMemset4& r) {
+    Event e;
+    e.kind = EventKind::kMemset;
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.copy.bytes = r.bytes;
+    e.copy.correlation = r.correlationId;
+    e.copy.dst_kind = memory_kind(r.memoryKind);
+    e.copy.is_async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0 ? 1 : 0;
+    push(e);
+}
+
+void ActivityDecoder::on_sync(const CUpti_ActivitySynchronization2& r) {
+    Event e;
+    e.kind = EventKind::kSync;
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.sync.correlation = r.correlationId;
+    e.sync.sync_kind = sync_kind(r.type);
+    e.sync.object = r.cudaEventId != CUPTI_SYNCHRONIZATION_INVALID_VALUE ? r.cudaEventId : 0;
+    push(e);
+}
+
+void ActivityDecoder::on_api(const CUpti_ActivityAPI& r, ApiDomain domain) {
+    Event e;
+    e.kind = EventKind::kApiCall;
+    e.process = r.processId != 0 ? r.processId : pid_;
+    e.thread = r.threadId;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    e.api.name = api_name(domain, r.cbid);
+    e.api.correlation = r.correlationId;
+    e.api.callback_id = r.cbid;
+    e.api.domain = domain;
+    e.api.return_code = r.returnValue;
+    push(e);
+    if (r.returnValue == kCudaOutOfMemory) {
+        const WhitelistedApi* api = find_whitelisted_api(domain, r.cbid);
+        if (api != nullptr && (api->role == ApiRole::kAlloc || api->role == ApiRole::kVmm)) {
+            Event oom;
+            oom.kind = EventKind::kOutOfMemory;
+            oom.process = e.process;
+            oom.thread = e.thread;
+            oom.start_ns = oom.end_ns = e.end_ns;
+            CallInfo info = call_info(r.correlationId);  // known in deep mode only
+            oom.oom.site = info.site;
+            oom.oom.requested_bytes = info.requested_bytes;
+            push(oom);
+        }
+    }
+}
+
+void ActivityDecoder::on_overhead(const CUpti_ActivityOverhead3& r) {
+    ++counters_.overhead_records;
+    if (r.end > r.start) counters_.overhead_ns += r.end - r.start;
+    // CUPTI allocates overheadData for the client and documents that the client frees it.
+    if (r.overheadData != nullptr) std::free(r.overheadData);
+}
+
+StringId ActivityDecoder::kernel_name(const char* mangled) {
+    if (mangled == nullptr || *mangled == '\0') return kNoString;
+    // CUPTI shares one name string among all records of a kernel: cache by pointer, and check
+    // the text's hash so a module unload that reuses the address cannot mislabel.
+    std::uint64_t h = hash_text(mangled);
+    if (auto it = kernel_names_.find(mangled); it != kernel_names_.end() && it->second.hash == h) {
+        return it->second.id;
+    }
+    int status = 0;
+    char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+    StringId id = strings_.intern(status == 0 && demangled != nullptr ? demangled : mangled);
+    std::free(demangled);
+    if (kernel_names_.size() >= kMaxCachedNames) kernel_names_.clear();
+    kernel_names_[mangled] = NameEntry{h, id};
+    return id;
+}
+
+StringId ActivityDecoder::api_name(ApiDomain domain, std::uint32_t cbid) {
+    std::uint64_t key = (std::uint64_t{static_cast<std::uint8_t>(domain)} << 32) | cbid;
+    if (auto it = api_names_.find(key); it != api_names_.end()) return it->second;
+    const WhitelistedApi* api = find_whitelisted_api(domain, cbid);
+    std::string name = api != nullptr ? std::string(api->name)
+                                      : std::string(domain == ApiDomain::kRuntime ? "cuda_runtime#"
+                                                                                 : "cuda_driver#") +
+                                            std::to_string(cbid);
+    StringId id = strings_.intern(name);
+    if (api_names_.size() >= kMaxCachedNames) api_names_.clear();
+    api_names_.emplace(key, id);
+    return id;
+}
+
+void ActivityDecoder::note_site(std::uint32_t correlation, StringId site,
+                                std::uint64_t requested_bytes) noexcept {
+    try {
+        if (sites_.size() >= kMaxSites) {  // forget the oldest: its records were long decoded
+            sites_.erase(site_order_.front());
+            site_order_.pop_front();
+        }
+        if (sites_.emplace(correlation, CallInfo{site, requested_bytes}).second) {
+            site_order_.push_back(correlation);
+        }
+    } catch (...) {
+    }
+}
+
+ActivityDecoder::CallInfo ActivityDecoder::call_info(std::uint32_t correlation) const {
+    if (sites_.empty()) return {};
+    auto it = sites_.find(correlation);
+    return it != sites_.end() ? it->second : CallInfo{};
+}
+
+}  // namespace gpudiag::detail
+
+#endif  // GPUDIAG_HAVE_CUDA_HEADERS

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+// CallSiteSymbolizer.
+#include "capture/call_site_symbolizer.hpp"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace gpudiag::detail {
+
+bool CallSiteSymbolizer::is_cuda_stack_module(std::string_view m) noexcept {
+    return m.starts_with("libcuda") || m.starts_with("libcupti") ||
+           m.starts_with("libgpudiag") || m.starts_with("libnvidia") || m.starts_with("libc.so") ||
+           m.starts_with("ld-linux");
+}
+
+std::string CallSiteSymbolizer::describe_frame(void* frame) {
+    if (auto it = cache_.find(frame); it != cache_.end()) return it->second;
+    std::string out;
+    Dl_info info{};
+    if (dladdr(frame, &info) != 0) {
+        std::string_view module = info.dli_fname != nullptr ? info.dli_fname : "";
+        if (auto slash = module.rfind('/'); slash != std::string_view::npos) {
+            module.remove_prefix(slash + 1);
+        }
+        if (!is_cuda_stack_module(module)) {
+            char offset[32];
+            if (info.dli_sname != nullptr) {
+                int status = 0;
+                char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+                out = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
+                std::free(demangled);
+                std::snprintf(offset, sizeof offset, "+0x%zx",
+                              static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(frame) -
+                                                       reinterpret_cast<std::uintptr_t>(info.dli_saddr)));
+                out += offset;
+                out += " (";
+                out += module;
+                out += ")";
+            } else {
+                std::snprintf(offset, sizeof offset, "+0x%zx",
+                              static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(frame) -
+                                                       reinterpret_cast<std::uintptr_t>(info.dli_fbase)));
+                out = std::string(module.empty() ? "?" : module) + offset;
+            }
+        }
+    }
+    if (cache_.size() >= kMaxCached) cache_.clear();
+    cache_.emplace(frame, out);
+    return out;
+}
+
+std::string CallSiteSymbolizer::describe(void* const* frames, std::size_t count,
+                                         std::size_t max_frames) {
+    std::string site;
+    std::size_t used = 0;
+    for (std::size_t i = 0; i < count && used < max_frames; ++i) {
+        std::string f = describe_frame(frames[i]);
+        if (f.empty()) continue;
+        if (!site.empty()) site += " < ";
+        site += f;
+        ++used;
+    }
+    return site;
+}
+
+}  // namespace gpudiag::detail

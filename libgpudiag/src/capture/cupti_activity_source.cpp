@@ -1,0 +1,902 @@
+// SPDX-License-Identifier: Apache-2.0
+// CuptiActivitySource.
+//
+// Design (see the header for threads):
+// * Activity only, no subscriber, by default: MEMORY2, MEMORY_POOL, CONCURRENT_KERNEL (never the
+//   serialising KERNEL kind), MEMCPY (MEMCPY2 comes with it), MEMSET, SYNCHRONIZATION (with
+//   cuptiActivityEnableAllSyncRecords(0): no record per not-ready cudaEventQuery poll), OVERHEAD,
+//   and the runtime/driver API whitelist enabled cbid by cbid.
+// * In CUPTI's legacy (V1) mode buffer callbacks and per-kind enable flags are process-global.
+//   torch.profiler (Kineto) registers its own callbacks and disables kinds when it stops, so
+//   gpudiag pauses before it (kinds off, forced flush) and re-registers and re-enables after it.
+// * Deep mode takes CUPTI's single subscriber (cuptiSubscribe_v2 names the current owner when it
+//   is taken: Nsight, compute-sanitizer, Kineto) for allocation call stacks and cuMem* arguments.
+// * Never: cuptiFinalize (synchronises every context, breaks other clients), a timestamp
+//   callback (global), CUDA calls inside callbacks, FlushAll inside a buffer callback.
+#include "capture/cupti_activity_source.hpp"
+
+#if GPUDIAG_HAVE_CUDA_HEADERS
+
+#  include "capture/activity_buffer_pool.hpp"
+#  include "capture/activity_decoder.hpp"
+#  include "capture/api_whitelist.hpp"
+#  include "capture/clock_calibration.hpp"
+#  include "capture/cupti_api.hpp"
+#  include "capture/deep_call_recorder.hpp"
+#  include "core/clock.hpp"
+
+#  include <execinfo.h>
+#  include <sys/syscall.h>
+#  include <unistd.h>
+
+#  include <algorithm>
+#  include <atomic>
+#  include <cctype>
+#  include <chrono>
+#  include <condition_variable>
+#  include <memory>
+#  include <mutex>
+#  include <thread>
+
+#endif
+
+namespace gpudiag::detail {
+
+std::string describe_cupti_owner(std::string_view raw_name) {
+    std::string lower(raw_name);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const char* tool = nullptr;
+    if (lower.find("kineto") != std::string::npos || lower.find("torch") != std::string::npos) {
+        tool = "PyTorch profiler (Kineto)";
+    } else if (lower.find("nsight systems") != std::string::npos ||
+               lower.find("nsys") != std::string::npos) {
+        tool = "Nsight Systems";
+    } else if (lower.find("nsight compute") != std::string::npos ||
+               lower.find("ncu") != std::string::npos) {
+        tool = "Nsight Compute";
+    } else if (lower.find("sanitizer") != std::string::npos ||
+               lower.find("memcheck") != std::string::npos) {
+        tool = "compute-sanitizer";
+    } else if (lower.find("gdb") != std::string::npos ||
+               lower.find("debugger") != std::string::npos) {
+        tool = "cuda-gdb";
+    } else if (lower.find("gpudiag") != std::string::npos) {
+        tool = "another gpudiag instance";
+    }
+    if (raw_name.empty()) return "an unnamed CUPTI client";
+    if (tool == nullptr) return "'" + std::string(raw_name) + "'";
+    return std::string(tool) + " ('" + std::string(raw_name) + "')";
+}
+
+#if GPUDIAG_HAVE_CUDA_HEADERS
+
+namespace {
+
+constexpr std::size_t kLowWaterBuffers = 4;
+constexpr CUptiResult kMultipleSubscribers = CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+
+struct KindToEnable {
+    CUpti_ActivityKind kind;
+    const char* name;
+};
+constexpr KindToEnable kDefaultKinds[] = {
+    {CUPTI_ACTIVITY_KIND_MEMORY2, "MEMORY2"},  // first: its failure decides availability
+    {CUPTI_ACTIVITY_KIND_MEMORY_POOL, "MEMORY_POOL"},
+    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL"},
+    {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY"},
+    {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET"},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION"},
+    {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
+};
+
+// The loaded API, for the plain-function callbacks and the clock reader.
+std::atomic<const CuptiApi*> g_api{nullptr};
+
+bool read_cupti_clock(std::uint64_t* out_ns) {
+    const CuptiApi* api = g_api.load(std::memory_order_acquire);
+    if (api == nullptr || api->get_timestamp == nullptr) return read_realtime_clock(out_ns);
+    return api->get_timestamp(out_ns) == CUPTI_SUCCESS;
+}
+
+std::uint32_t current_tid() noexcept {
+    thread_local std::uint32_t tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
+    return tid;
+}
+
+std::string hint_for(CUptiResult rc) {
+    switch (rc) {
+        case CUPTI_ERROR_UNKNOWN:
+        case CUPTI_ERROR_NOT_INITIALIZED:
+            return " (libcupti reports this when no CUDA driver or device is usable)";
+        case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+            return " (GPU performance counters or tracing are restricted for this user)";
+        case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
+            return " (tracing is not supported on this virtualized GPU)";
+        default: return {};
+    }
+}
+
+}  // namespace
+
+struct CuptiActivitySource::Impl {
+    enum class State { kStopped, kActive, kPaused };
+
+    // ---- lifecycle token: serialises start/stop/pause/resume without a held lock ----
+    std::mutex lifecycle_mutex;
+    std::condition_variable lifecycle_cv;
+    bool busy = false;
+    void enter() {
+        std::unique_lock<std::mutex> lock(lifecycle_mutex);
+        lifecycle_cv.wait(lock, [&] { return !busy; });
+        busy = true;
+    }
+    void leave() {
+        {
+            std::lock_guard<std::mutex> lock(lifecycle_mutex);
+            busy = false;
+        }
+        lifecycle_cv.notify_all();
+    }
+
+    std::atomic<State> state{State::kStopped};
+    const CuptiApi* api = nullptr;
+    CuptiSourceOptions options;
+    std::unique_ptr<ActivityBufferPool> pool;  // created once; lives as long as the process
+
+    // ---- completed buffers: CUPTI's threads push, the control thread pops ----
+    struct Completed {
+        std::uint8_t* buffer;
+        std::size_t valid;
+        bool ours;
+    };
+    std::mutex completed_mutex;
+    std::condition_variable control_cv;
+    std::vector<Completed> completed;  // reserved: pushing never allocates in the callback
+    std::uint64_t drain_requested = 0;
+    std::uint64_t drain_done = 0;
+    bool stop_thread = false;
+    bool thread_running = false;
+    std::thread control;
+
+    // ---- decoding: the control thread, or the stopping thread after join ----
+    EventQueue* out = nullptr;
+    StringTable* strings = nullptr;
+    ClockCalibration clock;
+    std::unique_ptr<ActivityDecoder> decoder;
+    std::unique_ptr<DeepCallRecorder> deep_recorder;  // kept once created: late callbacks
+    std::uint64_t emitted_dropped = 0;
+    std::uint64_t emitted_overhead = 0;
+
+    // ---- what is enabled (lifecycle-token holder only) ----
+    std::vector<CUpti_ActivityKind> enabled_kinds;
+    std::vector<const WhitelistedApi*> enabled_apis;
+    bool zeroed_attribute_set = false;
+    CUpti_SubscriberHandle subscriber = nullptr;
+
+    // ---- status ----
+    mutable std::mutex status_mutex;
+    CuptiSourceStatus snapshot;
+    std::atomic<std::uint64_t> cupti_dropped{0};
+    std::atomic<std::uint64_t> foreign_buffers{0};
+    std::atomic<std::uint64_t> callback_failures{0};
+    std::atomic<bool> fatal{false};
+    std::string fatal_message;  // under status_mutex
+
+    // ---------------------------------------------------------------- callbacks (tier 0)
+    void on_completed(std::uint8_t* buffer, std::size_t valid) noexcept {
+        if (buffer == nullptr) return;
+        bool ours = pool != nullptr && pool->owns(buffer);
+        if (state.load(std::memory_order_acquire) == State::kStopped) {
+            if (ours) pool->release(buffer, valid);  // a late buffer after stop: nobody to read it
+            return;
+        }
+        {
+            std::lock_guard<std::mutex> lock(completed_mutex);
+            if (completed.size() < completed.capacity()) {
+                completed.push_back(Completed{buffer, valid, ours});
+            } else {
+                // Only foreign buffers can overflow (ours are capped below the reservation).
+                foreign_buffers.fetch_add(1, std::memory_order_relaxed);
+                return;
+            }
+        }
+        control_cv.notify_one();
+    }
+
+    void on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+        if (domain == CUPTI_CB_DOMAIN_STATE) {
+            if (cbid == CUPTI_CBID_STATE_FATAL_ERROR && data != nullptr) {
+                const auto* sd = static_cast<const CUpti_StateData*>(data);
+                std::lock_guard<std::mutex> lock(status_mutex);
+                fatal_message = sd->notification.message != nullptr ? sd->notification.message
+                                                                    : "no message";
+                fatal.store(true, std::memory_order_release);
+            }
+            return;
+        }
+        if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+        const auto* cd = static_cast<const CUpti_CallbackData*>(data);
+        if (cd == nullptr || cd->callbackSite != CUPTI_API_EXIT || deep_recorder == nullptr) return;
+        ApiDomain api_domain =
+            domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver;
+        const WhitelistedApi* entry = find_whitelisted_api(api_domain, cbid);
+        if (entry == nullptr) return;
+        DeepCall call;
+        call.time_ns = monotonic_now_ns();
+        call.correlation = cd->correlationId;
+        call.cbid = cbid;
+        call.domain = api_domain;
+        call.thread = current_tid();
+        if (cd->functionReturnValue != nullptr) {
+            call.return_code = *static_cast<const std::int32_t*>(cd->functionReturnValue);
+        }
+        // Parameter layouts: the argument lists of the CUDA 13.0 prototypes, in order (what
+        // generated_cuda_meta.h / generated_cuda_runtime_api_meta.h declare as *_params).
+        if (cd->functionParams != nullptr) {
+            if (entry->role == ApiRole::kAlloc) {
+                // Every whitelisted allocation call takes (out pointer, size, ...).
+                struct AllocParams {
+                    void* out_pointer;
+                    std::size_t size;
+                };
+                call.size = static_cast<const AllocParams*>(cd->functionParams)->size;
+            } else if (cbid == kCbidCuMemCreate) {
+                struct CreateParams {  // cuMemCreate(handle*, size, prop*, flags)
+                    unsigned long long* handle;
+                    std::size_t size;
+                    const void* prop;
+                    unsigned long long flags;
+                };
+                const auto* p = static_cast<const CreateParams*>(cd->functionParams);
+                call.size = p->size;
+                call.handle = (call.return_code == 0 && p->handle != nullptr) ? *p->handle : 0;
+            } else if (cbid == kCbidCuMemMap) {
+                struct MapParams {  // cuMemMap(ptr, size, offset, handle, flags)
+                    unsigned long long ptr;
+                    std::size_t size;
+                    std::size_t offset;
+                    unsigned long long handle;
+                    unsigned long long flags;
+                };
+                const auto* p = static_cast<const MapParams*>(cd->functionParams);
+                call.address = p->ptr;
+                call.size = p->size;
+                call.offset = p->offset;
+                call.handle = p->handle;
+            } else if (cbid == kCbidCuMemUnmap) {
+                struct UnmapParams {  // cuMemUnmap(ptr, size)
+                    unsigned long long ptr;
+                    std::size_t size;
+                };
+                const auto* p = static_cast<const UnmapParams*>(cd->functionParams);
+                call.address = p->ptr;
+                call.size = p->size;
+            } else if (cbid == kCbidCuMemRelease) {
+                struct ReleaseParams {  // cuMemRelease(handle)
+                    unsigned long long handle;
+                };
+                call.handle = static_cast<const ReleaseParams*>(cd->functionParams)->handle;
+            }
+        }
+        if (entry->role == ApiRole::kAlloc || cbid == kCbidCuMemMap) {
+            int n = backtrace(call.frames.data(), static_cast<int>(call.frames.size()));
+            call.frame_count = n > 0 ? static_cast<std::uint32_t>(n) : 0;
+        }
+        deep_recorder->record(call);
+    }
+
+    // ---------------------------------------------------------------- control thread
+    void request_drain_and_wait() {
+        std::unique_lock<std::mutex> lock(completed_mutex);
+        if (!thread_running) return;
+        std::uint64_t mine = ++drain_requested;
+        control_cv.notify_all();
+        control_cv.wait_for(lock, std::chrono::seconds(5),
+                            [&] { return drain_done >= mine || !thread_running; });
+    }
+
+    void drain() noexcept {
+        if (deep_recorder != nullptr && out != nullptr && strings != nullptr) {
+            deep_recorder->drain(*out, *strings,
+                                 [this](std::uint32_t correlation, StringId site, std::uint64_t bytes) {
+                                     if (decoder != nullptr) decoder->note_site(correlation, site, bytes);
+                                 });
+        }
+        std::vector<Completed> batch;
+        {
+            std::lock_guard<std::mutex> lock(completed_mutex);
+            if (completed.empty()) return;
+            try {
+                batch.reserve(completed.size());
+            } catch (...) {
+                return;
+            }
+            batch.assign(completed.begin(), completed.end());
+            completed.clear();
+        }
+        for (const Completed& c : batch) {
+            if (decoder != nullptr && api != nullptr) {
+                decoder->decode_buffer(api->get_next_record, c.buffer, c.valid);
+            }
+            if (c.ours) pool->release(c.buffer, c.valid);
+            // A foreign buffer (another client's, delivered to our callback after it replaced
+            // ours) is decoded but never freed: we do not know its allocator.
+            if (!c.ours) foreign_buffers.fetch_add(1, std::memory_order_relaxed);
+        }
+    }
+
+    void housekeeping() noexcept {
+        (void)clock.sample(&read_cupti_clock);
+        if (state.load(std::memory_order_acquire) == State::kActive && api != nullptr) {
+            // Read outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock
+            // came from reading it inside the completion callback under its own mutex).
+            std::size_t n = 0;
+            if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
+                cupti_dropped.fetch_add(n, std::memory_order_relaxed);
+            }
+        }
+        if (pool != nullptr) pool->top_up(kLowWaterBuffers);
+        emit_counters();
+        update_snapshot();
+    }
+
+    void emit_counters() noexcept {
+        if (out == nullptr || decoder == nullptr) return;
+        const DecoderCounters& c = decoder->counters();
+        std::uint64_t dropped = cupti_dropped.load() + c.queue_refused + c.kernels_without_timing;
+        std::uint64_t now = monotonic_now_ns();
+        auto counter = [&](CounterKind kind, double value) {
+            Event e;
+            e.kind = EventKind::kCounter;
+            e.process = static_cast<std::uint32_t>(getpid());
+            e.start_ns = e.end_ns = now;
+            e.counter.counter = kind;
+            e.counter.value = value;
+            (void)out->try_push(e);
+        };
+        if (dropped != emitted_dropped) {
+            counter(CounterKind::kDroppedRecords, static_cast<double>(dropped));
+            emitted_dropped = dropped;
+        }
+        if (c.overhead_ns != emitted_overhead) {
+            counter(CounterKind::kCaptureOverheadNs, static_cast<double>(c.overhead_ns));
+            emitted_overhead = c.overhead_ns;
+        }
+    }
+
+    void update_snapshot() noexcept {
+        std::lock_guard<std::mutex> lock(status_mutex);
+        try {
+            if (decoder != nullptr) {
+                const DecoderCounters& c = decoder->counters();
+                snapshot.records = c.records;
+                snapshot.events = c.events;
+                snapshot.kernels_without_timing = c.kernels_without_timing;
+                snapshot.overhead_ns = c.overhead_ns;
+                snapshot.corrupt_buffers = c.corrupt_buffers;
+                snapshot.records_by_kind = c.by_kind;
+                snapshot.dropped = cupti_dropped.load();  // queue refusals: counted by the queue
+            }
+            if (pool != nullptr) snapshot.declined_buffers = pool->declined();
+            if (fatal.load(std::memory_order_acquire) && !snapshot.degraded) {
+                snapshot.degraded = true;
+                snapshot.reasons.push_back(
+                    "cupti_activity: CUPTI reported a fatal error and shut itself down: " +
+                    fatal_message);
+            }
+        } catch (...) {
+        }
+    }
+
+    void control_loop() noexcept {
+        using Clock = std::chrono::steady_clock;
+        auto period = std::chrono::milliseconds(options.flush_period_ms > 0 ? options.flush_period_ms
+                                                                            : 250);
+        auto next_flush = Clock::now() + period;
+        auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
+        for (;;) {
+            std::uint64_t requested = 0;
+            bool stopping = false;
+            {
+                std::unique_lock<std::mutex> lock(completed_mutex);
+                control_cv.wait_until(lock, std::min(next_flush, next_housekeeping), [&] {
+                    return stop_thread || !completed.empty() || drain_requested != drain_done;
+                });
+                requested = drain_requested;
+                stopping = stop_thread;
+            }
+            auto now = Clock::now();
+            if (now >= next_flush) {
+                // FlushAll(0) returns every buffer whose records are complete, full or not, so
+                // low-rate streams (allocations) arrive within a period; no lock is held.
+                if (state.load(std::memory_order_acquire) == State::kActive &&
+                    !fatal.load(std::memory_order_acquire)) {
+                    (void)api->flush_all(0);
+                }
+                next_flush = now + period;
+            }
+            drain();
+            if (now >= next_housekeeping) {
+                housekeeping();
+                next_housekeeping = now + std::chrono::seconds(1);
+            }
+            {
+                std::lock_guard<std::mutex> lock(completed_mutex);
+                drain_done = requested;
+            }
+            control_cv.notify_all();
+            if (stopping) return;
+        }
+    }
+
+    // ---------------------------------------------------------------- enabling
+    Status enable_all(std::vector<std::string>& notes) noexcept;
+    void disable_all() noexcept;
+    void subscribe_deep(std::vector<std::string>& reasons) noexcept;
+    std::string probe_owner() noexcept;
+};
+
+namespace {
+
+CuptiActivitySource::Impl* g_impl = nullptr;  // set once, never cleared
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) noexcept {
+    try {
+        CuptiActivitySource::Impl* s = g_impl;
+        std::uint8_t* b = s != nullptr && s->pool != nullptr ? s->pool->acquire() : nullptr;
+        *buffer = b;
+        *size = b != nullptr ? s->pool->buffer_bytes() : 0;
+        *max_records = 0;  // as many as fit
+    } catch (...) {
+        *buffer = nullptr;
+        *size = 0;
+    }
+}
+
+void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
+                               size_t /*size*/, size_t valid) noexcept {
+    try {
+        if (g_impl != nullptr) g_impl->on_completed(buffer, valid);
+    } catch (...) {
+    }
+}
+
+void CUPTIAPI deep_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                            const void* data) noexcept {
+    // Reentrancy guard: nothing below calls CUDA, but backtrace() may load libgcc_s.
+    thread_local bool inside = false;
+    if (inside) return;
+    inside = true;
+    auto* impl = static_cast<CuptiActivitySource::Impl*>(userdata);
+    try {
+        if (impl != nullptr) impl->on_callback(domain, cbid, data);
+    } catch (...) {
+        if (impl != nullptr) impl->callback_failures.fetch_add(1, std::memory_order_relaxed);
+    }
+    inside = false;
+}
+
+void CUPTIAPI probe_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) noexcept {}
+
+}  // namespace
+
+std::string CuptiActivitySource::Impl::probe_owner() noexcept {
+    // Subscribing and releasing at once is how CUPTI says who holds it: on error 39 it writes
+    // the holder's name (13.0+: cuptiSubscribe_v2).
+    try {
+        if (api->subscribe_v2 == nullptr) return {};
+        char old_name[128] = {};
+        CUpti_SubscriberParams params{};
+        params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+        params.subscriberName = "gpudiag-probe";
+        params.oldSubscriberName = old_name;
+        params.oldSubscriberSize = sizeof old_name;
+        CUpti_SubscriberHandle handle = nullptr;
+        CUptiResult rc = api->subscribe_v2(&handle, &probe_callback, nullptr, &params);
+        if (rc == CUPTI_SUCCESS) {
+            if (api->unsubscribe != nullptr) (void)api->unsubscribe(handle);
+            return {};
+        }
+        if (rc == kMultipleSubscribers) {
+            old_name[sizeof old_name - 1] = '\0';
+            return describe_cupti_owner(old_name);
+        }
+    } catch (...) {
+    }
+    return {};
+}
+
+Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) noexcept {
+    try {
+        CUptiResult rc = api->register_callbacks(&buffer_requested, &buffer_completed);
+        if (rc != CUPTI_SUCCESS) {
+            return unavailable("cupti_activity: cuptiActivityRegisterCallbacks failed: " +
+                               api->result_name(rc) + hint_for(rc));
+        }
+        if (api->set_attribute != nullptr) {
+            // Our buffers come zeroed (the pool zeroes on recycle, on the control thread), so
+            // CUPTI need not memset them on the application thread. Process-global in V1:
+            // reset at pause/stop, when another client's buffers may be in use.
+            std::uint8_t one = 1;
+            std::size_t bytes = sizeof one;
+            zeroed_attribute_set = api->set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                                      &bytes, &one) == CUPTI_SUCCESS;
+        }
+        if (api->enable_all_sync_records != nullptr) {
+            (void)api->enable_all_sync_records(0);  // no record per not-ready query poll
+        } else {
+            notes.push_back("cupti_activity: cuptiActivityEnableAllSyncRecords missing: "
+                            "every cudaEventQuery/cudaStreamQuery poll makes a sync record");
+        }
+        for (const KindToEnable& k : kDefaultKinds) {
+            rc = api->enable(k.kind);
+            if (rc == CUPTI_SUCCESS) {
+                enabled_kinds.push_back(k.kind);
+                continue;
+            }
+            if (k.kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
+                if (rc == kMultipleSubscribers) {
+                    std::string owner = probe_owner();
+                    return unavailable("cupti_activity: CUPTI is owned by " +
+                                       (owner.empty() ? std::string("another tool") : owner) +
+                                       " (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED); "
+                                       "NVML and NVTX capture continue");
+                }
+                return unavailable("cupti_activity: libcupti " + std::to_string(api->version) +
+                                   " at " + api->path + " loaded but cuptiActivityEnable(MEMORY2) "
+                                   "failed: " + api->result_name(rc) + hint_for(rc));
+            }
+            notes.push_back(std::string("cupti_activity: ") + k.name + " records unavailable (" +
+                            api->result_name(rc) + ")");
+        }
+        if (api->enable_runtime_api == nullptr || api->enable_driver_api == nullptr) {
+            notes.push_back("cupti_activity: libcupti lacks cuptiActivityEnableRuntimeApi/"
+                            "DriverApi: no API call records or correlation ids");
+        } else {
+            std::size_t failed = 0;
+            for (const WhitelistedApi& a : api_whitelist()) {
+                auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api
+                                                          : api->enable_driver_api;
+                if (fn(a.cbid, 1) == CUPTI_SUCCESS) {
+                    enabled_apis.push_back(&a);
+                } else {
+                    ++failed;
+                }
+            }
+            if (failed > 0) {
+                notes.push_back("cupti_activity: " + std::to_string(failed) +
+                                " whitelisted API callbacks could not be enabled");
+            }
+        }
+        if (api->version == 130000) {
+            notes.push_back("cupti_activity: CUPTI 13.0 GA misses sync records for "
+                            "cudaDeviceSynchronize and cuCtxSynchronize (fixed in 13.0 Update 1)");
+        }
+        return Status::ok();
+    } catch (...) {
+        return internal_error("cupti_activity: out of memory while enabling CUPTI");
+    }
+}
+
+void CuptiActivitySource::Impl::disable_all() noexcept {
+    for (CUpti_ActivityKind k : enabled_kinds) (void)api->disable(k);
+    enabled_kinds.clear();
+    for (const WhitelistedApi* a : enabled_apis) {
+        auto fn = a->domain == ApiDomain::kRuntime ? api->enable_runtime_api : api->enable_driver_api;
+        if (fn != nullptr) (void)fn(a->cbid, 0);
+    }
+    enabled_apis.clear();
+    if (zeroed_attribute_set && api->set_attribute != nullptr) {
+        std::uint8_t zero = 0;
+        std::size_t bytes = sizeof zero;
+        (void)api->set_attribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &bytes, &zero);
+        zeroed_attribute_set = false;
+    }
+    if (subscriber != nullptr && api->unsubscribe != nullptr) {
+        (void)api->unsubscribe(subscriber);
+        subscriber = nullptr;
+        std::lock_guard<std::mutex> lock(status_mutex);
+        snapshot.deep_active = false;
+    }
+}
+
+void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons) noexcept {
+    try {
+        if ((api->subscribe == nullptr && api->subscribe_v2 == nullptr) ||
+            api->enable_callback == nullptr || api->unsubscribe == nullptr) {
+            reasons.push_back("cupti_deep: libcupti lacks cuptiSubscribe/cuptiEnableCallback");
+            return;
+        }
+        if (deep_recorder == nullptr) deep_recorder = std::make_unique<DeepCallRecorder>();
+        void* warm[2];
+        (void)backtrace(warm, 2);  // loads libgcc_s now, not inside the first callback
+        char old_name[128] = {};
+        CUpti_SubscriberHandle handle = nullptr;
+        CUptiResult rc;
+        if (api->subscribe_v2 != nullptr) {
+            CUpti_SubscriberParams params{};
+            params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+            params.subscriberName = "gpudiag";
+            params.oldSubscriberName = old_name;
+            params.oldSubscriberSize = sizeof old_name;
+            rc = api->subscribe_v2(&handle, &deep_callback, this, &params);
+        } else {
+            rc = api->subscribe(&handle, &deep_callback, this);
+        }
+        if (rc == kMultipleSubscribers) {
+            old_name[sizeof old_name - 1] = '\0';
+            reasons.push_back("cupti_deep: CUPTI's single subscriber slot is held by " +
+                              describe_cupti_owner(old_name) +
+                              "; allocation call sites are off, activity records continue");
+            return;
+        }
+        if (rc != CUPTI_SUCCESS) {
+            reasons.push_back("cupti_deep: cuptiSubscribe failed: " + api->result_name(rc));
+            return;
+        }
+        subscriber = handle;
+        std::size_t failed = 0;
+        for (const WhitelistedApi& a : api_whitelist()) {
+            if (a.role != ApiRole::kAlloc && a.role != ApiRole::kVmm) continue;
+            auto domain = a.domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                          : CUPTI_CB_DOMAIN_DRIVER_API;
+            if (api->enable_callback(1, handle, domain, a.cbid) != CUPTI_SUCCESS) ++failed;
+        }
+        (void)api->enable_callback(1, handle, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+        if (failed > 0) {
+            reasons.push_back("cupti_deep: " + std::to_string(failed) +
+                              " allocation callbacks could not be enabled");
+        }
+        std::lock_guard<std::mutex> lock(status_mutex);
+        snapshot.deep_active = true;
+    } catch (...) {
+        reasons.push_back("cupti_deep: out of memory while subscribing");
+    }
+}
+
+CuptiActivitySource::CuptiActivitySource() : impl_(new Impl) { g_impl = impl_; }
+
+CuptiActivitySource& CuptiActivitySource::instance() noexcept {
+    static auto* source = new CuptiActivitySource;  // leaked: CUPTI may call back until exit
+    return *source;
+}
+
+Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue& out,
+                                  StringTable& strings) noexcept {
+    Impl& s = *impl_;
+    s.enter();
+    Status result;
+    try {
+        if (s.state.load() != Impl::State::kStopped) {
+            s.leave();
+            return failed_precondition(
+                "CUPTI activity capture already runs in this process (another gpudiag session)");
+        }
+        std::string why;
+        s.api = cupti_api(&why);
+        if (s.api == nullptr) {
+            s.leave();
+            return unavailable("cupti_activity: " + why);
+        }
+        g_api.store(s.api, std::memory_order_release);
+        s.options = options;
+        if (s.pool == nullptr) {
+            s.pool = std::make_unique<ActivityBufferPool>(options.buffer_bytes,
+                                                          options.initial_buffers,
+                                                          options.max_buffers);
+            s.completed.reserve(options.max_buffers + 64);
+        }
+        {
+            // Buffers CUPTI returned after the previous session's final drain: not this one's.
+            std::lock_guard<std::mutex> lock(s.completed_mutex);
+            for (const Impl::Completed& c : s.completed) {
+                if (c.ours) s.pool->release(c.buffer, c.valid);
+            }
+            s.completed.clear();
+        }
+        s.pool->top_up(kLowWaterBuffers);
+        s.out = &out;
+        s.strings = &strings;
+        s.clock = ClockCalibration();
+        (void)s.clock.sample(&read_cupti_clock);
+        s.decoder = std::make_unique<ActivityDecoder>(out, strings, s.clock);
+        s.cupti_dropped.store(0);
+        s.emitted_dropped = 0;
+        s.emitted_overhead = 0;
+        {
+            std::lock_guard<std::mutex> lock(s.status_mutex);
+            s.snapshot = CuptiSourceStatus();
+            s.snapshot.library = s.api->path;
+            s.snapshot.version = s.api->version;
+        }
+        std::vector<std::string> notes;
+        result = s.enable_all(notes);
+        if (!result.is_ok()) {
+            s.disable_all();
+            s.decoder.reset();
+            s.out = nullptr;
+            s.strings = nullptr;
+            s.pool->trim();
+            std::lock_guard<std::mutex> lock(s.status_mutex);
+            s.snapshot.reasons.push_back(result.message());
+            s.leave();
+            return result;
+        }
+        std::vector<std::string> reasons;
+        if (options.deep) s.subscribe_deep(reasons);
+        {
+            std::lock_guard<std::mutex> lock(s.status_mutex);
+            s.snapshot.active = true;
+            s.snapshot.notes = std::move(notes);
+            for (auto& r : reasons) s.snapshot.reasons.push_back(std::move(r));
+        }
+        // The decoder runs only on the control thread from here on.
+        s.state.store(Impl::State::kActive, std::memory_order_release);
+        {
+            std::lock_guard<std::mutex> lock(s.completed_mutex);
+            s.stop_thread = false;
+            s.thread_running = true;
+        }
+        s.control = std::thread([&s] { s.control_loop(); });
+    } catch (...) {
+        s.disable_all();
+        s.state.store(Impl::State::kStopped);
+        result = internal_error("cupti_activity: could not start the control thread");
+    }
+    s.leave();
+    return result;
+}
+
+void CuptiActivitySource::flush(bool forced) noexcept {
+    Impl& s = *impl_;
+    if (s.state.load(std::memory_order_acquire) == Impl::State::kActive) {
+        (void)s.api->flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+    }
+    s.request_drain_and_wait();
+}
+
+void CuptiActivitySource::stop() noexcept {
+    Impl& s = *impl_;
+    s.enter();
+    if (s.state.load() == Impl::State::kStopped) {
+        s.leave();
+        return;
+    }
+    // Kinds off first, then a forced flush: everything recorded until now comes back.
+    bool was_active = s.state.load() == Impl::State::kActive;
+    s.disable_all();
+    if (was_active) (void)s.api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    s.request_drain_and_wait();
+    {
+        std::lock_guard<std::mutex> lock(s.completed_mutex);
+        s.stop_thread = true;
+    }
+    s.control_cv.notify_all();
+    if (s.control.joinable()) s.control.join();
+    {
+        std::lock_guard<std::mutex> lock(s.completed_mutex);
+        s.thread_running = false;
+    }
+    s.drain();  // the control thread is gone: this thread is the only decoder now
+    s.emit_counters();
+    s.update_snapshot();
+    s.state.store(Impl::State::kStopped, std::memory_order_release);
+    s.drain();  // anything that slipped in before the state changed
+    s.decoder.reset();
+    s.out = nullptr;
+    s.strings = nullptr;
+    s.pool->trim();
+    {
+        std::lock_guard<std::mutex> lock(s.status_mutex);
+        s.snapshot.active = false;
+        s.snapshot.paused = false;
+    }
+    s.leave();
+}
+
+Status CuptiActivitySource::pause(std::string_view reason) noexcept {
+    Impl& s = *impl_;
+    s.enter();
+    if (s.state.load() != Impl::State::kActive) {
+        s.leave();
+        return failed_precondition("CUPTI capture is not running, or already paused");
+    }
+    s.disable_all();
+    (void)s.api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    s.request_drain_and_wait();
+    s.state.store(Impl::State::kPaused, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(s.status_mutex);
+        s.snapshot.paused = true;
+        try {
+            s.snapshot.paused_reason = std::string(reason);
+        } catch (...) {
+        }
+    }
+    s.leave();
+    return Status::ok();
+}
+
+Status CuptiActivitySource::resume() noexcept {
+    Impl& s = *impl_;
+    s.enter();
+    if (s.state.load() != Impl::State::kPaused) {
+        s.leave();
+        return failed_precondition("CUPTI capture is not paused");
+    }
+    std::vector<std::string> notes;
+    Status st = s.enable_all(notes);  // re-registers our callbacks: the other client replaced them
+    if (!st.is_ok()) {
+        s.disable_all();
+        std::lock_guard<std::mutex> lock(s.status_mutex);
+        try {
+            s.snapshot.paused_reason = "resume failed: " + st.message();
+        } catch (...) {
+        }
+        s.leave();
+        return st;
+    }
+    std::vector<std::string> reasons;
+    if (s.options.deep) s.subscribe_deep(reasons);
+    {
+        std::lock_guard<std::mutex> lock(s.status_mutex);
+        s.snapshot.paused = false;
+        s.snapshot.paused_reason.clear();
+        try {
+            // Deep-mode reasons describe the latest attempt only.
+            auto& r = s.snapshot.reasons;
+            r.erase(std::remove_if(r.begin(), r.end(),
+                                   [](const std::string& x) { return x.starts_with("cupti_deep:"); }),
+                    r.end());
+            for (auto& x : reasons) r.push_back(std::move(x));
+        } catch (...) {
+        }
+    }
+    s.state.store(Impl::State::kActive, std::memory_order_release);
+    s.leave();
+    return Status::ok();
+}
+
+CuptiSourceStatus CuptiActivitySource::status() const noexcept {
+    Impl& s = *impl_;
+    std::lock_guard<std::mutex> lock(s.status_mutex);
+    try {
+        CuptiSourceStatus copy = s.snapshot;
+        if (s.callback_failures.load() > 0 && !copy.degraded) {
+            copy.notes.push_back("cupti_deep: " + std::to_string(s.callback_failures.load()) +
+                                 " callbacks failed internally and were skipped");
+        }
+        if (s.foreign_buffers.load() > 0) {
+            copy.notes.push_back("cupti_activity: " + std::to_string(s.foreign_buffers.load()) +
+                                 " activity buffers of another CUPTI client reached gpudiag");
+        }
+        return copy;
+    } catch (...) {
+        return {};
+    }
+}
+
+#else  // !GPUDIAG_HAVE_CUDA_HEADERS
+
+struct CuptiActivitySource::Impl {};
+CuptiActivitySource::CuptiActivitySource() : impl_(nullptr) {}
+CuptiActivitySource& CuptiActivitySource::instance() noexcept {
+    static auto* source = new CuptiActivitySource;
+    return *source;
+}
+Status CuptiActivitySource::start(const CuptiSourceOptions&, EventQueue&, StringTable&) noexcept {
+    return unavailable("cupti_activity: gpudiag was built without the CUDA toolkit headers");
+}
+void CuptiActivitySource::flush(bool) noexcept {}
+void CuptiActivitySource::stop() noexcept {}
+Status CuptiActivitySource::pause(std::string_view) noexcept {
+    return failed_precondition("CUPTI capture is not running");
+}
+Status CuptiActivitySource::resume() noexcept {
+    return failed_precondition("CUPTI capture is not paused");
+}
+CuptiSourceStatus CuptiActivitySource::status() const noexcept { return {}; }
+
+#endif  // GPUDIAG_HAVE_CUDA_HEADERS
+
+}  // namespace gpudiag::detail

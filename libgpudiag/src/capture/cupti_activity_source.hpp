@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// CuptiActivitySource: CUPTI activity capture for the whole process (CUPTI's buffer callbacks
+// carry no user pointer and its activity state is process-global, so there is one instance).
+//
+// Threads: CUPTI calls buffer_requested on application threads and buffer_completed on its
+// worker (or inside our FlushAll); both only move buffer pointers. The source's control thread
+// flushes every flush period, decodes completed buffers (the only decoder), reads drop counts,
+// calibrates the clock and tops up the buffer pool. No gpudiag lock is ever held across a CUPTI
+// call: lifecycle calls serialise with a token taken and released around them, not a held mutex.
+#pragma once
+
+#include <gpudiag/status.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include "core/event_queue.hpp"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpudiag::detail {
+
+struct CuptiSourceOptions {
+    bool deep = false;                     ///< also subscribe for allocation call sites
+    std::uint32_t flush_period_ms = 250;
+    std::size_t buffer_bytes = std::size_t{1} << 20;  ///< CUPTI recommends 1-10 MB
+    std::size_t initial_buffers = 8;
+    std::size_t max_buffers = 64;          ///< 64 MiB at most; beyond it records are dropped
+};
+
+struct CuptiSourceStatus {
+    bool active = false;       ///< activity kinds enabled (or paused with them off)
+    bool deep_active = false;  ///< holding CUPTI's subscriber
+    bool paused = false;
+    std::string paused_reason;
+    bool degraded = false;     ///< an internal failure stopped capture; see reasons
+    std::vector<std::string> reasons;  ///< "cupti_activity: ...", "cupti_deep: ..."
+    std::vector<std::string> notes;    ///< features lost without losing the level
+    std::string library;
+    std::uint32_t version = 0;
+    std::uint64_t records = 0;
+    std::uint64_t events = 0;
+    std::uint64_t dropped = 0;  ///< records CUPTI dropped (buffers full or declined)
+    std::uint64_t kernels_without_timing = 0;
+    std::uint64_t overhead_ns = 0;
+    std::uint64_t declined_buffers = 0;
+    std::uint64_t corrupt_buffers = 0;
+    std::array<std::uint64_t, 64> records_by_kind{};
+};
+
+class CuptiActivitySource {
+public:
+    static CuptiActivitySource& instance() noexcept;
+
+    /// Loads CUPTI, registers buffer callbacks, enables the default kinds and the API
+    /// whitelist, and starts the control thread. Errors: kUnavailable with the reason (no
+    /// CUPTI, no driver, CUPTI owned by another tool); kFailedPrecondition when another
+    /// session already captures. Nothing stays enabled after an error.
+    Status start(const CuptiSourceOptions& options, EventQueue& out, StringTable& strings) noexcept;
+    /// Delivers buffered records now (FlushAll; `forced` also returns incomplete buffers).
+    void flush(bool forced) noexcept;
+    /// Forced flush, disables every kind gpudiag enabled, stops the control thread.
+    void stop() noexcept;
+    /// Yields CUPTI to another client (torch.profiler): forced flush, kinds and whitelist off,
+    /// subscriber released. Errors: kFailedPrecondition when not started or already paused.
+    Status pause(std::string_view reason) noexcept;
+    /// Re-registers the buffer callbacks (the other client replaced them) and re-enables.
+    Status resume() noexcept;
+    [[nodiscard]] CuptiSourceStatus status() const noexcept;
+
+    struct Impl;
+
+private:
+    CuptiActivitySource();
+    Impl* impl_;  // process lifetime: CUPTI may call back after any stop
+};
+
+/// A readable name for the CUPTI client CUPTI reports as the current owner
+/// ("PyTorch profiler (Kineto)", "Nsight Systems", ...), with the raw name appended.
+std::string describe_cupti_owner(std::string_view raw_name);
+
+}  // namespace gpudiag::detail

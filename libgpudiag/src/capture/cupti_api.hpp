@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// CuptiApi: the CUPTI functions gpudiag calls, resolved with dlsym from the one libcupti of the
+// process. The only header that includes <cupti.h>; compiled against the CUDA 13.0 headers, the
+// oldest CUPTI 13 gpudiag supports (record structs only grow, see activity_decoder.cpp).
+#pragma once
+
+#if GPUDIAG_HAVE_CUDA_HEADERS
+
+#  include <cupti.h>
+
+#  include <cstdint>
+#  include <string>
+
+namespace gpudiag::detail {
+
+struct CuptiApi {
+    // ---- required: without one of these there is no activity capture ----
+    decltype(&cuptiGetVersion) get_version = nullptr;
+    decltype(&cuptiGetResultString) get_result_string = nullptr;
+    decltype(&cuptiActivityRegisterCallbacks) register_callbacks = nullptr;
+    decltype(&cuptiActivityEnable) enable = nullptr;
+    decltype(&cuptiActivityDisable) disable = nullptr;
+    decltype(&cuptiActivityGetNextRecord) get_next_record = nullptr;
+    decltype(&cuptiActivityFlushAll) flush_all = nullptr;
+    decltype(&cuptiActivityGetNumDroppedRecords) get_num_dropped_records = nullptr;
+    // ---- optional: each absence loses one feature, named in status() ----
+    decltype(&cuptiGetTimestamp) get_timestamp = nullptr;
+    decltype(&cuptiActivitySetAttribute) set_attribute = nullptr;
+    decltype(&cuptiActivityEnableRuntimeApi) enable_runtime_api = nullptr;
+    decltype(&cuptiActivityEnableDriverApi) enable_driver_api = nullptr;
+    decltype(&cuptiActivityEnableAllSyncRecords) enable_all_sync_records = nullptr;
+    decltype(&cuptiSubscribe) subscribe = nullptr;
+    decltype(&cuptiSubscribe_v2) subscribe_v2 = nullptr;
+    decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
+    decltype(&cuptiEnableCallback) enable_callback = nullptr;
+
+    void* handle = nullptr;
+    std::string path;        ///< the file in use
+    bool reused = false;     ///< a framework (torch) loaded it before us
+    std::uint32_t version = 0;  ///< cuptiGetVersion: 130001 = CUDA 13.0 Update 1
+
+    /// "CUPTI_ERROR_UNKNOWN" for a result code, never null.
+    [[nodiscard]] std::string result_name(CUptiResult result) const noexcept;
+};
+
+/// The process' CUPTI, loaded once: a libcupti.so.13 already in the process, else
+/// $GPUDIAG_CUPTI_PATH, else libcupti.so.13 from the loader path, $CUDA_HOME and /usr/local/cuda.
+/// Null when unusable, with the reason in `why_not`. Thread-safety: safe (loads once).
+/// Callback-safe: no.
+const CuptiApi* cupti_api(std::string* why_not = nullptr) noexcept;
+
+}  // namespace gpudiag::detail
+
+#endif  // GPUDIAG_HAVE_CUDA_HEADERS

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+// DeepCallRecorder. Physical accounting of virtual-memory mappings: a cuMemMap of `size` bytes
+// at `offset` into an allocation of H bytes backs min(size, H - offset) physical bytes; a
+// cuMemUnmap releases what its mapping backed. (The physical allocation itself is freed at
+// cuMemRelease only once unmapped everywhere, so the bytes mapped now are the honest
+// "memory in use" figure; an allocation mapped twice is counted twice, which CUDA permits but
+// allocators such as PyTorch's expandable segments never do.)
+#include "capture/deep_call_recorder.hpp"
+
+#include "capture/api_whitelist.hpp"
+
+#include <unistd.h>
+
+namespace gpudiag::detail {
+namespace {
+constexpr std::size_t kMaxTracked = 1u << 18;  // 256 Ki handles/mappings = 512 GiB in 2 MiB pages
+}  // namespace
+
+DeepCallRecorder::DeepCallRecorder(std::size_t capacity) : capacity_(capacity) {
+    ring_.reserve(capacity_);
+    draining_.reserve(capacity_);
+}
+
+void DeepCallRecorder::record(const DeepCall& call) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ring_.size() >= capacity_) {
+        ++dropped_;
+        return;
+    }
+    ring_.push_back(call);  // never reallocates: size < reserved capacity
+}
+
+std::uint64_t DeepCallRecorder::dropped() const noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dropped_;
+}
+
+void DeepCallRecorder::drain(EventQueue& out, StringTable& strings,
+                             const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site) noexcept {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        draining_.swap(ring_);  // both keep their reserved capacity
+    }
+    for (const DeepCall& c : draining_) {
+        try {
+            process(c, out, strings, note_site);
+        } catch (...) {
+            // Out of memory while symbolizing: this call loses its site, capture goes on.
+        }
+    }
+    draining_.clear();
+}
+
+void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& strings,
+                               const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site) {
+    const WhitelistedApi* api = find_whitelisted_api(c.domain, c.cbid);
+    if (api == nullptr) return;
+    StringId site = kNoString;
+    if (c.frame_count > 0) {
+        std::string text = symbolizer_.describe(c.frames.data(), c.frame_count);
+        site = strings.intern(text);
+    }
+    Event e;
+    e.process = static_cast<std::uint32_t>(getpid());
+    e.thread = c.thread;
+    e.start_ns = e.end_ns = c.time_ns;
+    if (api->role == ApiRole::kAlloc) {
+        // The decoder emits the memory record (and an out-of-memory marker from the failed
+        // call's API record) with this site and size.
+        if (note_site) note_site(c.correlation, site, c.size);
+        return;
+    }
+    if (api->role != ApiRole::kVmm || c.return_code != 0) return;
+    switch (c.cbid) {
+        case kCbidCuMemCreate:
+            if (handles_.size() >= kMaxTracked) handles_.clear();
+            handles_[c.handle] = c.size;
+            break;
+        case kCbidCuMemRelease:
+            handles_.erase(c.handle);
+            break;
+        case kCbidCuMemMap: {
+            std::uint64_t physical = c.size;
+            if (auto it = handles_.find(c.handle); it != handles_.end()) {
+                std::uint64_t available = it->second > c.offset ? it->second - c.offset : 0;
+                physical = c.size < available ? c.size : available;
+            }
+            if (mappings_.size() >= kMaxTracked) mappings_.clear();
+            mappings_[c.address] = Mapping{c.size, physical};
+            mapped_physical_ += physical;
+            e.kind = EventKind::kVmMap;
+            e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+            e.memory.address = c.address;
+            e.memory.bytes = c.size;
+            e.memory.aux = physical;
+            e.memory.site = site;
+            e.memory.extra = c.correlation;
+            (void)out.try_push(e);
+            if (note_site) note_site(c.correlation, site, c.size);
+            break;
+        }
+        case kCbidCuMemUnmap: {
+            // One cuMemUnmap may cover several adjacent mappings.
+            std::uint64_t physical = 0;
+            bool known = false;
+            auto it = mappings_.lower_bound(c.address);
+            while (it != mappings_.end() && it->first < c.address + c.size) {
+                physical += it->second.physical;
+                known = true;
+                it = mappings_.erase(it);
+            }
+            if (!known) physical = c.size;  // mapped before capture started
+            mapped_physical_ = mapped_physical_ > physical ? mapped_physical_ - physical : 0;
+            e.kind = EventKind::kVmUnmap;
+            e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+            e.memory.address = c.address;
+            e.memory.bytes = c.size;
+            e.memory.aux = physical;
+            e.memory.site = site;
+            e.memory.extra = c.correlation;
+            (void)out.try_push(e);
+            break;
+        }
+        default:
+            break;
+    }
+}
+
+}  // namespace gpudiag::detail

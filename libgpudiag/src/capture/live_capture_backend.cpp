@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// The live CaptureBackend: composes the CUPTI activity source (process-wide), the NVML sampler
+// and the NVTX receiver (process-wide), all feeding the session's EventQueue through a counting
+// adapter, and probe_capture().
+#include "capture/capture_backend.hpp"
+#include "capture/capture_levels.hpp"
+#include "capture/cuda_driver_api.hpp"
+#include "capture/cupti_activity_source.hpp"
+#include "capture/nvml_api.hpp"
+#include "capture/nvml_sampler.hpp"
+#include "capture/nvtx_receiver.hpp"
+
+#if GPUDIAG_HAVE_CUDA_HEADERS
+#  include "capture/cupti_api.hpp"
+#endif
+
+#include <atomic>
+#include <mutex>
+
+namespace gpudiag::detail {
+namespace {
+
+// Counts what every source hands over, so status() has one figure for events and drops.
+class CountingQueue final : public EventQueue {
+public:
+    void set_target(EventQueue* target) noexcept { target_.store(target); }
+    bool try_push(const Event& event) noexcept override {
+        EventQueue* t = target_.load(std::memory_order_acquire);
+        if (t != nullptr && t->try_push(event)) {
+            pushed_.fetch_add(1, std::memory_order_relaxed);
+            return true;
+        }
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
+    [[nodiscard]] std::uint64_t pushed() const noexcept { return pushed_.load(); }
+    [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
+
+private:
+    std::atomic<EventQueue*> target_{nullptr};
+    std::atomic<std::uint64_t> pushed_{0};
+    std::atomic<std::uint64_t> refused_{0};
+};
+
+// Facts that do not depend on a running session.
+CaptureFacts gather_static_facts() {
+    CaptureFacts f;
+    std::string why;
+    if (const NvmlApi* nvml = nvml_api(&why); nvml != nullptr) {
+        f.nvml_loaded = true;
+        unsigned n = 0;
+        if (nvml->device_get_count_v2(&n) == nvml::kSuccess) f.nvml_devices = static_cast<int>(n);
+        char version[96] = {};
+        if (nvml->system_get_driver_version != nullptr &&
+            nvml->system_get_driver_version(version, sizeof version) == nvml::kSuccess) {
+            f.nvml_driver_version = version;
+        }
+    } else {
+        f.nvml_why_not = why;
+    }
+    why.clear();
+    if (const CudaDriverApi* cuda = cuda_driver_api(&why); cuda != nullptr) {
+        f.cuda_driver_loaded = true;
+        f.cuda_driver_version = cuda->version_string();
+    } else {
+        f.cuda_why_not = why;
+    }
+#if GPUDIAG_HAVE_CUDA_HEADERS
+    why.clear();
+    if (const CuptiApi* cupti = cupti_api(&why); cupti != nullptr) {
+        f.cupti_loaded = true;
+        f.cupti_path = cupti->path;
+        f.cupti_version = cupti->version;
+    } else {
+        f.cupti_why_not = why;
+    }
+#else
+    f.cupti_why_not = "gpudiag was built without the CUDA toolkit headers";
+#endif
+    f.nvtx_injected = NvtxReceiver::instance().modules() > 0;
+    return f;
+}
+
+class LiveCaptureBackend final : public CaptureBackend {
+public:
+    explicit LiveCaptureBackend(const SessionOptions& options)
+        : capture_gpu_(options.capture_gpu),
+          deep_(options.deep),
+          nvml_hz_(options.nvml_hz),
+          flush_period_ms_(options.flush_period_ms) {}
+
+    ~LiveCaptureBackend() override { stop(); }
+
+    Status start(EventQueue& out, StringTable& strings) noexcept override {
+        // A state flag, not a held mutex, serialises start/stop: CUPTI calls run unlocked.
+        Phase expected = Phase::kIdle;
+        if (!phase_.compare_exchange_strong(expected, Phase::kTransition)) {
+            return failed_precondition("capture already started");
+        }
+        try {
+            counting_.set_target(&out);
+            nvtx_attached_ = NvtxReceiver::instance().attach(counting_, strings);
+            if (nvml_hz_ > 0.0) {
+                if (const NvmlApi* nvml = nvml_api(); nvml != nullptr) {
+                    auto sampler = std::make_unique<NvmlSampler>(*nvml);
+                    Status st = sampler->start(nvml_hz_, counting_);
+                    std::lock_guard<std::mutex> lock(state_mutex_);
+                    if (st.is_ok()) {
+                        sampler_ = std::move(sampler);
+                    } else {
+                        notes_.push_back("nvml: " + st.message());
+                    }
+                }
+            }
+            if (capture_gpu_) {
+                CuptiSourceOptions o;
+                o.deep = deep_;
+                o.flush_period_ms = flush_period_ms_ > 0 ? flush_period_ms_ : 250;
+                Status st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
+                cupti_started_ = st.is_ok();
+                if (!cupti_started_) {
+                    std::lock_guard<std::mutex> lock(state_mutex_);
+                    cupti_failure_ = st.message();
+                }
+            }
+            running_ = true;
+            phase_.store(Phase::kRunning);
+            return Status::ok();
+        } catch (...) {
+            phase_.store(Phase::kIdle);
+            return internal_error("capture: out of memory while starting");
+        }
+    }
+
+    void flush() noexcept override {
+        if (cupti_started_) CuptiActivitySource::instance().flush(false);
+    }
+
+    void stop() noexcept override {
+        Phase expected = Phase::kRunning;
+        if (!phase_.compare_exchange_strong(expected, Phase::kTransition)) return;
+        // CUPTI first: its forced flush still delivers into the session's queue.
+        if (cupti_started_) {
+            CuptiActivitySource::instance().stop();  // no gpudiag lock held
+            CuptiSourceStatus last = CuptiActivitySource::instance().status();
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            last_cupti_ = std::move(last);
+            cupti_stopped_ = true;
+            cupti_started_ = false;
+        }
+        {
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            if (sampler_ != nullptr) sampler_->stop();  // NVML only: no CUPTI call
+        }
+        if (nvtx_attached_) NvtxReceiver::instance().detach();
+        nvtx_attached_ = false;
+        counting_.set_target(nullptr);
+        running_ = false;
+        phase_.store(Phase::kStopped);
+    }
+
+    Status pause(std::string_view reason) noexcept override {
+        if (!cupti_started_) {
+            return failed_precondition("CUPTI capture is not running; nothing to yield");
+        }
+        return CuptiActivitySource::instance().pause(reason);
+    }
+
+    Status resume() noexcept override {
+        if (!cupti_started_) return failed_precondition("CUPTI capture is not running");
+        return CuptiActivitySource::instance().resume();
+    }
+
+    [[nodiscard]] CaptureStatus status() const noexcept override {
+        try {
+            CaptureFacts f = gather_static_facts();
+            f.capture_gpu = capture_gpu_;
+            f.running = true;
+            f.deep_requested = deep_;
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            CuptiSourceStatus cupti;
+            if (cupti_started_) {
+                cupti = CuptiActivitySource::instance().status();  // its own lock, no CUPTI call
+            } else if (cupti_stopped_) {
+                cupti = last_cupti_;
+            }
+            f.activity_running = (cupti_started_ || cupti_stopped_) && !cupti.degraded;
+            f.deep_running = cupti.deep_active;
+            if (!cupti_failure_.empty()) f.activity_reasons.push_back(cupti_failure_);
+            for (const auto& r : cupti.reasons) f.activity_reasons.push_back(r);
+            for (const auto& n : cupti.notes) f.activity_reasons.push_back(n);
+            for (const auto& n : notes_) f.activity_reasons.push_back(n);
+            f.nvtx_attached = nvtx_attached_ || !running_;
+            CaptureStatus st = compute_capture_status(f);
+            st.capturing = running_;
+            st.paused = cupti.paused;
+            st.paused_reason = cupti.paused_reason;
+            st.events = counting_.pushed();
+            // Refused by the queue (every source), lost inside CUPTI, kernels whose timing CUPTI
+            // lost, NVTX ranges deeper or more numerous than tracked.
+            st.dropped = counting_.refused() + cupti.dropped + cupti.kernels_without_timing +
+                         NvtxReceiver::instance().dropped();
+            if (sampler_ != nullptr && st.device_count == 0) {
+                st.device_count = static_cast<int>(sampler_->devices().size());
+            }
+            return st;
+        } catch (...) {
+            return {};
+        }
+    }
+
+private:
+    const bool capture_gpu_;
+    const bool deep_;
+    const double nvml_hz_;
+    const std::uint32_t flush_period_ms_;
+    enum class Phase { kIdle, kTransition, kRunning, kStopped };
+    std::atomic<Phase> phase_{Phase::kIdle};
+    CountingQueue counting_;
+    // Guards what status() reads while start/stop write it; never held across a CUPTI call.
+    mutable std::mutex state_mutex_;
+    std::unique_ptr<NvmlSampler> sampler_;
+    std::atomic<bool> running_{false};
+    std::atomic<bool> nvtx_attached_{false};
+    std::atomic<bool> cupti_started_{false};
+    bool cupti_stopped_ = false;
+    CuptiSourceStatus last_cupti_;
+    std::string cupti_failure_;
+    std::vector<std::string> notes_;
+};
+
+}  // namespace
+
+std::unique_ptr<CaptureBackend> make_capture_backend(const SessionOptions& options) {
+    return std::make_unique<LiveCaptureBackend>(options);
+}
+
+}  // namespace gpudiag::detail
+
+namespace gpudiag {
+
+CaptureStatus probe_capture() noexcept {
+    try {
+        return detail::compute_capture_status(detail::gather_static_facts());
+    } catch (...) {
+        CaptureStatus st;
+        st.reasons.push_back("probe: out of memory");
+        return st;
+    }
+}
+
+}  // namespace gpudiag

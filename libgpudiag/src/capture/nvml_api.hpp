@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+// NvmlApi: the NVML functions the health sampler calls, resolved with dlsym from
+// libnvidia-ml.so.1 (installed with the driver). The CUDA toolkit ships no nvml.h, so the few
+// types used are declared here from the NVML API reference (names and layouts as documented).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace gpudiag::detail {
+
+namespace nvml {
+using Return = int;  // nvmlReturn_t
+using Device = struct DeviceOpaque*;  // nvmlDevice_t
+constexpr Return kSuccess = 0;
+constexpr Return kErrorNotSupported = 3;
+constexpr Return kErrorInsufficientSize = 7;
+constexpr Return kErrorFunctionNotFound = 13;
+constexpr unsigned kClockSm = 1;           // NVML_CLOCK_SM
+constexpr unsigned kTemperatureGpu = 0;    // NVML_TEMPERATURE_GPU
+constexpr unsigned kEccCorrected = 0;      // NVML_MEMORY_ERROR_TYPE_CORRECTED
+constexpr unsigned kEccUncorrected = 1;    // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr unsigned kVolatileEcc = 0;       // NVML_VOLATILE_ECC: since the last driver load
+constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
+
+struct Utilization {  // nvmlUtilization_t
+    unsigned gpu;     // % of time one or more kernels ran
+    unsigned memory;  // % of time device memory was read or written
+};
+struct MemoryV2 {  // nvmlMemory_v2_t
+    unsigned version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct size in the low bits, the version in the top byte.
+constexpr unsigned kMemoryV2Version = static_cast<unsigned>(sizeof(MemoryV2)) | (2u << 24);
+struct TemperatureV1 {  // nvmlTemperature_v1_t
+    unsigned version;
+    unsigned sensor_type;
+    int temperature;
+};
+constexpr unsigned kTemperatureV1Version = static_cast<unsigned>(sizeof(TemperatureV1)) | (1u << 24);
+struct ProcessInfo {  // nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3
+    unsigned pid;
+    unsigned long long used_gpu_memory;
+    unsigned gpu_instance_id;
+    unsigned compute_instance_id;
+};
+
+// Clock-event ("throttle") reason bits, nvmlClocksEventReason*.
+constexpr std::uint64_t kReasonGpuIdle = 0x1;
+constexpr std::uint64_t kReasonSwPowerCap = 0x4;
+constexpr std::uint64_t kReasonHwSlowdown = 0x8;
+constexpr std::uint64_t kReasonSwThermal = 0x20;
+constexpr std::uint64_t kReasonHwThermal = 0x40;
+constexpr std::uint64_t kReasonHwPowerBrake = 0x80;
+}  // namespace nvml
+
+struct NvmlApi {
+    nvml::Return (*init_v2)() = nullptr;
+    nvml::Return (*shutdown)() = nullptr;
+    const char* (*error_string)(nvml::Return) = nullptr;
+    nvml::Return (*system_get_driver_version)(char*, unsigned) = nullptr;
+    nvml::Return (*device_get_count_v2)(unsigned*) = nullptr;
+    nvml::Return (*device_get_handle_by_index_v2)(unsigned, nvml::Device*) = nullptr;
+    nvml::Return (*device_get_handle_by_uuid)(const char*, nvml::Device*) = nullptr;
+    nvml::Return (*device_get_uuid)(nvml::Device, char*, unsigned) = nullptr;
+    nvml::Return (*device_get_name)(nvml::Device, char*, unsigned) = nullptr;
+    nvml::Return (*device_get_utilization_rates)(nvml::Device, nvml::Utilization*) = nullptr;
+    nvml::Return (*device_get_memory_info_v2)(nvml::Device, nvml::MemoryV2*) = nullptr;
+    nvml::Return (*device_get_clock_info)(nvml::Device, unsigned, unsigned*) = nullptr;
+    nvml::Return (*device_get_max_clock_info)(nvml::Device, unsigned, unsigned*) = nullptr;
+    /// nvmlDeviceGetCurrentClocksEventReasons, else the ThrottleReasons name deprecated in 13.0.
+    nvml::Return (*device_get_clocks_event_reasons)(nvml::Device, unsigned long long*) = nullptr;
+    nvml::Return (*device_get_temperature_v)(nvml::Device, nvml::TemperatureV1*) = nullptr;
+    /// Deprecated in 13.0; used only when nvmlDeviceGetTemperatureV is absent (older drivers).
+    nvml::Return (*device_get_temperature)(nvml::Device, unsigned, unsigned*) = nullptr;
+    nvml::Return (*device_get_power_usage)(nvml::Device, unsigned*) = nullptr;  // mW
+    nvml::Return (*device_get_enforced_power_limit)(nvml::Device, unsigned*) = nullptr;  // mW
+    nvml::Return (*device_get_total_ecc_errors)(nvml::Device, unsigned, unsigned,
+                                                unsigned long long*) = nullptr;
+    nvml::Return (*device_get_compute_running_processes_v3)(nvml::Device, unsigned*,
+                                                            nvml::ProcessInfo*) = nullptr;
+
+    std::string path;
+    [[nodiscard]] std::string error_name(nvml::Return r) const;
+};
+
+/// The process' NVML, loaded and initialised once ($GPUDIAG_NVML_PATH, else
+/// libnvidia-ml.so.1). Null when unusable, with the reason in `why_not`. Never shut down: other
+/// users in the process share NVML's reference count, and shutting down at exit races them.
+/// Thread-safety: safe. Callback-safe: no.
+const NvmlApi* nvml_api(std::string* why_not = nullptr) noexcept;
+
+}  // namespace gpudiag::detail

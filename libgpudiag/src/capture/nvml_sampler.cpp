@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+// NvmlSampler.
+//
+// Device numbering: NVML enumerates every GPU in PCI order and ignores CUDA_VISIBLE_DEVICES,
+// so NVML index != CUDA ordinal in general. Once this process has initialised CUDA, the
+// sampler matches devices by UUID (cuDeviceGetUuid_v2 -> nvmlDeviceGetHandleByUUID); before,
+// it follows CUDA_VISIBLE_DEVICES.
+//
+// Foreign memory: NVML lists compute processes with host PIDs. Inside a PID namespace
+// (containers) our own PID does not appear, and every process would look foreign; so other
+// processes' memory is reported only in samples where our PID is in the list (which also
+// means this process holds a context on that GPU).
+#include "capture/nvml_sampler.hpp"
+
+#include "capture/cuda_driver_api.hpp"
+#include "core/clock.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <sstream>
+
+namespace gpudiag::detail {
+namespace {
+
+enum Metric : std::uint32_t {
+    kUtil = 1u << 0,
+    kMemory = 1u << 1,
+    kClock = 1u << 2,
+    kMaxClock = 1u << 3,
+    kReasons = 1u << 4,
+    kTemperature = 1u << 5,
+    kPower = 1u << 6,
+    kPowerLimit = 1u << 7,
+    kEcc = 1u << 8,
+    kProcesses = 1u << 9,
+};
+
+}  // namespace
+
+void parse_visible_devices(const std::string& value, std::vector<int>& indices,
+                           std::vector<std::string>& uuids) {
+    indices.clear();
+    uuids.clear();
+    std::stringstream in(value);
+    std::string token;
+    while (std::getline(in, token, ',')) {
+        while (!token.empty() && token.front() == ' ') token.erase(token.begin());
+        while (!token.empty() && token.back() == ' ') token.pop_back();
+        if (token.empty()) break;
+        if (token.rfind("GPU-", 0) == 0) {
+            indices.push_back(-1);
+            uuids.push_back(token);
+            continue;
+        }
+        if (token.rfind("MIG-", 0) == 0) continue;  // MIG instances: not sampled per instance
+        char* end = nullptr;
+        long v = std::strtol(token.c_str(), &end, 10);
+        // CUDA stops at the first invalid entry (e.g. -1 hides every later device).
+        if (end == token.c_str() || *end != '\0' || v < 0) break;
+        indices.push_back(static_cast<int>(v));
+        uuids.emplace_back();
+    }
+}
+
+NvmlSampler::NvmlSampler(const NvmlApi& api) noexcept
+    : api_(api), pid_(static_cast<std::uint32_t>(getpid())) {}
+
+NvmlSampler::~NvmlSampler() { stop(); }
+
+void NvmlSampler::resolve_devices() noexcept {
+    if (mapped_by_uuid_) return;
+    try {
+        std::vector<Device> found;
+        bool by_uuid = false;
+        const CudaDriverApi* cuda = cuda_driver_api();
+        int count = 0;
+        if (cuda != nullptr && cuda->device_get_count != nullptr && cuda->device_get != nullptr &&
+            cuda->device_get_uuid != nullptr && api_.device_get_handle_by_uuid != nullptr &&
+            cuda->device_get_count(&count) == 0) {
+            // CUDA is initialised in this process (cuDeviceGetCount fails before cuInit).
+            by_uuid = true;
+            for (int ordinal = 0; ordinal < count; ++ordinal) {
+                int dev = 0;
+                std::array<unsigned char, 16> uuid{};
+                if (cuda->device_get(&dev, ordinal) != 0 || cuda->device_get_uuid(&uuid, dev) != 0) {
+                    continue;
+                }
+                Device d;
+                d.info.uuid = format_gpu_uuid(uuid);
+                if (api_.device_get_handle_by_uuid(d.info.uuid.c_str(), &d.handle) != nvml::kSuccess) {
+                    continue;
+                }
+                d.ordinal = static_cast<std::uint16_t>(ordinal);
+                found.push_back(std::move(d));
+            }
+        } else {
+            unsigned n = 0;
+            if (api_.device_get_count_v2(&n) != nvml::kSuccess) n = 0;
+            std::vector<int> indices;
+            std::vector<std::string> uuids;
+            const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+            if (visible == nullptr) {
+                for (unsigned i = 0; i < n; ++i) {
+                    indices.push_back(static_cast<int>(i));
+                    uuids.emplace_back();
+                }
+            } else {
+                parse_visible_devices(visible, indices, uuids);
+            }
+            for (std::size_t k = 0; k < indices.size(); ++k) {
+                Device d;
+                nvml::Return rc = nvml::kErrorNotSupported;
+                if (indices[k] >= 0 && static_cast<unsigned>(indices[k]) < n) {
+                    rc = api_.device_get_handle_by_index_v2(static_cast<unsigned>(indices[k]), &d.handle);
+                } else if (!uuids[k].empty() && api_.device_get_handle_by_uuid != nullptr) {
+                    rc = api_.device_get_handle_by_uuid(uuids[k].c_str(), &d.handle);
+                }
+                if (rc != nvml::kSuccess) continue;
+                d.ordinal = static_cast<std::uint16_t>(found.size());
+                found.push_back(std::move(d));
+            }
+        }
+        for (Device& d : found) {
+            d.info.ordinal = d.ordinal;
+            char buf[128] = {};
+            if (api_.device_get_name != nullptr &&
+                api_.device_get_name(d.handle, buf, sizeof buf) == nvml::kSuccess) {
+                d.info.name = buf;
+            }
+            if (d.info.uuid.empty() && api_.device_get_uuid != nullptr &&
+                api_.device_get_uuid(d.handle, buf, sizeof buf) == nvml::kSuccess) {
+                d.info.uuid = buf;
+            }
+            nvml::MemoryV2 mem{};
+            mem.version = nvml::kMemoryV2Version;
+            if (api_.device_get_memory_info_v2 != nullptr &&
+                api_.device_get_memory_info_v2(d.handle, &mem) == nvml::kSuccess) {
+                d.info.total_memory_bytes = mem.total;
+            }
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        // Keep what NVML refused before for devices we already knew.
+        for (Device& d : found) {
+            for (const Device& old : devices_) {
+                if (old.handle == d.handle) d.unsupported = old.unsupported;
+            }
+        }
+        devices_ = std::move(found);
+        mapped_by_uuid_ = by_uuid;
+    } catch (...) {
+    }
+}
+
+void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept {
+    auto emit = [&](CounterKind kind, double value) {
+        Event e;
+        e.kind = EventKind::kCounter;
+        e.device = d.ordinal;
+        e.process = pid_;
+        e.start_ns = e.end_ns = now;
+        e.counter.counter = kind;
+        e.counter.value = value;
+        (void)out.try_push(e);
+    };
+    // Calls `fn`; remembers a device that does not support the metric.
+    auto ask = [&](Metric m, auto&& fn) -> bool {
+        if ((d.unsupported & m) != 0) return false;
+        nvml::Return rc = fn();
+        if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) d.unsupported |= m;
+        return rc == nvml::kSuccess;
+    };
+    nvml::Utilization util{};
+    if (api_.device_get_utilization_rates != nullptr &&
+        ask(kUtil, [&] { return api_.device_get_utilization_rates(d.handle, &util); })) {
+        emit(CounterKind::kGpuUtilizationPercent, util.gpu);
+        emit(CounterKind::kMemoryUtilizationPercent, util.memory);
+    }
+    nvml::MemoryV2 mem{};
+    mem.version = nvml::kMemoryV2Version;
+    bool have_memory = api_.device_get_memory_info_v2 != nullptr &&
+                       ask(kMemory, [&] { return api_.device_get_memory_info_v2(d.handle, &mem); });
+    if (have_memory) {
+        // v2 "used" excludes the driver's reservation, unlike v1 (NVML 11.x+).
+        emit(CounterKind::kDeviceMemoryUsedBytes, static_cast<double>(mem.used));
+        emit(CounterKind::kDeviceMemoryTotalBytes, static_cast<double>(mem.total));
+    }
+    unsigned mhz = 0;
+    if (api_.device_get_clock_info != nullptr &&
+        ask(kClock, [&] { return api_.device_get_clock_info(d.handle, nvml::kClockSm, &mhz); })) {
+        emit(CounterKind::kSmClockMhz, mhz);
+    }
+    if (api_.device_get_max_clock_info != nullptr &&
+        ask(kMaxClock, [&] { return api_.device_get_max_clock_info(d.handle, nvml::kClockSm, &mhz); })) {
+        emit(CounterKind::kSmClockMaxMhz, mhz);
+    }
+    // Temperature before the reasons: the health analysis reads a hardware slowdown in the
+    // light of the temperature of the same sample.
+    if (api_.device_get_temperature_v != nullptr) {
+        nvml::TemperatureV1 t{};
+        t.version = nvml::kTemperatureV1Version;
+        t.sensor_type = nvml::kTemperatureGpu;
+        if (ask(kTemperature, [&] { return api_.device_get_temperature_v(d.handle, &t); })) {
+            emit(CounterKind::kTemperatureC, t.temperature);
+        }
+    } else if (api_.device_get_temperature != nullptr) {
+        unsigned c = 0;
+        if (ask(kTemperature,
+                [&] { return api_.device_get_temperature(d.handle, nvml::kTemperatureGpu, &c); })) {
+            emit(CounterKind::kTemperatureC, c);
+        }
+    }
+    unsigned mw = 0;
+    if (api_.device_get_power_usage != nullptr &&
+        ask(kPower, [&] { return api_.device_get_power_usage(d.handle, &mw); })) {
+        emit(CounterKind::kPowerWatts, mw / 1000.0);
+    }
+    if (api_.device_get_enforced_power_limit != nullptr &&
+        ask(kPowerLimit, [&] { return api_.device_get_enforced_power_limit(d.handle, &mw); })) {
+        emit(CounterKind::kPowerLimitWatts, mw / 1000.0);
+    }
+    unsigned long long reasons = 0;
+    if (api_.device_get_clocks_event_reasons != nullptr &&
+        ask(kReasons, [&] { return api_.device_get_clocks_event_reasons(d.handle, &reasons); })) {
+        emit(CounterKind::kThrottleReasons, static_cast<double>(reasons));
+    }
+    if (api_.device_get_total_ecc_errors != nullptr) {
+        unsigned long long corrected = 0;
+        unsigned long long uncorrected = 0;
+        if (ask(kEcc, [&] {
+                return api_.device_get_total_ecc_errors(d.handle, nvml::kEccCorrected,
+                                                        nvml::kVolatileEcc, &corrected);
+            }) &&
+            ask(kEcc, [&] {
+                return api_.device_get_total_ecc_errors(d.handle, nvml::kEccUncorrected,
+                                                        nvml::kVolatileEcc, &uncorrected);
+            })) {
+            emit(CounterKind::kEccCorrectedErrors, static_cast<double>(corrected));
+            emit(CounterKind::kEccUncorrectedErrors, static_cast<double>(uncorrected));
+        }
+    }
+    if (api_.device_get_compute_running_processes_v3 != nullptr && (d.unsupported & kProcesses) == 0) {
+        try {
+            unsigned count = static_cast<unsigned>(processes_.size());
+            nvml::Return rc = api_.device_get_compute_running_processes_v3(
+                d.handle, &count, processes_.empty() ? nullptr : processes_.data());
+            if (rc == nvml::kErrorInsufficientSize && count < 4096) {
+                processes_.resize(count + 8);  // processes may start between the two calls
+                count = static_cast<unsigned>(processes_.size());
+                rc = api_.device_get_compute_running_processes_v3(d.handle, &count, processes_.data());
+            }
+            if (rc == nvml::kErrorNotSupported) d.unsupported |= kProcesses;
+            if (rc == nvml::kSuccess) {
+                bool found_self = false;
+                double own = 0;
+                double foreign = 0;
+                for (unsigned i = 0; i < count && i < processes_.size(); ++i) {
+                    const nvml::ProcessInfo& p = processes_[i];
+                    if (p.used_gpu_memory == nvml::kValueNotAvailable) continue;
+                    if (p.pid == pid_) {
+                        found_self = true;
+                        own += static_cast<double>(p.used_gpu_memory);
+                    } else {
+                        foreign += static_cast<double>(p.used_gpu_memory);
+                    }
+                }
+                if (found_self) {
+                    emit(CounterKind::kProcessMemoryUsedBytes, own);
+                    emit(CounterKind::kForeignProcessMemoryBytes, foreign);
+                }
+            }
+        } catch (...) {
+        }
+    }
+}
+
+void NvmlSampler::sample_once(EventQueue& out) noexcept {
+    resolve_devices();
+    std::uint64_t now = monotonic_now_ns();
+    std::vector<Device> devices;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        devices = devices_;  // a handful of devices: copy rather than hold the lock over NVML
+    }
+    for (Device& d : devices) sample_device(d, out, now);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Device& d : devices) {
+        for (Device& mine : devices_) {
+            if (mine.handle == d.handle) mine.unsupported = d.unsupported;
+        }
+    }
+    ++samples_;
+}
+
+Status NvmlSampler::start(double hz, EventQueue& out) noexcept {
+    if (!(hz > 0.0) || hz > 100.0) {
+        return invalid_argument("nvml_hz must be in (0, 100], got " + std::to_string(hz));
+    }
+    if (thread_.joinable()) return failed_precondition("the NVML sampler is already running");
+    try {
+        stop_requested_ = false;
+        auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / hz));
+        thread_ = std::thread([this, period, &out] {
+            auto next = std::chrono::steady_clock::now();
+            for (;;) {
+                sample_once(out);
+                next += period;
+                auto now = std::chrono::steady_clock::now();
+                if (next < now) next = now;  // NVML was slow: skip, do not burst to catch up
+                std::unique_lock<std::mutex> lock(stop_mutex_);
+                if (stop_cv_.wait_until(lock, next, [this] { return stop_requested_; })) return;
+            }
+        });
+    } catch (...) {
+        return internal_error("could not start the NVML sampler thread");
+    }
+    return Status::ok();
+}
+
+void NvmlSampler::stop() noexcept {
+    {
+        std::lock_guard<std::mutex> lock(stop_mutex_);
+        stop_requested_ = true;
+    }
+    stop_cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+std::vector<DeviceInfo> NvmlSampler::devices() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<DeviceInfo> out;
+    for (const Device& d : devices_) out.push_back(d.info);
+    return out;
+}
+
+std::uint64_t NvmlSampler::samples() const noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return samples_;
+}
+
+}  // namespace gpudiag::detail

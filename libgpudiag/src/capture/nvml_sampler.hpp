@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// NvmlSampler: GPU health at a fixed rate from NVML (no CUPTI, no CUDA context): utilization,
+// memory, SM clock against its maximum, clock-event ("throttle") reasons, temperature, power
+// against the enforced limit, volatile ECC counts, and memory held by other processes on the
+// same GPU. Every value becomes a kCounter event (CounterKind), device = CUDA ordinal.
+#pragma once
+
+#include <gpudiag/source_info.hpp>
+#include <gpudiag/status.hpp>
+
+#include "capture/nvml_api.hpp"
+#include "core/event_queue.hpp"
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gpudiag::detail {
+
+class NvmlSampler {
+public:
+    explicit NvmlSampler(const NvmlApi& api) noexcept;
+    ~NvmlSampler();
+    NvmlSampler(const NvmlSampler&) = delete;
+    NvmlSampler& operator=(const NvmlSampler&) = delete;
+
+    /// Samples every `1/hz` seconds on its own thread until stop(). Errors: kInvalidArgument
+    /// for hz <= 0 or > 100 (NVML itself updates most values at ~10-100 Hz).
+    Status start(double hz, EventQueue& out) noexcept;
+    void stop() noexcept;
+    /// One round over every device (the thread's body; tests call it directly).
+    void sample_once(EventQueue& out) noexcept;
+
+    /// Devices sampled, in CUDA ordinal order. Thread-safety: safe.
+    [[nodiscard]] std::vector<DeviceInfo> devices() const;
+    [[nodiscard]] std::uint64_t samples() const noexcept;
+
+private:
+    struct Device {
+        nvml::Device handle = nullptr;
+        std::uint16_t ordinal = 0;
+        std::uint32_t unsupported = 0;  // bit per metric that NVML refused: not asked again
+        DeviceInfo info;
+    };
+    void resolve_devices() noexcept;
+    void sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept;
+
+    const NvmlApi& api_;
+    mutable std::mutex mutex_;  // devices_ (the sampler thread writes, devices() reads)
+    std::vector<Device> devices_;
+    bool mapped_by_uuid_ = false;  // CUDA ordinals known exactly (libcuda initialised)
+    std::vector<nvml::ProcessInfo> processes_;
+    std::uint64_t samples_ = 0;
+    std::uint32_t pid_;
+
+    std::thread thread_;
+    std::mutex stop_mutex_;
+    std::condition_variable stop_cv_;
+    bool stop_requested_ = false;
+};
+
+/// NVML devices as CUDA would number them, from CUDA_VISIBLE_DEVICES (indices or full
+/// GPU-UUIDs); "" selects every device in NVML order. Returns NVML indices, or the UUIDs to
+/// look up in `uuids` (same length; "" where an index was given). MIG entries are skipped.
+void parse_visible_devices(const std::string& value, std::vector<int>& indices,
+                           std::vector<std::string>& uuids);
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,275 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hand-built CUPTI 13.0 records decoded through the real libcupti parser (no GPU needed).
+#include "capture/activity_decoder.hpp"
+#include "capture/api_whitelist.hpp"
+#include "capture/clock_calibration.hpp"
+#include "cupti_records.hpp"
+#include "real_cupti.hpp"
+#include "test_event_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace gpudiag {
+namespace {
+
+using detail::ActivityDecoder;
+using detail::ClockCalibration;
+using test::RecordBuffer;
+using test::TestEventQueue;
+
+constexpr std::uint64_t kBase = 1'700'000'000'000'000'000ULL;  // CLOCK_REALTIME-like ns
+
+class ActivityDecoderTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (const char* why = test::load_real_cupti(cupti_)) GTEST_SKIP() << why;
+        clock_.add_pair(kBase, 5'000);  // monotonic = cupti - kBase + 5000
+    }
+    std::uint64_t mono(std::uint64_t cupti_ns) const { return cupti_ns - kBase + 5'000; }
+
+    void decode(RecordBuffer& buf) { decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size()); }
+
+    test::RealCupti cupti_;
+    ClockCalibration clock_;
+    TestEventQueue queue_;
+    StringTable strings_;
+    ActivityDecoder decoder_{queue_, strings_, clock_};
+};
+
+TEST_F(ActivityDecoderTest, MemoryRecordsBecomeDeviceAndPoolEvents) {
+    // GIVEN a cudaMalloc, its cudaFree, and a cudaMallocAsync from a local pool
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x7f0000000000, 1 << 20, 11, kBase + 100));
+    buf.add(test::memory_record(false, 0x7f0000000000, 1 << 20, 12, kBase + 200));
+    auto pooled = test::memory_record(true, 0x7f1000000000, 4096, 13, kBase + 300);
+    pooled.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    pooled.memoryPoolConfig.address = 0xabc000;
+    pooled.memoryPoolConfig.pool.size = 32 << 20;
+    pooled.memoryPoolConfig.utilizedSize = 4096;
+    pooled.isAsync = 1;
+    pooled.streamId = 7;
+    buf.add(pooled);
+    auto pinned = test::memory_record(true, 0x1000, 8192, 14, kBase + 400, CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+    buf.add(pinned);
+    // WHEN decoded
+    decode(buf);
+    // THEN
+    auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
+    ASSERT_EQ(allocs.size(), 2u);
+    EXPECT_EQ(allocs[0].memory.address, 0x7f0000000000u);
+    EXPECT_EQ(allocs[0].memory.bytes, 1u << 20);
+    EXPECT_EQ(allocs[0].memory.extra, 11u);
+    EXPECT_EQ(allocs[0].flags, static_cast<std::uint8_t>(MemoryKind::kDevice));
+    EXPECT_EQ(allocs[0].start_ns, mono(kBase + 100));
+    EXPECT_EQ(allocs[0].process, 4242u);
+    EXPECT_EQ(allocs[0].stream, kNoStream);
+    EXPECT_EQ(allocs[1].flags, static_cast<std::uint8_t>(MemoryKind::kPinned));
+    ASSERT_EQ(queue_.of_kind(EventKind::kDeviceFree).size(), 1u);
+    auto pool_allocs = queue_.of_kind(EventKind::kPoolAlloc);
+    ASSERT_EQ(pool_allocs.size(), 1u);
+    EXPECT_EQ(pool_allocs[0].memory.aux, 0xabc000u);
+    EXPECT_EQ(pool_allocs[0].stream, 7u);
+    auto resizes = queue_.of_kind(EventKind::kPoolResize);
+    ASSERT_EQ(resizes.size(), 1u);  // the pool's size was new
+    EXPECT_EQ(resizes[0].memory.bytes, 32u << 20);
+    EXPECT_EQ(resizes[0].memory.aux, 4096u);
+    EXPECT_EQ(decoder_.counters().records, 4u);
+    EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
+}
+
+TEST_F(ActivityDecoderTest, PoolResizeOnlyWhenThePoolSizeChanges) {
+    RecordBuffer buf;
+    for (int i = 0; i < 3; ++i) {
+        auto r = test::memory_record(true, 0x9000 + i * 64, 64, 20 + i, kBase + i);
+        r.memoryPoolConfig.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+        r.memoryPoolConfig.address = 0x1;
+        r.memoryPoolConfig.pool.size = i < 2 ? 2 << 20 : 4 << 20;  // grows on the third
+        buf.add(r);
+    }
+    CUpti_ActivityMemoryPool3 trim{};
+    trim.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
+    trim.memoryPoolOperationType = CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED;
+    trim.memoryPoolType = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL;
+    trim.address = 0x1;
+    trim.size = 1 << 20;
+    trim.utilizedSize = 128;
+    trim.timestamp = kBase + 10;
+    buf.add(trim);
+    decode(buf);
+    auto resizes = queue_.of_kind(EventKind::kPoolResize);
+    ASSERT_EQ(resizes.size(), 3u);
+    EXPECT_EQ(resizes[0].memory.bytes, 2u << 20);
+    EXPECT_EQ(resizes[1].memory.bytes, 4u << 20);
+    EXPECT_EQ(resizes[2].memory.bytes, 1u << 20);
+    EXPECT_EQ(resizes[2].memory.aux, 128u);
+}
+
+TEST_F(ActivityDecoderTest, KernelsAreNamedAndZeroTimestampsAreCountedNotEmitted) {
+    static const char kName[] = "_Z5scalePfi";
+    RecordBuffer buf;
+    buf.add(test::kernel_record(kName, kBase + 1000, kBase + 3000, 31));
+    buf.add(test::kernel_record(kName, 0, 0, 32));  // timing lost: device buffer full
+    buf.add(test::kernel_record(kName, kBase + 4000, kBase + 4500, 33));
+    decode(buf);
+    auto kernels = queue_.of_kind(EventKind::kKernel);
+    ASSERT_EQ(kernels.size(), 2u);
+    EXPECT_EQ(strings_.lookup(kernels[0].kernel.name), "scale(float*, int)");
+    EXPECT_EQ(kernels[0].kernel.name, kernels[1].kernel.name);
+    EXPECT_EQ(kernels[0].duration_ns(), 2000u);
+    EXPECT_EQ(kernels[0].kernel.grid_size, 8u);
+    EXPECT_EQ(kernels[0].kernel.block_size, 128u);
+    EXPECT_EQ(kernels[0].kernel.shared_bytes, 3072u);
+    EXPECT_EQ(kernels[0].kernel.registers, 32u);
+    EXPECT_EQ(kernels[0].kernel.correlation, 31u);
+    EXPECT_EQ(kernels[0].stream, 7u);
+    EXPECT_EQ(decoder_.counters().kernels_without_timing, 1u);
+}
+
+TEST_F(ActivityDecoderTest, CopiesKeepDirectionAndPageableness) {
+    RecordBuffer buf;
+    buf.add(test::memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 24, kBase + 10, kBase + 510, true, 41));
+    buf.add(test::memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 1 << 20, kBase + 600, kBase + 700, false, 42));
+    CUpti_ActivityMemset4 ms{};
+    ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+    ms.bytes = 4096;
+    ms.start = kBase + 800;
+    ms.end = kBase + 900;
+    ms.streamId = 7;
+    ms.correlationId = 43;
+    ms.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+    ms.flags = CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC;
+    buf.add(ms);
+    decode(buf);
+    auto copies = queue_.of_kind(EventKind::kMemcpy);
+    ASSERT_EQ(copies.size(), 2u);
+    EXPECT_EQ(copies[0].copy.direction, CopyDirection::kHostToDevice);
+    EXPECT_EQ(copies[0].copy.src_kind, MemoryKind::kPageable);
+    EXPECT_EQ(copies[0].copy.dst_kind, MemoryKind::kDevice);
+    EXPECT_EQ(copies[0].copy.is_async, 1);
+    EXPECT_EQ(copies[0].copy.bytes, 1u << 24);
+    EXPECT_EQ(copies[0].duration_ns(), 500u);
+    EXPECT_EQ(copies[1].copy.direction, CopyDirection::kDeviceToHost);
+    EXPECT_EQ(copies[1].copy.dst_kind, MemoryKind::kPinned);
+    EXPECT_EQ(copies[1].copy.is_async, 0);
+    auto sets = queue_.of_kind(EventKind::kMemset);
+    ASSERT_EQ(sets.size(), 1u);
+    EXPECT_EQ(sets[0].copy.bytes, 4096u);
+    EXPECT_EQ(sets[0].copy.dst_kind, MemoryKind::kDevice);
+    EXPECT_EQ(sets[0].copy.is_async, 1);
+}
+
+TEST_F(ActivityDecoderTest, SyncApiAndOverheadRecords) {
+    RecordBuffer buf;
+    CUpti_ActivitySynchronization2 sync{};
+    sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+    sync.start = kBase + 100;
+    sync.end = kBase + 9100;
+    sync.correlationId = 51;
+    sync.streamId = 7;
+    sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    buf.add(sync);
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 211, kBase + 10, kBase + 20, 52));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_DRIVER, detail::kCbidCuMemMap, kBase + 30, kBase + 40, 53));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, kBase + 50, kBase + 60, 54, 2));  // OOM
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 9999, kBase + 70, kBase + 80, 55));
+    CUpti_ActivityOverhead3 oh{};
+    oh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    oh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    oh.start = kBase + 1000;
+    oh.end = kBase + 1750;
+    buf.add(oh);
+    decode(buf);
+    auto syncs = queue_.of_kind(EventKind::kSync);
+    ASSERT_EQ(syncs.size(), 1u);
+    EXPECT_EQ(syncs[0].sync.sync_kind, SyncKind::kStream);
+    EXPECT_EQ(syncs[0].sync.object, 0u);
+    EXPECT_EQ(syncs[0].duration_ns(), 9000u);
+    auto apis = queue_.of_kind(EventKind::kApiCall);
+    ASSERT_EQ(apis.size(), 4u);
+    EXPECT_EQ(strings_.lookup(apis[0].api.name), "cudaLaunchKernel");
+    EXPECT_EQ(apis[0].api.domain, ApiDomain::kRuntime);
+    EXPECT_EQ(apis[0].api.callback_id, 211u);
+    EXPECT_EQ(apis[0].thread, 99u);
+    EXPECT_EQ(strings_.lookup(apis[1].api.name), "cuMemMap");
+    EXPECT_EQ(apis[1].api.domain, ApiDomain::kDriver);
+    EXPECT_EQ(apis[2].api.return_code, 2);
+    EXPECT_EQ(strings_.lookup(apis[3].api.name), "cuda_runtime#9999");
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 1u);  // only the failed allocation
+    EXPECT_EQ(decoder_.counters().overhead_records, 1u);
+    EXPECT_EQ(decoder_.counters().overhead_ns, 750u);
+}
+
+TEST_F(ActivityDecoderTest, DeepModeSitesAndRequestSizesAttachByCorrelation) {
+    StringId site = strings_.intern("train_step+0x10 (libapp.so)");
+    decoder_.note_site(61, site, 1 << 30);
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x5000, 1 << 20, 61, kBase + 1));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, kBase + 2, kBase + 3, 61, 2));
+    decode(buf);
+    auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
+    ASSERT_EQ(allocs.size(), 1u);
+    EXPECT_EQ(allocs[0].memory.site, site);
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 1u);
+    EXPECT_EQ(ooms[0].oom.requested_bytes, 1u << 30);
+    EXPECT_EQ(ooms[0].oom.site, site);
+}
+
+TEST_F(ActivityDecoderTest, UnknownKindStopsTheWalkAndIsCounted) {
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
+    CUpti_ActivityAPI bogus{};  // kind 0 (INVALID): the parser cannot size it
+    buf.add(bogus);
+    buf.add(test::memory_record(true, 0x2, 64, 2, kBase + 2));
+    decode(buf);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    EXPECT_EQ(decoder_.counters().corrupt_buffers, 1u);
+}
+
+TEST_F(ActivityDecoderTest, TruncatedBufferYieldsTheCompleteRecordsOnly) {
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
+    buf.add(test::memory_record(true, 0x2, 64, 2, kBase + 2));
+    decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size() - 16);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
+}
+
+TEST_F(ActivityDecoderTest, AFullQueueCountsRefusals) {
+    TestEventQueue tiny(1);
+    ActivityDecoder decoder(tiny, strings_, clock_);
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
+    buf.add(test::memory_record(true, 0x2, 64, 2, kBase + 2));
+    decoder.decode_buffer(cupti_.next_record, buf.data(), buf.size());
+    EXPECT_EQ(decoder.counters().events, 1u);
+    EXPECT_EQ(decoder.counters().queue_refused, 1u);
+}
+
+// The whitelist's names and numbers agree with the real library's callback table.
+TEST(ApiWhitelistTest, NamesMatchTheRealCallbackTable) {
+    test::RealCupti cupti;
+    if (const char* why = test::load_real_cupti(cupti)) GTEST_SKIP() << why;
+    if (cupti.callback_name == nullptr) GTEST_SKIP() << "no cuptiGetCallbackName";
+    int checked = 0;
+    for (const auto& api : detail::api_whitelist()) {
+        const char* name = nullptr;
+        auto domain = api.domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                        : CUPTI_CB_DOMAIN_DRIVER_API;
+        if (cupti.callback_name(domain, api.cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+        std::string real(name);
+        // CUPTI's names carry version suffixes (cudaMalloc_v3020, cuMemAlloc_v2).
+        EXPECT_EQ(real.rfind(api.name, 0), 0u) << api.cbid << ": " << real << " vs " << api.name;
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "cuptiGetCallbackName needs a driver here";
+}
+
+}  // namespace
+}  // namespace gpudiag

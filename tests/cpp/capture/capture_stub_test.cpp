@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+// The whole capture path against stub libcupti / libnvidia-ml / libcuda (selected through
+// GPUDIAG_CUPTI_PATH / GPUDIAG_NVML_PATH / GPUDIAG_CUDA_PATH before anything loads): loading,
+// level selection, flush, drops, the foreign-subscriber fallback, deep mode, pause/resume
+// around another CUPTI client, and the NVML sampler feeding the health analysis.
+#include "capture/capture_backend.hpp"
+#include "capture/cuda_driver_api.hpp"
+#include "capture/cupti_activity_source.hpp"
+#include "capture/cupti_api.hpp"
+#include "capture/nvml_api.hpp"
+#include "capture/nvml_sampler.hpp"
+#include "cupti_records.hpp"
+#include "test_event_queue.hpp"
+
+#include <gpudiag/analyze.hpp>
+#include <gpudiag/capture.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+extern "C" {
+void gpudiag_stub_cupti_reset();
+void gpudiag_stub_cupti_set_enable_result(int result);
+void gpudiag_stub_cupti_set_subscriber_holder(const char* name);
+void gpudiag_stub_cupti_queue_buffer(const void* records, size_t bytes);
+int gpudiag_stub_cupti_kind_enabled(int kind);
+int gpudiag_stub_cupti_kind_ever_enabled(int kind);
+int gpudiag_stub_cupti_api_enabled(int runtime, unsigned cbid);
+int gpudiag_stub_cupti_all_sync_records();
+int gpudiag_stub_cupti_zeroed_attribute();
+int gpudiag_stub_cupti_has_subscriber();
+int gpudiag_stub_cupti_callback_enabled(int domain, unsigned cbid);
+int gpudiag_stub_cupti_register_calls();
+int gpudiag_stub_cupti_forced_flushes();
+void gpudiag_stub_cupti_add_dropped(size_t n);
+int gpudiag_stub_cupti_invoke_callback(int domain, unsigned cbid, const void* data);
+void gpudiag_stub_cupti_take_over_callbacks();
+int gpudiag_stub_cupti_hold_buffers(int n);
+void gpudiag_stub_cupti_release_held();
+void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
+                           unsigned limit_mw);
+void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected, unsigned long long uncorrected);
+void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own, unsigned long long foreign,
+                                     int include_self);
+void gpudiag_stub_nvml_reset();
+void gpudiag_stub_cuda_set_initialised(int initialised);
+}
+
+namespace {
+// Before main: every loader in the library reads these on first use.
+const bool kStubsSelected = [] {
+    setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI, 1);
+    setenv("GPUDIAG_NVML_PATH", GPUDIAG_STUB_NVML, 1);
+    setenv("GPUDIAG_CUDA_PATH", GPUDIAG_STUB_CUDA, 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    return true;
+}();
+}  // namespace
+
+namespace gpudiag {
+namespace {
+
+using test::RecordBuffer;
+using test::TestEventQueue;
+
+bool contains(const std::vector<std::string>& v, const std::string& needle) {
+    return std::any_of(v.begin(), v.end(),
+                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
+}
+
+std::string joined(const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& s : v) out += s + "\n";
+    return out;
+}
+
+std::uint64_t realtime_ns() {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+}
+
+SessionOptions options(bool deep = false) {
+    SessionOptions o;
+    o.deep = deep;
+    o.nvml_hz = 0;  // NVML tested on its own below
+    o.flush_period_ms = 50;
+    return o;
+}
+
+class CaptureStubTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        ASSERT_TRUE(kStubsSelected);
+        gpudiag_stub_cupti_reset();
+        gpudiag_stub_nvml_reset();
+        gpudiag_stub_cuda_set_initialised(0);
+    }
+    TestEventQueue queue_;
+    StringTable strings_;
+};
+
+TEST_F(CaptureStubTest, LoadsTheLibrariesNamedByTheEnvironment) {
+    std::string why;
+    const detail::CuptiApi* cupti = detail::cupti_api(&why);
+    ASSERT_NE(cupti, nullptr) << why;
+    EXPECT_NE(cupti->path.find("stub_cupti"), std::string::npos) << cupti->path;
+    EXPECT_EQ(cupti->version, 130001u);
+    EXPECT_FALSE(cupti->reused);
+    ASSERT_NE(detail::nvml_api(&why), nullptr) << why;
+    const detail::CudaDriverApi* cuda = detail::cuda_driver_api(&why);
+    ASSERT_NE(cuda, nullptr) << why;
+    EXPECT_EQ(cuda->version_string(), "13.0");
+}
+
+TEST_F(CaptureStubTest, ProbeReportsCuptiActivityWithoutEnablingAnything) {
+    CaptureStatus st = probe_capture();
+    EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity) << joined(st.reasons);
+    EXPECT_EQ(st.device_count, 2);
+    EXPECT_EQ(st.driver_version, "580.65.06");
+    EXPECT_EQ(st.cupti_version, 130001u);
+    EXPECT_TRUE(contains(st.reasons, "cupti_deep: opt-in"));
+    EXPECT_FALSE(st.capturing);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_ever_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);
+}
+
+TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    for (int kind : {CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+                     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                     CUPTI_ACTIVITY_KIND_OVERHEAD}) {
+        EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(kind), 1) << kind;
+    }
+    // Never the serialising KERNEL kind, the legacy MEMORY kind, or whole API domains.
+    EXPECT_EQ(gpudiag_stub_cupti_kind_ever_enabled(CUPTI_ACTIVITY_KIND_KERNEL), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_ever_enabled(CUPTI_ACTIVITY_KIND_MEMORY), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_ever_enabled(CUPTI_ACTIVITY_KIND_RUNTIME), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_ever_enabled(CUPTI_ACTIVITY_KIND_DRIVER), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);  // cudaLaunchKernel
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(0, 551), 1);  // cuMemMap
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 3), 0);    // cudaGetDevice... not whitelisted
+    EXPECT_EQ(gpudiag_stub_cupti_all_sync_records(), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 0);  // activity needs no subscriber
+
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity) << joined(st.reasons);
+    EXPECT_TRUE(st.capturing);
+    EXPECT_NE(st.cupti_library.find("stub_cupti"), std::string::npos);
+
+    backend->stop();
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), 0);
+    EXPECT_FALSE(backend->status().capturing);
+}
+
+TEST_F(CaptureStubTest, FlushDeliversRecordsAsEventsOnTheSessionClock) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    std::uint64_t now = realtime_ns();
+    static const char kName[] = "_Z4stepv";
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0xA000, 1 << 20, 5, now));
+    buf.add(test::kernel_record(kName, now + 1000, now + 5000, 6));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 211, now, now + 800, 6));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    backend->flush();
+    auto kernels = queue_.of_kind(EventKind::kKernel);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(strings_.lookup(kernels[0].kernel.name), "step()");
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kApiCall).size(), 1u);
+    // CUPTI's CLOCK_REALTIME maps onto CLOCK_MONOTONIC.
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    std::uint64_t mono = static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ULL + ts.tv_nsec;
+    std::uint64_t start = kernels[0].start_ns;
+    EXPECT_LT(mono > start ? mono - start : start - mono, 2'000'000'000ULL);
+    EXPECT_EQ(kernels[0].duration_ns(), 4000u);
+    EXPECT_GE(backend->status().events, 3u);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, RecordsStillBufferedAtStopArriveThroughTheForcedFlush) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    RecordBuffer buf;
+    buf.add(test::memory_record(false, 0xB000, 4096, 9, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    int forced = gpudiag_stub_cupti_forced_flushes();
+    backend->stop();
+    EXPECT_GT(gpudiag_stub_cupti_forced_flushes(), forced);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceFree).size(), 1u);
+}
+
+TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    // GIVEN CUPTI threads holding every buffer of the pool (per-thread buffers)
+    int held = gpudiag_stub_cupti_hold_buffers(1000);
+    EXPECT_GT(held, 0);
+    EXPECT_LE(held, 64);  // the pool's cap
+    // WHEN more records arrive: the request callback declines, CUPTI drops and counts
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0xC000, 64, 1, realtime_ns()));
+    buf.add(test::memory_record(true, 0xC100, 64, 2, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    gpudiag_stub_cupti_add_dropped(5);
+    backend->flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // drop counts: read each second
+    backend->flush();
+    // THEN
+    CaptureStatus st = backend->status();
+    EXPECT_GE(st.dropped, 7u);
+    EXPECT_FALSE(queue_.counters(CounterKind::kDroppedRecords).empty());
+    gpudiag_stub_cupti_release_held();
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
+    gpudiag_stub_cupti_set_enable_result(CUPTI_ERROR_UNKNOWN);
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());  // a missing GPU is not an error
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kNvml) << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed: CUPTI_ERROR_UNKNOWN"))
+        << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "no CUDA driver or device"));
+    EXPECT_EQ(backend->pause("torch.profiler").code(), StatusCode::kFailedPrecondition);
+    backend->stop();
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);
+}
+
+TEST_F(CaptureStubTest, CuptiOwnedByAnotherToolIsNamed) {
+    gpudiag_stub_cupti_set_enable_result(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+    gpudiag_stub_cupti_set_subscriber_holder("Nsight Systems");
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kNvml);
+    EXPECT_TRUE(contains(st.reasons, "CUPTI is owned by Nsight Systems")) << joined(st.reasons);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, DeepModeFallsBackWhenKinetoHoldsTheSubscriber) {
+    gpudiag_stub_cupti_set_subscriber_holder("CUPTI for kineto");
+    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity) << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "held by PyTorch profiler (Kineto)")) << joined(st.reasons);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 1);
+    backend->stop();
+}
+
+struct AllocParams {
+    void** out;
+    std::size_t size;
+};
+struct MapParams {
+    unsigned long long ptr;
+    std::size_t size;
+    std::size_t offset;
+    unsigned long long handle;
+    unsigned long long flags;
+};
+struct CreateParams {
+    unsigned long long* handle;
+    std::size_t size;
+    const void* prop;
+    unsigned long long flags;
+};
+
+TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
+    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    CaptureStatus st = backend->status();
+    ASSERT_EQ(st.level, CaptureLevel::kCuptiDeep) << joined(st.reasons);
+    EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, 20), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, 549), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, 211), 0);  // launches: no
+
+    // GIVEN a cudaMalloc seen by the callback (exit site) ...
+    void* out = nullptr;
+    AllocParams alloc{&out, 1 << 20};
+    std::int32_t ok = 0;
+    CUpti_CallbackData cd{};
+    cd.callbackSite = CUPTI_API_EXIT;
+    cd.functionName = "cudaMalloc";
+    cd.functionParams = &alloc;
+    cd.functionReturnValue = &ok;
+    cd.correlationId = 300;
+    ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_RUNTIME_API, 20, &cd), 1);
+    // ... and an expandable-segment chunk: cuMemCreate 2 MiB, cuMemMap it
+    unsigned long long handle = 0x77;
+    CreateParams create{&handle, 2 << 20, nullptr, 0};
+    cd.functionParams = &create;
+    cd.correlationId = 301;
+    ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_DRIVER_API, 549, &cd), 1);
+    MapParams map{0x20000000, 2 << 20, 0, 0x77, 0};
+    cd.functionParams = &map;
+    cd.correlationId = 302;
+    ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_DRIVER_API, 551, &cd), 1);
+    // WHEN the allocation's activity record arrives
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0xD000, 1 << 20, 300, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    backend->flush();
+    // THEN it carries the call site, and the mapping its physical bytes
+    auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
+    ASSERT_EQ(allocs.size(), 1u);
+    EXPECT_NE(allocs[0].memory.site, kNoString);
+    EXPECT_NE(strings_.lookup(allocs[0].memory.site).find("capture_stub_test"), std::string_view::npos)
+        << strings_.lookup(allocs[0].memory.site);
+    auto maps = queue_.of_kind(EventKind::kVmMap);
+    ASSERT_EQ(maps.size(), 1u);
+    EXPECT_EQ(maps[0].memory.address, 0x20000000u);
+    EXPECT_EQ(maps[0].memory.aux, 2u << 20);
+    backend->stop();
+    EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 0);  // released at stop
+}
+
+TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
+    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    RecordBuffer before;
+    before.add(test::memory_record(true, 0xE000, 64, 1, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(before.data(), before.size());
+    int registrations = gpudiag_stub_cupti_register_calls();
+
+    // WHEN torch.profiler is about to start
+    ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
+    // THEN our records were flushed out, every kind is off and the subscriber is free for it
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 0);
+    CaptureStatus st = backend->status();
+    EXPECT_TRUE(st.paused);
+    EXPECT_EQ(st.paused_reason, "torch.profiler");
+    EXPECT_EQ(backend->pause("again").code(), StatusCode::kFailedPrecondition);
+
+    // The profiler registers its own buffer callbacks while it runs.
+    gpudiag_stub_cupti_take_over_callbacks();
+
+    // WHEN it has stopped
+    ASSERT_TRUE(backend->resume().is_ok());
+    EXPECT_EQ(gpudiag_stub_cupti_register_calls(), registrations + 1);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 1);
+    EXPECT_FALSE(backend->status().paused);
+    RecordBuffer after;
+    after.add(test::memory_record(true, 0xE100, 64, 2, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(after.data(), after.size());
+    backend->flush();
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 2u);
+    EXPECT_EQ(backend->resume().code(), StatusCode::kFailedPrecondition);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, ResumeWhileTheOtherClientKeepsTheSubscriberFallsBackToActivity) {
+    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
+    gpudiag_stub_cupti_set_subscriber_holder("CUPTI for kineto");  // pre-#1250 Kineto keeps it
+    ASSERT_TRUE(backend->resume().is_ok());
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons, "Kineto")) << joined(st.reasons);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, OneCuptiSessionPerProcess) {
+    auto first = detail::make_capture_backend(options());
+    auto second = detail::make_capture_backend(options());
+    ASSERT_TRUE(first->start(queue_, strings_).is_ok());
+    TestEventQueue other;
+    ASSERT_TRUE(second->start(other, strings_).is_ok());
+    CaptureStatus st = second->status();
+    EXPECT_NE(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons, "another gpudiag session")) << joined(st.reasons);
+    second->stop();
+    first->stop();
+}
+
+TEST_F(CaptureStubTest, NvmlSamplerFeedsTheHealthFindings) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_nvml_set(0, 0x20 /*SW thermal*/, 88, 650000, 700000);
+    gpudiag_stub_nvml_set_ecc(1, 0, 2);
+    gpudiag_stub_nvml_set_processes(0, 10ULL << 30, 20ULL << 30, 1);
+    gpudiag_stub_nvml_set_processes(1, 0, 30ULL << 30, 0);  // our PID not listed: unattributable
+    detail::NvmlSampler sampler(*nvml);
+    for (int i = 0; i < 5; ++i) sampler.sample_once(queue_);
+    ASSERT_EQ(sampler.devices().size(), 2u);
+    EXPECT_EQ(sampler.devices()[0].name, "NVIDIA H200 (stub)");
+    auto temps = queue_.counters(CounterKind::kTemperatureC);
+    ASSERT_EQ(temps.size(), 10u);
+    EXPECT_EQ(temps[0].counter.value, 88);
+    auto foreign = queue_.counters(CounterKind::kForeignProcessMemoryBytes);
+    ASSERT_EQ(foreign.size(), 5u);  // GPU 0 only
+    EXPECT_EQ(foreign[0].device, 0);
+    EXPECT_EQ(foreign[0].counter.value, static_cast<double>(20ULL << 30));
+    auto power = queue_.counters(CounterKind::kPowerWatts);
+    ASSERT_FALSE(power.empty());
+    EXPECT_DOUBLE_EQ(power[0].counter.value, 650.0);
+    EXPECT_FALSE(queue_.counters(CounterKind::kDeviceMemoryUsedBytes).empty());
+    EXPECT_FALSE(queue_.counters(CounterKind::kSmClockMaxMhz).empty());
+
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_NE(report->finding("thermal_throttle"), nullptr);
+    EXPECT_NE(report->finding("ecc_errors"), nullptr);
+    EXPECT_NE(report->finding("foreign_process_memory"), nullptr);
+    EXPECT_EQ(report->finding("power_throttle"), nullptr);
+}
+
+TEST_F(CaptureStubTest, NvmlDevicesFollowCudaOrdinalsOnceCudaIsInitialised) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_cuda_set_initialised(1);  // CUDA ordinal 0 is NVML's GPU 1
+    gpudiag_stub_nvml_set(1, 0, 42, 100000, 700000);
+    detail::NvmlSampler sampler(*nvml);
+    sampler.sample_once(queue_);
+    ASSERT_EQ(sampler.devices().size(), 1u);
+    EXPECT_EQ(sampler.devices()[0].uuid, "GPU-01010101-0101-0101-0101-010101010101");
+    auto temps = queue_.counters(CounterKind::kTemperatureC);
+    ASSERT_EQ(temps.size(), 1u);
+    EXPECT_EQ(temps[0].device, 0);
+    EXPECT_EQ(temps[0].counter.value, 42);
+}
+
+TEST_F(CaptureStubTest, NvmlSamplerThreadRunsAtTheConfiguredRate) {
+    SessionOptions o = options();
+    o.nvml_hz = 50;
+    o.capture_gpu = false;
+    auto backend = detail::make_capture_backend(o);
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    backend->stop();
+    auto temps = queue_.counters(CounterKind::kTemperatureC);
+    EXPECT_GE(temps.size(), 2u * 5);   // 2 GPUs, >= 5 samples in 300 ms at 50 Hz
+    EXPECT_LE(temps.size(), 2u * 20);
+    CaptureStatus st = backend->status();
+    EXPECT_TRUE(contains(st.reasons, "capture_gpu is false"));
+}
+
+}  // namespace
+}  // namespace gpudiag

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: Apache-2.0
+// A stand-in libnvidia-ml for tests: two GPUs with canned, settable health values.
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct ProcessInfo {  // nvmlProcessInfo_t
+    unsigned pid;
+    unsigned long long used_gpu_memory;
+    unsigned gpu_instance_id;
+    unsigned compute_instance_id;
+};
+
+struct Gpu {
+    unsigned util = 90;
+    unsigned mem_util = 40;
+    unsigned long long total = 80ULL << 30;
+    unsigned long long used = 20ULL << 30;
+    unsigned sm_clock = 1980;
+    unsigned sm_clock_max = 1980;
+    unsigned long long reasons = 0;
+    int temperature = 60;
+    unsigned power_mw = 400000;
+    unsigned limit_mw = 700000;
+    unsigned long long ecc_corrected = 0;
+    unsigned long long ecc_uncorrected = 0;
+    std::vector<ProcessInfo> processes;
+};
+
+struct State {
+    std::mutex mutex;
+    Gpu gpus[2];
+    int init_calls = 0;
+};
+
+State& st() {
+    static State s;
+    return s;
+}
+
+int index_of(void* device) { return static_cast<int>(reinterpret_cast<uintptr_t>(device)) - 1; }
+
+}  // namespace
+
+extern "C" {
+
+int nvmlInit_v2() {
+    ++st().init_calls;
+    return 0;
+}
+int nvmlShutdown() { return 0; }
+const char* nvmlErrorString(int) { return "NVML stub error"; }
+int nvmlSystemGetDriverVersion(char* out, unsigned len) {
+    std::strncpy(out, "580.65.06", len);
+    return 0;
+}
+int nvmlDeviceGetCount_v2(unsigned* count) {
+    *count = 2;
+    return 0;
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
+    if (index >= 2) return 2;
+    *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index + 1));
+    return 0;
+}
+int nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
+    std::string u(uuid);
+    if (u == "GPU-00000000-0000-0000-0000-000000000000") {
+        *device = reinterpret_cast<void*>(uintptr_t{1});
+        return 0;
+    }
+    if (u == "GPU-01010101-0101-0101-0101-010101010101") {
+        *device = reinterpret_cast<void*>(uintptr_t{2});
+        return 0;
+    }
+    return 6;  // NVML_ERROR_NOT_FOUND
+}
+int nvmlDeviceGetUUID(void* device, char* out, unsigned len) {
+    std::strncpy(out,
+                 index_of(device) == 0 ? "GPU-00000000-0000-0000-0000-000000000000"
+                                       : "GPU-01010101-0101-0101-0101-010101010101",
+                 len);
+    return 0;
+}
+int nvmlDeviceGetName(void*, char* out, unsigned len) {
+    std::strncpy(out, "NVIDIA H200 (stub)", len);
+    return 0;
+}
+int nvmlDeviceGetUtilizationRates(void* device, unsigned* util) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    util[0] = st().gpus[index_of(device)].util;
+    util[1] = st().gpus[index_of(device)].mem_util;
+    return 0;
+}
+int nvmlDeviceGetMemoryInfo_v2(void* device, unsigned* mem) {
+    if (mem[0] != (40u | (2u << 24))) return 2;  // wrong struct version
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    unsigned long long values[4] = {g.total, 1ULL << 29, g.total - g.used, g.used};
+    std::memcpy(mem + 2, values, sizeof values);  // after version + padding
+    return 0;
+}
+int nvmlDeviceGetClockInfo(void* device, unsigned type, unsigned* mhz) {
+    if (type != 1) return 3;
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *mhz = st().gpus[index_of(device)].sm_clock;
+    return 0;
+}
+int nvmlDeviceGetMaxClockInfo(void* device, unsigned type, unsigned* mhz) {
+    if (type != 1) return 3;
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *mhz = st().gpus[index_of(device)].sm_clock_max;
+    return 0;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *reasons = st().gpus[index_of(device)].reasons;
+    return 0;
+}
+int nvmlDeviceGetTemperatureV(void* device, unsigned* temp) {
+    if (temp[0] != (12u | (1u << 24)) || temp[1] != 0) return 2;
+    std::lock_guard<std::mutex> lock(st().mutex);
+    int t = st().gpus[index_of(device)].temperature;
+    std::memcpy(temp + 2, &t, sizeof t);
+    return 0;
+}
+int nvmlDeviceGetPowerUsage(void* device, unsigned* mw) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *mw = st().gpus[index_of(device)].power_mw;
+    return 0;
+}
+int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* mw) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *mw = st().gpus[index_of(device)].limit_mw;
+    return 0;
+}
+int nvmlDeviceGetTotalEccErrors(void* device, unsigned type, unsigned counter, unsigned long long* n) {
+    if (counter != 0) return 2;  // the sampler reads volatile counts
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    *n = type == 0 ? g.ecc_corrected : g.ecc_uncorrected;
+    return 0;
+}
+int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, ProcessInfo* out) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const auto& procs = st().gpus[index_of(device)].processes;
+    if (*count < procs.size() || out == nullptr) {
+        *count = static_cast<unsigned>(procs.size());
+        return procs.empty() ? 0 : 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+    }
+    for (size_t i = 0; i < procs.size(); ++i) out[i] = procs[i];
+    *count = static_cast<unsigned>(procs.size());
+    return 0;
+}
+
+// ------------------------------------------------------------------ test hooks
+void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
+                           unsigned limit_mw) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    Gpu& g = st().gpus[gpu];
+    g.reasons = reasons;
+    g.temperature = temperature;
+    g.power_mw = power_mw;
+    g.limit_mw = limit_mw;
+}
+void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected, unsigned long long uncorrected) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[gpu].ecc_corrected = corrected;
+    st().gpus[gpu].ecc_uncorrected = uncorrected;
+}
+// Lists this process with `own_bytes` and another PID with `foreign_bytes` on `gpu`.
+void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own_bytes,
+                                     unsigned long long foreign_bytes, int include_self) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    auto& procs = st().gpus[gpu].processes;
+    procs.clear();
+    if (include_self != 0) procs.push_back({static_cast<unsigned>(getpid()), own_bytes, 0, 0});
+    if (foreign_bytes > 0) procs.push_back({static_cast<unsigned>(getpid()) + 100000u, foreign_bytes, 0, 0});
+}
+void gpudiag_stub_nvml_reset() {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[0] = Gpu();
+    st().gpus[1] = Gpu();
+}
+
+}  // extern "C"
