@@ -3,8 +3,11 @@
 #pragma once
 
 #include <gpudiag/analyze.hpp>
+#include <gpudiag/capture.hpp>
 #include <gpudiag/event.hpp>
+#include <gpudiag/recording.hpp>
 #include <gpudiag/report.hpp>
+#include <gpudiag/session.hpp>
 #include <gpudiag/sink.hpp>
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>

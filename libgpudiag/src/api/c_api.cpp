@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: Apache-2.0
+// The C API: a shim over Session and analyze_files. Every entry point is a firewall: it catches
+// everything, maps Status to a code, and keeps the message for gpudiag_last_error().
+#include <gpudiag/gpudiag.h>
+#include <gpudiag/gpudiag.hpp>
+#include <gpudiag/session.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+struct gpudiag_session {
+    std::unique_ptr<gpudiag::Session> session;
+    gpudiag_report_fn on_report = nullptr;
+    void* on_report_user_data = nullptr;
+};
+
+namespace {
+
+thread_local std::string g_last_error;
+
+gpudiag_status_t to_c(const gpudiag::Status& s) noexcept {
+    if (s.is_ok()) {
+        g_last_error.clear();
+        return GPUDIAG_OK;
+    }
+    try {
+        g_last_error = s.message();
+    } catch (...) {
+        g_last_error.clear();
+    }
+    return static_cast<gpudiag_status_t>(static_cast<int>(s.code()));
+}
+
+gpudiag_status_t fail(gpudiag::StatusCode code, const char* message) noexcept {
+    return to_c(gpudiag::Status(code, message));
+}
+
+template <typename F>
+gpudiag_status_t guarded(F&& body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc&) {
+        return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
+    } catch (...) {
+        return fail(gpudiag::StatusCode::kInternal, "internal error");
+    }
+}
+
+char* copy_out(const std::string& text) noexcept {
+    auto* out = static_cast<char*>(std::malloc(text.size() + 1));
+    if (out != nullptr) std::memcpy(out, text.c_str(), text.size() + 1);
+    return out;
+}
+
+#define GPUDIAG_C_REQUIRE_SESSION(s)                                                    \
+    do {                                                                                \
+        if ((s) == nullptr || !(s)->session) {                                          \
+            return fail(gpudiag::StatusCode::kInvalidArgument, "session handle is NULL"); \
+        }                                                                               \
+    } while (false)
+
+}  // namespace
+
+extern "C" {
+
+const char* gpudiag_version(void) { return gpudiag::version(); }
+const char* gpudiag_last_error(void) { return g_last_error.c_str(); }
+void gpudiag_free(char* text) { std::free(text); }
+
+void gpudiag_session_options_init(gpudiag_session_options_t* o) {
+    if (o == nullptr) return;
+    std::memset(o, 0, sizeof *o);
+    gpudiag::SessionOptions defaults;
+    o->capture_gpu = defaults.capture_gpu ? 1 : 0;
+    o->deep = defaults.deep ? 1 : 0;
+    o->nvml_hz = defaults.nvml_hz;
+    o->queue_capacity = defaults.queue_capacity;
+    o->flush_period_ms = defaults.flush_period_ms;
+    o->report_period_ms = defaults.report_period_ms;
+}
+
+gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
+                                        gpudiag_session_t** out) {
+    return guarded([&]() -> gpudiag_status_t {
+        if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
+        *out = nullptr;
+        gpudiag_session_options_t defaults;
+        if (o == nullptr) {
+            gpudiag_session_options_init(&defaults);
+            o = &defaults;
+        }
+        auto handle = std::make_unique<gpudiag_session>();
+        gpudiag::SessionOptions options;
+        if (o->record_path != nullptr) options.record_path = o->record_path;
+        options.capture_gpu = o->capture_gpu != 0;
+        options.deep = o->deep != 0;
+        options.nvml_hz = o->nvml_hz;
+        options.queue_capacity = o->queue_capacity;
+        options.flush_period_ms = o->flush_period_ms;
+        options.report_period_ms = o->report_period_ms;
+        if (o->on_report != nullptr) {
+            gpudiag_report_fn fn = o->on_report;
+            void* user = o->on_report_user_data;
+            options.on_report = [fn, user](const gpudiag::Report& r) {
+                std::string json = gpudiag::render_json(r);
+                fn(json.c_str(), user);
+            };
+        }
+        auto session = gpudiag::Session::create(std::move(options));
+        if (!session) return to_c(session.status());
+        handle->session = std::move(*session);
+        *out = handle.release();
+        return GPUDIAG_OK;
+    });
+}
+
+void gpudiag_session_destroy(gpudiag_session_t* s) {
+    try {
+        delete s;  // ~Session stops capture if it runs
+    } catch (...) {
+    }
+}
+
+gpudiag_status_t gpudiag_session_start(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] { return to_c(s->session->start()); });
+}
+
+gpudiag_status_t gpudiag_session_stop(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] { return to_c(s->session->stop()); });
+}
+
+gpudiag_status_t gpudiag_session_step_begin(gpudiag_session_t* s, uint64_t step) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    s->session->step_begin(step);
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t gpudiag_session_step_end(gpudiag_session_t* s, uint64_t step) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    s->session->step_end(step);
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t gpudiag_session_phase_begin(gpudiag_session_t* s, const char* name) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    if (name == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "phase name is NULL");
+    s->session->phase_begin(name);
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    s->session->phase_end();
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t threshold_bytes,
+                                              gpudiag_watch_fn callback, void* user_data,
+                                              uint64_t* watch_id) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    if (callback == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "callback is NULL");
+    return guarded([&]() -> gpudiag_status_t {
+        auto id = s->session->watch_memory(
+            threshold_bytes, [callback, user_data](std::uint64_t bytes) { callback(bytes, user_data); });
+        if (!id) return to_c(id.status());
+        if (watch_id != nullptr) *watch_id = *id;
+        return GPUDIAG_OK;
+    });
+}
+
+gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* s, uint64_t watch_id) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] { return to_c(s->session->unwatch_memory(watch_id)); });
+}
+
+gpudiag_status_t gpudiag_session_report(gpudiag_session_t* s, gpudiag_format_t format,
+                                        char** out) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
+    *out = nullptr;
+    if (format != GPUDIAG_FORMAT_TEXT && format != GPUDIAG_FORMAT_JSON) {
+        return fail(gpudiag::StatusCode::kInvalidArgument, "unknown format");
+    }
+    return guarded([&]() -> gpudiag_status_t {
+        auto report = s->session->report();
+        if (!report) return to_c(report.status());
+        *out = copy_out(format == GPUDIAG_FORMAT_JSON ? gpudiag::render_json(*report)
+                                                      : gpudiag::render_text(*report));
+        if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
+        return GPUDIAG_OK;
+    });
+}
+
+gpudiag_status_t gpudiag_session_status(gpudiag_session_t* s, const char** level,
+                                        uint64_t* events, uint64_t* dropped) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&]() -> gpudiag_status_t {
+        gpudiag::CaptureStatus st = s->session->status();
+        if (level != nullptr) *level = gpudiag::capture_level_name(st.level);
+        if (events != nullptr) *events = st.events;
+        if (dropped != nullptr) *dropped = st.dropped;
+        return GPUDIAG_OK;
+    });
+}
+
+gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
+                                       gpudiag_format_t format, char** out) {
+    if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
+    *out = nullptr;
+    if (paths == nullptr || count == 0) {
+        return fail(gpudiag::StatusCode::kInvalidArgument, "no input files given");
+    }
+    if (format != GPUDIAG_FORMAT_TEXT && format != GPUDIAG_FORMAT_JSON) {
+        return fail(gpudiag::StatusCode::kInvalidArgument, "unknown format");
+    }
+    return guarded([&]() -> gpudiag_status_t {
+        std::vector<std::string> files;
+        for (size_t i = 0; i < count; ++i) {
+            if (paths[i] == nullptr) {
+                return fail(gpudiag::StatusCode::kInvalidArgument, "a path is NULL");
+            }
+            files.emplace_back(paths[i]);
+        }
+        auto report = gpudiag::analyze_files(files);
+        if (!report) return to_c(report.status());
+        *out = copy_out(format == GPUDIAG_FORMAT_JSON ? gpudiag::render_json(*report)
+                                                      : gpudiag::render_text(*report));
+        if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
+        return GPUDIAG_OK;
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: Apache-2.0
+// Session: live capture -> bounded channel -> worker thread -> analyzers (+ recording writer).
+//
+// Threads: application threads only push into the channel (never block, never allocate). One
+// worker thread owns the sinks: every flush period it flushes the capture backend (with no lock
+// held, since CUPTI may call back into us during a flush), drains the channel into the analyzers
+// and the recording, checks memory watches, and makes periodic reports. report() and stop() drain
+// synchronously under the same sink lock.
+#include <gpudiag/recording.hpp>
+#include <gpudiag/session.hpp>
+
+#include "capture/capture_backend.hpp"
+#include "core/analyzer.hpp"
+#include "core/clock.hpp"
+#include "core/event_channel.hpp"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace gpudiag {
+namespace {
+
+std::uint32_t current_tid() noexcept {
+    thread_local const auto tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+    return tid;
+}
+
+// Tracks device bytes in use from memory events for watermark watches: driver-level
+// allocations, pool allocations and physical bytes of virtual-memory mappings, plus what
+// framework and NVML counters say, taking the largest view.
+class MemoryWatches final : public EventSink {
+public:
+    struct Watch {
+        std::uint64_t threshold;
+        std::function<void(std::uint64_t)> callback;
+        bool armed = true;
+    };
+
+    WatchId add(std::uint64_t threshold, std::function<void(std::uint64_t)> cb) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        WatchId id = next_id_++;
+        watches_[id] = Watch{threshold, std::move(cb), true};
+        return id;
+    }
+    bool remove(WatchId id) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return watches_.erase(id) > 0;
+    }
+
+    void consume(std::span<const Event> events) override {
+        for (const Event& e : events) apply(e);
+    }
+
+    // Calls crossed watches; runs on the worker thread without the watch lock held.
+    void check() {
+        std::uint64_t in_use = bytes_in_use();
+        std::vector<std::pair<std::function<void(std::uint64_t)>, std::uint64_t>> due;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            for (auto& [id, w] : watches_) {
+                if (w.armed && in_use >= w.threshold) {
+                    w.armed = false;
+                    due.emplace_back(w.callback, in_use);
+                } else if (!w.armed && in_use < w.threshold - w.threshold / 20) {
+                    w.armed = true;  // hysteresis: re-arm below 95 % of the threshold
+                }
+            }
+        }
+        for (auto& [cb, bytes] : due) {
+            try {
+                cb(bytes);
+            } catch (...) {
+                // A user callback must not take the worker down.
+            }
+        }
+    }
+
+    std::uint64_t bytes_in_use() const {
+        std::uint64_t tracked = driver_bytes_ > 0 ? static_cast<std::uint64_t>(driver_bytes_) : 0;
+        return std::max({tracked, framework_reserved_, nvml_process_used_});
+    }
+
+private:
+    void apply(const Event& e) {
+        switch (e.kind) {
+            case EventKind::kDeviceAlloc:
+            case EventKind::kPoolAlloc:
+                if ((e.flags & kMemoryKindMask) == static_cast<std::uint8_t>(MemoryKind::kDevice) ||
+                    e.flags == 0) {
+                    driver_bytes_ += static_cast<std::int64_t>(e.memory.bytes);
+                }
+                break;
+            case EventKind::kDeviceFree:
+            case EventKind::kPoolFree:
+                if ((e.flags & kMemoryKindMask) == static_cast<std::uint8_t>(MemoryKind::kDevice) ||
+                    e.flags == 0) {
+                    driver_bytes_ -= static_cast<std::int64_t>(e.memory.bytes);
+                }
+                break;
+            case EventKind::kVmMap: driver_bytes_ += static_cast<std::int64_t>(e.memory.aux); break;
+            case EventKind::kVmUnmap: driver_bytes_ -= static_cast<std::int64_t>(e.memory.aux); break;
+            case EventKind::kCounter:
+                if (e.counter.counter == CounterKind::kFrameworkReservedBytes) {
+                    framework_reserved_ = static_cast<std::uint64_t>(e.counter.value);
+                } else if (e.counter.counter == CounterKind::kProcessMemoryUsedBytes) {
+                    nvml_process_used_ = static_cast<std::uint64_t>(e.counter.value);
+                }
+                break;
+            default: break;
+        }
+    }
+
+    std::mutex mutex_;
+    std::map<WatchId, Watch> watches_;
+    WatchId next_id_ = 1;
+    std::int64_t driver_bytes_ = 0;
+    std::uint64_t framework_reserved_ = 0;
+    std::uint64_t nvml_process_used_ = 0;
+};
+
+}  // namespace
+
+struct Session::Impl final : detail::EventQueue {
+    Impl(SessionOptions o, std::unique_ptr<detail::EventChannel> c)
+        : options(std::move(o)), channel_owner(std::move(c)), channel(*channel_owner) {}
+
+    ~Impl() override { (void)stop(); }
+
+    bool try_push(const Event& e) noexcept override { return channel.try_push(e); }
+
+    bool push_marker(EventKind kind, RangeCategory category, StringId name,
+                     std::uint64_t id) noexcept {
+        Event e;
+        e.kind = kind;
+        e.process = pid;
+        e.thread = current_tid();
+        e.start_ns = e.end_ns = detail::monotonic_now_ns();
+        e.range.name = name;
+        e.range.category = category;
+        e.range.id = id;
+        return channel.try_push(e);
+    }
+
+    SourceInfo source_info() const {
+        SourceInfo info;
+        info.producer = "gpudiag-capture";
+        info.pid = pid;
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) == 0) info.hostname = host;
+        info.properties = options.properties;
+        return info;
+    }
+
+    Status start() {
+        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        if (running.load()) return failed_precondition("the session is already running");
+        if (stopped_once) {
+            return failed_precondition("a session runs once; create a new one to capture again");
+        }
+        if (!options.record_path.empty()) {
+            writer = std::make_unique<RecordingWriter>();
+            Status opened = writer->open(options.record_path);
+            if (!opened.is_ok()) {
+                writer.reset();
+                return opened;
+            }
+        }
+        analyzers = detail::make_analyzers(options.analysis);
+        for (auto& a : analyzers) fanout_sinks.push_back(a.get());
+        if (writer) fanout_sinks.push_back(writer.get());
+        fanout_sinks.push_back(&watches);
+        SourceInfo info = source_info();
+        for (EventSink* s : fanout_sinks) s->begin(info, strings);
+
+        backend = detail::make_capture_backend(options);
+        if (backend) {
+            Status s = backend->start(*this, strings);
+            if (!s.is_ok()) degraded_reason = s.to_string();
+        }
+        started_ns = detail::monotonic_now_ns();
+        running.store(true);
+        worker = std::thread([this] { worker_loop(); });
+        return Status::ok();
+    }
+
+    Status stop() {
+        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        if (!running.load()) return failed_precondition("the session is not running");
+        if (backend) backend->stop();  // delivers its last buffers into the channel
+        {
+            std::lock_guard<std::mutex> lock(wake_mutex);
+            running.store(false);
+        }
+        wake.notify_all();
+        if (worker.joinable()) worker.join();
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        drain_locked();
+        final_summary = summary();
+        for (EventSink* s : fanout_sinks) s->end(final_summary);
+        ended = true;
+        if (writer) {
+            Status closed = writer->close();
+            if (!closed.is_ok()) degraded_reason = closed.to_string();
+        }
+        stopped_once = true;
+        return Status::ok();
+    }
+
+    SourceSummary summary() const {
+        SourceSummary s;
+        auto stats = channel.stats();
+        s.events = stats.pushed;
+        s.dropped = stats.dropped;
+        if (backend) s.dropped += backend->status().dropped;
+        if (s.dropped > 0) {
+            s.notes.push_back(std::to_string(s.dropped) +
+                              " events were dropped because the hand-off or capture buffers were "
+                              "full; raise SessionOptions::queue_capacity or flush more often.");
+        }
+        if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
+        return s;
+    }
+
+    void drain_locked() {
+        while (channel.drain(fanout, 4096) > 0) {
+        }
+    }
+
+    void worker_loop() {
+        auto period = std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1));
+        auto next_report = std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(options.report_period_ms);
+        while (running.load()) {
+            {
+                std::unique_lock<std::mutex> lock(wake_mutex);
+                wake.wait_for(lock, period, [this] { return !running.load(); });
+            }
+            if (backend) backend->flush();  // no lock held: CUPTI may re-enter
+            {
+                std::lock_guard<std::mutex> lock(sink_mutex);
+                drain_locked();
+            }
+            watches.check();
+            if (options.report_period_ms > 0 && options.on_report &&
+                std::chrono::steady_clock::now() >= next_report) {
+                next_report += std::chrono::milliseconds(options.report_period_ms);
+                auto r = make_report();
+                if (r) {
+                    try {
+                        options.on_report(*r);
+                    } catch (...) {
+                        // A user callback must not take the worker down.
+                    }
+                }
+            }
+        }
+    }
+
+    Result<Report> make_report() {
+        if (backend && running.load()) backend->flush();
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        if (!analyzers_ready()) return failed_precondition("the session was never started");
+        drain_locked();
+        Report report;
+        report.source = source_info();
+        report.capture = ended ? final_summary : summary();
+        for (auto& a : analyzers) a->contribute(report);
+        if (auto st = status(); st.level < CaptureLevel::kCuptiActivity) {
+            report.notes.push_back(std::string("Capture level: ") + capture_level_name(st.level) +
+                                   "; GPU activity was not observed directly.");
+            for (const auto& r : st.reasons) report.notes.push_back(r);
+        }
+        std::stable_sort(report.findings.begin(), report.findings.end(),
+                         [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+        return report;
+    }
+
+    bool analyzers_ready() const { return !fanout_sinks.empty(); }
+
+    CaptureStatus status() const {
+        CaptureStatus s = backend ? backend->status() : probe_capture();
+        s.capturing = running.load();
+        auto stats = channel.stats();
+        s.events = stats.pushed;
+        s.dropped += stats.dropped;
+        return s;
+    }
+
+    SessionOptions options;
+    StringTable strings;
+    std::unique_ptr<detail::EventChannel> channel_owner;
+    detail::EventChannel& channel;
+    std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
+    std::unique_ptr<detail::CaptureBackend> backend;
+    std::unique_ptr<RecordingWriter> writer;
+    std::vector<std::unique_ptr<detail::Analyzer>> analyzers;
+    std::vector<EventSink*> fanout_sinks;
+    MemoryWatches watches;
+    struct Fanout final : EventSink {
+        explicit Fanout(Impl& impl) : impl_(impl) {}
+        void consume(std::span<const Event> events) override {
+            for (EventSink* s : impl_.fanout_sinks) s->consume(events);
+        }
+        Impl& impl_;
+    } fanout{*this};
+
+    std::mutex lifecycle_mutex;
+    std::mutex sink_mutex;
+    std::mutex wake_mutex;
+    std::condition_variable wake;
+    std::atomic<bool> running{false};
+    std::thread worker;
+    bool stopped_once = false;
+    bool ended = false;
+    SourceSummary final_summary;
+    std::string degraded_reason;
+    std::uint64_t started_ns = 0;
+};
+
+Session::Session(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcept {
+    try {
+        if (options.queue_capacity < 64 || (options.queue_capacity & (options.queue_capacity - 1))) {
+            return invalid_argument("queue_capacity must be a power of two >= 64, got " +
+                                    std::to_string(options.queue_capacity));
+        }
+        if (options.nvml_hz < 0 || options.nvml_hz > 1000) {
+            return invalid_argument("nvml_hz must be within [0, 1000]");
+        }
+        if (options.report_period_ms > 0 && !options.on_report) {
+            return invalid_argument("report_period_ms is set but on_report is empty");
+        }
+        auto channel = detail::EventChannel::create(options.queue_capacity);
+        if (!channel) return channel.status();
+        return std::unique_ptr<Session>(
+            new Session(std::make_unique<Impl>(std::move(options), std::move(*channel))));
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of memory creating the session");
+    } catch (...) {
+        return internal_error("creating the session failed");
+    }
+}
+
+Status Session::start() noexcept {
+    try {
+        return impl_->start();
+    } catch (const std::exception& e) {
+        return internal_error(std::string("start failed: ") + e.what());
+    } catch (...) {
+        return internal_error("start failed");
+    }
+}
+
+Status Session::stop() noexcept {
+    try {
+        return impl_->stop();
+    } catch (const std::exception& e) {
+        return internal_error(std::string("stop failed: ") + e.what());
+    } catch (...) {
+        return internal_error("stop failed");
+    }
+}
+
+bool Session::running() const noexcept { return impl_->running.load(); }
+
+void Session::step_begin(std::uint64_t step) noexcept {
+    impl_->push_marker(EventKind::kStepBegin, RangeCategory::kStep, kNoString, step);
+}
+void Session::step_end(std::uint64_t step) noexcept {
+    impl_->push_marker(EventKind::kStepEnd, RangeCategory::kStep, kNoString, step);
+}
+void Session::phase_begin(std::string_view name) noexcept {
+    impl_->push_marker(EventKind::kRangeBegin, RangeCategory::kPhase, impl_->strings.intern(name),
+                       0);
+}
+void Session::phase_end() noexcept {
+    impl_->push_marker(EventKind::kRangeEnd, RangeCategory::kPhase, kNoString, 0);
+}
+void Session::input_wait_begin() noexcept {
+    impl_->push_marker(EventKind::kRangeBegin, RangeCategory::kInputWait,
+                       impl_->strings.intern("input wait"), 0);
+}
+void Session::input_wait_end() noexcept {
+    impl_->push_marker(EventKind::kRangeEnd, RangeCategory::kInputWait, kNoString, 0);
+}
+
+bool Session::record(const Event& event) noexcept {
+    Event e = event;
+    if (e.start_ns == 0) e.start_ns = detail::monotonic_now_ns();
+    if (e.end_ns < e.start_ns) e.end_ns = e.start_ns;
+    if (e.process == 0) e.process = impl_->pid;
+    if (e.thread == 0) e.thread = current_tid();
+    return impl_->channel.try_push(e);
+}
+
+StringId Session::intern(std::string_view text) noexcept { return impl_->strings.intern(text); }
+
+std::uint64_t Session::now_ns() noexcept { return detail::monotonic_now_ns(); }
+
+Result<WatchId> Session::watch_memory(std::uint64_t threshold_bytes,
+                                      std::function<void(std::uint64_t)> callback) noexcept {
+    if (!callback) return invalid_argument("watch_memory needs a callback");
+    if (threshold_bytes == 0) return invalid_argument("watch_memory needs a threshold above 0");
+    try {
+        return impl_->watches.add(threshold_bytes, std::move(callback));
+    } catch (...) {
+        return resource_exhausted("out of memory adding a watch");
+    }
+}
+
+Status Session::unwatch_memory(WatchId id) noexcept {
+    return impl_->watches.remove(id) ? Status::ok()
+                                     : not_found("no watch with id " + std::to_string(id));
+}
+
+Result<Report> Session::report() noexcept {
+    try {
+        return impl_->make_report();
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of memory building the report");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("report failed: ") + e.what());
+    } catch (...) {
+        return internal_error("report failed");
+    }
+}
+
+CaptureStatus Session::status() const noexcept {
+    try {
+        return impl_->status();
+    } catch (...) {
+        return CaptureStatus{};
+    }
+}
+
+Status Session::pause_capture(std::string_view reason) noexcept {
+    if (!impl_->backend) return failed_precondition("the session has not started capture");
+    return impl_->backend->pause(reason);
+}
+
+Status Session::resume_capture() noexcept {
+    if (!impl_->backend) return failed_precondition("the session has not started capture");
+    return impl_->backend->resume();
+}
+
+}  // namespace gpudiag
