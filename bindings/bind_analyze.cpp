@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Offline analysis: files in, Report out.
 #include <gpudiag/analyze.hpp>
+#include <gpudiag/chrome_trace.hpp>
 #include <gpudiag/job.hpp>
 
 #include <pybind11/functional.h>
@@ -37,8 +38,9 @@ struct ProgressForwarder {
     }
 };
 
-Report analyze_files_py(const std::vector<std::string>& paths, AnalysisOptions options,
-                        py::object progress) {
+// Runs `fn(options)` without the GIL, `progress` (a Python callable or None) forwarded.
+template <typename Fn>
+auto with_progress(AnalysisOptions options, py::object progress, Fn&& fn) {
     auto forwarder = std::make_shared<ProgressForwarder>();
     if (!progress.is_none()) {
         forwarder->callable = std::move(progress);
@@ -46,7 +48,7 @@ Report analyze_files_py(const std::vector<std::string>& paths, AnalysisOptions o
             (*forwarder)(done, total);
         };
     }
-    Result<Report> result = without_gil([&] { return analyze_files(paths, options); });
+    auto result = without_gil([&] { return fn(options); });
     options.progress = nullptr;
     if (forwarder->failed) throw py::error_already_set();
     return unwrap(std::move(result));
@@ -75,10 +77,29 @@ void bind_analyze(py::module_& m) {
     m.def(
         "detect_format", [](const std::string& path) { return unwrap(detect_format(path)); },
         py::arg("path"));
-    m.def("analyze_files", &analyze_files_py, py::arg("paths"),
+    m.def(
+        "analyze_files",
+        [](const std::vector<std::string>& paths, const AnalysisOptions& options,
+           py::object progress) {
+            return with_progress(options, std::move(progress), [&](const AnalysisOptions& o) {
+                return analyze_files(paths, o);
+            });
+        },
+        py::arg("paths"),
           py::arg("options") = AnalysisOptions{}, py::arg("progress") = py::none(),
           "Analyses recordings, Kineto traces or torch snapshots of one job; progress is called "
           "with (bytes read, total bytes) on the calling thread.");
+    m.def(
+        "export_chrome_trace",
+        [](const std::vector<std::string>& paths, const std::string& out_path,
+           const AnalysisOptions& options, py::object progress) {
+            return with_progress(options, std::move(progress), [&](const AnalysisOptions& o) {
+                return export_chrome_trace(paths, out_path, o);
+            });
+        },
+        py::arg("paths"), py::arg("out_path"), py::arg("options") = AnalysisOptions{},
+        py::arg("progress") = py::none(),
+        "Writes the events of the inputs as a Chrome trace; returns the number of trace events.");
     m.def(
         "analyze_job",
         [](std::vector<Report> ranks, const AnalysisOptions& options) {
