@@ -2,6 +2,8 @@
 // The library version: the single place it is written (CMake and pyproject read it from here).
 #pragma once
 
+#include <gpudiag/export.hpp>
+
 #define GPUDIAG_VERSION_MAJOR 0
 #define GPUDIAG_VERSION_MINOR 1
 #define GPUDIAG_VERSION_PATCH 0
@@ -12,6 +14,6 @@ namespace gpudiag {
 /// The version of the library the program runs with (may differ from the headers it was built
 /// against when gpudiag is a shared library).
 /// Thread-safety: safe. Callback-safe: yes. Errors: none.
-const char* version() noexcept;
+GPUDIAG_API const char* version() noexcept;
 
 }  // namespace gpudiag

@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The C API of gpudiag: opaque handles, status codes, never throws, never aborts.
+ *
+ *     gpudiag_session_t* s = NULL;
+ *     gpudiag_session_options_t opts;
+ *     gpudiag_session_options_init(&opts);
+ *     opts.record_path = "service.gpudiag";
+ *     if (gpudiag_session_create(&opts, &s) == GPUDIAG_OK) {
+ *         gpudiag_session_start(s);
+ *         ... gpudiag_session_step_begin(s, i); ... gpudiag_session_step_end(s, i); ...
+ *         char* text = NULL;
+ *         if (gpudiag_session_report(s, GPUDIAG_FORMAT_TEXT, &text) == GPUDIAG_OK) {
+ *             puts(text);
+ *             gpudiag_free(text);
+ *         }
+ *         gpudiag_session_stop(s);
+ *         gpudiag_session_destroy(s);
+ *     }
+ *
+ * Every function returns a gpudiag_status_t; on failure gpudiag_last_error() gives the message
+ * (per thread). Strings returned through out-parameters are freed with gpudiag_free().
+ */
+#ifndef GPUDIAG_GPUDIAG_H
+#define GPUDIAG_GPUDIAG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpudiag/export.hpp>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum gpudiag_status {
+    GPUDIAG_OK = 0,
+    GPUDIAG_INVALID_ARGUMENT = 1,
+    GPUDIAG_NOT_FOUND = 2,
+    GPUDIAG_UNAVAILABLE = 3,
+    GPUDIAG_CORRUPT_DATA = 4,
+    GPUDIAG_UNSUPPORTED = 5,
+    GPUDIAG_IO_ERROR = 6,
+    GPUDIAG_RESOURCE_EXHAUSTED = 7,
+    GPUDIAG_FAILED_PRECONDITION = 8,
+    GPUDIAG_INTERNAL = 9
+} gpudiag_status_t;
+
+typedef enum gpudiag_format { GPUDIAG_FORMAT_TEXT = 0, GPUDIAG_FORMAT_JSON = 1 } gpudiag_format_t;
+
+typedef struct gpudiag_session gpudiag_session_t;
+
+/* Called with a rendered report (JSON) every report_period_ms; `text` is valid during the call. */
+typedef void (*gpudiag_report_fn)(const char* json, void* user_data);
+/* Called when device memory in use crosses a watch's threshold upwards. */
+typedef void (*gpudiag_watch_fn)(uint64_t bytes_in_use, void* user_data);
+
+typedef struct gpudiag_session_options {
+    const char* record_path;    /* NULL or "" = no recording */
+    int capture_gpu;            /* default 1 */
+    int deep;                   /* default 0 */
+    double nvml_hz;             /* default 2.0; 0 = off */
+    uint32_t queue_capacity;    /* default 65536 */
+    uint32_t flush_period_ms;   /* default 250 */
+    uint32_t report_period_ms;  /* default 0 = no periodic report */
+    gpudiag_report_fn on_report;
+    void* on_report_user_data;
+} gpudiag_session_options_t;
+
+/* The library version, e.g. "0.1.0". */
+GPUDIAG_API const char* gpudiag_version(void);
+/* The message of the last failed call on this thread ("" when none). */
+GPUDIAG_API const char* gpudiag_last_error(void);
+/* Frees a string returned by gpudiag. NULL is fine. */
+GPUDIAG_API void gpudiag_free(char* text);
+
+GPUDIAG_API void gpudiag_session_options_init(gpudiag_session_options_t* options);
+GPUDIAG_API gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* options,
+                                                    gpudiag_session_t** out);
+/* Stops the session if needed and frees it. NULL is fine. */
+GPUDIAG_API void gpudiag_session_destroy(gpudiag_session_t* session);
+GPUDIAG_API gpudiag_status_t gpudiag_session_start(gpudiag_session_t* session);
+GPUDIAG_API gpudiag_status_t gpudiag_session_stop(gpudiag_session_t* session);
+GPUDIAG_API gpudiag_status_t gpudiag_session_step_begin(gpudiag_session_t* session, uint64_t step);
+GPUDIAG_API gpudiag_status_t gpudiag_session_step_end(gpudiag_session_t* session, uint64_t step);
+GPUDIAG_API gpudiag_status_t gpudiag_session_phase_begin(gpudiag_session_t* session,
+                                                         const char* name);
+GPUDIAG_API gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* session);
+GPUDIAG_API gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* session,
+                                                          uint64_t threshold_bytes,
+                                                          gpudiag_watch_fn callback,
+                                                          void* user_data, uint64_t* watch_id);
+GPUDIAG_API gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* session,
+                                                            uint64_t watch_id);
+/* The diagnosis so far, rendered; free *out with gpudiag_free. */
+GPUDIAG_API gpudiag_status_t gpudiag_session_report(gpudiag_session_t* session,
+                                                    gpudiag_format_t format, char** out);
+/* Capture level name ("no_gpu", "nvml", "framework", "cupti_activity", "cupti_deep"), events
+ * delivered and dropped. Any out-pointer may be NULL. */
+GPUDIAG_API gpudiag_status_t gpudiag_session_status(gpudiag_session_t* session,
+                                                    const char** level, uint64_t* events,
+                                                    uint64_t* dropped);
+
+/* Offline: analyse files (recordings, Kineto traces, torch snapshots) of one job. */
+GPUDIAG_API gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
+                                                   gpudiag_format_t format, char** out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUDIAG_GPUDIAG_H */

@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+// Umbrella header: the whole public C++ API of gpudiag. Includes only; declares nothing.
+#pragma once
+
+#include <gpudiag/analyze.hpp>
+#include <gpudiag/event.hpp>
+#include <gpudiag/report.hpp>
+#include <gpudiag/sink.hpp>
+#include <gpudiag/source_info.hpp>
+#include <gpudiag/status.hpp>
+#include <gpudiag/string_table.hpp>
+#include <gpudiag/version.hpp>

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs what gpudiag needs, builds it, and runs every test: C++ (GoogleTest via ctest), the
+# ASan+UBSan build of the C++ tests, the TSan run of the concurrency tests, the find_package
+# consumer and the C++ example built against the installed package, the Python suite (pytest),
+# and the lint. Any failure fails the script. This is the README's test command and .ci/run's body.
+#
+#   tools/check.sh            everything
+#   tools/check.sh --quick    dev build, ctest and pytest only (for iterating)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+QUICK=0
+[ "${1:-}" = "--quick" ] && QUICK=1
+JOBS=${GPUDIAG_JOBS:-$(nproc)}
+START=$(date +%s)
+
+step() { printf '\n=== %s (%ds)\n' "$*" $(( $(date +%s) - START )); }
+
+# --- system packages (Debian/Ubuntu) -------------------------------------------------------------
+step "system packages"
+tools/install_deps.sh --test
+
+# --- C++: build and test -------------------------------------------------------------------------
+step "configure + build (dev preset)"
+cmake --preset dev >/dev/null
+cmake --build --preset dev -j "$JOBS"
+step "ctest (dev)"
+ctest --preset dev -j "$JOBS"
+
+if [ $QUICK -eq 0 ]; then
+  step "install + find_package consumers"
+  cmake --install build/dev --prefix build/dev/install >/dev/null
+  for consumer in tests/consumer/find_package examples/cpp/inference_service; do
+    [ -d "$consumer" ] || continue
+    name=$(basename "$consumer")
+    cmake -S "$consumer" -B "build/consumer-$name" -G Ninja \
+      -DCMAKE_PREFIX_PATH="$ROOT/build/dev/install" >/dev/null
+    cmake --build "build/consumer-$name" -j "$JOBS"
+    if [ -f "build/consumer-$name/CTestTestfile.cmake" ]; then
+      (cd "build/consumer-$name" && ctest --output-on-failure)
+    fi
+  done
+
+  step "ASan + UBSan build of the C++ tests"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$JOBS"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --preset asan -j "$JOBS"
+
+  step "TSan run of the concurrency tests"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$JOBS"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan -j "$JOBS"
+fi
+
+# --- Python --------------------------------------------------------------------------------------
+if [ -f pyproject.toml ]; then
+  step "Python package (pip install into .venv) + pytest"
+  PY=${GPUDIAG_PYTHON:-python3}
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  # torch is large; pip's cache keeps it to one download per machine.
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
+  .venv/bin/python -m pip install -q ".[test]"
+  set +e
+  .venv/bin/python -m pytest -q tests/python
+  rc=$?
+  set -e
+  if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
+  [ $rc -eq 0 ] || exit $rc
+fi
+
+step "lint"
+tools/lint.sh
+
+step "all checks passed"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian packages gpudiag builds and tests with (only those missing).
+#   tools/install_deps.sh          build + run
+#   tools/install_deps.sh --test   also what the test suite needs (GoogleTest, Benchmark, chromium)
+set -euo pipefail
+PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
+  libsimdjson-dev libfmt-dev pybind11-dev python3-dev python3-venv"
+if [ "${1:-}" = "--test" ]; then
+  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium"
+fi
+command -v dpkg-query >/dev/null || { echo "not a Debian-like system: install the equivalents of: $PACKAGES"; exit 0; }
+missing=""
+for p in $PACKAGES; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Forbidden patterns (the library lives inside other people's processes) and binding hygiene.
+# Exit status: 0 clean, 1 violations found.
+set -u
+cd "$(dirname "$0")/.."
+status=0
+
+report() {  # report <title> <grep output>
+  if [ -n "$2" ]; then
+    printf 'lint: %s\n%s\n\n' "$1" "$2"
+    status=1
+  fi
+}
+
+# Strip // comments before matching so documentation may mention the words.
+code_grep() {  # code_grep <regex> <paths...>
+  local regex=$1; shift
+  grep -rnE --include='*.cpp' --include='*.hpp' --include='*.h' --include='*.cc' "$regex" "$@" \
+    2>/dev/null | grep -vE '^[^:]+:[0-9]+:\s*//' | grep -vE '^[^:]+:[0-9]+:.*//.*('"$regex"')' || true
+}
+
+report "abort/exit/terminate/assert in libgpudiag (never end the host process)" \
+  "$(code_grep '(^|[^_[:alnum:]])(abort|exit|_exit|quick_exit)\(|std::terminate|(^|[^_[:alnum:]])assert\(' libgpudiag)"
+report "throw in capture code (callbacks run inside CUDA; use Status)" \
+  "$(code_grep '(^|[^_[:alnum:]])throw([^_[:alnum:]]|$)' libgpudiag/src/capture)"
+report "public headers must include only the standard library and gpudiag headers" \
+  "$(grep -rnE '^\s*#\s*include\s*[<"]' libgpudiag/include | grep -vE '#\s*include\s*<(gpudiag/[a-z_]+\.h(pp)?|[a-z_]+(\.h)?)>' ; grep -rnE '^\s*#\s*include\s*<(cuda|cupti|nvml|nvtx|fmt|pybind|simdjson|zlib|libdeflate)' libgpudiag/include || true)"
+if [ -d bindings ]; then
+  report "bindings must include only public gpudiag headers (no logic, no internals)" \
+    "$(grep -rnE 'libgpudiag/src|#\s*include\s*"|cupti|cuda_runtime' bindings --include='*.cpp' --include='*.hpp' | grep -v 'status_to_python.hpp' || true)"
+fi
+
+if [ $status -eq 0 ]; then echo "lint: clean"; fi
+exit $status
