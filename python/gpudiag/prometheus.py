@@ -128,7 +128,8 @@ def exposition(report: Any, *, extra_labels: Optional[dict[str, str]] = None) ->
         if not rows:
             continue
         lines.append(f"# HELP {name} {_HELP[name]}")
-        lines.append(f"# TYPE {name} gauge")
+        kind = "counter" if name.endswith("_total") else "gauge"
+        lines.append(f"# TYPE {name} {kind}")
         lines.extend(dict.fromkeys(rows))  # one sample per label set
     return "\n".join(lines) + "\n"
 

@@ -17,8 +17,9 @@ SEVERITIES = ("info", "warning", "critical")
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", metavar="PATH", help="also write the report as JSON ('-': stdout "
-                   "instead of the text)")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="what to print: the plain-text diagnosis (default) or the JSON report")
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
     p.add_argument("--html", metavar="PATH", help="also write the report as a self-contained "
                    "HTML page with plots")
     p.add_argument("--fail-on", choices=SEVERITIES, default=None,
@@ -37,14 +38,13 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
 
 def emit_report(report: Report, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """Prints/writes the report as asked and returns the exit code for --fail-on."""
-    if args.json == "-":
+    if args.format == "json" or args.json == "-":
         out.write(report.to_json() + "\n")
     else:
-        out.write(report.summary())
-        if not report.summary().endswith("\n"):
-            out.write("\n")
-        if args.json:
-            Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
+        text = report.summary()
+        out.write(text if text.endswith("\n") else text + "\n")
+    if args.json and args.json != "-":
+        Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
     if getattr(args, "html", None):
         Path(args.html).write_text(report.to_html(full_page=True), encoding="utf-8")
     return exit_code_for(report, args.fail_on)

@@ -15,40 +15,41 @@ from gpudiag.cli._common import ProgressBar, add_analysis_options
 NAME = "export"
 HELP = "convert to a Chrome/Perfetto trace, or the diagnosis to Prometheus text"
 DESCRIPTION = """\
-  gpudiag export run.gpudiag --to chrome -o run.trace.json   open in ui.perfetto.dev or
-                                                            chrome://tracing
-  gpudiag export run.gpudiag --to prometheus -o metrics.prom for node_exporter's textfile
-                                                            collector ('-o -': stdout)"""
+  gpudiag export run.gpudiag --chrome run.trace.json    a timeline for ui.perfetto.dev or
+                                                       chrome://tracing, with memory tracks
+  gpudiag export run.gpudiag --prometheus metrics.prom  the diagnosis for node_exporter's
+                                                       textfile collector ('-': stdout)"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="FILE", help="recordings, traces or snapshots")
-    p.add_argument("--to", required=True, choices=("chrome", "prometheus"), help="output format")
-    p.add_argument("-o", "--output", required=True, metavar="PATH", help="output file ('-': "
-                   "stdout, prometheus only)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--chrome", metavar="PATH", help="write a Chrome trace (JSON) here")
+    target.add_argument("--prometheus", metavar="PATH",
+                        help="write the diagnosis as Prometheus text here ('-': stdout)")
     add_analysis_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
     from gpudiag.cli import UsageError
 
-    if args.to == "prometheus":
+    if args.prometheus is not None:
         from gpudiag import prometheus
 
         with ProgressBar.for_args(args) as progress:
             report = analyze(args.inputs, window=args.window, rank=args.rank, progress=progress)
         text = prometheus.exposition(report)
-        if args.output == "-":
+        if args.prometheus == "-":
             sys.stdout.write(text)
         else:
-            Path(args.output).write_text(text, encoding="utf-8")
+            Path(args.prometheus).write_text(text, encoding="utf-8")
         return 0
-    if args.output == "-":
-        raise UsageError("gpudiag export --to chrome needs a file for -o")
+    if args.chrome == "-":
+        raise UsageError("gpudiag export --chrome needs a file name")
     options = _core.AnalysisOptions()
     options.rank = args.rank
     with ProgressBar.for_args(args) as progress:
-        count = _core.export_chrome_trace([str(p) for p in args.inputs], args.output, options,
+        count = _core.export_chrome_trace([str(p) for p in args.inputs], args.chrome, options,
                                           progress)
-    print(f"gpudiag: wrote {count} trace events to {args.output}", file=sys.stderr)
+    print(f"gpudiag: wrote {count} trace events to {args.chrome}", file=sys.stderr)
     return 0

@@ -20,13 +20,12 @@ from typing import Optional
 
 from gpudiag._analyze import analyze
 from gpudiag._errors import (
-    EXIT_OK,
     EXIT_PROGRAM_FAILED,
     GpudiagError,
     UnavailableError,
 )
 from gpudiag._session import Session
-from gpudiag.cli._common import add_report_options, emit_report, exit_code_for
+from gpudiag.cli._common import add_report_options, emit_report
 from gpudiag.report import Report
 
 NAME = "run"
@@ -88,15 +87,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(report: Report, args: argparse.Namespace, record: Path, program_status: int) -> int:
     json_path = args.json or str(record.with_suffix(".report.json"))
-    if json_path != "-":
-        Path(json_path).write_text(report.to_json() + "\n", encoding="utf-8")
     args.json = json_path
     code = emit_report(report, args, out=sys.stderr)
     print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
     if program_status != 0:
         print(f"gpudiag: the program exited with status {program_status}", file=sys.stderr)
         return EXIT_PROGRAM_FAILED
-    return code if code != EXIT_OK else exit_code_for(report, args.fail_on)
+    return code
 
 
 def _run_python(args: argparse.Namespace, *, script: Optional[str] = None,
