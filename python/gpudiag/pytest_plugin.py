@@ -140,6 +140,13 @@ def leak_sites(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> lis
     return sorted(by_site.items(), key=lambda kv: -kv[1])
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Malformed limits are usage errors, found before any test runs.
+    for item in items:
+        _limit(item, "gpu_limit_memory")
+        _limit(item, "gpu_limit_leaks")
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     memory_limit = _limit(item, "gpu_limit_memory")

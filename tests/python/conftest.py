@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 
 # The plugin is registered through its pytest11 entry point once gpudiag is pip-installed; from a
 # build tree (PYTHONPATH=build/<dir>/python) there is no entry point, so load it here then.
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["pytester"]
 try:
     from importlib.metadata import entry_points
 
@@ -24,6 +24,9 @@ except Exception:  # pragma: no cover
     _has_entry_point = False
 if not _has_entry_point:
     pytest_plugins.append("gpudiag.pytest_plugin")
+
+# For pytester runs: how the inner pytest gets the plugin.
+PLUGIN_ARGS: list[str] = [] if _has_entry_point else ["-p", "gpudiag.pytest_plugin"]
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 

@@ -36,8 +36,9 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "terminal)")
 
 
-def emit_report(report: Report, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
+def emit_report(report: Report, args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
     """Prints/writes the report as asked and returns the exit code for --fail-on."""
+    out = out if out is not None else sys.stdout
     if args.format == "json" or args.json == "-":
         out.write(report.to_json() + "\n")
     else:
@@ -77,7 +78,8 @@ class ProgressBar:
         self._shown = False
 
     @classmethod
-    def for_args(cls, args: argparse.Namespace, stream: TextIO = sys.stderr) -> ProgressBar:
+    def for_args(cls, args: argparse.Namespace, stream: Optional[TextIO] = None) -> ProgressBar:
+        stream = stream if stream is not None else sys.stderr
         mode = getattr(args, "progress", "auto")
         enabled = mode == "always" or (mode == "auto" and stream.isatty())
         return cls(stream, enabled)
