@@ -487,6 +487,27 @@ def snapshot_report(session: Any, path: Optional[Union[str, Path]] = None) -> An
     return analyze([str(path)])
 
 
+def _all_gather_json(torch: Any, dist: Any, data: Any, world: int) -> list[Any]:
+    """Every rank's ``data`` as JSON bytes over all_gather: no pickling of what other processes
+    send (all_gather_object unpickles it, and needs NumPy), and works on every backend."""
+    import json
+
+    payload = json.dumps(data).encode("utf-8")
+    device = torch.device("cpu")
+    if dist.get_backend() == "nccl":  # NCCL moves CUDA tensors only
+        device = torch.device("cuda", torch.cuda.current_device())
+    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
+    sizes = [torch.zeros(1, dtype=torch.int64, device=device) for _ in range(world)]
+    dist.all_gather(sizes, size)
+    lengths = [int(s.item()) for s in sizes]
+    padded = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
+    padded[: len(payload)] = torch.tensor(list(payload), dtype=torch.uint8, device=device)
+    received = [torch.zeros(max(lengths), dtype=torch.uint8, device=device) for _ in range(world)]
+    dist.all_gather(received, padded)
+    return [json.loads(bytes(t[:n].cpu().tolist()).decode("utf-8"))
+            for t, n in zip(received, lengths)]
+
+
 def gather_report(report: Any) -> Any:
     """Under torch.distributed: every rank's report to rank 0, combined there into the job report
     (C++ cross-rank analysis). Rank 0 returns it; other ranks return None. Without an initialised
@@ -507,8 +528,7 @@ def gather_report(report: Any) -> Any:
     for finding in data.get("findings", []):
         if int(finding.get("rank", -1)) < 0:
             finding["rank"] = rank
-    gathered: list[Any] = [None] * world
-    dist.all_gather_object(gathered, data)
+    gathered = _all_gather_json(torch, dist, data, world)
     if rank != 0:
         return None
     ranks = [to_native(d) for d in gathered if d is not None]
