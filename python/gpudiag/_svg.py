@@ -20,15 +20,15 @@ BUSY_COLOUR = "#2ca02c"
 CAUSE_COLOURS = (
     ("input", "#e377c2"),
     ("data", "#e377c2"),
-    ("host", "#ff7f0e"),
-    ("sync", "#ff7f0e"),
+    ("host", "#bcbd22"),
+    ("sync", "#bcbd22"),
     ("launch", "#9467bd"),
     ("kernel_wait", "#9467bd"),
     ("comm", "#17becf"),
     ("memcpy", "#8c564b"),
     ("copy", "#8c564b"),
 )
-OTHER_COLOURS = ("#7f7f7f", "#bcbd22", "#aec7e8", "#ffbb78")
+OTHER_COLOURS = ("#7f7f7f", "#aec7e8", "#ffbb78", "#c5b0d5")
 
 MAX_POINTS = 600   # per series: beyond this, min/max per bucket keeps spikes visible
 MAX_STEP_MARKS = 150
