@@ -199,6 +199,17 @@ struct CounterPayload {
     std::uint64_t reserved[2];
 };
 
+/// Bits of Event::flags. Memory events keep their MemoryKind in the low four bits.
+inline constexpr std::uint8_t kMemoryKindMask = 0x0F;
+/// kSegmentAlloc/kSegmentFree: pages mapped into or unmapped from an expandable segment (torch
+/// segment_map/segment_unmap); the range extends or shrinks the segment that contains it.
+inline constexpr std::uint8_t kEventFlagExpandable = 0x20;
+/// kBlockFree: the program freed the block but the allocator may not reuse it until the streams
+/// that used it catch up (torch free_requested); a later kBlockFree without it completes the free.
+inline constexpr std::uint8_t kEventFlagPendingFree = 0x40;
+/// Reconstructed or derived rather than observed (initial state rebuilt from a snapshot, say).
+inline constexpr std::uint8_t kEventFlagSynthetic = 0x80;
+
 /// One observation. Trivially copyable, 64 bytes, no pointers: safe to store in rings and files.
 struct Event {
     EventKind kind = EventKind::kInvalid;

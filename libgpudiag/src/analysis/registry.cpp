@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of analyses run on every input, in report order.
+#include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/overview_analyzer.hpp"
+#include "analysis/timeline/timeline_analyzer.hpp"
 #include "core/analyzer.hpp"
 
 namespace gpudiag::detail {
 
-std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& /*options*/) {
+std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& options) {
     std::vector<std::unique_ptr<Analyzer>> analyzers;
     analyzers.push_back(std::make_unique<OverviewAnalyzer>());
+    analyzers.push_back(std::make_unique<TimelineAnalyzer>(options));
+    analyzers.push_back(std::make_unique<MemoryAnalyzer>());
     return analyzers;
 }
 

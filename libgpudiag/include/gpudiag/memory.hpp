@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: Apache-2.0
+// Memory diagnostics shared by the offline analyses, the live session and the Python layer:
+// threshold watches on a device's memory level and the computed explanation of an
+// out-of-memory failure.
+#pragma once
+
+#include <gpudiag/export.hpp>
+#include <gpudiag/status.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpudiag {
+
+/// Which level of a device's memory a watch or a figure refers to.
+enum class MemoryMetric : std::uint8_t {
+    kAllocated = 0,   ///< bytes in live framework blocks (rounded sizes)
+    kReserved = 1,    ///< bytes of framework segments (allocated + cached)
+    kDeviceUsed = 2,  ///< reserved + device memory held outside the framework
+};
+GPUDIAG_API const char* memory_metric_name(MemoryMetric m) noexcept;  ///< "allocated", ...
+
+/// A level to watch. The callback fires once each time the value rises to the level or above,
+/// and re-arms only after the value falls below `level × (1 − hysteresis_fraction)`, so a value
+/// hovering at the level does not call back on every allocation.
+struct MemoryWatch {
+    int device = -1;  ///< -1: every device
+    MemoryMetric metric = MemoryMetric::kDeviceUsed;
+    std::uint64_t level_bytes = 0;  ///< absolute level; used when level_fraction is 0
+    /// Level as a fraction of device capacity (0.9 = 90 %). Inactive until the capacity is known.
+    double level_fraction = 0;
+    double hysteresis_fraction = 0.05;
+};
+
+/// What a watch callback receives.
+struct MemoryWatchCrossing {
+    int watch_id = 0;
+    int device = 0;
+    MemoryMetric metric = MemoryMetric::kDeviceUsed;
+    std::uint64_t level_bytes = 0;     ///< the resolved level
+    std::uint64_t value_bytes = 0;     ///< the value that crossed it
+    std::uint64_t capacity_bytes = 0;  ///< 0 when unknown
+    std::uint64_t time_ns = 0;         ///< on the event source's clock
+};
+
+/// Called on the thread that feeds the ledger, inside its update. Keep it short; it must not
+/// feed the same ledger.
+using MemoryWatchCallback = std::function<void(const MemoryWatchCrossing&)>;
+
+/// Why an allocation failed, from the allocator state at the moment of failure.
+enum class OomCause : std::uint8_t {
+    kUnknown = 0,
+    /// Enough memory was free in total (in segments plus on the device) but no single free
+    /// block was large enough, and segments could not be released to make room.
+    kFragmentation = 1,
+    /// The framework's cache held enough fully free segments to serve the request once
+    /// released: the failing request came from outside that cache (another library or
+    /// allocator in the process) or the cache was not released in time.
+    kBloatedCache = 2,
+    /// The request would have fitted if memory held outside the framework (other libraries'
+    /// cudaMalloc, pools, virtual-memory mappings, other processes) had been free.
+    kOutsideFramework = 3,
+    /// Live data alone leaves too little room: the device is too small for this working set.
+    kTooLittleMemory = 4,
+    /// A free block large enough existed when the state was recorded (the request was on
+    /// another stream or pool, or memory was freed between the failure and the snapshot).
+    kFreeBlockAvailable = 5,
+};
+GPUDIAG_API const char* oom_cause_name(OomCause c) noexcept;  ///< "fragmentation", ...
+
+/// A computed explanation of an out-of-memory failure, with the figures behind it.
+struct OomExplanation {
+    OomCause cause = OomCause::kUnknown;
+    int device = 0;
+    std::uint64_t requested_bytes = 0;
+    std::uint64_t rounded_bytes = 0;    ///< as the caching allocator rounds it (512 B multiples)
+    std::uint64_t segment_bytes = 0;    ///< size of the new segment the allocator would map
+    std::uint64_t capacity_bytes = 0;   ///< 0 when unknown
+    bool device_free_known = false;
+    std::uint64_t device_free_bytes = 0;  ///< free on the device (driver view), if known
+    std::uint64_t reserved_bytes = 0;
+    std::uint64_t allocated_bytes = 0;            ///< live blocks, rounded
+    std::uint64_t free_in_segments_bytes = 0;     ///< inactive blocks inside segments
+    std::uint64_t largest_free_block_bytes = 0;
+    std::uint64_t releasable_bytes = 0;           ///< in fully free segments (empty_cache can return)
+    std::uint64_t inactive_split_bytes = 0;       ///< free blocks in partly used segments
+    std::uint64_t pending_free_bytes = 0;         ///< freed, waiting for streams to catch up
+    std::uint64_t outside_framework_bytes = 0;
+    bool expandable_segments = false;
+    std::string summary;               ///< plain language, with the numbers
+    std::vector<std::string> advice;   ///< what fits these facts, most effective first
+    /// Call sites of live blocks that pin partly used segments (split them around free space),
+    /// with the free bytes of the segments they pin; most first.
+    std::vector<std::pair<std::string, std::uint64_t>> pinning_sites;
+};
+
+/// Explains why an allocation of `request_bytes` on `device` fails given the allocator state in
+/// a torch memory snapshot (read with the safe reader; never executes the file).
+/// Errors: as analyze_files for the file; kInvalidArgument for a zero request.
+/// Thread-safety: safe.
+GPUDIAG_API Result<OomExplanation> explain_oom_in_snapshot(const std::string& path,
+                                                           std::uint64_t request_bytes,
+                                                           int device = 0) noexcept;
+
+}  // namespace gpudiag

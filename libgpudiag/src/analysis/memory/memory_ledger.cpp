@@ -1,0 +1,987 @@
+// SPDX-License-Identifier: Apache-2.0
+// MemoryLedger. The hot path (block alloc/free) is: one hash-table insert or erase, a binary
+// search over the device's segments (with a last-hit cache), a site-slot lookup on alloc only
+// (frees carry the slot in the record), and a handful of compares for peaks, the series and the
+// watches. Everything that walks the tables (layout, blocks, sites) is a query, done on demand.
+//
+// Reconciling the two views: a driver-level allocation (kDeviceAlloc, kVmMap) that starts where
+// a framework segment starts is the segment's backing store and is not counted as outside the
+// framework; the check runs on whichever of the two arrives second.
+#include "analysis/memory/memory_ledger.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpudiag::detail {
+namespace {
+
+constexpr std::uint16_t kKindMask = 0x3;
+constexpr std::uint16_t kKindDevice = 1;
+constexpr std::uint16_t kKindPool = 2;
+constexpr std::uint16_t kKindVm = 3;
+constexpr std::uint16_t kFlagPending = 0x4;
+constexpr std::uint16_t kFlagBacked = 0x8;
+constexpr std::size_t kPhaseDevices = 8;   // phase watermarks are kept for devices 0..7
+constexpr std::size_t kMaxOpenRanges = 64;
+constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
+
+// Rounding waste is exact below 2 GiB and kept in 512-byte units above (the allocator rounds to
+// 512 B, and only power-of-two rounding of huge requests wastes more than 2 GiB).
+std::uint32_t encode_shortfall(std::uint64_t s) {
+    if (s < (std::uint64_t{1} << 31)) return static_cast<std::uint32_t>(s);
+    std::uint64_t units = std::min<std::uint64_t>(s >> 9, 0x7FFFFFFF);
+    return static_cast<std::uint32_t>(units) | 0x80000000u;
+}
+std::uint64_t decode_shortfall(std::uint32_t v) {
+    return (v & 0x80000000u) != 0 ? std::uint64_t{v & 0x7FFFFFFFu} << 9 : v;
+}
+std::uint64_t requested_of(const LiveRecord& r) {
+    std::uint64_t s = decode_shortfall(r.shortfall);
+    return r.size() > s ? r.size() - s : 0;
+}
+std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+
+bool tracks_phase(RangeCategory c) {
+    return c == RangeCategory::kPhase || c == RangeCategory::kGeneric ||
+           c == RangeCategory::kInputWait || c == RangeCategory::kUserAnnotation ||
+           c == RangeCategory::kCommunication;
+}
+
+}  // namespace
+
+struct MemoryLedger::Watch {
+    int id = 0;
+    MemoryWatch spec;
+    MemoryWatchCallback callback;
+    std::vector<std::uint8_t> disarmed;  // per device ordinal
+};
+
+struct MemoryLedger::OpenRange {
+    StringId name = kNoString;
+    std::uint32_t thread = 0;
+    std::uint64_t start_ns = 0;
+    std::uint64_t end_ns = 0;  // known end of a complete range; 0 = ends with kRangeEnd
+    bool tracked = false;
+    std::array<std::uint64_t, kPhaseDevices> start_allocated{};
+    std::array<std::uint64_t, kPhaseDevices> peak_allocated{};
+    std::array<std::uint64_t, kPhaseDevices> peak_reserved{};
+};
+
+struct MemoryLedger::Device {
+    explicit Device(std::uint16_t o, const LedgerOptions& opt) : ordinal(o), series(opt.series_points) {}
+
+    std::uint16_t ordinal;
+    AddressTable blocks;
+    AddressTable driver;
+    std::vector<LedgerSegment> segments;  // sorted by address, non-overlapping
+    std::size_t last_segment = 0;
+    LedgerTotals t;
+    LedgerPeaks peak;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> pools;  // pool -> reserved bytes
+    std::uint64_t pool_live = 0;
+    std::uint64_t pool_reserved = 0;
+    bool framework_events = false;
+    bool polled = false;
+    MemorySeries series;
+    std::uint64_t last_ns = 0;
+    // steps
+    bool in_step = false;
+    bool implicit_step = false;
+    bool saw_steps = false;
+    std::uint64_t pending_step_end = 0;
+    StepMark current;
+    StepMark group;  // steps accumulating into the next kept point
+    std::uint32_t group_stride = 1;
+    std::vector<StepMark> steps;
+    // checkpoints for per-site growth
+    std::vector<std::uint64_t> checkpoint_ns;
+    std::uint64_t checkpoint_stride = 1;
+    std::uint64_t ticks = 0;
+    std::uint64_t last_bucket_count = 0;
+    std::vector<std::uint32_t> site_slots;
+    // phases
+    std::vector<PhaseMark> phases;
+    // watches: evaluate only when a value leaves [lo, hi)
+    std::array<std::uint64_t, 3> watch_hi{kNoLimit, kNoLimit, kNoLimit};
+    std::array<std::uint64_t, 3> watch_lo{0, 0, 0};
+
+    [[nodiscard]] std::array<std::uint64_t, 3> values() const {
+        return {t.allocated_rounded, t.reserved, t.used()};
+    }
+};
+
+MemoryLedger::MemoryLedger(LedgerOptions options) : options_(options) {
+    // Slot 0 collects sites past the cap (and is never handed out for a real site).
+    site_usage_.push_back(SiteUsage{0, StringTable::kOverflowString, 0, 0, 0});
+    site_checkpoints_.emplace_back();
+}
+
+MemoryLedger::~MemoryLedger() {
+    for (Device* d : devices_) delete d;
+}
+
+MemoryLedger::Device* MemoryLedger::device(std::uint16_t ordinal) {
+    if (ordinal >= options_.max_devices) {
+        ++dropped_;
+        return nullptr;
+    }
+    if (ordinal >= devices_.size()) devices_.resize(ordinal + 1u, nullptr);
+    if (devices_[ordinal] == nullptr) devices_[ordinal] = new Device(ordinal, options_);
+    return devices_[ordinal];
+}
+
+const MemoryLedger::Device* MemoryLedger::find_device(std::uint16_t ordinal) const {
+    return ordinal < devices_.size() ? devices_[ordinal] : nullptr;
+}
+
+std::uint32_t MemoryLedger::site_slot(std::uint16_t dev, StringId site) {
+    std::uint64_t key = (std::uint64_t{dev} << 32) | site;
+    auto it = site_slots_.find(key);
+    if (it != site_slots_.end()) return it->second;
+    if (site_usage_.size() >= options_.max_sites) return 0;
+    auto slot = static_cast<std::uint32_t>(site_usage_.size());
+    site_usage_.push_back(SiteUsage{dev, site, 0, 0, 0});
+    Device* d = device(dev);
+    // A site first seen now held nothing at the earlier checkpoints.
+    site_checkpoints_.emplace_back(d != nullptr ? d->checkpoint_ns.size() : 0, 0);
+    if (d != nullptr) d->site_slots.push_back(slot);
+    site_slots_.emplace(key, slot);
+    return slot;
+}
+
+void MemoryLedger::set_capacity(std::uint16_t ordinal, std::uint64_t bytes) {
+    Device* d = device(ordinal);
+    if (d == nullptr || bytes == 0) return;
+    d->t.capacity = bytes;
+    recompute_watch_bounds(*d);
+}
+
+// ---- segments ----
+
+LedgerSegment* MemoryLedger::segment_containing(Device& d, std::uint64_t address) {
+    auto& segs = d.segments;
+    if (segs.empty()) return nullptr;
+    if (d.last_segment < segs.size()) {
+        LedgerSegment& s = segs[d.last_segment];
+        if (address >= s.address && address - s.address < s.size) return &s;
+    }
+    auto it = std::upper_bound(segs.begin(), segs.end(), address,
+                               [](std::uint64_t a, const LedgerSegment& s) { return a < s.address; });
+    if (it == segs.begin()) return nullptr;
+    --it;
+    if (address - it->address >= it->size) return nullptr;
+    d.last_segment = static_cast<std::size_t>(it - segs.begin());
+    return &*it;
+}
+
+void MemoryLedger::segment_alloc(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    if (m.bytes == 0) return;
+    d.framework_events = true;
+    auto& segs = d.segments;
+    auto it = std::lower_bound(segs.begin(), segs.end(), m.address,
+                               [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+    bool expandable = (e.flags & kEventFlagExpandable) != 0;
+    if (expandable && it != segs.begin()) {
+        // Pages mapped at the end of an expandable segment extend it.
+        auto prev = it - 1;
+        if (prev->expandable && prev->address + prev->size == m.address) {
+            prev->size += m.bytes;
+            d.t.reserved += m.bytes;
+            if (it != segs.end() && it->expandable && it->address == prev->address + prev->size) {
+                prev->size += it->size;
+                prev->allocated += it->allocated;
+                prev->pending += it->pending;
+                prev->blocks += it->blocks;
+                segs.erase(it);
+                --d.t.segments;
+            }
+            return;
+        }
+    }
+    if (it != segs.end() && it->address == m.address) {
+        // A segment at the same address again: the free was lost. Replace it.
+        d.t.reserved = sub(d.t.reserved, it->size);
+        --d.t.segments;
+        segs.erase(it);
+        it = std::lower_bound(segs.begin(), segs.end(), m.address,
+                              [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+    }
+    LedgerSegment seg;
+    seg.address = m.address;
+    seg.size = m.bytes;
+    seg.stream = e.stream;
+    seg.site = m.site;
+    seg.expandable = expandable;
+    segs.insert(it, seg);
+    d.last_segment = 0;
+    d.t.reserved += m.bytes;
+    ++d.t.segments;
+    // Blocks that arrived before their segment (possible in live capture) now belong to it.
+    // Rare and bounded by the live blocks, so a scan is acceptable.
+    if (d.blocks.size() > 0 && d.t.live_blocks > 0) {
+        LedgerSegment* s = segment_containing(d, m.address);
+        if (s != nullptr) {
+            d.blocks.for_each([&](const LiveRecord& r) {
+                if (r.address >= s->address && r.address - s->address < s->size) {
+                    s->allocated += r.size();
+                    if ((r.flags() & kFlagPending) != 0) s->pending += r.size();
+                    ++s->blocks;
+                }
+            });
+        }
+    }
+    if (LiveRecord* r = d.driver.find(m.address);
+        r != nullptr && (r->flags() & kFlagBacked) == 0) {
+        std::uint16_t kind = r->flags() & kKindMask;
+        r->set_flags(r->flags() | kFlagBacked);
+        if (kind == kKindDevice) d.t.outside_device = sub(d.t.outside_device, r->size());
+        if (kind == kKindVm) d.t.outside_vm = sub(d.t.outside_vm, r->size());
+    }
+}
+
+void MemoryLedger::segment_free(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    auto& segs = d.segments;
+    d.last_segment = 0;
+    if ((e.flags & kEventFlagExpandable) == 0) {
+        auto it = std::lower_bound(segs.begin(), segs.end(), m.address,
+                                   [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+        if (it == segs.end() || it->address != m.address) {
+            ++unmatched_frees_;
+            return;
+        }
+        d.t.reserved = sub(d.t.reserved, it->size);
+        --d.t.segments;
+        segs.erase(it);
+        return;
+    }
+    // Unmapping pages of an expandable segment: cut [a, a + n) out of the segment holding it.
+    LedgerSegment* s = segment_containing(d, m.address);
+    if (s == nullptr) {
+        ++unmatched_frees_;
+        return;
+    }
+    std::uint64_t cut_end = std::min(m.address + m.bytes, s->address + s->size);
+    std::uint64_t removed = cut_end - m.address;
+    d.t.reserved = sub(d.t.reserved, removed);
+    LedgerSegment head = *s;
+    head.size = m.address - s->address;
+    LedgerSegment tail = *s;
+    tail.address = cut_end;
+    tail.size = s->address + s->size - cut_end;
+    auto index = static_cast<std::size_t>(s - segs.data());
+    segs.erase(segs.begin() + static_cast<std::ptrdiff_t>(index));
+    --d.t.segments;
+    for (LedgerSegment* part : {&tail, &head}) {
+        if (part->size == 0) continue;
+        part->allocated = part->pending = 0;
+        part->blocks = 0;
+        d.blocks.for_each([&](const LiveRecord& r) {
+            if (r.address >= part->address && r.address - part->address < part->size) {
+                part->allocated += r.size();
+                if ((r.flags() & kFlagPending) != 0) part->pending += r.size();
+                ++part->blocks;
+            }
+        });
+        segs.insert(segs.begin() + static_cast<std::ptrdiff_t>(index), *part);
+        ++d.t.segments;
+    }
+}
+
+// ---- blocks ----
+
+void MemoryLedger::block_alloc(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    if (m.address == 0) {
+        ++dropped_;
+        return;
+    }
+    d.framework_events = true;
+    std::uint64_t requested = m.aux == 0 || m.aux > m.bytes ? m.bytes : m.aux;
+    LiveRecord r;
+    r.address = m.address;
+    r.set(m.bytes, 0);
+    r.shortfall = encode_shortfall(m.bytes - requested);
+    r.site_slot = site_slot(d.ordinal, m.site);
+    LiveRecord old;
+    if (!d.blocks.insert(r, &old)) {
+        // Allocated again without a free in between (a lost free): retire the old one first.
+        Event undo = e;
+        undo.kind = EventKind::kBlockFree;
+        undo.flags = 0;
+        d.blocks.insert(old);
+        block_free(d, undo);
+        d.blocks.insert(r);
+    }
+    d.t.allocated_rounded += r.size();
+    d.t.allocated_requested += requested;
+    ++d.t.live_blocks;
+    if (LedgerSegment* s = segment_containing(d, m.address)) {
+        s->allocated += r.size();
+        ++s->blocks;
+    }
+    SiteUsage& u = site_usage_[r.site_slot];
+    u.live_bytes += static_cast<std::int64_t>(r.size());
+    ++u.live_blocks;
+    u.allocated_total += r.size();
+}
+
+void MemoryLedger::block_free(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    bool pending = (e.flags & kEventFlagPendingFree) != 0;
+    LiveRecord* found = d.blocks.find(m.address);
+    if (found == nullptr) {
+        if (!pending) ++unmatched_frees_;
+        return;
+    }
+    bool was_pending = (found->flags() & kFlagPending) != 0;
+    LedgerSegment* s = segment_containing(d, m.address);
+    if (!was_pending) {
+        // The program is done with it: it leaves "allocated" now, and leaves the segment's
+        // occupied space only when the free completes.
+        SiteUsage& u = site_usage_[found->site_slot];
+        u.live_bytes -= static_cast<std::int64_t>(found->size());
+        if (u.live_blocks > 0) --u.live_blocks;
+        d.t.allocated_rounded = sub(d.t.allocated_rounded, found->size());
+        d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(*found));
+        if (s != nullptr) s->allocated = sub(s->allocated, found->size());
+    }
+    if (pending) {
+        if (!was_pending) {
+            found->set_flags(found->flags() | kFlagPending);
+            d.t.pending_free += found->size();
+            if (s != nullptr) {
+                s->pending += found->size();
+                s->allocated += found->size();  // still occupies the segment
+            }
+        }
+        return;
+    }
+    LiveRecord r;
+    d.blocks.erase(m.address, &r);
+    if (was_pending) {
+        d.t.pending_free = sub(d.t.pending_free, r.size());
+        if (s != nullptr) {
+            s->pending = sub(s->pending, r.size());
+            s->allocated = sub(s->allocated, r.size());
+        }
+    }
+    if (d.t.live_blocks > 0) --d.t.live_blocks;
+    if (s != nullptr && s->blocks > 0) --s->blocks;
+}
+
+// ---- driver-level memory ----
+
+void MemoryLedger::driver_alloc(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    if (m.address == 0) {
+        ++dropped_;
+        return;
+    }
+    std::uint16_t kind = e.kind == EventKind::kDeviceAlloc ? kKindDevice
+                         : e.kind == EventKind::kPoolAlloc ? kKindPool
+                                                           : kKindVm;
+    // VM mappings count physical bytes (aux) when the source knows them.
+    std::uint64_t bytes = kind == kKindVm && m.aux != 0 ? m.aux : m.bytes;
+    LiveRecord r;
+    r.address = m.address;
+    std::uint16_t flags = kind;
+    if (kind != kKindPool) {
+        LedgerSegment* s = segment_containing(d, m.address);
+        if (s != nullptr && (kind == kKindVm || s->address == m.address)) flags |= kFlagBacked;
+    }
+    r.set(bytes, flags);
+    r.site_slot = 0;
+    LiveRecord old;
+    if (!d.driver.insert(r, &old)) {
+        Event undo = e;
+        undo.kind = kind == kKindDevice ? EventKind::kDeviceFree
+                    : kind == kKindPool ? EventKind::kPoolFree
+                                        : EventKind::kVmUnmap;
+        d.driver.insert(old);
+        driver_free(d, undo);
+        d.driver.insert(r);
+    }
+    if ((flags & kFlagBacked) != 0) return;
+    if (kind == kKindDevice) d.t.outside_device += bytes;
+    if (kind == kKindVm) d.t.outside_vm += bytes;
+    if (kind == kKindPool) {
+        d.pool_live += bytes;
+        d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    }
+}
+
+void MemoryLedger::driver_free(Device& d, const Event& e) {
+    LiveRecord r;
+    if (!d.driver.erase(e.memory.address, &r)) {
+        ++unmatched_frees_;
+        return;
+    }
+    if ((r.flags() & kFlagBacked) != 0) return;
+    std::uint16_t kind = r.flags() & kKindMask;
+    if (kind == kKindDevice) d.t.outside_device = sub(d.t.outside_device, r.size());
+    if (kind == kKindVm) d.t.outside_vm = sub(d.t.outside_vm, r.size());
+    if (kind == kKindPool) {
+        d.pool_live = sub(d.pool_live, r.size());
+        d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    }
+}
+
+void MemoryLedger::pool_resize(Device& d, const Event& e) {
+    const MemoryPayload& m = e.memory;
+    auto it = std::find_if(d.pools.begin(), d.pools.end(),
+                           [&](const auto& p) { return p.first == m.address; });
+    if (it == d.pools.end()) {
+        if (d.pools.size() >= 1024) {
+            ++dropped_;
+            return;
+        }
+        d.pools.emplace_back(m.address, 0);
+        it = d.pools.end() - 1;
+    }
+    d.pool_reserved = sub(d.pool_reserved, it->second) + m.bytes;
+    it->second = m.bytes;
+    d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+}
+
+// ---- counters, steps, ranges ----
+
+void MemoryLedger::counter(const Event& e) {
+    if (e.device == kNoDevice) return;
+    Device* d = device(e.device);
+    if (d == nullptr) return;
+    double v = e.counter.value;
+    auto bytes = v > 0 ? static_cast<std::uint64_t>(v) : 0;
+    switch (e.counter.counter) {
+        case CounterKind::kDeviceMemoryTotalBytes: set_capacity(e.device, bytes); return;
+        case CounterKind::kProcessMemoryUsedBytes: d->t.process_used = bytes; break;
+        case CounterKind::kFrameworkAllocatedBytes:
+            // Polled totals stand in only where no block events arrive for the device.
+            if (d->framework_events) return;
+            d->polled = true;
+            d->t.allocated_rounded = d->t.allocated_requested = bytes;
+            break;
+        case CounterKind::kFrameworkReservedBytes:
+            if (d->framework_events) return;
+            d->polled = true;
+            d->t.reserved = bytes;
+            break;
+        default: return;
+    }
+    after_change(*d, e.start_ns);
+}
+
+void MemoryLedger::step_begin(Device& d, std::uint64_t id, std::uint64_t t) {
+    d.saw_steps = true;
+    d.in_step = true;
+    d.implicit_step = false;
+    d.current = StepMark{};
+    d.current.first_step = id;
+    d.current.start_ns = t;
+    d.current.allocated_min = d.current.allocated_peak = d.t.allocated_rounded;
+    d.current.reserved_peak = d.t.reserved;
+}
+
+void MemoryLedger::step_end(Device& d, std::uint64_t t) {
+    d.saw_steps = true;
+    if (d.in_step) {
+        StepMark s = d.current;
+        s.end_ns = t;
+        s.allocated_end = d.t.allocated_rounded;
+        s.allocated_min = std::min(s.allocated_min, s.allocated_end);
+        // Accumulate into the group of `group_stride` steps, then keep the group.
+        if (d.group.steps == 0 || d.group.end_ns == 0) {
+            d.group = s;
+        } else {
+            d.group.steps += s.steps;
+            d.group.end_ns = s.end_ns;
+            d.group.allocated_min = std::min(d.group.allocated_min, s.allocated_min);
+            d.group.allocated_peak = std::max(d.group.allocated_peak, s.allocated_peak);
+            d.group.reserved_peak = std::max(d.group.reserved_peak, s.reserved_peak);
+            d.group.allocated_end = s.allocated_end;
+        }
+        if (d.group.steps >= d.group_stride) {
+            d.steps.push_back(d.group);
+            d.group = StepMark{};
+            if (d.steps.size() >= options_.step_points) {
+                std::vector<StepMark> merged;
+                merged.reserve(d.steps.size() / 2 + 1);
+                for (std::size_t i = 0; i < d.steps.size(); i += 2) {
+                    StepMark m = d.steps[i];
+                    if (i + 1 < d.steps.size()) {
+                        const StepMark& b = d.steps[i + 1];
+                        m.steps += b.steps;
+                        m.end_ns = b.end_ns;
+                        m.allocated_min = std::min(m.allocated_min, b.allocated_min);
+                        m.allocated_peak = std::max(m.allocated_peak, b.allocated_peak);
+                        m.reserved_peak = std::max(m.reserved_peak, b.reserved_peak);
+                        m.allocated_end = b.allocated_end;
+                    }
+                    merged.push_back(m);
+                }
+                d.steps = std::move(merged);
+                d.group_stride *= 2;
+            }
+        }
+        ++d.ticks;
+        if (d.ticks % d.checkpoint_stride == 0) take_checkpoint(d);
+    }
+    // Until the next explicit begin, memory is watched as part of an implicit step, so
+    // programs that only mark step ends still get per-step figures.
+    step_begin(d, d.current.first_step + 1, t);
+    d.implicit_step = true;
+}
+
+void MemoryLedger::take_checkpoint(Device& d) {
+    if (d.checkpoint_ns.size() >= options_.checkpoints) {
+        // Keep every other checkpoint (the first always stays) and halve the rate.
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < d.checkpoint_ns.size(); i += 2) d.checkpoint_ns[kept++] = d.checkpoint_ns[i];
+        d.checkpoint_ns.resize(kept);
+        for (std::uint32_t slot : d.site_slots) {
+            auto& v = site_checkpoints_[slot];
+            std::size_t k = 0;
+            for (std::size_t i = 0; i < v.size(); i += 2) v[k++] = v[i];
+            v.resize(k);
+        }
+        d.checkpoint_stride *= 2;
+    }
+    d.checkpoint_ns.push_back(d.last_ns);
+    for (std::uint32_t slot : d.site_slots) {
+        auto& v = site_checkpoints_[slot];
+        v.resize(d.checkpoint_ns.size() - 1, 0);
+        v.push_back(site_usage_[slot].live_bytes);
+    }
+}
+
+void MemoryLedger::range_begin(const Event& e) {
+    if (open_ranges_.size() >= kMaxOpenRanges) {
+        ++dropped_;
+        return;
+    }
+    OpenRange r;
+    r.name = e.range.name;
+    r.thread = e.thread;
+    r.start_ns = e.start_ns;
+    r.end_ns = e.kind == EventKind::kRange ? std::max(e.end_ns, e.start_ns + 1) : 0;
+    r.tracked = tracks_phase(e.range.category);
+    for (std::size_t i = 0; i < kPhaseDevices && i < devices_.size(); ++i) {
+        if (devices_[i] == nullptr) continue;
+        r.start_allocated[i] = r.peak_allocated[i] = devices_[i]->t.allocated_rounded;
+        r.peak_reserved[i] = devices_[i]->t.reserved;
+    }
+    open_ranges_.push_back(r);
+}
+
+void MemoryLedger::range_end(const Event& e) {
+    // Pop the innermost range of this thread (ranges of other threads may interleave).
+    std::size_t i = open_ranges_.size();
+    while (i > 0 && open_ranges_[i - 1].thread != e.thread) --i;
+    if (i == 0) {
+        ++dropped_;
+        return;
+    }
+    OpenRange r = open_ranges_[i - 1];
+    open_ranges_.erase(open_ranges_.begin() + static_cast<std::ptrdiff_t>(i - 1));
+    if (i - 1 > 0) {
+        OpenRange& parent = open_ranges_[i - 2];
+        for (std::size_t k = 0; k < kPhaseDevices; ++k) {
+            parent.peak_allocated[k] = std::max(parent.peak_allocated[k], r.peak_allocated[k]);
+            parent.peak_reserved[k] = std::max(parent.peak_reserved[k], r.peak_reserved[k]);
+        }
+    }
+    if (!r.tracked || r.name == kNoString) return;
+    std::uint64_t end = e.kind == EventKind::kRangeEnd ? e.start_ns : r.end_ns;
+    for (std::size_t k = 0; k < kPhaseDevices && k < devices_.size(); ++k) {
+        Device* d = devices_[k];
+        if (d == nullptr) continue;
+        auto it = std::find_if(d->phases.begin(), d->phases.end(),
+                               [&](const PhaseMark& p) { return p.name == r.name; });
+        if (it == d->phases.end()) {
+            if (d->phases.size() >= options_.max_phase_names) continue;
+            d->phases.push_back(PhaseMark{r.name, 0, 0, 0, 0, 0});
+            it = d->phases.end() - 1;
+        }
+        ++it->runs;
+        it->allocated_peak = std::max(it->allocated_peak, r.peak_allocated[k]);
+        it->reserved_peak = std::max(it->reserved_peak, r.peak_reserved[k]);
+        auto growth = static_cast<std::int64_t>(d->t.allocated_rounded) -
+                      static_cast<std::int64_t>(r.start_allocated[k]);
+        if (it->runs == 1 || growth > it->allocated_growth_max) it->allocated_growth_max = growth;
+        it->total_ns += end > r.start_ns ? end - r.start_ns : 0;
+    }
+}
+
+// ---- the per-change bookkeeping ----
+
+void MemoryLedger::after_change(Device& d, std::uint64_t t) {
+    const LedgerTotals& v = d.t;
+    if (t > d.last_ns) d.last_ns = t;
+    if (v.allocated_rounded > d.peak.allocated_rounded) {
+        d.peak.allocated_rounded = v.allocated_rounded;
+        d.peak.allocated_requested = std::max(d.peak.allocated_requested, v.allocated_requested);
+    }
+    if (v.reserved > d.peak.reserved) d.peak.reserved = v.reserved;
+    std::uint64_t outside = v.outside();
+    if (outside > d.peak.outside) d.peak.outside = outside;
+    if (v.used() > d.peak.used) {
+        d.peak.used = v.used();
+        d.peak.used_ns = t;
+    }
+    if (d.in_step) {
+        d.current.allocated_min = std::min(d.current.allocated_min, v.allocated_rounded);
+        d.current.allocated_peak = std::max(d.current.allocated_peak, v.allocated_rounded);
+        d.current.reserved_peak = std::max(d.current.reserved_peak, v.reserved);
+    }
+    if (!open_ranges_.empty() && d.ordinal < kPhaseDevices) {
+        OpenRange& r = open_ranges_.back();
+        r.peak_allocated[d.ordinal] = std::max(r.peak_allocated[d.ordinal], v.allocated_rounded);
+        r.peak_reserved[d.ordinal] = std::max(r.peak_reserved[d.ordinal], v.reserved);
+    }
+    d.series.record(t, MemoryLevels{v.allocated_rounded, v.reserved, outside});
+    if (!d.saw_steps && d.series.closed_buckets() != d.last_bucket_count) {
+        // Without steps, growth is tracked over time: one tick per closed series bucket.
+        d.last_bucket_count = d.series.closed_buckets();
+        ++d.ticks;
+        if (d.ticks % d.checkpoint_stride == 0) take_checkpoint(d);
+    }
+    auto values = d.values();
+    for (std::size_t m = 0; m < 3; ++m) {
+        if (values[m] >= d.watch_hi[m] || values[m] < d.watch_lo[m]) {
+            check_watches(d, t);
+            break;
+        }
+    }
+}
+
+void MemoryLedger::apply(const Event& e) {
+    // Complete ranges and steps whose end has passed close before this event counts.
+    while (!open_ranges_.empty() && open_ranges_.back().end_ns != 0 &&
+           open_ranges_.back().end_ns <= e.start_ns) {
+        Event end;
+        end.kind = EventKind::kRange;
+        end.thread = open_ranges_.back().thread;
+        range_end(end);
+    }
+    switch (e.kind) {
+        case EventKind::kBlockAlloc:
+        case EventKind::kBlockFree:
+        case EventKind::kSegmentAlloc:
+        case EventKind::kSegmentFree:
+        case EventKind::kDeviceAlloc:
+        case EventKind::kDeviceFree:
+        case EventKind::kPoolAlloc:
+        case EventKind::kPoolFree:
+        case EventKind::kPoolResize:
+        case EventKind::kVmMap:
+        case EventKind::kVmUnmap: {
+            Device* d = device(e.device);
+            if (d == nullptr) return;
+            if (d->pending_step_end != 0 && e.start_ns >= d->pending_step_end) {
+                std::uint64_t end = d->pending_step_end;
+                d->pending_step_end = 0;
+                step_end(*d, end);
+            }
+            switch (e.kind) {
+                case EventKind::kBlockAlloc: block_alloc(*d, e); break;
+                case EventKind::kBlockFree: block_free(*d, e); break;
+                case EventKind::kSegmentAlloc: segment_alloc(*d, e); break;
+                case EventKind::kSegmentFree: segment_free(*d, e); break;
+                case EventKind::kDeviceAlloc:
+                case EventKind::kPoolAlloc:
+                case EventKind::kVmMap: driver_alloc(*d, e); break;
+                case EventKind::kPoolResize: pool_resize(*d, e); break;
+                default: driver_free(*d, e); break;
+            }
+            after_change(*d, e.start_ns);
+            return;
+        }
+        case EventKind::kStepBegin:
+        case EventKind::kStepEnd:
+            // Host step marks apply to every device; a source may aim one at a single device.
+            for (Device* d : devices_) {
+                if (d == nullptr || (e.device != kNoDevice && e.device != d->ordinal)) continue;
+                if (e.kind == EventKind::kStepBegin) {
+                    step_begin(*d, e.range.id, e.start_ns);
+                } else {
+                    step_end(*d, e.start_ns);
+                }
+            }
+            return;
+        case EventKind::kRange:
+            if (e.range.category == RangeCategory::kStep) {
+                for (Device* d : devices_) {
+                    if (d == nullptr) continue;
+                    step_begin(*d, e.range.id, e.start_ns);
+                    d->pending_step_end = std::max(e.end_ns, e.start_ns + 1);
+                }
+                return;
+            }
+            if (e.range.category != RangeCategory::kCpuOp) range_begin(e);
+            return;
+        case EventKind::kRangeBegin:
+            range_begin(e);
+            return;
+        case EventKind::kRangeEnd:
+            range_end(e);
+            return;
+        case EventKind::kCounter:
+            counter(e);
+            return;
+        case EventKind::kOutOfMemory:
+            if (e.device != kNoDevice && e.oom.total_bytes != 0) {
+                set_capacity(e.device, e.oom.total_bytes);
+            }
+            return;
+        default:
+            return;
+    }
+}
+
+// ---- watches ----
+
+int MemoryLedger::add_watch(const MemoryWatch& watch, MemoryWatchCallback callback) {
+    if (!callback || (watch.level_bytes == 0 && !(watch.level_fraction > 0))) return 0;
+    if (watch.hysteresis_fraction < 0 || watch.hysteresis_fraction >= 1) return 0;
+    Watch w;
+    w.id = next_watch_id_++;
+    w.spec = watch;
+    w.callback = std::move(callback);
+    watches_.push_back(std::move(w));
+    for (Device* d : devices_) {
+        if (d != nullptr) recompute_watch_bounds(*d);
+    }
+    return watches_.back().id;
+}
+
+void MemoryLedger::remove_watch(int id) {
+    watches_.erase(std::remove_if(watches_.begin(), watches_.end(),
+                                  [id](const Watch& w) { return w.id == id; }),
+                   watches_.end());
+    for (Device* d : devices_) {
+        if (d != nullptr) recompute_watch_bounds(*d);
+    }
+}
+
+namespace {
+std::uint64_t resolve_level(const MemoryWatch& w, std::uint64_t capacity) {
+    if (w.level_fraction > 0) {
+        if (capacity == 0) return 0;  // inactive until the capacity is known
+        return static_cast<std::uint64_t>(w.level_fraction * static_cast<double>(capacity));
+    }
+    return w.level_bytes;
+}
+}  // namespace
+
+void MemoryLedger::recompute_watch_bounds(Device& d) {
+    d.watch_hi = {kNoLimit, kNoLimit, kNoLimit};
+    d.watch_lo = {0, 0, 0};
+    for (const Watch& w : watches_) {
+        if (w.spec.device >= 0 && w.spec.device != d.ordinal) continue;
+        std::uint64_t level = resolve_level(w.spec, d.t.capacity);
+        if (level == 0) continue;
+        auto m = static_cast<std::size_t>(w.spec.metric);
+        if (m >= 3) continue;
+        bool disarmed = d.ordinal < w.disarmed.size() && w.disarmed[d.ordinal] != 0;
+        if (disarmed) {
+            auto rearm = static_cast<std::uint64_t>(static_cast<double>(level) *
+                                                    (1.0 - w.spec.hysteresis_fraction));
+            d.watch_lo[m] = std::max(d.watch_lo[m], rearm);
+        } else {
+            d.watch_hi[m] = std::min(d.watch_hi[m], level);
+        }
+    }
+}
+
+void MemoryLedger::check_watches(Device& d, std::uint64_t t) {
+    auto values = d.values();
+    for (Watch& w : watches_) {
+        if (w.spec.device >= 0 && w.spec.device != d.ordinal) continue;
+        std::uint64_t level = resolve_level(w.spec, d.t.capacity);
+        auto m = static_cast<std::size_t>(w.spec.metric);
+        if (level == 0 || m >= 3) continue;
+        if (w.disarmed.size() <= d.ordinal) w.disarmed.resize(d.ordinal + 1u, 0);
+        std::uint8_t& disarmed = w.disarmed[d.ordinal];
+        if (disarmed == 0 && values[m] >= level) {
+            disarmed = 1;
+            MemoryWatchCrossing c;
+            c.watch_id = w.id;
+            c.device = d.ordinal;
+            c.metric = w.spec.metric;
+            c.level_bytes = level;
+            c.value_bytes = values[m];
+            c.capacity_bytes = d.t.capacity;
+            c.time_ns = t;
+            try {
+                w.callback(c);
+            } catch (...) {
+                ++dropped_;  // a throwing callback must not break the books
+            }
+        } else if (disarmed != 0 &&
+                   static_cast<double>(values[m]) <
+                       static_cast<double>(level) * (1.0 - w.spec.hysteresis_fraction)) {
+            disarmed = 0;
+        }
+    }
+    recompute_watch_bounds(d);
+}
+
+// ---- queries ----
+
+std::vector<std::uint16_t> MemoryLedger::devices() const {
+    std::vector<std::uint16_t> out;
+    for (const Device* d : devices_) {
+        if (d != nullptr) out.push_back(d->ordinal);
+    }
+    return out;
+}
+
+LedgerTotals MemoryLedger::totals(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr ? d->t : LedgerTotals{};
+}
+
+LedgerPeaks MemoryLedger::peaks(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr ? d->peak : LedgerPeaks{};
+}
+
+DeviceLayout MemoryLedger::layout(std::uint16_t ordinal) const {
+    DeviceLayout out;
+    const Device* d = find_device(ordinal);
+    if (d == nullptr) return out;
+    struct Span {
+        std::uint64_t address, size, requested;
+    };
+    std::vector<Span> spans;
+    spans.reserve(d->blocks.size());
+    d->blocks.for_each([&](const LiveRecord& r) {
+        bool pending = (r.flags() & kFlagPending) != 0;
+        spans.push_back({r.address, r.size(), pending ? 0 : requested_of(r)});
+    });
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.address < b.address; });
+    std::size_t bi = 0;
+    for (const LedgerSegment& s : d->segments) {
+        SegmentLayout sl;
+        sl.segment = s;
+        std::uint64_t end = s.address + s.size;
+        while (bi < spans.size() && spans[bi].address < s.address) ++bi;  // blocks outside segments
+        std::uint64_t cursor = s.address;
+        bool any_block = false;
+        auto gap = [&](std::uint64_t from, std::uint64_t to) {
+            if (to <= from) return;
+            std::uint64_t g = to - from;
+            sl.free_bytes += g;
+            sl.largest_free = std::max(sl.largest_free, g);
+            ++sl.free_blocks;
+        };
+        while (bi < spans.size() && spans[bi].address < end) {
+            const Span& b = spans[bi++];
+            any_block = true;
+            gap(cursor, b.address);
+            cursor = std::max(cursor, std::min(end, b.address + b.size));
+            sl.requested += b.requested;
+        }
+        gap(cursor, end);
+        out.free_in_segments += sl.free_bytes;
+        out.free_blocks += sl.free_blocks;
+        out.largest_free = std::max(out.largest_free, sl.largest_free);
+        if (any_block) {
+            out.inactive_split += sl.free_bytes;
+            out.largest_split_free = std::max(out.largest_split_free, sl.largest_free);
+        } else {
+            out.releasable += sl.free_bytes;
+        }
+        out.segments.push_back(sl);
+    }
+    return out;
+}
+
+std::vector<LedgerBlock> MemoryLedger::blocks(std::uint16_t ordinal) const {
+    std::vector<LedgerBlock> out;
+    const Device* d = find_device(ordinal);
+    if (d == nullptr) return out;
+    out.reserve(d->blocks.size());
+    d->blocks.for_each([&](const LiveRecord& r) {
+        out.push_back(LedgerBlock{r.address, r.size(), requested_of(r),
+                                  (r.flags() & kFlagPending) != 0,
+                                  r.site_slot < site_usage_.size() ? site_usage_[r.site_slot].site
+                                                                   : kNoString});
+    });
+    return out;
+}
+
+std::vector<MemorySeriesPoint> MemoryLedger::series(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr ? d->series.points() : std::vector<MemorySeriesPoint>{};
+}
+
+std::vector<StepMark> MemoryLedger::steps(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    if (d == nullptr) return {};
+    std::vector<StepMark> out = d->steps;
+    if (d->group.steps > 0 && d->group.end_ns != 0) out.push_back(d->group);  // partial group
+    return out;
+}
+
+std::vector<PhaseMark> MemoryLedger::phases(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr ? d->phases : std::vector<PhaseMark>{};
+}
+
+std::vector<SiteUsage> MemoryLedger::sites(std::uint16_t ordinal) const {
+    std::vector<SiteUsage> out;
+    const Device* d = find_device(ordinal);
+    if (d == nullptr) return out;
+    for (std::uint32_t slot : d->site_slots) out.push_back(site_usage_[slot]);
+    return out;
+}
+
+std::vector<std::uint64_t> MemoryLedger::checkpoint_ticks(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr ? d->checkpoint_ns : std::vector<std::uint64_t>{};
+}
+
+std::vector<std::int64_t> MemoryLedger::site_checkpoints(std::uint16_t ordinal, StringId site) const {
+    auto it = site_slots_.find((std::uint64_t{ordinal} << 32) | site);
+    if (it == site_slots_.end()) return {};
+    std::vector<std::int64_t> v = site_checkpoints_[it->second];
+    const Device* d = find_device(ordinal);
+    if (d != nullptr) v.resize(d->checkpoint_ns.size(), 0);
+    return v;
+}
+
+bool MemoryLedger::has_steps(std::uint16_t ordinal) const {
+    const Device* d = find_device(ordinal);
+    return d != nullptr && d->saw_steps;
+}
+
+std::size_t MemoryLedger::memory_bytes() const {
+    std::size_t total = sizeof(*this) + site_usage_.capacity() * sizeof(SiteUsage) +
+                        site_slots_.size() * 32;
+    for (const auto& v : site_checkpoints_) total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
+    for (const Device* d : devices_) {
+        if (d == nullptr) continue;
+        total += sizeof(Device) + d->blocks.memory_bytes() + d->driver.memory_bytes() +
+                 d->segments.capacity() * sizeof(LedgerSegment) +
+                 d->series.size() * sizeof(MemorySeriesPoint) +
+                 d->steps.capacity() * sizeof(StepMark);
+    }
+    return total;
+}
+
+}  // namespace gpudiag::detail
+
+namespace gpudiag {
+
+const char* memory_metric_name(MemoryMetric m) noexcept {
+    switch (m) {
+        case MemoryMetric::kAllocated: return "allocated";
+        case MemoryMetric::kReserved: return "reserved";
+        case MemoryMetric::kDeviceUsed: return "device_used";
+    }
+    return "unknown";
+}
+
+}  // namespace gpudiag

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+// MemoryLedger: per device, the framework's view (segments, live blocks, cached free space)
+// reconciled with the driver's view (plain cudaMalloc, stream-ordered pools, virtual-memory
+// mappings), with owners, watermarks per step and phase, a bounded time series and threshold
+// watches. Fed one Event at a time; usable on its own (offline analysis, the live session).
+//
+// Thread-safety: none; one thread feeds and queries a ledger (the session serialises).
+#pragma once
+
+#include <gpudiag/event.hpp>
+#include <gpudiag/memory.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include "analysis/memory/address_table.hpp"
+#include "analysis/memory/memory_series.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gpudiag::detail {
+
+/// A framework segment (torch cudaMalloc'd or expandable range) and what lives in it.
+struct LedgerSegment {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint32_t stream = 0;
+    StringId site = kNoString;
+    bool expandable = false;
+    std::uint64_t allocated = 0;  ///< live blocks inside, rounded (pending frees included)
+    std::uint64_t pending = 0;    ///< of which freed but awaiting stream completion
+    std::uint32_t blocks = 0;     ///< live blocks inside
+};
+
+/// One live framework block.
+struct LedgerBlock {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t requested = 0;
+    bool pending = false;
+    StringId site = kNoString;
+};
+
+/// Instantaneous totals of one device.
+struct LedgerTotals {
+    std::uint64_t reserved = 0;             ///< framework segments
+    std::uint64_t allocated_rounded = 0;    ///< live blocks, rounded sizes (torch allocated_bytes)
+    std::uint64_t allocated_requested = 0;  ///< live blocks, requested sizes (_memory_viz "allocated")
+    std::uint64_t pending_free = 0;         ///< freed blocks awaiting their streams
+    std::uint64_t live_blocks = 0;
+    std::uint64_t segments = 0;
+    std::uint64_t outside_device = 0;  ///< plain device allocations not backing a segment
+    std::uint64_t outside_pool = 0;    ///< stream-ordered pools (reserved, or live when unknown)
+    std::uint64_t outside_vm = 0;      ///< physical bytes of VM mappings outside segments
+    std::uint64_t capacity = 0;        ///< 0 when unknown
+    std::uint64_t process_used = 0;    ///< NVML's figure for this process, 0 when not sampled
+
+    [[nodiscard]] std::uint64_t outside() const noexcept {
+        return outside_device + outside_pool + outside_vm;
+    }
+    [[nodiscard]] std::uint64_t used() const noexcept { return reserved + outside(); }
+    /// Reserved but not handed out: torch's "reserved by PyTorch but unallocated".
+    [[nodiscard]] std::uint64_t unallocated() const noexcept {
+        return reserved > allocated_rounded ? reserved - allocated_rounded : 0;
+    }
+};
+
+/// Highest levels seen on one device.
+struct LedgerPeaks {
+    std::uint64_t allocated_rounded = 0;
+    std::uint64_t allocated_requested = 0;  ///< at the time of the rounded peak
+    std::uint64_t reserved = 0;
+    std::uint64_t outside = 0;
+    std::uint64_t used = 0;  ///< reserved + outside
+    std::uint64_t used_ns = 0;  ///< when `used` peaked
+};
+
+/// Layout of a device's segments, computed on demand from the live blocks.
+struct SegmentLayout {
+    LedgerSegment segment;
+    std::uint64_t requested = 0;       ///< requested bytes of the live blocks
+    std::uint64_t free_bytes = 0;      ///< gaps not covered by live or pending blocks
+    std::uint64_t largest_free = 0;
+    std::uint32_t free_blocks = 0;
+};
+
+struct DeviceLayout {
+    std::vector<SegmentLayout> segments;  ///< by address
+    std::uint64_t free_in_segments = 0;   ///< inactive blocks (gaps) in all segments
+    std::uint64_t largest_free = 0;
+    std::uint64_t releasable = 0;         ///< gaps that are whole segments (empty_cache returns them)
+    std::uint64_t inactive_split = 0;     ///< gaps in segments that also hold live blocks
+    std::uint64_t largest_split_free = 0;
+    std::uint32_t free_blocks = 0;
+    /// 1 − largest free / total free (0 when nothing is free): 0 = one hole, → 1 = many crumbs.
+    [[nodiscard]] double external_fragmentation() const noexcept {
+        return free_in_segments == 0 ? 0.0
+                                     : 1.0 - static_cast<double>(largest_free) /
+                                                 static_cast<double>(free_in_segments);
+    }
+};
+
+/// Watermarks of one step (or, after merging, a run of consecutive steps).
+struct StepMark {
+    std::uint64_t first_step = 0;  ///< step number (RangePayload.id) of the first step covered
+    std::uint32_t steps = 1;       ///< steps merged into this point
+    std::uint64_t start_ns = 0;
+    std::uint64_t end_ns = 0;
+    std::uint64_t allocated_min = 0;
+    std::uint64_t allocated_peak = 0;
+    std::uint64_t allocated_end = 0;
+    std::uint64_t reserved_peak = 0;
+};
+
+/// Watermarks of one phase name, over every time it ran.
+struct PhaseMark {
+    StringId name = kNoString;
+    std::uint64_t runs = 0;
+    std::uint64_t allocated_peak = 0;
+    std::uint64_t reserved_peak = 0;
+    std::int64_t allocated_growth_max = 0;  ///< largest allocated(end) − allocated(begin) of a run
+    std::uint64_t total_ns = 0;
+};
+
+/// Live bytes of one call site on one device, with checkpoints for growth attribution.
+struct SiteUsage {
+    std::uint16_t device = 0;
+    StringId site = kNoString;  ///< kNoString = unknown site; kOverflowString = sites past the cap
+    std::int64_t live_bytes = 0;
+    std::uint64_t live_blocks = 0;
+    std::uint64_t allocated_total = 0;
+};
+
+struct LedgerOptions {
+    std::size_t max_devices = 64;
+    std::size_t series_points = 2048;
+    std::size_t step_points = 4096;      ///< steps kept; pairs merge beyond
+    std::size_t max_sites = 1 << 16;     ///< distinct (device, site) pairs tracked
+    std::size_t max_phase_names = 256;
+    std::size_t checkpoints = 32;        ///< per-site live-byte checkpoints kept
+};
+
+class MemoryLedger {
+public:
+    explicit MemoryLedger(LedgerOptions options = {});
+    ~MemoryLedger();
+    MemoryLedger(const MemoryLedger&) = delete;
+    MemoryLedger& operator=(const MemoryLedger&) = delete;
+
+    /// Applies one event. Memory events change the books; steps, ranges, counters and OOM
+    /// markers feed watermarks and capacity; everything else is ignored. Throws only
+    /// std::bad_alloc (the caller's boundary converts it).
+    void apply(const Event& e);
+
+    /// Device capacity in bytes (from SourceInfo, NVML or the user).
+    void set_capacity(std::uint16_t device, std::uint64_t bytes);
+
+    /// Registers a watch; returns its id (> 0), or 0 when the spec is unusable.
+    int add_watch(const MemoryWatch& watch, MemoryWatchCallback callback);
+    void remove_watch(int id);
+
+    // ---- queries ----
+    [[nodiscard]] std::vector<std::uint16_t> devices() const;
+    [[nodiscard]] LedgerTotals totals(std::uint16_t device) const;
+    [[nodiscard]] LedgerPeaks peaks(std::uint16_t device) const;
+    [[nodiscard]] DeviceLayout layout(std::uint16_t device) const;
+    [[nodiscard]] std::vector<MemorySeriesPoint> series(std::uint16_t device) const;
+    [[nodiscard]] std::vector<StepMark> steps(std::uint16_t device) const;
+    [[nodiscard]] std::vector<PhaseMark> phases(std::uint16_t device) const;
+    [[nodiscard]] std::vector<SiteUsage> sites(std::uint16_t device) const;
+    /// Per-site live bytes at the kept checkpoints (aligned with checkpoint_ticks()); a
+    /// checkpoint is taken at step ends, or at series bucket closes when there are no steps.
+    [[nodiscard]] std::vector<std::uint64_t> checkpoint_ticks(std::uint16_t device) const;
+    [[nodiscard]] std::vector<std::int64_t> site_checkpoints(std::uint16_t device,
+                                                             StringId site) const;
+    /// Live framework blocks (active and pending-free), unordered.
+    [[nodiscard]] std::vector<LedgerBlock> blocks(std::uint16_t device) const;
+
+    /// Events the books could not use (free of an unknown address, address 0, ...).
+    [[nodiscard]] std::uint64_t unmatched_frees() const noexcept { return unmatched_frees_; }
+    [[nodiscard]] std::uint64_t dropped_events() const noexcept { return dropped_; }
+    [[nodiscard]] bool has_steps(std::uint16_t device) const;
+    /// Bytes the ledger itself holds (tables, series), for the benchmark and self-reports.
+    [[nodiscard]] std::size_t memory_bytes() const;
+
+private:
+    struct Device;
+    struct Watch;
+    struct OpenRange;
+
+    Device* device(std::uint16_t ordinal);
+    [[nodiscard]] const Device* find_device(std::uint16_t ordinal) const;
+    std::uint32_t site_slot(std::uint16_t device, StringId site);
+
+    void block_alloc(Device& d, const Event& e);
+    void block_free(Device& d, const Event& e);
+    void segment_alloc(Device& d, const Event& e);
+    void segment_free(Device& d, const Event& e);
+    void driver_alloc(Device& d, const Event& e);
+    void driver_free(Device& d, const Event& e);
+    void pool_resize(Device& d, const Event& e);
+    void counter(const Event& e);
+    void step_begin(Device& d, std::uint64_t id, std::uint64_t t);
+    void step_end(Device& d, std::uint64_t t);
+    void range_begin(const Event& e);
+    void range_end(const Event& e);
+    void after_change(Device& d, std::uint64_t t);
+    void take_checkpoint(Device& d);
+    void check_watches(Device& d, std::uint64_t t);
+    void recompute_watch_bounds(Device& d);
+    LedgerSegment* segment_containing(Device& d, std::uint64_t address);
+
+    LedgerOptions options_;
+    std::vector<Device*> devices_;  // index = ordinal; owned
+    std::vector<Watch> watches_;
+    int next_watch_id_ = 1;
+    std::vector<OpenRange> open_ranges_;
+    std::vector<SiteUsage> site_usage_;  // slot -> usage
+    std::vector<std::vector<std::int64_t>> site_checkpoints_;  // slot -> values
+    std::unordered_map<std::uint64_t, std::uint32_t> site_slots_;  // (device << 32 | site) -> slot
+    std::uint64_t unmatched_frees_ = 0;
+    std::uint64_t dropped_ = 0;
+};
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: Apache-2.0
+// explain_oom: why a request of N bytes fails on a device, from the ledger at that instant.
+#pragma once
+
+#include <gpudiag/memory.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include "analysis/memory/memory_ledger.hpp"
+
+#include <cstdint>
+
+namespace gpudiag::detail {
+
+struct OomContext {
+    bool device_free_known = false;
+    std::uint64_t device_free_bytes = 0;  ///< what the driver reported free at the failure
+    bool expandable_segments = false;     ///< the allocator setting (or seen on segments)
+    const StringTable* strings = nullptr; ///< for site names; may be null
+};
+
+/// The computed explanation: cause, figures, plain-language summary and advice that fits.
+OomExplanation explain_oom(std::uint64_t request_bytes, std::uint16_t device,
+                           const MemoryLedger& ledger, const OomContext& context = {});
+
+/// torch's CUDACachingAllocator rounding: requests round up to 512 B multiples.
+std::uint64_t torch_round_size(std::uint64_t bytes);
+/// torch's segment size for a request: ≤1 MiB → 2 MiB, <10 MiB → 20 MiB, else 2 MiB multiples.
+std::uint64_t torch_segment_size(std::uint64_t rounded);
+
+}  // namespace gpudiag::detail

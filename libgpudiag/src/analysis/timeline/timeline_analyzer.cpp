@@ -1,0 +1,903 @@
+// SPDX-License-Identifier: Apache-2.0
+// TimelineAnalyzer. The window problem: HTA's window ("everything launched before the last step
+// began") and the step window are only known at the end, so every GPU activity is accumulated
+// into a bucket chosen by *when it was launched*: before the first step, during step i, or after
+// step i ended (and before the next began). A window is then a choice of buckets. Gaps belong to
+// the activity that ends them.
+#include "analysis/timeline/timeline_analyzer.hpp"
+
+#include "support/format.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <string_view>
+
+namespace gpudiag::detail {
+namespace {
+
+constexpr std::size_t kReorderDepth = 512;       // GPU records CUPTI may deliver out of order
+constexpr std::size_t kMaxDevices = 64;
+constexpr std::size_t kMaxStreams = 1024;        // per device
+constexpr std::size_t kMaxHostSpans = 1 << 18;   // per cause, a safety cap on the sliding window
+constexpr std::uint64_t kHostHorizonNs = 10'000'000'000;  // devices quiet longer do not pin it
+constexpr std::uint64_t kLaunchHorizonNs = 120'000'000'000;  // a launch older than this is stale
+constexpr std::size_t kMaxSyncNames = 64;
+constexpr std::size_t kMaxOpenRanges = 256;      // per thread
+constexpr std::size_t kMaxThreads = 4096;
+constexpr std::size_t kStepRows = 256;           // rows of the per-step table
+constexpr std::size_t kSeriesPoints = 512;
+
+bool contains_ci(std::string_view text, std::string_view needle) {
+    auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
+                          [](char a, char b) {
+                              return std::tolower(static_cast<unsigned char>(a)) ==
+                                     std::tolower(static_cast<unsigned char>(b));
+                          });
+    return it != text.end();
+}
+
+bool starts_with(std::string_view s, std::string_view p) {
+    return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+bool parse_step_number(std::string_view name, std::int64_t& n) {
+    if (!starts_with(name, "ProfilerStep#")) return false;
+    std::string_view digits = name.substr(13);
+    if (digits.empty() || digits.size() > 18) return false;
+    n = 0;
+    for (char c : digits) {
+        if (c < '0' || c > '9') return false;
+        n = n * 10 + (c - '0');
+    }
+    return true;
+}
+
+const char* copy_direction_name(std::size_t d) {
+    switch (static_cast<CopyDirection>(d)) {
+        case CopyDirection::kHostToDevice: return "host to device";
+        case CopyDirection::kDeviceToHost: return "device to host";
+        case CopyDirection::kDeviceToDevice: return "device to device";
+        case CopyDirection::kHostToHost: return "host to host";
+        case CopyDirection::kPeerToPeer: return "peer to peer";
+        case CopyDirection::kUnknown: break;
+    }
+    return "unknown direction";
+}
+
+}  // namespace
+
+const char* idle_cause_key(IdleCause c) noexcept {
+    switch (c) {
+        case IdleCause::kInput: return "input";
+        case IdleCause::kSync: return "sync";
+        case IdleCause::kCopy: return "copy";
+        case IdleCause::kLaunch: return "launch";
+        case IdleCause::kCpu: return "cpu";
+    }
+    return "unknown";
+}
+
+const char* idle_cause_label(IdleCause c) noexcept {
+    switch (c) {
+        case IdleCause::kInput: return "waiting for the next batch";
+        case IdleCause::kSync: return "blocked in a synchronization";
+        case IdleCause::kCopy: return "in a synchronous or pageable copy";
+        case IdleCause::kLaunch: return "launching (CUDA API calls and launch latency)";
+        case IdleCause::kCpu: return "CPU work between launches";
+    }
+    return "unknown";
+}
+
+std::uint64_t TimelineAnalyzer::ClassFrontier::extend(std::uint64_t s, std::uint64_t e) noexcept {
+    if (!started) {
+        started = true;
+        end = e;
+        return e - s;
+    }
+    if (s >= end) {
+        end = e;
+        return e - s;
+    }
+    if (e > end) {
+        std::uint64_t added = e - end;
+        end = e;
+        return added;
+    }
+    return 0;
+}
+
+TimelineAnalyzer::TimelineAnalyzer(const AnalysisOptions& options) : options_(options) {
+    options_.progress = nullptr;  // not ours to call
+}
+
+void TimelineAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
+    info_ = info;
+    strings_ = &strings;
+}
+
+void TimelineAnalyzer::consume(std::span<const Event> events) {
+    for (const Event& e : events) on_event(e);
+}
+
+void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
+    for (auto& d : devices_) flush_pending(d);
+    ended_ = true;
+}
+
+void TimelineAnalyzer::on_event(const Event& e) {
+    if (e.device == kNoDevice && e.start_ns != 0) {
+        host_first_ns_ = std::min(host_first_ns_, e.start_ns);
+        host_last_ns_ = std::max(host_last_ns_, std::max(e.end_ns, e.start_ns));
+    }
+    switch (e.kind) {
+        case EventKind::kKernel:
+        case EventKind::kMemcpy:
+        case EventKind::kMemset: on_gpu_activity(e); break;
+        case EventKind::kApiCall: on_api_call(e); break;
+        case EventKind::kSync:
+            // Host-blocking synchronizations (not the GPU-side cudaStreamWaitEvent).
+            if (e.sync.sync_kind != SyncKind::kStreamWaitEvent) {
+                add_span(sync_spans_, e.start_ns, std::max(e.end_ns, e.start_ns));
+            }
+            break;
+        case EventKind::kRange:
+            if (e.device == kNoDevice) {
+                on_host_range(e, e.start_ns, std::max(e.end_ns, e.start_ns), e.range.category,
+                              e.range.name, e.range.id);
+            }
+            break;
+        case EventKind::kRangeBegin: {
+            if (e.device != kNoDevice) break;
+            std::uint64_t key = (std::uint64_t{e.process} << 32) | e.thread;
+            auto it = open_ranges_.find(key);
+            if (it == open_ranges_.end()) {
+                if (open_ranges_.size() >= kMaxThreads) break;
+                it = open_ranges_.emplace(key, std::vector<Event>{}).first;
+            }
+            if (it->second.size() < kMaxOpenRanges) it->second.push_back(e);
+            break;
+        }
+        case EventKind::kRangeEnd: {
+            std::uint64_t key = (std::uint64_t{e.process} << 32) | e.thread;
+            auto it = open_ranges_.find(key);
+            if (it == open_ranges_.end() || it->second.empty()) break;
+            Event b = it->second.back();
+            it->second.pop_back();
+            on_host_range(b, b.start_ns, std::max(e.start_ns, b.start_ns), b.range.category,
+                          b.range.name, b.range.id);
+            break;
+        }
+        case EventKind::kStepBegin:
+            on_step(static_cast<std::int64_t>(e.range.id), e.start_ns, UINT64_MAX);
+            break;
+        case EventKind::kStepEnd: {
+            // Close the most recent open step (with the same number when one matches).
+            for (auto it = open_steps_.rbegin(); it != open_steps_.rend(); ++it) {
+                StepRecord& st = steps_[*it];
+                if (st.number == static_cast<std::int64_t>(e.range.id) || it + 1 == open_steps_.rend()) {
+                    st.end_ns = std::max(e.start_ns, st.start_ns);
+                    open_steps_.erase(std::next(it).base());
+                    break;
+                }
+            }
+            break;
+        }
+        default: break;
+    }
+}
+
+void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::uint64_t end) {
+    // The same step seen twice (a marker and a profiler range, or two threads) counts once.
+    for (std::size_t k = steps_.size(), seen = 0; k > 0 && seen < 4; --k, ++seen) {
+        if (steps_[k - 1].number == number) return;
+    }
+    if (steps_.size() >= kMaxSteps) {
+        ++steps_dropped_;
+        return;
+    }
+    StepRecord r;
+    r.number = number;
+    r.start_ns = start;
+    r.end_ns = end;
+    auto pos = std::upper_bound(steps_.begin(), steps_.end(), start,
+                                [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
+    std::size_t index = static_cast<std::size_t>(pos - steps_.begin());
+    steps_.insert(pos, r);
+    for (auto& o : open_steps_) {
+        if (o >= index) ++o;
+    }
+    if (end == UINT64_MAX) open_steps_.push_back(index);
+}
+
+void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, std::uint64_t end,
+                                     RangeCategory category, StringId name, std::uint64_t id) {
+    std::int64_t number = 0;
+    if (category == RangeCategory::kStep) {
+        on_step(static_cast<std::int64_t>(id), start, end);
+        return;
+    }
+    if (category == RangeCategory::kGeneric && strings_ != nullptr &&
+        parse_step_number(strings_->lookup(name), number)) {
+        on_step(number, start, end);  // an NVTX range carrying the profiler's step name
+        return;
+    }
+    if (category == RangeCategory::kInputWait) {
+        std::uint64_t dur = end - start;
+        input_wait_ns_ += dur;
+        ++input_waits_;
+        longest_input_wait_ns_ = std::max(longest_input_wait_ns_, dur);
+        std::size_t s = step_of(start);
+        if (s != SIZE_MAX && start <= steps_[s].end_ns) {
+            StepRecord& st = steps_[s];
+            st.input_wait_ns += dur;
+            ++st.input_waits;
+            st.longest_input_wait_ns = std::max(st.longest_input_wait_ns, dur);
+        }
+        add_span(input_spans_, start, end);
+        if (!single_process_loader_ && strings_ != nullptr &&
+            strings_->lookup(name).find("_SingleProcessDataLoaderIter") != std::string_view::npos) {
+            single_process_loader_ = true;
+        }
+    }
+}
+
+TimelineAnalyzer::ApiKind TimelineAnalyzer::api_kind(StringId name) {
+    if (name < api_kind_cache_.size() && api_kind_cache_[name] != ApiKind::kUnknown) {
+        return api_kind_cache_[name];
+    }
+    std::string_view n = strings_ != nullptr ? strings_->lookup(name) : std::string_view{};
+    ApiKind kind = ApiKind::kOther;
+    // cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cuCtxSynchronize,
+    // hipStreamSynchronize ...: the host blocks until the GPU catches up.
+    if (n.find("Synchronize") != std::string_view::npos) {
+        kind = ApiKind::kSync;
+    } else if (starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") ||
+               starts_with(n, "hipMemcpy")) {
+        kind = ApiKind::kCopy;
+    } else if (n.find("Launch") != std::string_view::npos) {
+        kind = ApiKind::kLaunch;
+    }
+    if (name < (1u << 22)) {
+        if (api_kind_cache_.size() <= name) api_kind_cache_.resize(name + 1, ApiKind::kUnknown);
+        api_kind_cache_[name] = kind;
+    }
+    return kind;
+}
+
+WorkClass TimelineAnalyzer::work_class(const Event& e) {
+    if (e.kind != EventKind::kKernel) return WorkClass::kMemory;
+    StringId name = e.kernel.name;
+    if (name < comm_name_cache_.size() && comm_name_cache_[name] != 0) {
+        return comm_name_cache_[name] == 2 ? WorkClass::kCommunication : WorkClass::kCompute;
+    }
+    std::string_view n = strings_ != nullptr ? strings_->lookup(name) : std::string_view{};
+    // HTA's rule: collective kernels are the NCCL (RCCL on ROCm) ones.
+    bool comm = contains_ci(n, "nccl") || contains_ci(n, "rccl");
+    if (name < (1u << 22)) {
+        if (comm_name_cache_.size() <= name) comm_name_cache_.resize(name + 1, 0);
+        comm_name_cache_[name] = comm ? 2 : 1;
+    }
+    return comm ? WorkClass::kCommunication : WorkClass::kCompute;
+}
+
+void TimelineAnalyzer::on_api_call(const Event& e) {
+    std::uint64_t start = e.start_ns;
+    std::uint64_t end = std::max(e.end_ns, e.start_ns);
+    std::uint32_t corr = e.api.correlation;
+    if (corr != 0 && corr != UINT32_MAX) {
+        launches_[corr] = Span{start, end};
+        // Drop launches nothing has matched for minutes (API calls that launch no GPU work).
+        if (start > launches_pruned_at_ + kLaunchHorizonNs / 4) {
+            std::uint64_t cutoff = start > kLaunchHorizonNs ? start - kLaunchHorizonNs : 0;
+            std::erase_if(launches_, [cutoff](const auto& kv) { return kv.second.start < cutoff; });
+            launches_pruned_at_ = start;
+        }
+    }
+    switch (api_kind(e.api.name)) {
+        case ApiKind::kSync: {
+            ++sync_calls_;
+            sync_ns_ += end - start;
+            std::size_t s = step_of(start);
+            if (s != SIZE_MAX && start <= steps_[s].end_ns) {
+                ++steps_[s].sync_calls;
+                steps_[s].sync_ns += end - start;
+            }
+            auto it = sync_by_name_.find(e.api.name);
+            if (it == sync_by_name_.end() && sync_by_name_.size() < kMaxSyncNames) {
+                it = sync_by_name_.emplace(e.api.name, std::make_pair(0ull, 0ull)).first;
+            }
+            if (it != sync_by_name_.end()) {
+                ++it->second.first;
+                it->second.second += end - start;
+            }
+            add_span(sync_spans_, start, end);
+            break;
+        }
+        case ApiKind::kCopy: add_span(copy_spans_, start, end); break;
+        case ApiKind::kLaunch:
+            launch_durations_.add(end - start);
+            add_span(api_spans_, start, end);
+            break;
+        default: add_span(api_spans_, start, end); break;
+    }
+}
+
+void TimelineAnalyzer::add_span(std::deque<Span>& spans, std::uint64_t start, std::uint64_t end) {
+    if (spans.empty() || start >= spans.back().start) {
+        spans.push_back(Span{start, end});
+    } else {
+        auto pos = std::upper_bound(spans.begin(), spans.end(), start,
+                                    [](std::uint64_t t, const Span& s) { return t < s.start; });
+        spans.insert(pos, Span{start, end});
+    }
+    if (spans.size() > kMaxHostSpans) {
+        spans.pop_front();
+        ++host_spans_dropped_;
+    }
+}
+
+TimelineAnalyzer::DeviceTimeline* TimelineAnalyzer::device_for(std::uint16_t ordinal) {
+    for (auto& d : devices_) {
+        if (d.ordinal == ordinal) return &d;
+    }
+    if (devices_.size() >= kMaxDevices) return nullptr;
+    devices_.emplace_back();
+    devices_.back().ordinal = ordinal;
+    return &devices_.back();
+}
+
+void TimelineAnalyzer::on_gpu_activity(const Event& e) {
+    DeviceTimeline* d = device_for(e.device);
+    if (d == nullptr) return;
+    auto later = [](const Event& a, const Event& b) { return a.start_ns > b.start_ns; };
+    d->pending.push_back(e);
+    std::push_heap(d->pending.begin(), d->pending.end(), later);
+    if (d->pending.size() > kReorderDepth) {
+        std::pop_heap(d->pending.begin(), d->pending.end(), later);
+        Event next = d->pending.back();
+        d->pending.pop_back();
+        process_gpu_activity(*d, next);
+    }
+}
+
+void TimelineAnalyzer::flush_pending(DeviceTimeline& d) {
+    auto later = [](const Event& a, const Event& b) { return a.start_ns > b.start_ns; };
+    while (!d.pending.empty()) {
+        std::pop_heap(d.pending.begin(), d.pending.end(), later);
+        Event next = d.pending.back();
+        d.pending.pop_back();
+        process_gpu_activity(d, next);
+    }
+    prune_host_spans();
+}
+
+std::size_t TimelineAnalyzer::step_of(std::uint64_t ts) const {
+    auto pos = std::upper_bound(steps_.begin(), steps_.end(), ts,
+                                [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
+    if (pos == steps_.begin()) return SIZE_MAX;
+    return static_cast<std::size_t>(pos - steps_.begin()) - 1;
+}
+
+// Bucket 0: before the first step; 1 + 2i: during step i; 2 + 2i: after step i ended.
+std::size_t TimelineAnalyzer::bucket_of(std::uint64_t launch) const {
+    std::size_t s = step_of(launch);
+    if (s == SIZE_MAX) return 0;
+    return launch <= steps_[s].end_ns ? 1 + 2 * s : 2 + 2 * s;
+}
+
+template <typename Stats>
+Stats& TimelineAnalyzer::bucket_ref(std::vector<Stats>& buckets, std::size_t index) {
+    if (buckets.size() <= index) buckets.resize(index + 1);
+    return buckets[index];
+}
+
+// HTA reads ns-resolution traces with float µs and rounds each event inward to whole µs (start
+// up, end down; see HTA's trace_parser and pytorch/pytorch#122425). HTA's window mimics that so
+// its figures compare one to one; on integer-µs traces it changes nothing.
+namespace {
+std::uint64_t ceil_us(std::uint64_t ns) { return (ns + 999) / 1000 * 1000; }
+std::uint64_t floor_us(std::uint64_t ns) { return ns / 1000 * 1000; }
+}  // namespace
+
+void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
+    Placement p{};
+    p.start = e.start_ns;
+    p.end = std::max(e.end_ns, e.start_ns);
+    ++gpu_activities_;
+    std::uint32_t corr = e.kind == EventKind::kKernel ? e.kernel.correlation : e.copy.correlation;
+    if (corr != 0 && corr != UINT32_MAX) {
+        auto it = launches_.find(corr);
+        if (it != launches_.end()) {
+            p.known = true;
+            p.launch = it->second.start;
+        }
+    }
+    bool hta = options_.window == AnalysisWindow::kHta;
+    if (hta) {
+        p.start = ceil_us(p.start);
+        p.end = std::max(floor_us(p.end), p.start);
+        p.launch = ceil_us(p.launch);
+    }
+    // HTA drops GPU work whose launch it cannot find; the other windows place it by start time.
+    p.unattributed = !p.known && hta;
+    p.bucket = p.unattributed ? 0 : bucket_of(p.known ? p.launch : p.start);
+    p.work = work_class(e);
+    apply(d.all, p, e, true);
+    if (hta && p.known) apply(d.attributed, p, e, false);
+
+    if (e.kind == EventKind::kKernel) {
+        kernel_durations_.add(p.end - p.start);
+    } else if (e.kind == EventKind::kMemcpy && (e.copy.src_kind == MemoryKind::kPageable ||
+                                                e.copy.dst_kind == MemoryKind::kPageable)) {
+        auto dir = static_cast<std::size_t>(e.copy.direction);
+        if (dir < pageable_bytes_by_direction_.size()) pageable_bytes_by_direction_[dir] += e.copy.bytes;
+    }
+    if (++processed_since_prune_ >= 1024) {
+        processed_since_prune_ = 0;
+        prune_host_spans();
+    }
+}
+
+void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, bool observed) {
+    std::uint64_t s = p.start;
+    std::uint64_t en = p.end;
+    GpuTimeStats& st = p.unattributed ? v.unattributed : bucket_ref(v.buckets, p.bucket);
+    auto classify = [&](std::uint64_t gap_start, std::uint64_t gap) {
+        if (p.known && p.launch > gap_start) return IdleKind::kHostWait;
+        if (gap < kKernelWaitThresholdNs) return IdleKind::kKernelWait;
+        return IdleKind::kOther;
+    };
+
+    // HTA's per-stream view: the gap to the previous activity on the same stream.
+    std::uint32_t stream_id = v.streams.size() < kMaxStreams || v.streams.count(e.stream) != 0
+                                  ? e.stream
+                                  : UINT32_MAX;
+    StreamState& ss = v.streams[stream_id];
+    StreamStats& sst = p.unattributed ? ss.unattributed : bucket_ref(ss.buckets, p.bucket);
+    if (ss.started && s > ss.prev_end) {
+        std::uint64_t gap = s - ss.prev_end;
+        sst.idle_by_kind[static_cast<std::size_t>(classify(ss.prev_end, gap))] += gap;
+    }
+    ss.started = true;
+    ss.prev_end = en;
+    ++sst.activities;
+    sst.busy_ns += en - s;
+
+    // The device's union over all streams.
+    ++st.activities;
+    st.first_start_ns = std::min(st.first_start_ns, s);
+    st.last_end_ns = std::max(st.last_end_ns, en);
+    if (!v.started) {
+        v.started = true;
+        v.frontier = en;
+        st.busy_ns += en - s;
+    } else if (s > v.frontier) {
+        std::uint64_t gap = s - v.frontier;
+        IdleKind kind = classify(v.frontier, gap);
+        st.idle_ns += gap;
+        st.idle_by_kind[static_cast<std::size_t>(kind)] += gap;
+        ++st.gaps;
+        st.longest_gap_ns = std::max(st.longest_gap_ns, gap);
+        IdleCause cause = IdleCause::kCpu;
+        if (kind == IdleKind::kHostWait) {
+            GpuTimeStats causes;
+            attribute_host_wait(v.frontier, s, p.launch, causes);
+            std::size_t top = 0;
+            for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+                st.cause_ns[c] += causes.cause_ns[c];
+                if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
+            }
+            cause = static_cast<IdleCause>(top);
+        }
+        if (observed && gap_observer_) gap_observer_(Gap{e.device, v.frontier, s, kind, cause});
+        st.busy_ns += en - s;
+        v.frontier = en;
+    } else if (en > v.frontier) {
+        st.busy_ns += en - v.frontier;
+        v.frontier = en;
+    }
+
+    auto wc = static_cast<std::size_t>(p.work);
+    st.class_ns[wc] += v.classes[wc].extend(s, en);
+    if (p.work != WorkClass::kMemory) st.comm_or_compute_ns += v.comm_or_compute.extend(s, en);
+    if (e.kind == EventKind::kKernel) {
+        ++st.kernels;
+        st.kernel_ns += en - s;
+    } else if (e.kind == EventKind::kMemcpy && (e.copy.src_kind == MemoryKind::kPageable ||
+                                                e.copy.dst_kind == MemoryKind::kPageable)) {
+        ++st.pageable_copies;
+        st.pageable_bytes += e.copy.bytes;
+        st.pageable_ns += en - s;
+    }
+}
+
+const TimelineAnalyzer::UnionView& TimelineAnalyzer::window_view(const DeviceTimeline& d) const {
+    // With two or more steps HTA keeps only work whose launch it found; a separate union
+    // without the rest keeps those from filling the gaps between the work it keeps.
+    if (options_.window == AnalysisWindow::kHta && steps_.size() >= 2) return d.attributed;
+    return d.all;
+}
+
+namespace {
+
+// Union length of `spans` (sorted by start) within [x, y).
+template <typename Spans>
+std::uint64_t union_overlap(const Spans& spans, std::uint64_t x, std::uint64_t y) {
+    std::uint64_t covered = x;
+    std::uint64_t total = 0;
+    for (const auto& sp : spans) {
+        if (sp.start >= y) break;
+        std::uint64_t lo = std::max(sp.start, covered);
+        std::uint64_t hi = std::min(sp.end, y);
+        if (hi > lo) {
+            total += hi - lo;
+            covered = hi;
+        }
+    }
+    return total;
+}
+
+}  // namespace
+
+void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std::uint64_t launch,
+                                           GpuTimeStats& st) const {
+    // The host owed the GPU work from `a` until it called the launch; the rest of the gap is the
+    // launch's own latency.
+    std::uint64_t host_end = std::clamp(launch, a, b);
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] += b - host_end;
+    std::uint64_t window = host_end - a;
+    if (window == 0) return;
+    std::uint64_t input = std::min(window, union_overlap(input_spans_, a, host_end));
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kInput)] += input;
+    std::uint64_t rest = window - input;
+    if (rest == 0) return;
+    // A sync that returned as the GPU ran dry is why the queue was empty: everything the host did
+    // after it before relaunching is the price of that sync.
+    std::uint64_t from = a > kSyncSlackNs ? a - kSyncSlackNs : 0;
+    for (const auto& sp : sync_spans_) {
+        if (sp.start >= host_end) break;
+        if (sp.end >= from && sp.end <= host_end) {
+            st.cause_ns[static_cast<std::size_t>(IdleCause::kSync)] += rest;
+            return;
+        }
+    }
+    std::uint64_t sync = std::min(rest, union_overlap(sync_spans_, a, host_end));
+    rest -= sync;
+    std::uint64_t copy = std::min(rest, union_overlap(copy_spans_, a, host_end));
+    rest -= copy;
+    std::uint64_t api = std::min(rest, union_overlap(api_spans_, a, host_end));
+    rest -= api;
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kSync)] += sync;
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kCopy)] += copy;
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] += api;
+    st.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)] += rest;
+}
+
+void TimelineAnalyzer::prune_host_spans() {
+    // The next gap on any device starts at or after its frontier; host spans that ended before
+    // the oldest frontier can no longer explain anything.
+    std::uint64_t newest = 0;
+    for (const auto& d : devices_) {
+        if (d.all.started) newest = std::max(newest, d.all.frontier);
+    }
+    if (newest == 0) return;
+    std::uint64_t oldest = newest;
+    for (const auto& d : devices_) {
+        if (d.all.started && d.all.frontier + kHostHorizonNs >= newest) {
+            oldest = std::min(oldest, d.all.frontier);
+        }
+    }
+    std::uint64_t cutoff = oldest > kSyncSlackNs ? oldest - kSyncSlackNs : 0;
+    for (auto* spans : {&input_spans_, &sync_spans_, &copy_spans_, &api_spans_}) {
+        while (!spans->empty() && spans->front().end < cutoff) spans->pop_front();
+    }
+}
+
+template <typename Stats>
+Stats TimelineAnalyzer::select_window(const std::vector<Stats>& buckets,
+                                      const Stats& unattributed) const {
+    Stats out;
+    auto add = [&](std::size_t i) {
+        if (i < buckets.size()) out.add(buckets[i]);
+    };
+    std::size_t n = steps_.size();
+    auto add_all = [&] {
+        for (const auto& b : buckets) out.add(b);
+        out.add(unattributed);
+    };
+    switch (options_.window) {
+        case AnalysisWindow::kAll: add_all(); break;
+        case AnalysisWindow::kSteps:
+            if (n == 0) {
+                add_all();
+            } else {
+                for (std::size_t i = 0; i < n; ++i) {
+                    add(1 + 2 * i);
+                    if (i + 1 < n) add(2 + 2 * i);  // between steps, but not after the last
+                }
+            }
+            break;
+        case AnalysisWindow::kHta:
+            if (n < 2) {
+                add_all();
+            } else {
+                add(0);
+                for (std::size_t i = 0; i + 1 < n; ++i) {
+                    add(1 + 2 * i);
+                    add(2 + 2 * i);
+                }
+            }
+            break;
+    }
+    return out;
+}
+
+TimelineSummary TimelineAnalyzer::summarize() const {
+    TimelineSummary s;
+    s.window = options_.window;
+    s.rank = info_.rank;
+    std::size_t n = steps_.size();
+    switch (options_.window) {
+        case AnalysisWindow::kSteps:
+            s.window_description = n == 0 ? "whole trace (no steps found)"
+                                          : "complete steps: GPU work launched from the first step's "
+                                            "start to the last step's end";
+            break;
+        case AnalysisWindow::kHta:
+            s.window_description = n < 2 ? "whole trace (HTA's window; fewer than 2 steps)"
+                                         : "HTA's window: GPU work launched before the last step "
+                                           "began, whose launch is in the trace";
+            break;
+        case AnalysisWindow::kAll: s.window_description = "whole trace"; break;
+    }
+    // Headline figures describe the busiest device.
+    for (const auto& d : devices_) {
+        const UnionView& v = window_view(d);
+        GpuTimeStats g = select_window(v.buckets, v.unattributed);
+        if (s.device < 0 || g.busy_ns > s.gpu.busy_ns) {
+            s.gpu = g;
+            s.device = d.ordinal;
+        }
+    }
+    s.has_gpu_activity = gpu_activities_ > 0;
+
+    std::size_t first = 0;
+    std::size_t last = n;  // exclusive
+    if (options_.window == AnalysisWindow::kHta && n >= 2) last = n - 1;
+    bool use_steps = n > 0 && options_.window != AnalysisWindow::kAll;
+    if (use_steps) {
+        for (std::size_t i = first; i < last; ++i) {
+            const StepRecord& st = steps_[i];
+            if (st.end_ns == UINT64_MAX) continue;  // a step marker never closed
+            std::uint64_t dur = st.end_ns - st.start_ns;
+            ++s.steps;
+            s.host_time_ns += dur;
+            s.step_time_max_ns = std::max(s.step_time_max_ns, dur);
+            s.input_wait_ns += st.input_wait_ns;
+            s.input_waits += st.input_waits;
+            s.longest_input_wait_ns = std::max(s.longest_input_wait_ns, st.longest_input_wait_ns);
+            s.sync_calls += st.sync_calls;
+            s.sync_ns += st.sync_ns;
+        }
+        s.step_time_mean_ns = s.steps > 0 ? s.host_time_ns / s.steps : 0;
+    }
+    if (!use_steps || s.steps == 0) {
+        s.steps = options_.window == AnalysisWindow::kAll ? n : 0;
+        s.host_time_ns = host_last_ns_ > host_first_ns_ ? host_last_ns_ - host_first_ns_ : 0;
+        if (s.host_time_ns == 0) s.host_time_ns = s.gpu.span_ns();
+        s.input_wait_ns = input_wait_ns_;
+        s.input_waits = input_waits_;
+        s.longest_input_wait_ns = longest_input_wait_ns_;
+        s.sync_calls = sync_calls_;
+        s.sync_ns = sync_ns_;
+        if (n > 0) {
+            std::uint64_t total = 0;
+            std::uint64_t closed = 0;
+            for (const auto& st : steps_) {
+                if (st.end_ns == UINT64_MAX) continue;
+                total += st.end_ns - st.start_ns;
+                s.step_time_max_ns = std::max(s.step_time_max_ns, st.end_ns - st.start_ns);
+                ++closed;
+            }
+            s.step_time_mean_ns = closed > 0 ? total / closed : 0;
+        }
+    }
+    for (const auto& [name, cn] : sync_by_name_) {
+        s.sync_by_name.emplace_back(strings_ != nullptr ? std::string(strings_->lookup(name)) : "",
+                                    cn);
+    }
+    std::sort(s.sync_by_name.begin(), s.sync_by_name.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    s.single_process_loader = single_process_loader_;
+    s.kernel_median_ns = kernel_durations_.quantile(0.5);
+    s.launch_median_ns = launch_durations_.quantile(0.5);
+    s.launch_calls = launch_durations_.count();
+    std::size_t top = 0;
+    for (std::size_t i = 1; i < pageable_bytes_by_direction_.size(); ++i) {
+        if (pageable_bytes_by_direction_[i] > pageable_bytes_by_direction_[top]) top = i;
+    }
+    if (pageable_bytes_by_direction_[top] > 0) s.top_pageable_direction = copy_direction_name(top);
+    return s;
+}
+
+void TimelineAnalyzer::contribute(Report& report) {
+    if (!ended_) end(SourceSummary{});
+    TimelineSummary s = summarize();
+    build_section(s, report);
+    if (s.has_gpu_activity) add_timeline_findings(s, report);
+}
+
+void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
+    Section sec;
+    sec.id = "timeline";
+    sec.title = "GPU timeline: busy, idle and why";
+    auto fig = [&](const char* key, double value, const char* unit, const char* label) {
+        sec.figures.push_back(Figure{key, value, unit, label});
+    };
+    auto share = [](std::uint64_t part, std::uint64_t whole) {
+        return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+    };
+    const GpuTimeStats& g = s.gpu;
+    fig("window", static_cast<double>(s.window), "enum", "window: 0 steps, 1 hta, 2 all");
+    fig("gpu_activities", static_cast<double>(gpu_activities_), "count", "GPU kernels, copies and memsets");
+    if (s.has_gpu_activity) {
+        std::uint64_t span = g.span_ns();
+        std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
+        fig("device", s.device, "ordinal", "device described");
+        fig("window_span_ns", static_cast<double>(span), "ns", "GPU time in the window");
+        fig("busy_ns", static_cast<double>(g.busy_ns), "ns", "GPU busy");
+        fig("idle_ns", static_cast<double>(g.idle_ns), "ns", "GPU idle");
+        fig("idle_share", share(g.idle_ns, span), "fraction", "GPU idle share of the window");
+        fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), "fraction", "idle time: host wait");
+        fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), "fraction", "idle time: kernel wait");
+        fig("other_wait_share", share(g.idle_by_kind[2], g.idle_ns), "fraction", "idle time: other");
+        fig("host_wait_ns", static_cast<double>(g.idle_by_kind[0]), "ns", "host wait");
+        fig("kernel_wait_ns", static_cast<double>(g.idle_by_kind[1]), "ns", "kernel wait");
+        fig("other_wait_ns", static_cast<double>(g.idle_by_kind[2]), "ns", "other idle");
+        for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+            std::string key = std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
+            sec.figures.push_back(Figure{key, share(g.cause_ns[c], g.idle_ns), "fraction",
+                                         std::string("idle time: ") +
+                                             idle_cause_label(static_cast<IdleCause>(c))});
+        }
+        fig("compute_share", share(g.class_ns[0], span), "fraction", "computation kernels");
+        fig("communication_share", share(g.class_ns[1], span), "fraction", "communication kernels");
+        fig("memory_share", share(g.class_ns[2], span), "fraction", "copies and memsets");
+        fig("communication_kernel_share", share(g.class_ns[1], kernel_time), "fraction",
+            "communication share of kernel time");
+        fig("comm_overlap_share", share(g.comm_overlap_ns(), g.class_ns[1]), "fraction",
+            "communication overlapped with compute");
+        fig("comm_exposed_share", share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span),
+            "fraction", "communication not overlapped, share of the window");
+        fig("gaps", static_cast<double>(g.gaps), "count", "idle gaps");
+        fig("longest_gap_ns", static_cast<double>(g.longest_gap_ns), "ns", "longest idle gap");
+        fig("kernels", static_cast<double>(g.kernels), "count", "kernels");
+        fig("kernel_median_ns", s.kernel_median_ns, "ns", "median kernel duration");
+        fig("launch_median_ns", s.launch_median_ns, "ns", "median launch call duration");
+        fig("pageable_copies", static_cast<double>(g.pageable_copies), "count", "pageable copies");
+        fig("pageable_bytes", static_cast<double>(g.pageable_bytes), "bytes", "pageable bytes copied");
+    }
+    fig("steps", static_cast<double>(s.steps), "count", "steps in the window");
+    fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
+    fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), "ns", "longest step");
+    fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), "fraction",
+        "step time waiting for input");
+    fig("input_wait_per_step_ns",
+        s.steps > 0 ? static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps)
+                    : static_cast<double>(s.input_wait_ns),
+        "ns", "input wait per step");
+    fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest input wait");
+    fig("sync_calls", static_cast<double>(s.sync_calls), "count", "host synchronizations");
+    fig("sync_ns", static_cast<double>(s.sync_ns), "ns", "time blocked in synchronizations");
+
+    if (s.has_gpu_activity) {
+        Table causes;
+        causes.id = "idle_causes";
+        causes.title = "Idle time by kind and host-side cause";
+        causes.columns = {"category", "ns", "share_of_idle"};
+        const char* kinds[] = {"host_wait", "kernel_wait", "other"};
+        for (std::size_t k = 0; k < 3; ++k) {
+            causes.rows.push_back({std::string(kinds[k]), static_cast<double>(g.idle_by_kind[k]),
+                                   share(g.idle_by_kind[k], g.idle_ns)});
+        }
+        for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+            causes.rows.push_back({std::string("host_wait.") + idle_cause_key(static_cast<IdleCause>(c)),
+                                   static_cast<double>(g.cause_ns[c]), share(g.cause_ns[c], g.idle_ns)});
+        }
+        sec.tables.push_back(std::move(causes));
+
+        Table streams;
+        streams.id = "streams";
+        streams.title = "Per stream (HTA's per-stream idle breakdown)";
+        streams.columns = {"device", "stream", "activities", "busy_ns", "host_wait_ns",
+                           "kernel_wait_ns", "other_ns", "host_wait_ratio"};
+        for (const auto& d : devices_) {
+            for (const auto& [id, ss] : window_view(d).streams) {
+                StreamStats w = select_window(ss.buckets, ss.unattributed);
+                if (w.activities == 0) continue;
+                std::uint64_t idle = w.idle_by_kind[0] + w.idle_by_kind[1] + w.idle_by_kind[2];
+                streams.rows.push_back({static_cast<double>(d.ordinal), static_cast<double>(id),
+                                        static_cast<double>(w.activities), static_cast<double>(w.busy_ns),
+                                        static_cast<double>(w.idle_by_kind[0]),
+                                        static_cast<double>(w.idle_by_kind[1]),
+                                        static_cast<double>(w.idle_by_kind[2]), share(w.idle_by_kind[0], idle)});
+            }
+        }
+        sec.tables.push_back(std::move(streams));
+
+        if (devices_.size() > 1) {
+            Table devs;
+            devs.id = "devices";
+            devs.title = "Per device";
+            devs.columns = {"device", "busy_ns", "idle_ns", "idle_share", "compute_share",
+                            "communication_share"};
+            for (const auto& d : devices_) {
+                const UnionView& v = window_view(d);
+                GpuTimeStats w = select_window(v.buckets, v.unattributed);
+                devs.rows.push_back({static_cast<double>(d.ordinal), static_cast<double>(w.busy_ns),
+                                     static_cast<double>(w.idle_ns), share(w.idle_ns, w.span_ns()),
+                                     share(w.class_ns[0], w.span_ns()), share(w.class_ns[1], w.span_ns())});
+            }
+            sec.tables.push_back(std::move(devs));
+        }
+    }
+
+    if (!steps_.empty()) {
+        const DeviceTimeline* primary = nullptr;
+        for (const auto& d : devices_) {
+            if (d.ordinal == s.device) primary = &d;
+        }
+        Table steps;
+        steps.id = "steps";
+        steps.title = "Per step (GPU figures count work launched during the step)";
+        steps.columns = {"step", "start_s", "duration_ns", "gpu_busy_ns", "gpu_idle_ns",
+                         "host_wait_ns", "input_wait_ns", "compute_ns", "communication_ns",
+                         "memory_ns", "sync_calls"};
+        Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
+        Series time_series{"step_time", "Step time", "ns", {}};
+        std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
+        std::size_t series_stride = std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
+        std::uint64_t origin = steps_.front().start_ns;
+        for (std::size_t i = 0; i < steps_.size(); ++i) {
+            const StepRecord& st = steps_[i];
+            GpuTimeStats g2;
+            if (primary != nullptr) {
+                const UnionView& v = window_view(*primary);
+                if (1 + 2 * i < v.buckets.size()) g2.add(v.buckets[1 + 2 * i]);
+            }
+            double dur = st.end_ns == UINT64_MAX ? 0.0 : static_cast<double>(st.end_ns - st.start_ns);
+            double t = static_cast<double>(st.start_ns - origin) / 1e9;
+            if (i % stride == 0) {
+                steps.rows.push_back({static_cast<double>(st.number), t, dur,
+                                      static_cast<double>(g2.busy_ns), static_cast<double>(g2.idle_ns),
+                                      static_cast<double>(g2.idle_by_kind[0]),
+                                      static_cast<double>(st.input_wait_ns),
+                                      static_cast<double>(g2.class_ns[0]),
+                                      static_cast<double>(g2.class_ns[1]),
+                                      static_cast<double>(g2.class_ns[2]),
+                                      static_cast<double>(st.sync_calls)});
+            }
+            if (i % series_stride == 0) {
+                idle_series.points.emplace_back(t, share(g2.idle_ns, g2.span_ns()));
+                time_series.points.emplace_back(t, dur);
+            }
+        }
+        sec.tables.push_back(std::move(steps));
+        sec.series.push_back(std::move(idle_series));
+        sec.series.push_back(std::move(time_series));
+    }
+    report.sections.push_back(std::move(sec));
+    report.notes.push_back("Timeline window: " + s.window_description + ".");
+    if (steps_dropped_ > 0) {
+        report.notes.push_back("Only the first " + std::to_string(kMaxSteps) +
+                               " steps are broken out; " + std::to_string(steps_dropped_) +
+                               " later steps count toward the last one.");
+    }
+    if (host_spans_dropped_ > 0) {
+        report.notes.push_back("Host activity far ahead of the GPU was dropped from idle-cause "
+                               "attribution (" + std::to_string(host_spans_dropped_) + " spans).");
+    }
+}
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+// TimelineAnalyzer: why the GPU idles. Builds each device's busy timeline (union of kernels,
+// copies and memsets over all streams), classifies every gap the way Holistic Trace Analysis does
+// (host wait / kernel wait / other), finds the host-side cause of host waits (input, sync, copy,
+// launch, CPU work) and accumulates it per step.
+//
+// Works from events alone, one pass: GPU activity must arrive in start order per device (a small
+// reorder buffer absorbs the disorder of CUPTI buffers); host ranges and API calls may run ahead.
+// Memory is bounded by the number of steps, streams and devices, plus a sliding window of recent
+// host activity; nothing is kept per kernel.
+#pragma once
+
+#include "analysis/timeline/log_histogram.hpp"
+#include "analysis/timeline/timeline_stats.hpp"
+#include "analysis/timeline/timeline_summary.hpp"
+#include "core/analyzer.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace gpudiag::detail {
+
+class TimelineAnalyzer final : public Analyzer {
+public:
+    /// HTA's consecutive_kernel_delay: a gap shorter than this between back-to-back kernels is
+    /// launch latency ("kernel wait"), not the host falling behind. HTA keeps µs, so 30 = 30 µs.
+    static constexpr std::uint64_t kKernelWaitThresholdNs = 30'000;
+    /// CPU and GPU clocks in a trace agree to a few µs; a sync that returned this long before the
+    /// GPU went idle still counts as the sync that drained it.
+    static constexpr std::uint64_t kSyncSlackNs = 10'000;
+    /// Steps tracked one by one; later ones are counted but not broken out (bounded memory).
+    static constexpr std::size_t kMaxSteps = 1 << 16;
+
+    explicit TimelineAnalyzer(const AnalysisOptions& options);
+    void begin(const SourceInfo& info, const StringTable& strings) override;
+    void consume(std::span<const Event> events) override;
+    void end(const SourceSummary& summary) override;
+    void contribute(Report& report) override;
+
+    /// The figures of the configured window (valid after end()).
+    [[nodiscard]] TimelineSummary summarize() const;
+
+    /// One idle gap of a device, as classified (for exports and tests).
+    struct Gap {
+        std::uint16_t device;
+        std::uint64_t start_ns;
+        std::uint64_t end_ns;
+        IdleKind kind;
+        IdleCause cause;  ///< the largest host-side cause; meaningful for host waits only
+    };
+    /// Called for every gap of every device, in each device's time order.
+    void set_gap_observer(std::function<void(const Gap&)> observer) { gap_observer_ = std::move(observer); }
+
+private:
+    struct Span {
+        std::uint64_t start;
+        std::uint64_t end;
+    };
+    struct StreamState {
+        bool started = false;
+        std::uint64_t prev_end = 0;
+        std::vector<StreamStats> buckets;
+        StreamStats unattributed;
+    };
+    struct ClassFrontier {
+        bool started = false;
+        std::uint64_t end = 0;
+        // Extends the union by [s, e); returns the time added to it.
+        std::uint64_t extend(std::uint64_t s, std::uint64_t e) noexcept;
+    };
+    // One union of GPU activity over a device: the frontier, the per-class unions, and what they
+    // add up to per bucket and per stream.
+    struct UnionView {
+        bool started = false;
+        std::uint64_t frontier = 0;  // end of the union so far
+        ClassFrontier classes[3];
+        ClassFrontier comm_or_compute;
+        std::vector<GpuTimeStats> buckets;  // see bucket_of()
+        GpuTimeStats unattributed;          // launch unknown (excluded from HTA's window)
+        std::map<std::uint32_t, StreamState> streams;
+    };
+    struct DeviceTimeline {
+        std::uint16_t ordinal = 0;
+        UnionView all;         // every activity
+        UnionView attributed;  // HTA's window only: activities whose launch is in the trace
+        std::vector<Event> pending;  // min-heap by start: the reorder buffer
+    };
+    struct Placement {
+        std::uint64_t start;
+        std::uint64_t end;
+        bool known;
+        std::uint64_t launch;
+        bool unattributed;
+        std::size_t bucket;
+        WorkClass work;
+    };
+    enum class ApiKind : std::uint8_t { kUnknown, kSync, kCopy, kLaunch, kOther };
+
+    void on_event(const Event& e);
+    void on_gpu_activity(const Event& e);
+    void process_gpu_activity(DeviceTimeline& d, const Event& e);
+    void apply(UnionView& v, const Placement& p, const Event& e, bool observed);
+    [[nodiscard]] const UnionView& window_view(const DeviceTimeline& d) const;
+    void on_api_call(const Event& e);
+    void on_host_range(const Event& e, std::uint64_t start, std::uint64_t end,
+                       RangeCategory category, StringId name, std::uint64_t id);
+    void on_step(std::int64_t number, std::uint64_t start, std::uint64_t end);
+    void add_span(std::deque<Span>& spans, std::uint64_t start, std::uint64_t end);
+    void attribute_host_wait(std::uint64_t gap_start, std::uint64_t gap_end,
+                             std::uint64_t launch, GpuTimeStats& st) const;
+    void prune_host_spans();
+    void flush_pending(DeviceTimeline& d);
+    DeviceTimeline* device_for(std::uint16_t ordinal);
+    ApiKind api_kind(StringId name);
+    WorkClass work_class(const Event& e);
+    std::size_t bucket_of(std::uint64_t launch) const;
+    std::size_t step_of(std::uint64_t ts) const;  // index, or SIZE_MAX
+    template <typename Stats>
+    static Stats& bucket_ref(std::vector<Stats>& buckets, std::size_t index);
+    template <typename Stats>
+    Stats select_window(const std::vector<Stats>& buckets, const Stats& unattributed) const;
+    void build_section(const TimelineSummary& s, Report& report) const;
+
+    AnalysisOptions options_;
+    std::function<void(const Gap&)> gap_observer_;
+    const StringTable* strings_ = nullptr;
+    SourceInfo info_;
+    bool ended_ = false;
+
+    std::vector<DeviceTimeline> devices_;
+    std::vector<StepRecord> steps_;
+    std::uint64_t steps_dropped_ = 0;
+    std::unordered_map<std::uint32_t, Span> launches_;  // correlation -> API call
+    std::uint64_t launches_pruned_at_ = 0;
+    std::deque<Span> input_spans_;
+    std::deque<Span> sync_spans_;
+    std::deque<Span> copy_spans_;
+    std::deque<Span> api_spans_;
+    std::uint64_t host_spans_dropped_ = 0;
+    std::uint64_t processed_since_prune_ = 0;
+    std::vector<ApiKind> api_kind_cache_;
+    std::vector<std::uint8_t> comm_name_cache_;  // 0 unknown, 1 compute, 2 communication
+    std::map<StringId, std::pair<std::uint64_t, std::uint64_t>> sync_by_name_;
+    // Open NVTX-style ranges per thread, to pair kRangeBegin with kRangeEnd.
+    std::unordered_map<std::uint64_t, std::vector<Event>> open_ranges_;
+    std::vector<std::size_t> open_steps_;  // indexes into steps_ of steps begun but not ended
+
+    // Host totals over the whole input.
+    std::uint64_t host_first_ns_ = UINT64_MAX;
+    std::uint64_t host_last_ns_ = 0;
+    std::uint64_t input_wait_ns_ = 0;
+    std::uint64_t input_waits_ = 0;
+    std::uint64_t longest_input_wait_ns_ = 0;
+    bool single_process_loader_ = false;
+    std::uint64_t sync_calls_ = 0;
+    std::uint64_t sync_ns_ = 0;
+    LogHistogram kernel_durations_;
+    LogHistogram launch_durations_;
+    std::array<std::uint64_t, 6> pageable_bytes_by_direction_{};
+    std::uint64_t gpu_activities_ = 0;
+};
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: Apache-2.0
+// Timeline findings. Every threshold says where it comes from; none is tuned to one trace.
+#include "analysis/timeline/timeline_summary.hpp"
+#include "support/format.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace gpudiag::detail {
+namespace {
+
+// TensorFlow's input-pipeline analyzer: "moderately" input-bound from 5 % of step time spent
+// waiting for input, "highly" from 20 % (openxla/xprof op_stats_to_input_pipeline_analysis.cc).
+constexpr double kInputModerate = 0.05;
+constexpr double kInputHigh = 0.20;
+// Idle time worth explaining: below a tenth of the window a GPU is, for practical purposes, fed.
+constexpr double kIdleWorthExplaining = 0.10;
+constexpr double kIdleSevere = 0.25;
+// A cause costing 5 % of the window is worth a change to the loop; 20 % dominates it.
+constexpr double kCauseNotable = 0.05;
+constexpr double kCauseSevere = 0.20;
+// Communication not hidden behind compute: TensorBoard's PyTorch plugin flagged 10 %.
+constexpr double kCommNotable = 0.10;
+constexpr double kCommSevere = 0.30;
+// Pageable copies of less than a MiB in total are not worth a finding.
+constexpr double kPageableMinBytes = 1 << 20;
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+std::string pct(double f) { return format_percent(f); }
+std::string dur(double ns) { return format_duration_ns(ns); }
+
+const char* cause_advice(IdleCause c) {
+    switch (c) {
+        case IdleCause::kInput:
+            return "Feed the GPU from background workers: DataLoader(num_workers>0, pin_memory=True, "
+                   "prefetch_factor=4, persistent_workers=True).";
+        case IdleCause::kSync:
+            return "Remove host synchronizations from the loop (.item(), .cpu(), .tolist(), printing "
+                   "tensors, torch.cuda.synchronize()); find them with "
+                   "torch.cuda.set_sync_debug_mode(\"warn\").";
+        case IdleCause::kCopy:
+            return "Copy from pinned memory with .to(device, non_blocking=True) (DataLoader "
+                   "pin_memory=True) so copies do not block the host.";
+        case IdleCause::kLaunch:
+        case IdleCause::kCpu:
+            return "Cut per-kernel host overhead: torch.compile (fuses small ops), CUDA graphs "
+                   "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fused optimizers "
+                   "(fused=True / foreach=True), or a bigger batch per step.";
+    }
+    return "";
+}
+
+void add_input_bound(const TimelineSummary& s, Report& report) {
+    double share = ratio(static_cast<double>(s.input_wait_ns), static_cast<double>(s.host_time_ns));
+    if (share < kInputModerate || s.input_waits == 0) return;
+    Finding f;
+    f.id = "input_bound";
+    f.severity = share >= kInputHigh ? Severity::kCritical : Severity::kWarning;
+    f.rank = s.rank;
+    f.device = s.device;
+    f.title = std::string(share >= kInputHigh ? "Highly" : "Moderately") + " input-bound: " +
+              pct(share) + " of step time waiting for the next batch";
+    double steps = s.steps > 0 ? static_cast<double>(s.steps) : 1.0;
+    double per_step = static_cast<double>(s.input_wait_ns) / steps;
+    double idle_input = ratio(static_cast<double>(s.gpu.cause_ns[0]), static_cast<double>(s.gpu.idle_ns));
+    f.summary = "The training loop waited " + dur(static_cast<double>(s.input_wait_ns)) + " of " +
+                dur(static_cast<double>(s.host_time_ns)) + " for batches (" +
+                std::to_string(s.input_waits) + " fetches, " + dur(per_step) +
+                (s.steps > 0 ? " per step" : " per trace") + ", longest " +
+                dur(static_cast<double>(s.longest_input_wait_ns)) +
+                "). TensorFlow's input-pipeline analyzer calls 5 % moderately and 20 % highly "
+                "input-bound. " + pct(idle_input) + " of the GPU's idle time falls inside these waits.";
+    f.figures = {{"share", share, "fraction", "share of step time waiting for input"},
+                 {"input_wait_per_step_ns", per_step, "ns", "waiting per step"},
+                 {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"},
+                 {"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"}};
+    f.evidence.push_back(std::to_string(s.input_waits) + " DataLoader fetches took " +
+                         dur(static_cast<double>(s.input_wait_ns)) + " in total, the longest " +
+                         dur(static_cast<double>(s.longest_input_wait_ns)));
+    if (s.single_process_loader) {
+        f.evidence.push_back("the fetches run in the training process "
+                             "(_SingleProcessDataLoaderIter: num_workers=0)");
+    }
+    f.advice.push_back(s.single_process_loader
+                           ? "Load batches in background processes: DataLoader(num_workers=N), "
+                             "starting with the number of CPU cores per GPU."
+                           : "Add DataLoader workers (num_workers) until fetches stop blocking; "
+                             "check that the workers are not CPU-starved.");
+    f.advice.push_back("Keep more batches in flight: prefetch_factor=4 and persistent_workers=True "
+                       "(num_workers > 0).");
+    f.advice.push_back("pin_memory=True and .to(device, non_blocking=True) so the copy overlaps "
+                       "compute.");
+    f.advice.push_back("Move decoding and augmentation off the critical path (pre-process once, "
+                       "or augment on the GPU).");
+    report.findings.push_back(std::move(f));
+}
+
+void add_host_sync_stall(const TimelineSummary& s, Report& report) {
+    double span = static_cast<double>(s.gpu.span_ns());
+    double sync_idle = static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(IdleCause::kSync)]);
+    double share = ratio(sync_idle, span);
+    if (share < kCauseNotable) return;
+    Finding f;
+    f.id = "host_sync_stall";
+    f.severity = share >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
+    f.rank = s.rank;
+    f.device = s.device;
+    f.title = "Host synchronizations stall the GPU: " + pct(share) + " of the window idle after syncs";
+    f.summary = "The GPU ran out of work right as the host returned from a synchronization, then "
+                "waited " + dur(sync_idle) + " for the host to launch again. " +
+                std::to_string(s.sync_calls) + " synchronizing calls blocked the host for " +
+                dur(static_cast<double>(s.sync_ns)) + ".";
+    f.figures = {{"share", share, "fraction", "share of the window idle after synchronizations"},
+                 {"sync_idle_ns", sync_idle, "ns", "GPU idle after synchronizations"},
+                 {"sync_calls", static_cast<double>(s.sync_calls), "count", "synchronizing calls"},
+                 {"sync_ns", static_cast<double>(s.sync_ns), "ns", "host blocked"}};
+    f.site_unit = "ns";
+    for (std::size_t i = 0; i < s.sync_by_name.size() && i < 5; ++i) {
+        const auto& [name, cn] = s.sync_by_name[i];
+        f.sites.push_back(CallSite{name, static_cast<double>(cn.second),
+                                   ratio(static_cast<double>(cn.second), static_cast<double>(s.sync_ns)),
+                                   std::to_string(cn.first) + " calls"});
+        f.evidence.push_back(name + ": " + std::to_string(cn.first) + " calls, " +
+                             dur(static_cast<double>(cn.second)));
+    }
+    f.advice.push_back("Keep values on the GPU inside the loop: no .item(), .cpu(), .tolist(), "
+                       "print(tensor) or Python `if tensor:`; log metrics every N steps instead.");
+    f.advice.push_back("Find the calls with torch.cuda.set_sync_debug_mode(\"warn\").");
+    f.advice.push_back("Use non_blocking=True copies from pinned memory; avoid torch.cuda.synchronize() "
+                       "except for timing.");
+    report.findings.push_back(std::move(f));
+}
+
+void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
+    const GpuTimeStats& g = s.gpu;
+    if (g.pageable_copies == 0 || static_cast<double>(g.pageable_bytes) < kPageableMinBytes) return;
+    double span = static_cast<double>(g.span_ns());
+    double cost = static_cast<double>(g.pageable_ns) +
+                  static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kCopy)]);
+    double share = ratio(cost, span);
+    double bandwidth = ratio(static_cast<double>(g.pageable_bytes), static_cast<double>(g.pageable_ns) / 1e9);
+    Finding f;
+    f.id = "pageable_memcpy";
+    f.severity = share >= kCauseNotable ? Severity::kWarning : Severity::kInfo;
+    f.rank = s.rank;
+    f.device = s.device;
+    f.title = std::to_string(g.pageable_copies) + " copies from pageable memory (" +
+              format_bytes(static_cast<double>(g.pageable_bytes)) + ", " +
+              format_bytes(bandwidth) + "/s)";
+    f.summary = "Copies between pageable host memory and the GPU are staged through a driver "
+                "buffer and block the host: " + std::to_string(g.pageable_copies) + " such copies (" +
+                format_bytes(static_cast<double>(g.pageable_bytes)) +
+                (s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction) +
+                ") took " + dur(static_cast<double>(g.pageable_ns)) + " at " +
+                format_bytes(bandwidth) + "/s, " + pct(share) + " of the window with the host time "
+                "spent in them.";
+    f.figures = {{"share", share, "fraction", "share of the window"},
+                 {"bytes", static_cast<double>(g.pageable_bytes), "bytes", "bytes copied"},
+                 {"count", static_cast<double>(g.pageable_copies), "count", "copies"},
+                 {"bandwidth", bandwidth, "bytes/s", "achieved bandwidth"}};
+    f.evidence.push_back("Memcpy activities with a Pageable source or destination: " +
+                         std::to_string(g.pageable_copies));
+    f.advice.push_back("DataLoader(pin_memory=True), or tensor.pin_memory() for buffers you copy "
+                       "every step.");
+    f.advice.push_back("Then copy with .to(device, non_blocking=True) so the copy overlaps compute.");
+    f.advice.push_back("Keep tensors that are reused across steps on the GPU.");
+    report.findings.push_back(std::move(f));
+}
+
+void add_launch_bound(const TimelineSummary& s, Report& report) {
+    const GpuTimeStats& g = s.gpu;
+    double span = static_cast<double>(g.span_ns());
+    double idle_share = ratio(static_cast<double>(g.idle_ns), span);
+    double host_wait = static_cast<double>(g.idle_by_kind[0]);
+    double launch_cpu = static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] +
+                                            g.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)]);
+    // Launch-bound: the GPU idles mostly waiting for the host, the host is busy launching rather
+    // than waiting for data or syncs, and a typical kernel is over before another launch call
+    // (5-20 µs of host time) could have queued the next one.
+    if (idle_share < kIdleWorthExplaining || host_wait < 0.5 * static_cast<double>(g.idle_ns) ||
+        launch_cpu < 0.5 * host_wait || s.launch_median_ns <= 0 ||
+        s.kernel_median_ns > 2.0 * s.launch_median_ns) {
+        return;
+    }
+    double share = ratio(launch_cpu, span);
+    Finding f;
+    f.id = "launch_bound";
+    f.severity = idle_share >= kIdleSevere ? Severity::kCritical : Severity::kWarning;
+    f.rank = s.rank;
+    f.device = s.device;
+    f.title = "Launch-bound: kernels (median " + dur(s.kernel_median_ns) +
+              ") finish faster than the host launches them (median " + dur(s.launch_median_ns) + ")";
+    f.summary = std::to_string(g.kernels) + " kernels ran with a median duration of " +
+                dur(s.kernel_median_ns) + " while a launch call took " + dur(s.launch_median_ns) +
+                " of host time; the GPU idled " + pct(idle_share) + " of the window, " +
+                pct(ratio(launch_cpu, static_cast<double>(g.idle_ns))) +
+                " of that idle time while the host was launching or running framework code.";
+    f.figures = {{"share", share, "fraction", "share of the window idle on launch overhead"},
+                 {"kernels", static_cast<double>(g.kernels), "count", "kernels"},
+                 {"kernel_median_ns", s.kernel_median_ns, "ns", "median kernel"},
+                 {"launch_median_ns", s.launch_median_ns, "ns", "median launch call"}};
+    f.evidence.push_back(std::to_string(s.launch_calls) + " launch calls, median " + dur(s.launch_median_ns));
+    f.evidence.push_back("median kernel " + dur(s.kernel_median_ns));
+    f.advice.push_back("Capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") "
+                       "or torch.cuda.graphs.");
+    f.advice.push_back("torch.compile fuses small elementwise kernels into fewer, larger ones.");
+    f.advice.push_back("A bigger batch per step makes each kernel longer for the same launch cost.");
+    f.advice.push_back("Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
+    report.findings.push_back(std::move(f));
+}
+
+void add_comm_bound(const TimelineSummary& s, Report& report) {
+    const GpuTimeStats& g = s.gpu;
+    double span = static_cast<double>(g.span_ns());
+    double comm = static_cast<double>(g.class_ns[1]);
+    double overlap = static_cast<double>(g.comm_overlap_ns());
+    double exposed = std::max(0.0, comm - overlap);
+    double share = ratio(exposed, span);
+    if (share < kCommNotable) return;
+    Finding f;
+    f.id = "comm_bound";
+    f.severity = share >= kCommSevere ? Severity::kCritical : Severity::kWarning;
+    f.rank = s.rank;
+    f.device = s.device;
+    f.title = "Communication-bound: " + pct(share) + " of the window in collectives not hidden by compute";
+    f.summary = "Collective kernels ran " + dur(comm) + " (" + pct(ratio(comm, span)) +
+                " of the window); only " + pct(ratio(overlap, comm)) +
+                " of that overlapped computation, leaving " + dur(exposed) + " exposed.";
+    f.figures = {{"share", share, "fraction", "exposed communication, share of the window"},
+                 {"communication_share", ratio(comm, span), "fraction", "communication kernels"},
+                 {"comm_overlap_share", ratio(overlap, comm), "fraction", "overlapped with compute"},
+                 {"exposed_ns", exposed, "ns", "communication not overlapped"}};
+    f.evidence.push_back("NCCL kernel time " + dur(comm) + ", overlapped " + dur(overlap));
+    f.advice.push_back("Overlap gradients' all-reduce with backward: DDP buckets (bucket_cap_mb), "
+                       "gradient_as_bucket_view=True; FSDP backward_prefetch/forward_prefetch.");
+    f.advice.push_back("Communicate less often: no_sync() during gradient accumulation, a bigger "
+                       "batch per rank.");
+    f.advice.push_back("Collectives also wait for the slowest rank: compare ranks (gpudiag analyze "
+                       "with every rank's trace) before tuning the network.");
+    report.findings.push_back(std::move(f));
+}
+
+void add_gpu_idle(const TimelineSummary& s, Report& report) {
+    const GpuTimeStats& g = s.gpu;
+    double span = static_cast<double>(g.span_ns());
+    double idle_share = ratio(static_cast<double>(g.idle_ns), span);
+    if (idle_share < kIdleWorthExplaining) return;
+    std::size_t top = 0;
+    for (std::size_t c = 1; c < kIdleCauseCount; ++c) {
+        if (g.cause_ns[c] > g.cause_ns[top]) top = c;
+    }
+    double idle = static_cast<double>(g.idle_ns);
+    double host_wait = static_cast<double>(g.idle_by_kind[0]);
+    Finding f;
+    f.id = "gpu_idle";
+    f.severity = idle_share >= kIdleSevere ? Severity::kWarning : Severity::kInfo;
+    f.rank = s.rank;
+    f.device = s.device;
+    bool host_dominated = host_wait >= 0.5 * idle;
+    f.title = "GPU idle " + pct(idle_share) + " of the window" +
+              (host_dominated ? std::string(", mostly waiting for the host: ") +
+                                    idle_cause_label(static_cast<IdleCause>(top))
+                              : std::string(", mostly between queued kernels"));
+    std::string causes;
+    for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+        if (g.cause_ns[c] == 0) continue;
+        causes += (causes.empty() ? "" : ", ") + pct(ratio(static_cast<double>(g.cause_ns[c]), idle)) +
+                  " " + idle_cause_label(static_cast<IdleCause>(c));
+    }
+    f.summary = "The GPU was idle " + dur(idle) + " of " + dur(span) + ": " +
+                pct(ratio(host_wait, idle)) + " host wait (the next kernel was launched after the "
+                "GPU ran dry), " + pct(ratio(static_cast<double>(g.idle_by_kind[1]), idle)) +
+                " kernel wait (gaps under 30 µs between queued kernels), " +
+                pct(ratio(static_cast<double>(g.idle_by_kind[2]), idle)) + " other." +
+                (causes.empty() ? "" : " During host waits the host was: " + causes + ".");
+    f.figures = {{"share", idle_share, "fraction", "GPU idle share of the window"},
+                 {"host_wait_share", ratio(host_wait, idle), "fraction", "idle: host wait"}};
+    for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+        f.figures.push_back(Figure{std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share",
+                                   ratio(static_cast<double>(g.cause_ns[c]), idle), "fraction",
+                                   idle_cause_label(static_cast<IdleCause>(c))});
+    }
+    f.evidence.push_back(std::to_string(g.gaps) + " idle gaps, the longest " +
+                         dur(static_cast<double>(g.longest_gap_ns)));
+    if (host_dominated) {
+        f.advice.push_back(cause_advice(static_cast<IdleCause>(top)));
+    } else {
+        f.advice.push_back("The host keeps up; the gaps sit between queued kernels (dependencies, "
+                           "events, stream waits). Look at the streams table and at cross-stream "
+                           "waits.");
+    }
+    report.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+void add_timeline_findings(const TimelineSummary& s, Report& report) {
+    if (s.gpu.span_ns() == 0) return;
+    add_input_bound(s, report);
+    add_host_sync_stall(s, report);
+    add_pageable_memcpy(s, report);
+    add_launch_bound(s, report);
+    add_comm_bound(s, report);
+    add_gpu_idle(s, report);
+}
+
+}  // namespace gpudiag::detail

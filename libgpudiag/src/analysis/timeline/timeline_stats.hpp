@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: Apache-2.0
+// The additive figures the timeline analysis keeps per step (and per stream), and the summary of
+// one analysis window that the section and the findings are built from.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpudiag::detail {
+
+/// What the host was doing while the GPU waited for it (host-wait gaps only).
+enum class IdleCause : std::uint8_t {
+    kInput = 0,   ///< waiting for the next batch (DataLoader __next__ or an input-wait marker)
+    kSync = 1,    ///< blocked in (or just back from) a synchronization: the GPU queue drained
+    kCopy = 2,    ///< inside a synchronous or pageable memcpy call
+    kLaunch = 3,  ///< inside CUDA API calls, or the launch latency of the next kernel
+    kCpu = 4,     ///< anything else: Python and framework code on the CPU
+};
+inline constexpr std::size_t kIdleCauseCount = 5;
+const char* idle_cause_key(IdleCause c) noexcept;    ///< "input", "sync", ...
+const char* idle_cause_label(IdleCause c) noexcept;  ///< "waiting for the next batch", ...
+
+/// HTA's idle categories for a gap before a GPU activity.
+enum class IdleKind : std::uint8_t { kHostWait = 0, kKernelWait = 1, kOther = 2 };
+
+/// Kernel classes, as HTA splits kernel time (NCCL/RCCL kernels are communication; copies and
+/// memsets are memory; everything else computes).
+enum class WorkClass : std::uint8_t { kCompute = 0, kCommunication = 1, kMemory = 2 };
+
+/// Figures that add up across steps. Times are nanoseconds on the device's clock.
+struct GpuTimeStats {
+    std::uint64_t busy_ns = 0;   ///< union of all GPU activity
+    std::uint64_t idle_ns = 0;   ///< gaps in that union
+    std::array<std::uint64_t, 3> idle_by_kind{};           ///< IdleKind
+    std::array<std::uint64_t, kIdleCauseCount> cause_ns{};  ///< host-wait time by cause
+    std::array<std::uint64_t, 3> class_ns{};                ///< union per WorkClass
+    std::uint64_t comm_or_compute_ns = 0;  ///< union of communication and compute (for overlap)
+    std::uint64_t gaps = 0;
+    std::uint64_t longest_gap_ns = 0;
+    std::uint64_t activities = 0;
+    std::uint64_t kernels = 0;
+    std::uint64_t kernel_ns = 0;           ///< summed kernel durations (not a union)
+    std::uint64_t pageable_copies = 0;
+    std::uint64_t pageable_bytes = 0;
+    std::uint64_t pageable_ns = 0;
+    std::uint64_t first_start_ns = UINT64_MAX;
+    std::uint64_t last_end_ns = 0;
+
+    void add(const GpuTimeStats& o) noexcept {
+        busy_ns += o.busy_ns;
+        idle_ns += o.idle_ns;
+        for (std::size_t i = 0; i < idle_by_kind.size(); ++i) idle_by_kind[i] += o.idle_by_kind[i];
+        for (std::size_t i = 0; i < cause_ns.size(); ++i) cause_ns[i] += o.cause_ns[i];
+        for (std::size_t i = 0; i < class_ns.size(); ++i) class_ns[i] += o.class_ns[i];
+        comm_or_compute_ns += o.comm_or_compute_ns;
+        gaps += o.gaps;
+        longest_gap_ns = std::max(longest_gap_ns, o.longest_gap_ns);
+        activities += o.activities;
+        kernels += o.kernels;
+        kernel_ns += o.kernel_ns;
+        pageable_copies += o.pageable_copies;
+        pageable_bytes += o.pageable_bytes;
+        pageable_ns += o.pageable_ns;
+        first_start_ns = std::min(first_start_ns, o.first_start_ns);
+        last_end_ns = std::max(last_end_ns, o.last_end_ns);
+    }
+    [[nodiscard]] std::uint64_t span_ns() const noexcept { return busy_ns + idle_ns; }
+    [[nodiscard]] std::uint64_t comm_overlap_ns() const noexcept {
+        std::uint64_t both = class_ns[0] + class_ns[1];
+        return both > comm_or_compute_ns ? both - comm_or_compute_ns : 0;
+    }
+};
+
+/// HTA-style per-stream idle figures (gaps between consecutive activities on one stream).
+struct StreamStats {
+    std::uint64_t activities = 0;
+    std::uint64_t busy_ns = 0;
+    std::array<std::uint64_t, 3> idle_by_kind{};
+
+    void add(const StreamStats& o) noexcept {
+        activities += o.activities;
+        busy_ns += o.busy_ns;
+        for (std::size_t i = 0; i < 3; ++i) idle_by_kind[i] += o.idle_by_kind[i];
+    }
+};
+
+/// One step as the host saw it.
+struct StepRecord {
+    std::int64_t number = 0;
+    std::uint64_t start_ns = 0;
+    std::uint64_t end_ns = UINT64_MAX;  ///< UINT64_MAX while a step marker is still open
+    std::uint64_t input_wait_ns = 0;
+    std::uint64_t input_waits = 0;
+    std::uint64_t longest_input_wait_ns = 0;
+    std::uint64_t sync_calls = 0;
+    std::uint64_t sync_ns = 0;
+};
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: Apache-2.0
+// TimelineSummary: the figures of one analysis window, from which the "timeline" section and the
+// timeline findings are built (and which tests can check directly).
+#pragma once
+
+#include "analysis/timeline/timeline_stats.hpp"
+
+#include <gpudiag/analyze.hpp>
+#include <gpudiag/report.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpudiag::detail {
+
+struct TimelineSummary {
+    AnalysisWindow window = AnalysisWindow::kSteps;
+    std::string window_description;  ///< how the window was chosen, in words
+    bool has_gpu_activity = false;
+    std::int32_t device = -1;        ///< the device the headline figures describe
+    std::int32_t rank = -1;
+    GpuTimeStats gpu;                ///< that device, over the window
+
+    // Host side, over the window.
+    std::uint64_t steps = 0;
+    std::uint64_t host_time_ns = 0;  ///< summed step durations, or the host span without steps
+    std::uint64_t step_time_mean_ns = 0;
+    std::uint64_t step_time_max_ns = 0;
+    std::uint64_t input_wait_ns = 0;
+    std::uint64_t input_waits = 0;
+    std::uint64_t longest_input_wait_ns = 0;
+    bool single_process_loader = false;  ///< the waits are DataLoader(num_workers=0) fetches
+    std::uint64_t sync_calls = 0;
+    std::uint64_t sync_ns = 0;
+    std::vector<std::pair<std::string, std::pair<std::uint64_t, std::uint64_t>>> sync_by_name;
+
+    // Distributions over the whole input.
+    double kernel_median_ns = 0;
+    double launch_median_ns = 0;     ///< median duration of launch API calls
+    std::uint64_t launch_calls = 0;
+    std::string top_pageable_direction;  ///< "host to device" ...
+};
+
+/// Adds the timeline findings (input_bound, host_sync_stall, pageable_memcpy, launch_bound,
+/// comm_bound, gpu_idle) that `s` supports. Thresholds and their reasons are in the .cpp.
+void add_timeline_findings(const TimelineSummary& s, Report& report);
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,827 @@
+// SPDX-License-Identifier: Apache-2.0
+// KinetoParser, with simdjson On-Demand: one pass over the document, no DOM. Each event object's
+// fields are read in file order and only the fields gpudiag uses are decoded; "args" of CPU
+// operators (call stacks, input shapes) are skipped without being materialised.
+#include "kineto/kineto_parser.hpp"
+
+#include "kineto/json_number.hpp"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string_view>
+
+namespace gpudiag::detail {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+enum class Category : std::uint8_t {
+    kOther,
+    kKernel,
+    kMemcpy,
+    kMemset,
+    kRuntime,
+    kDriver,
+    kSync,
+    kCpuOp,
+    kUserAnnotation,
+    kGpuUserAnnotation,
+    kIgnored,      // python_function, Trace spans, flows: well-formed, no use to gpudiag
+    kInstant,      // cpu_instant_event ([memory] records)
+    kMtiaDevice,   // mtia_ccp_events: device queue events, not kernels
+    kMtiaRuntime,
+};
+
+Category classify_category(std::string_view c) noexcept {
+    // Both vocabularies: Kineto's 2021 names ("Kernel", "Runtime", "Operator") and today's.
+    switch (c.empty() ? '\0' : c.front()) {
+        case 'k': if (c == "kernel") return Category::kKernel; break;
+        case 'K': if (c == "Kernel") return Category::kKernel; break;
+        case 'g':
+            if (c == "gpu_memcpy") return Category::kMemcpy;
+            if (c == "gpu_memset") return Category::kMemset;
+            if (c == "gpu_user_annotation") return Category::kGpuUserAnnotation;
+            break;
+        case 'M':
+            if (c == "Memcpy") return Category::kMemcpy;
+            if (c == "Memset") return Category::kMemset;
+            break;
+        case 'c':
+            if (c == "cpu_op") return Category::kCpuOp;
+            if (c == "cuda_runtime") return Category::kRuntime;
+            if (c == "cuda_driver") return Category::kDriver;
+            if (c == "cuda_sync") return Category::kSync;
+            if (c == "cpu_instant_event") return Category::kInstant;
+            break;
+        case 'R': if (c == "Runtime") return Category::kRuntime; break;
+        case 'D': if (c == "Driver") return Category::kDriver; break;
+        case 'O': if (c == "Operator") return Category::kCpuOp; break;
+        case 'u': if (c == "user_annotation") return Category::kUserAnnotation; break;
+        case 'U': if (c == "User Annotation") return Category::kUserAnnotation; break;
+        case 'p': if (c == "python_function") return Category::kIgnored; break;
+        case 'T': if (c == "Trace") return Category::kIgnored; break;
+        case 'm':
+            if (c == "mtia_ccp_events") return Category::kMtiaDevice;
+            if (c == "mtia_runtime") return Category::kMtiaRuntime;
+            break;
+        default: break;
+    }
+    return Category::kOther;
+}
+
+// Everything read from one event object.
+struct RawEvent {
+    char ph = 0;
+    std::string_view cat;
+    std::string_view name;
+    bool has_ts = false;
+    std::int64_t ts = 0;
+    std::int64_t dur = 0;
+    std::int64_t pid = 0;
+    std::int64_t tid = 0;
+    bool pid_numeric = false;
+    bool tid_is_stream = false;  // "stream 7"
+    // args
+    std::int64_t device = -1;
+    std::int64_t stream = -1;
+    std::int64_t correlation = -1;
+    std::int64_t external_id = 0;
+    std::int64_t bytes = -1;
+    std::int64_t cbid = 0;
+    std::int64_t grid = 0;
+    std::int64_t block = 0;
+    std::int64_t registers = 0;
+    std::int64_t shared_memory = 0;
+    std::int64_t mem_device_type = -1;
+    std::int64_t mem_device_id = -1;
+    std::int64_t mem_addr = 0;
+    bool has_mem_bytes = false;
+    std::int64_t mem_bytes = 0;
+    double total_allocated = -1;
+    double total_reserved = -1;
+    std::string_view sync_kind;
+    std::string_view arg_name;    // args.name of metadata events
+    std::string_view arg_labels;  // args.labels of process_labels
+};
+
+// A field that fails to decode keeps its default: one odd field must not cost the whole event.
+inline void ignore(simdjson::error_code) noexcept {}
+
+std::uint32_t hash32(std::string_view s) noexcept {
+    std::uint32_t h = 2166136261u;  // FNV-1a: stable ids for non-numeric thread names
+    for (unsigned char c : s) h = (h ^ c) * 16777619u;
+    return h | 0x80000000u;         // keep clear of real (small) thread ids
+}
+
+// A number or numeric string as int64; doubles are truncated.
+bool read_int(od::value& v, std::int64_t& out) noexcept {
+    od::json_type t;
+    if (v.type().get(t) != simdjson::SUCCESS) return false;
+    if (t == od::json_type::number) {
+        std::string_view tok;
+        tok = v.raw_json_token();
+        while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' ||
+                                tok.back() == '\t')) {
+            tok.remove_suffix(1);
+        }
+        if (parse_integer_token(tok, out)) return true;
+        double d = 0;
+        if (v.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d) || std::fabs(d) > 9e18) {
+            return false;
+        }
+        out = static_cast<std::int64_t>(d);
+        return true;
+    }
+    if (t == od::json_type::string) {
+        std::string_view s;
+        if (v.get_string().get(s) != simdjson::SUCCESS) return false;
+        return parse_integer_token(s, out);
+    }
+    return false;
+}
+
+bool read_double(od::value& v, double& out) noexcept {
+    std::int64_t i = 0;
+    od::json_type t;
+    if (v.type().get(t) != simdjson::SUCCESS) return false;
+    if (t == od::json_type::number) return v.get_double().get(out) == simdjson::SUCCESS;
+    if (t == od::json_type::string && read_int(v, i)) {
+        out = static_cast<double>(i);
+        return true;
+    }
+    return false;
+}
+
+bool read_time(od::value& v, std::int64_t& ns) noexcept {
+    od::json_type t;
+    if (v.type().get(t) != simdjson::SUCCESS) return false;
+    std::string_view tok;
+    if (t == od::json_type::number) {
+        tok = v.raw_json_token();
+    } else if (t == od::json_type::string) {
+        if (v.get_string().get(tok) != simdjson::SUCCESS) return false;
+    } else {
+        return false;
+    }
+    return parse_microseconds_as_ns(tok, ns);
+}
+
+// pid/tid: numbers, numeric strings, "stream 7", or free text (hashed).
+void read_id(od::value& v, std::int64_t& out, bool* numeric, bool* is_stream) noexcept {
+    od::json_type t;
+    if (v.type().get(t) != simdjson::SUCCESS) return;
+    if (t == od::json_type::number) {
+        if (read_int(v, out) && numeric != nullptr) *numeric = true;
+        return;
+    }
+    if (t != od::json_type::string) return;
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) return;
+    if (parse_integer_token(s, out)) {
+        if (numeric != nullptr) *numeric = true;
+        return;
+    }
+    if (s.size() > 7 && s.substr(0, 7) == "stream " && parse_integer_token(s.substr(7), out)) {
+        if (is_stream != nullptr) *is_stream = true;
+        return;
+    }
+    out = hash32(s);
+}
+
+std::int64_t read_dim_product(od::value& v) noexcept {
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return 0;
+    std::int64_t product = 1;
+    for (auto item : arr) {
+        od::value x;
+        std::int64_t n = 0;
+        if (item.get(x) != simdjson::SUCCESS || !read_int(x, n) || n < 0) return 0;
+        product = n == 0 ? 0 : (product > INT32_MAX / n ? INT32_MAX : product * n);
+    }
+    return product;
+}
+
+simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
+    od::object args;
+    if (auto err = v.get_object().get(args); err) return err;
+    for (auto field_result : args) {
+        od::field field;
+        if (auto err = std::move(field_result).get(field); err) return err;
+        od::raw_json_string key = field.key();
+        od::value& value = field.value();
+        // Dispatch on the key; comparisons against raw (still escaped) keys are exact for these
+        // plain-ASCII names.
+        const char* k = key.raw();
+        switch (k[0]) {
+            case 'd':
+                if (key == "device") read_int(value, e.device);
+                break;
+            case 's':
+                if (key == "stream") read_int(value, e.stream);
+                else if (key == "shared memory") read_int(value, e.shared_memory);
+                break;
+            case 'c':
+                if (key == "correlation") read_int(value, e.correlation);
+                else if (key == "cbid") read_int(value, e.cbid);
+                else if (key == "cuda_sync_kind") ignore(value.get_string().get(e.sync_kind));
+                break;
+            case 'b':
+                if (key == "bytes") read_int(value, e.bytes);
+                else if (key == "block") e.block = read_dim_product(value);
+                break;
+            case 'g':
+                if (key == "grid") e.grid = read_dim_product(value);
+                break;
+            case 'r':
+                if (key == "registers per thread") read_int(value, e.registers);
+                break;
+            case 'E':
+                if (key == "External id") read_int(value, e.external_id);
+                break;
+            case 'D':
+                if (key == "Device Type") read_int(value, e.mem_device_type);
+                else if (key == "Device Id") read_int(value, e.mem_device_id);
+                break;
+            case 'A':
+                if (key == "Addr") read_int(value, e.mem_addr);
+                break;
+            case 'B':
+                if (key == "Bytes") e.has_mem_bytes = read_int(value, e.mem_bytes);
+                break;
+            case 'T':
+                if (key == "Total Allocated") read_double(value, e.total_allocated);
+                else if (key == "Total Reserved") read_double(value, e.total_reserved);
+                break;
+            case 'n':
+                if (key == "name") ignore(value.get_string().get(e.arg_name));
+                break;
+            case 'l':
+                if (key == "labels") ignore(value.get_string().get(e.arg_labels));
+                break;
+            default: break;
+        }
+    }
+    return simdjson::SUCCESS;
+}
+
+simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
+    for (auto field_result : obj) {
+        od::field field;
+        if (auto err = std::move(field_result).get(field); err) return err;
+        od::raw_json_string key = field.key();
+        od::value& value = field.value();
+        const char* k = key.raw();
+        switch (k[0]) {
+            case 'p':
+                if (key == "ph") {
+                    std::string_view ph;
+                    if (value.get_string().get(ph) == simdjson::SUCCESS && !ph.empty()) {
+                        e.ph = ph.front();
+                    }
+                } else if (key == "pid") {
+                    read_id(value, e.pid, &e.pid_numeric, nullptr);
+                }
+                break;
+            case 'c':
+                if (key == "cat") ignore(value.get_string().get(e.cat));
+                break;
+            case 'n':
+                if (key == "name") ignore(value.get_string().get(e.name));
+                break;
+            case 't':
+                if (key == "ts") e.has_ts = read_time(value, e.ts);
+                else if (key == "tid") read_id(value, e.tid, nullptr, &e.tid_is_stream);
+                break;
+            case 'd':
+                if (key == "dur") {
+                    if (!read_time(value, e.dur)) e.dur = 0;
+                }
+                break;
+            case 'a':
+                if (key == "args") {
+                    // CPU-side records carry call stacks and shapes gpudiag does not read.
+                    Category c = classify_category(e.cat);
+                    bool wanted = e.ph == 'M' || e.ph == 'i' || e.ph == 'I' ||
+                                  (c != Category::kCpuOp && c != Category::kUserAnnotation &&
+                                   c != Category::kIgnored);
+                    if (wanted) {
+                        if (auto err = read_args(value, e); err) return err;
+                    }
+                }
+                break;
+            default: break;
+        }
+    }
+    return simdjson::SUCCESS;
+}
+
+bool starts_with(std::string_view s, std::string_view p) noexcept {
+    return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+
+MemoryKind memory_kind_from(std::string_view w) noexcept {
+    if (starts_with(w, "Pageable")) return MemoryKind::kPageable;
+    if (starts_with(w, "Pinned")) return MemoryKind::kPinned;
+    if (starts_with(w, "Device")) return MemoryKind::kDevice;
+    if (starts_with(w, "Managed")) return MemoryKind::kManaged;
+    if (starts_with(w, "Array")) return MemoryKind::kArray;
+    return MemoryKind::kUnknown;
+}
+
+// "Memcpy HtoD (Pageable -> Device)" -> direction and memory kinds.
+void decode_copy_name(std::string_view name, CopyPayload& copy) noexcept {
+    if (name.find("HtoD") != std::string_view::npos) copy.direction = CopyDirection::kHostToDevice;
+    else if (name.find("DtoH") != std::string_view::npos) copy.direction = CopyDirection::kDeviceToHost;
+    else if (name.find("DtoD") != std::string_view::npos) copy.direction = CopyDirection::kDeviceToDevice;
+    else if (name.find("HtoH") != std::string_view::npos) copy.direction = CopyDirection::kHostToHost;
+    else if (name.find("PtoP") != std::string_view::npos) copy.direction = CopyDirection::kPeerToPeer;
+    auto open = name.find('(');
+    auto arrow = name.find("->");
+    if (open != std::string_view::npos && arrow != std::string_view::npos && arrow > open) {
+        std::string_view src = name.substr(open + 1, arrow - open - 1);
+        while (!src.empty() && src.back() == ' ') src.remove_suffix(1);
+        std::string_view dst = name.substr(arrow + 2);
+        while (!dst.empty() && dst.front() == ' ') dst.remove_prefix(1);
+        copy.src_kind = memory_kind_from(src);
+        copy.dst_kind = memory_kind_from(dst);
+    } else if (open != std::string_view::npos) {
+        copy.dst_kind = memory_kind_from(name.substr(open + 1));  // "Memset (Device)"
+    }
+}
+
+RangeCategory range_category_for(std::string_view name, Category cat, std::int64_t& step) noexcept {
+    if (starts_with(name, "ProfilerStep#")) {
+        std::int64_t n = 0;
+        if (parse_integer_token(name.substr(13), n)) {
+            step = n;
+            return RangeCategory::kStep;
+        }
+    }
+    // torch.utils.data: every batch fetch is wrapped in this record_function.
+    if (starts_with(name, "enumerate(DataLoader)#")) return RangeCategory::kInputWait;
+    // Lightning's profiler action for the same wait.
+    if (name.find("train_dataloader_next") != std::string_view::npos) return RangeCategory::kInputWait;
+    if (starts_with(name, "nccl:") || starts_with(name, "gloo:") || starts_with(name, "c10d::") ||
+        starts_with(name, "record_param_comms")) {
+        return RangeCategory::kCommunication;
+    }
+    if (cat == Category::kCpuOp) return RangeCategory::kCpuOp;
+    return RangeCategory::kUserAnnotation;
+}
+
+SyncKind sync_kind_from(std::string_view s) noexcept {
+    if (s == "Event Sync") return SyncKind::kEvent;
+    if (s == "Stream Sync") return SyncKind::kStream;
+    if (s == "Context Sync" || s == "Device Sync") return SyncKind::kDevice;
+    if (s == "Stream Wait Event") return SyncKind::kStreamWaitEvent;
+    return SyncKind::kUnknown;
+}
+
+std::uint32_t clamp_u32(std::int64_t v) noexcept {
+    if (v < 0) return 0;
+    return v > INT32_MAX ? static_cast<std::uint32_t>(INT32_MAX) : static_cast<std::uint32_t>(v);
+}
+
+class Converter {
+public:
+    Converter(StringTable& strings, KinetoParseResult& out) : strings_(strings), out_(out) {}
+
+    void convert(const RawEvent& r) {
+        if (r.ph == 'M') {
+            metadata(r);
+            return;
+        }
+        if (r.ph == 'i' || r.ph == 'I') {
+            if (r.name == "[memory]") memory(r);
+            else ++out_.ignored;
+            return;
+        }
+        if (r.ph != 'X') {  // flows (s/f), counters, async begin/end: correlation is in args
+            ++out_.ignored;
+            return;
+        }
+        if (!r.has_ts || r.ts < 0) {
+            ++out_.summary.dropped;
+            return;
+        }
+        Category c = classify_category(r.cat);
+        switch (c) {
+            case Category::kKernel:
+            case Category::kMemcpy:
+            case Category::kMemset: gpu_activity(r, c); break;
+            case Category::kRuntime:
+            case Category::kDriver:
+            case Category::kMtiaRuntime: api_call(r, c); break;
+            case Category::kSync: sync(r); break;
+            case Category::kCpuOp:
+            case Category::kUserAnnotation:
+            case Category::kGpuUserAnnotation: range(r, c); break;
+            case Category::kMtiaDevice:
+                saw_mtia_ = true;
+                ++out_.ignored;
+                break;
+            case Category::kIgnored: ++out_.ignored; break;
+            case Category::kInstant:
+            case Category::kOther:
+                if (!r.cat.empty() && unknown_categories_.size() < 8 &&
+                    std::find(unknown_categories_.begin(), unknown_categories_.end(), r.cat) ==
+                        unknown_categories_.end()) {
+                    unknown_categories_.emplace_back(r.cat);
+                }
+                ++out_.ignored;
+                break;
+        }
+    }
+
+    void finish() {
+        if (saw_mtia_) out_.device_vendor = "mtia";
+        if (!unknown_categories_.empty()) {
+            std::string list;
+            for (const auto& c : unknown_categories_) list += (list.empty() ? "" : ", ") + c;
+            out_.summary.notes.push_back("Ignored events of categories gpudiag does not read: " + list);
+        }
+    }
+
+private:
+    Event base(const RawEvent& r) const {
+        Event e;
+        e.start_ns = static_cast<std::uint64_t>(r.ts);
+        e.end_ns = e.start_ns + static_cast<std::uint64_t>(std::max<std::int64_t>(r.dur, 0));
+        e.process = static_cast<std::uint32_t>(r.pid);
+        e.thread = static_cast<std::uint32_t>(r.tid);
+        return e;
+    }
+
+    void gpu_activity(const RawEvent& r, Category c) {
+        Event e = base(r);
+        std::int64_t device = r.device >= 0 ? r.device : (r.pid_numeric ? r.pid : 0);
+        std::int64_t stream = r.stream >= 0 ? r.stream : r.tid;
+        e.device = static_cast<std::uint16_t>(std::clamp<std::int64_t>(device, 0, 0xFFFE));
+        e.stream = static_cast<std::uint32_t>(stream);
+        e.thread = 0;
+        if (c == Category::kKernel) {
+            e.kind = EventKind::kKernel;
+            e.kernel.name = strings_.intern(r.name);
+            e.kernel.correlation = static_cast<std::uint32_t>(r.correlation);
+            e.kernel.grid_size = clamp_u32(r.grid);
+            e.kernel.block_size = clamp_u32(r.block);
+            e.kernel.shared_bytes = clamp_u32(r.shared_memory);
+            e.kernel.registers = clamp_u32(r.registers);
+        } else {
+            e.kind = c == Category::kMemcpy ? EventKind::kMemcpy : EventKind::kMemset;
+            e.copy.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(r.bytes, 0));
+            e.copy.correlation = static_cast<std::uint32_t>(r.correlation);
+            decode_copy_name(r.name, e.copy);
+        }
+        ++out_.gpu_activities;
+        out_.events.push_back(e);
+    }
+
+    void api_call(const RawEvent& r, Category c) {
+        Event e = base(r);
+        e.kind = EventKind::kApiCall;
+        e.api.name = strings_.intern(r.name);
+        e.api.correlation = static_cast<std::uint32_t>(r.correlation);
+        e.api.callback_id = clamp_u32(r.cbid);
+        e.api.domain = c == Category::kRuntime   ? ApiDomain::kRuntime
+                       : c == Category::kDriver  ? ApiDomain::kDriver
+                                                 : ApiDomain::kUnknown;
+        out_.events.push_back(e);
+    }
+
+    void sync(const RawEvent& r) {
+        Event e = base(r);
+        e.kind = EventKind::kSync;
+        if (r.device >= 0) e.device = static_cast<std::uint16_t>(std::min<std::int64_t>(r.device, 0xFFFE));
+        e.stream = r.stream >= 0 ? static_cast<std::uint32_t>(r.stream) : kNoStream;
+        e.thread = 0;
+        e.sync.correlation = static_cast<std::uint32_t>(r.correlation);
+        e.sync.sync_kind = sync_kind_from(r.sync_kind.empty() ? r.name : r.sync_kind);
+        out_.events.push_back(e);
+    }
+
+    void range(const RawEvent& r, Category c) {
+        Event e = base(r);
+        e.kind = EventKind::kRange;
+        std::int64_t step = 0;
+        e.range.name = strings_.intern(r.name);
+        e.range.id = static_cast<std::uint64_t>(std::max<std::int64_t>(r.external_id, 0));
+        if (c == Category::kGpuUserAnnotation) {
+            // The GPU-side copy of a user range: kept for exports, never a host range or a step.
+            e.range.category = RangeCategory::kUserAnnotation;
+            e.device = static_cast<std::uint16_t>(std::clamp<std::int64_t>(
+                r.device >= 0 ? r.device : (r.pid_numeric ? r.pid : 0), 0, 0xFFFE));
+            e.stream = static_cast<std::uint32_t>(r.tid);
+            e.thread = 0;
+        } else {
+            e.range.category = range_category_for(r.name, c, step);
+            if (e.range.category == RangeCategory::kStep) e.range.id = static_cast<std::uint64_t>(step);
+        }
+        out_.events.push_back(e);
+    }
+
+    void memory(const RawEvent& r) {
+        // Kineto's allocator records: Device Type 0 is host memory, which gpudiag does not track.
+        if (!r.has_ts || r.ts < 0 || r.mem_device_type <= 0) {
+            ++out_.ignored;
+            return;
+        }
+        std::uint16_t device = static_cast<std::uint16_t>(std::clamp<std::int64_t>(r.mem_device_id, 0, 0xFFFE));
+        if (r.has_mem_bytes && r.mem_bytes != 0) {
+            Event e = base(r);
+            e.end_ns = e.start_ns;
+            e.kind = r.mem_bytes > 0 ? EventKind::kBlockAlloc : EventKind::kBlockFree;
+            e.device = device;
+            e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+            e.memory.address = static_cast<std::uint64_t>(r.mem_addr);
+            e.memory.bytes = static_cast<std::uint64_t>(r.mem_bytes > 0 ? r.mem_bytes : -r.mem_bytes);
+            e.memory.aux = e.memory.bytes;
+            out_.events.push_back(e);
+        }
+        auto counter = [&](CounterKind kind, double value) {
+            Event e = base(r);
+            e.end_ns = e.start_ns;
+            e.kind = EventKind::kCounter;
+            e.device = device;
+            e.counter.counter = kind;
+            e.counter.value = value;
+            out_.events.push_back(e);
+        };
+        if (r.total_allocated >= 0) counter(CounterKind::kFrameworkAllocatedBytes, r.total_allocated);
+        if (r.total_reserved >= 0) counter(CounterKind::kFrameworkReservedBytes, r.total_reserved);
+    }
+
+    void metadata(const RawEvent& r) {
+        if (r.name == "process_labels" || r.name == "process_name") {
+            std::string_view label = r.name == "process_labels" ? r.arg_labels : r.arg_name;
+            if (starts_with(label, "MTIA")) saw_mtia_ = true;
+        }
+    }
+
+    StringTable& strings_;
+    KinetoParseResult& out_;
+    bool saw_mtia_ = false;
+    std::vector<std::string> unknown_categories_;
+};
+
+void read_device_properties(od::value& v, SourceInfo& info, std::string& vendor) {
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return;
+    for (auto item : arr) {
+        od::object obj;
+        if (item.get_object().get(obj) != simdjson::SUCCESS) continue;
+        DeviceInfo d;
+        for (auto fr : obj) {
+            od::field f;
+            if (std::move(fr).get(f) != simdjson::SUCCESS) break;
+            od::raw_json_string key = f.key();
+            std::int64_t n = 0;
+            if (key == "id") {
+                if (read_int(f.value(), n)) d.ordinal = static_cast<std::uint16_t>(std::clamp<std::int64_t>(n, 0, 0xFFFE));
+            } else if (key == "name") {
+                std::string_view s;
+                if (f.value().get_string().get(s) == simdjson::SUCCESS) d.name = std::string(s);
+            } else if (key == "totalGlobalMem") {
+                if (read_int(f.value(), n) && n > 0) d.total_memory_bytes = static_cast<std::uint64_t>(n);
+            }
+        }
+        if (d.name.find("AMD") != std::string::npos || d.name.find("Instinct") != std::string::npos ||
+            d.name.find("Radeon") != std::string::npos) {
+            vendor = "amd";
+        } else if (vendor.empty() && !d.name.empty()) {
+            vendor = "nvidia";
+        }
+        if (info.devices.size() < 256) info.devices.push_back(std::move(d));
+    }
+}
+
+void read_distributed_info(od::value& v, SourceInfo& info) {
+    od::object obj;
+    if (v.get_object().get(obj) != simdjson::SUCCESS) return;
+    for (auto fr : obj) {
+        od::field f;
+        if (std::move(fr).get(f) != simdjson::SUCCESS) break;
+        od::raw_json_string key = f.key();
+        std::int64_t n = 0;
+        if (key == "rank") {
+            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX) info.rank = static_cast<std::int32_t>(n);
+        } else if (key == "world_size") {
+            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX) info.world_size = static_cast<std::int32_t>(n);
+        } else if (key == "backend") {
+            std::string_view s;
+            if (f.value().get_string().get(s) == simdjson::SUCCESS) {
+                info.properties.emplace_back("distributed_backend", std::string(s));
+            }
+        }
+    }
+}
+
+std::string describe(simdjson::error_code err) { return simdjson::error_message(err); }
+
+// The last place where the trace can be cut and closed into valid JSON: just after a complete
+// element of an array at depth 1 or 2 (the event array, in either trace form). Returns the closed
+// text, or "" when there is no such place.
+std::string close_after_last_complete_event(std::string_view text) {
+    std::size_t depth = 0;
+    char stack[3] = {0, 0, 0};  // container types at depths 1..3
+    bool in_string = false;
+    bool escaped = false;
+    std::size_t cut = 0;
+    char closers[2] = {0, 0};
+    std::size_t closer_count = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        char ch = text[i];
+        if (in_string) {
+            if (escaped) escaped = false;
+            else if (ch == '\\') escaped = true;
+            else if (ch == '"') in_string = false;
+            continue;
+        }
+        switch (ch) {
+            case '"': in_string = true; break;
+            case '{':
+            case '[':
+                ++depth;
+                if (depth <= 3) stack[depth - 1] = ch;
+                break;
+            case '}':
+            case ']':
+                if (depth == 0) return {};
+                --depth;
+                if ((depth == 1 || depth == 2) && stack[depth - 1] == '[') {
+                    cut = i + 1;
+                    closer_count = 0;
+                    for (std::size_t d = depth; d >= 1; --d) {
+                        closers[closer_count++] = stack[d - 1] == '[' ? ']' : '}';
+                    }
+                }
+                break;
+            default: break;
+        }
+    }
+    if (cut == 0) return {};
+    std::string closed(text.substr(0, cut));
+    for (std::size_t k = 0; k < closer_count; ++k) closed += closers[k];
+    return closed;
+}
+
+struct ParseAttempt {
+    simdjson::error_code error = simdjson::SUCCESS;
+    std::string where;
+    bool found_events = false;
+    bool not_a_trace_kind = false;  // an array of arrays: a memory-timeline export
+};
+
+ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capacity,
+                            StringTable& strings, KinetoParseResult& out) {
+    ParseAttempt attempt;
+    od::parser parser;
+    Converter converter(strings, out);
+    od::document doc;
+    auto fail = [&](simdjson::error_code err, std::string where) {
+        attempt.error = err;
+        attempt.where = std::move(where);
+        converter.finish();
+        return attempt;
+    };
+    if (auto err = parser.iterate(data, size, capacity).get(doc); err) return fail(err, "at the start");
+
+    auto read_events = [&](od::array& events) -> simdjson::error_code {
+        attempt.found_events = true;
+        std::size_t index = 0;
+        for (auto item : events) {
+            od::object obj;
+            if (auto err = item.get_object().get(obj); err) {
+                od::json_type t;
+                if (index == 0 && item.type().get(t) == simdjson::SUCCESS &&
+                    t == od::json_type::array) {
+                    attempt.not_a_trace_kind = true;
+                }
+                attempt.where = "in event " + std::to_string(index);
+                return err;
+            }
+            RawEvent r;
+            if (auto err = read_event(obj, r); err) {
+                attempt.where = "in event " + std::to_string(index);
+                return err;
+            }
+            converter.convert(r);
+            ++index;
+        }
+        return simdjson::SUCCESS;
+    };
+
+    od::json_type top;
+    if (auto err = doc.type().get(top); err) return fail(err, "at the start");
+    if (top == od::json_type::array) {
+        od::array events;
+        if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
+        if (auto err = read_events(events); err) return fail(err, attempt.where);
+    } else if (top == od::json_type::object) {
+        od::object root;
+        if (auto err = doc.get_object().get(root); err) return fail(err, "at the start");
+        for (auto fr : root) {
+            od::field f;
+            if (auto err = std::move(fr).get(f); err) return fail(err, "in the top-level object");
+            od::raw_json_string key = f.key();
+            if (key == "traceEvents") {
+                od::array events;
+                if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
+                if (auto err = read_events(events); err) return fail(err, attempt.where);
+            } else if (key == "deviceProperties") {
+                read_device_properties(f.value(), out.info, out.device_vendor);
+            } else if (key == "distributedInfo") {
+                read_distributed_info(f.value(), out.info);
+            } else if (key == "baseTimeNanoseconds") {
+                std::int64_t base = 0;
+                if (read_int(f.value(), base) && base > 0) out.info.wall_clock_offset_ns = base;
+            } else if (key == "schemaVersion" || key == "cuda_runtime_version" ||
+                       key == "cuda_driver_version" || key == "displayTimeUnit") {
+                std::int64_t n = 0;
+                std::string_view s;
+                std::string name = key == "schemaVersion"          ? "kineto_schema_version"
+                                   : key == "cuda_runtime_version" ? "cuda_runtime_version"
+                                   : key == "cuda_driver_version"  ? "cuda_driver_version"
+                                                                   : "display_time_unit";
+                od::json_type t;
+                if (f.value().type().get(t) != simdjson::SUCCESS) continue;
+                if (t == od::json_type::string && f.value().get_string().get(s) == simdjson::SUCCESS) {
+                    out.info.properties.emplace_back(name, std::string(s));
+                } else if (read_int(f.value(), n)) {
+                    out.info.properties.emplace_back(name, std::to_string(n));
+                }
+            }
+        }
+    } else {
+        return fail(simdjson::INCORRECT_TYPE, "at the start");
+    }
+    converter.finish();
+    return attempt;
+}
+
+}  // namespace
+
+Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                          KinetoParseResult& out) {
+    out = KinetoParseResult{};
+    out.info.producer = "kineto";
+    out.info.description = name;
+    out.events.reserve(buffer.size() / 300 + 16);
+
+    ParseAttempt first = parse_document(buffer.data(), buffer.size(),
+                                        buffer.capacity() + TraceBuffer::kPadding, strings, out);
+    if (first.error != simdjson::SUCCESS) {
+        if (first.not_a_trace_kind) {
+            return unsupported(name +
+                               ": a JSON array of arrays, not a trace (this looks like a torch "
+                               "memory-timeline export; gpudiag reads Kineto traces)");
+        }
+        // Close the text after its last complete event and read it again: a trace cut short by a
+        // killed writer then loses only its unfinished tail.
+        std::string closed = close_after_last_complete_event(buffer.view());
+        KinetoParseResult repaired;
+        repaired.info = out.info;
+        bool recovered = false;
+        if (!closed.empty()) {
+            TraceBuffer copy(closed.size());
+            std::memcpy(copy.data(), closed.data(), closed.size());
+            copy.resize(closed.size());
+            repaired.info.producer = "kineto";
+            repaired.info.description = name;
+            ParseAttempt second = parse_document(copy.data(), copy.size(),
+                                                 copy.capacity() + TraceBuffer::kPadding, strings,
+                                                 repaired);
+            recovered = second.error == simdjson::SUCCESS && second.found_events &&
+                        repaired.events.size() >= out.events.size();
+        }
+        std::string problem = "malformed JSON " + first.where + " (" + describe(first.error) + ")";
+        if (recovered) {
+            out = std::move(repaired);
+        } else if (out.events.empty()) {
+            return corrupt_data(name + ": " + problem +
+                                "; not a readable Chrome/Kineto trace");
+        }
+        out.summary.truncated = true;
+        out.summary.notes.push_back(problem + "; kept the " + std::to_string(out.events.size()) +
+                                    " events before it");
+    } else if (!first.found_events) {
+        return corrupt_data(name + ": valid JSON but no \"traceEvents\" array: not a "
+                                   "Chrome/Kineto trace");
+    }
+
+    // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
+    std::stable_sort(out.events.begin(), out.events.end(),
+                     [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; });
+    out.summary.events = out.events.size();
+    if (out.summary.dropped > 0) {
+        out.summary.notes.push_back(std::to_string(out.summary.dropped) +
+                                    " events without a usable timestamp were skipped");
+    }
+    if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
+    if (!out.device_vendor.empty()) out.info.properties.emplace_back("device_vendor", out.device_vendor);
+    return Status::ok();
+}
+
+}  // namespace gpudiag::detail

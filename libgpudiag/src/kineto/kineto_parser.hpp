@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: Apache-2.0
+// KinetoParser: PyTorch profiler (Kineto) Chrome-trace JSON -> gpudiag Events.
+//
+// Reads both category vocabularies (2021: "Kernel", "Runtime", "Memcpy", "Operator"; today:
+// "kernel", "cuda_runtime", "gpu_memcpy", "cpu_op", "user_annotation" ...), integer-µs and
+// fractional-µs timestamps (converted exactly to ns), the top-level object form and the bare
+// event-array form. Events come out sorted by start time, as sinks expect.
+#pragma once
+
+#include <gpudiag/event.hpp>
+#include <gpudiag/source_info.hpp>
+#include <gpudiag/status.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include "kineto/trace_buffer.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gpudiag::detail {
+
+struct KinetoParseResult {
+    SourceInfo info;
+    std::vector<Event> events;
+    SourceSummary summary;         ///< dropped = events skipped as unreadable; notes say why
+    std::uint64_t gpu_activities = 0;
+    std::uint64_t ignored = 0;     ///< well-formed events gpudiag has no use for (flows, python)
+    std::string device_vendor;     ///< "nvidia", "amd", "mtia" or "" when no device is described
+};
+
+/// Parses a whole trace. `name` prefixes messages. On malformed input it keeps every event read
+/// before the damage: a cut-off file is closed after its last complete event and parsed again,
+/// with `summary.truncated` set and a note. Errors (only when nothing could be read):
+/// kCorruptData (not JSON, or JSON that is not a trace), kUnsupported (a JSON file of another
+/// kind, e.g. a memory-timeline export), kResourceExhausted.
+Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                          KinetoParseResult& out);
+
+}  // namespace gpudiag::detail
