@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Offline analysis: files in, Report out.
 #include <gpudiag/analyze.hpp>
-#include <gpudiag/chrome_trace.hpp>
 #include <gpudiag/job.hpp>
+#include <gpudiag/trace_export.hpp>
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -92,14 +92,11 @@ void bind_analyze(py::module_& m) {
     m.def(
         "export_chrome_trace",
         [](const std::vector<std::string>& paths, const std::string& out_path,
-           const AnalysisOptions& options, py::object progress) {
-            return with_progress(options, std::move(progress), [&](const AnalysisOptions& o) {
-                return export_chrome_trace(paths, out_path, o);
-            });
+           const AnalysisOptions& options) {
+            check(without_gil([&] { return export_chrome_trace(paths, out_path, options); }));
         },
         py::arg("paths"), py::arg("out_path"), py::arg("options") = AnalysisOptions{},
-        py::arg("progress") = py::none(),
-        "Writes the events of the inputs as a Chrome trace; returns the number of trace events.");
+        "Writes the inputs' timeline as a Chrome/Perfetto trace (JSON).");
     m.def(
         "analyze_job",
         [](std::vector<Report> ranks, const AnalysisOptions& options) {

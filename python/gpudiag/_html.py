@@ -119,6 +119,10 @@ def step_chart(report: dict[str, Any]) -> str:
     step_i = columns.index("step")
     labels = [str(int(r[step_i])) if isinstance(r[step_i], (int, float)) else str(r[step_i])
               for r in rows]
+    if {"gpu_busy_ns", "gpu_idle_ns"} <= set(columns):
+        return _svg.stacked_bars(labels, _timeline_components(columns, rows),
+                                 title="GPU time per step: busy, and idle by cause",
+                                 y_fmt=format_duration_ns)
     components = []
     for i, name in enumerate(columns):
         if name in _STEP_META_COLUMNS or not all(isinstance(r[i], (int, float)) for r in rows):
@@ -132,6 +136,30 @@ def step_chart(report: dict[str, Any]) -> str:
         return ""
     return _svg.stacked_bars(labels, components, title="Time per step by cause",
                              y_fmt=format_duration_ns)
+
+
+def _timeline_components(columns: list[str], rows: list[list[Any]]) -> list[tuple[str, list[float]]]:
+    """Busy and idle-by-cause from the timeline analysis' per-step table. GPU busy + idle is the
+    step's span; host wait is the part of idle the GPU spent waiting for the host, and the loop's
+    input wait (host time) is shown as the share of that host wait it can explain."""
+    col = {name: i for i, name in enumerate(columns)}
+
+    def get(row: list[Any], name: str) -> float:
+        i = col.get(name)
+        v = row[i] if i is not None else 0.0
+        return float(v) if isinstance(v, (int, float)) else 0.0
+
+    busy, input_wait, host_other, other = [], [], [], []
+    for row in rows:
+        idle = get(row, "gpu_idle_ns")
+        host = min(idle, get(row, "host_wait_ns"))
+        waiting = min(host, get(row, "input_wait_ns"))
+        busy.append(get(row, "gpu_busy_ns"))
+        input_wait.append(waiting)
+        host_other.append(host - waiting)
+        other.append(idle - host)
+    return [("busy", busy), ("idle: input wait", input_wait), ("idle: host wait", host_other),
+            ("idle: other", other)]
 
 
 def _figures_table(figures: dict[str, Any]) -> str:

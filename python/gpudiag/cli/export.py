@@ -48,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("gpudiag export --chrome needs a file name")
     options = _core.AnalysisOptions()
     options.rank = args.rank
-    with ProgressBar.for_args(args) as progress:
-        count = _core.export_chrome_trace([str(p) for p in args.inputs], args.chrome, options,
-                                          progress)
-    print(f"gpudiag: wrote {count} trace events to {args.chrome}", file=sys.stderr)
+    options.window = getattr(_core.AnalysisWindow, args.window)
+    _core.export_chrome_trace([str(p) for p in args.inputs], args.chrome, options)
+    print(f"gpudiag: wrote {args.chrome} (open it in ui.perfetto.dev)", file=sys.stderr)
     return 0

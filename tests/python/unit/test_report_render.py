@@ -117,3 +117,20 @@ def test_many_steps_are_capped() -> None:
 def test_nice_byte_ticks_are_round() -> None:
     ticks = _svg.nice_byte_ticks(9.5 * 1024**3)
     assert all(t % (1024**3 // 2) == 0 for t in ticks)
+
+
+def test_timeline_step_table_stacks_busy_and_idle_causes() -> None:
+    report = full_report()
+    report["sections"][1]["tables"] = [{
+        "id": "steps", "title": "Per step",
+        "columns": ["step", "start_s", "duration_ns", "gpu_busy_ns", "gpu_idle_ns",
+                    "host_wait_ns", "input_wait_ns", "compute_ns", "communication_ns",
+                    "memory_ns", "sync_calls"],
+        "rows": [[0, 0.0, 100e6, 60e6, 40e6, 30e6, 25e6, 50e6, 5e6, 5e6, 2],
+                 [1, 0.1, 100e6, 90e6, 10e6, 2e6, 50e6, 80e6, 5e6, 5e6, 2]]}]
+    svg = step_chart(report)
+    # busy, input wait, host wait, other for step 0; step 1's input wait is capped by its idle
+    assert "0 busy: 60.00 ms" in svg and "0 idle: input wait: 25.00 ms" in svg
+    assert "0 idle: host wait: 5.00 ms" in svg and "0 idle: other: 10.00 ms" in svg
+    assert "1 idle: input wait: 2.00 ms" in svg
+    assert "compute" not in svg  # a part of busy: stacking it would count busy twice
