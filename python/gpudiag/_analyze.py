@@ -47,4 +47,4 @@ def analyze(
 
 def detect_format(path: PathLike) -> str:
     """The format of ``path``: "recording", "kineto_json" or "torch_snapshot"."""
-    return str(_core.input_format_name(_core.detect_format(str(path))))
+    return str(_core.detect_format(str(path)).name)
