@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: Apache-2.0
+// What live capture can do here (probe_capture never touches a CUDA context).
+#include <gpudiag/capture.hpp>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+
+namespace gpudiag::python {
+
+namespace py = pybind11;
+
+void bind_capture(py::module_& m) {
+    py::enum_<CaptureLevel>(m, "CaptureLevel")
+        .value("no_gpu", CaptureLevel::kNoGpu)
+        .value("nvml", CaptureLevel::kNvml)
+        .value("framework", CaptureLevel::kFramework)
+        .value("cupti_activity", CaptureLevel::kCuptiActivity)
+        .value("cupti_deep", CaptureLevel::kCuptiDeep);
+
+    py::class_<CaptureStatus>(m, "CaptureStatus")
+        .def(py::init<>())
+        .def_readwrite("level", &CaptureStatus::level)
+        .def_readwrite("reasons", &CaptureStatus::reasons)
+        .def_readwrite("capturing", &CaptureStatus::capturing)
+        .def_readwrite("paused", &CaptureStatus::paused)
+        .def_readwrite("paused_reason", &CaptureStatus::paused_reason)
+        .def_readwrite("events", &CaptureStatus::events)
+        .def_readwrite("dropped", &CaptureStatus::dropped)
+        .def_readwrite("cupti_library", &CaptureStatus::cupti_library)
+        .def_readwrite("cupti_version", &CaptureStatus::cupti_version)
+        .def_readwrite("driver_version", &CaptureStatus::driver_version)
+        .def_readwrite("device_count", &CaptureStatus::device_count);
+
+#if GPUDIAG_PY_HAVE_PROBE
+    m.def("capture_level_name", &capture_level_name);
+    m.def("probe_capture", &probe_capture, py::call_guard<py::gil_scoped_release>(),
+          "Probes the machine without starting capture or creating a CUDA context.");
+#endif
+}
+
+}  // namespace gpudiag::python

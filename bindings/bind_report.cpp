@@ -1,0 +1,114 @@
+// SPDX-License-Identifier: Apache-2.0
+// Reports, findings and what a source was: plain data, bound field by field.
+#include <gpudiag/report.hpp>
+#include <gpudiag/source_info.hpp>
+
+#include <pybind11/stl.h>
+
+#include "bindings.hpp"
+
+namespace gpudiag::python {
+
+namespace py = pybind11;
+
+void bind_report(py::module_& m) {
+    py::enum_<Severity>(m, "Severity")
+        .value("info", Severity::kInfo)
+        .value("warning", Severity::kWarning)
+        .value("critical", Severity::kCritical);
+    m.def("severity_name", &severity_name);
+
+    py::class_<DeviceInfo>(m, "DeviceInfo")
+        .def(py::init<>())
+        .def_readwrite("ordinal", &DeviceInfo::ordinal)
+        .def_readwrite("name", &DeviceInfo::name)
+        .def_readwrite("total_memory_bytes", &DeviceInfo::total_memory_bytes)
+        .def_readwrite("uuid", &DeviceInfo::uuid);
+
+    py::class_<SourceInfo>(m, "SourceInfo")
+        .def(py::init<>())
+        .def_readwrite("producer", &SourceInfo::producer)
+        .def_readwrite("description", &SourceInfo::description)
+        .def_readwrite("simulated", &SourceInfo::simulated)
+        .def_readwrite("rank", &SourceInfo::rank)
+        .def_readwrite("world_size", &SourceInfo::world_size)
+        .def_readwrite("pid", &SourceInfo::pid)
+        .def_readwrite("hostname", &SourceInfo::hostname)
+        .def_readwrite("wall_clock_offset_ns", &SourceInfo::wall_clock_offset_ns)
+        .def_readwrite("devices", &SourceInfo::devices)
+        .def_readwrite("properties", &SourceInfo::properties)
+        .def("property", &SourceInfo::property, py::arg("key"), py::arg("fallback") = "");
+
+    py::class_<SourceSummary>(m, "SourceSummary")
+        .def(py::init<>())
+        .def_readwrite("events", &SourceSummary::events)
+        .def_readwrite("dropped", &SourceSummary::dropped)
+        .def_readwrite("truncated", &SourceSummary::truncated)
+        .def_readwrite("notes", &SourceSummary::notes);
+
+    py::class_<Figure>(m, "Figure")
+        .def(py::init<>())
+        .def_readwrite("key", &Figure::key)
+        .def_readwrite("value", &Figure::value)
+        .def_readwrite("unit", &Figure::unit)
+        .def_readwrite("label", &Figure::label);
+
+    py::class_<CallSite>(m, "CallSite")
+        .def(py::init<>())
+        .def_readwrite("location", &CallSite::location)
+        .def_readwrite("value", &CallSite::value)
+        .def_readwrite("share", &CallSite::share)
+        .def_readwrite("detail", &CallSite::detail);
+
+    py::class_<Finding>(m, "Finding")
+        .def(py::init<>())
+        .def_readwrite("id", &Finding::id)
+        .def_readwrite("severity", &Finding::severity)
+        .def_readwrite("title", &Finding::title)
+        .def_readwrite("summary", &Finding::summary)
+        .def_readwrite("confidence", &Finding::confidence)
+        .def_readwrite("figures", &Finding::figures)
+        .def_readwrite("site_unit", &Finding::site_unit)
+        .def_readwrite("sites", &Finding::sites)
+        .def_readwrite("evidence", &Finding::evidence)
+        .def_readwrite("advice", &Finding::advice)
+        .def_readwrite("rank", &Finding::rank)
+        .def_readwrite("device", &Finding::device);
+
+    py::class_<Table>(m, "Table")
+        .def(py::init<>())
+        .def_readwrite("id", &Table::id)
+        .def_readwrite("title", &Table::title)
+        .def_readwrite("columns", &Table::columns)
+        .def_readwrite("rows", &Table::rows);
+
+    py::class_<Series>(m, "Series")
+        .def(py::init<>())
+        .def_readwrite("id", &Series::id)
+        .def_readwrite("title", &Series::title)
+        .def_readwrite("unit", &Series::unit)
+        .def_readwrite("points", &Series::points);
+
+    py::class_<Section>(m, "Section")
+        .def(py::init<>())
+        .def_readwrite("id", &Section::id)
+        .def_readwrite("title", &Section::title)
+        .def_readwrite("figures", &Section::figures)
+        .def_readwrite("tables", &Section::tables)
+        .def_readwrite("series", &Section::series);
+
+    py::class_<Report>(m, "Report")
+        .def(py::init<>())
+        .def_readwrite("schema_version", &Report::schema_version)
+        .def_readwrite("source", &Report::source)
+        .def_readwrite("capture", &Report::capture)
+        .def_readwrite("findings", &Report::findings)
+        .def_readwrite("sections", &Report::sections)
+        .def_readwrite("notes", &Report::notes)
+        .def_readwrite("ranks", &Report::ranks);
+
+    m.def("render_text", &render_text, py::arg("report"));
+    m.def("render_json", &render_json, py::arg("report"));
+}
+
+}  // namespace gpudiag::python

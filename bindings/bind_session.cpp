@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+// The live Session. Python callables handed to it (watch_memory, on_report) run on the session's
+// worker thread: they take the GIL there, and their exceptions are reported as unraisable rather
+// than crossing into C++.
+#include <gpudiag/session.hpp>
+
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "bindings.hpp"
+#include "status_to_python.hpp"
+
+namespace gpudiag::python {
+
+namespace py = pybind11;
+
+namespace {
+
+// Owns a Python callable that C++ may call, copy and destroy on any thread.
+class PyCallable {
+public:
+    explicit PyCallable(py::object fn) : fn_(std::move(fn)) {}
+    PyCallable(const PyCallable&) = delete;
+    PyCallable& operator=(const PyCallable&) = delete;
+    ~PyCallable() {
+        py::gil_scoped_acquire gil;
+        fn_ = py::object();
+    }
+
+    template <typename... Args>
+    void operator()(const Args&... args) const noexcept {
+        try {
+            py::gil_scoped_acquire gil;
+            try {
+                fn_(args...);
+            } catch (py::error_already_set& e) {
+                e.discard_as_unraisable("gpudiag session callback");
+            }
+        } catch (...) {  // a conversion failure must not reach the session's thread
+        }
+    }
+
+private:
+    py::object fn_;
+};
+
+#if GPUDIAG_PY_HAVE_SESSION
+// Deleting a session joins its worker thread, which may be waiting for the GIL in a callback.
+struct SessionDeleter {
+    void operator()(Session* session) const noexcept {
+        py::gil_scoped_release release;
+        delete session;
+    }
+};
+using SessionHolder = std::unique_ptr<Session, SessionDeleter>;
+#endif
+
+}  // namespace
+
+void bind_session(py::module_& m) {
+    py::class_<SessionOptions>(m, "SessionOptions")
+        .def(py::init<>())
+        .def_readwrite("record_path", &SessionOptions::record_path)
+        .def_readwrite("capture_gpu", &SessionOptions::capture_gpu)
+        .def_readwrite("deep", &SessionOptions::deep)
+        .def_readwrite("nvml_hz", &SessionOptions::nvml_hz)
+        .def_readwrite("queue_capacity", &SessionOptions::queue_capacity)
+        .def_readwrite("flush_period_ms", &SessionOptions::flush_period_ms)
+        .def_readwrite("report_period_ms", &SessionOptions::report_period_ms)
+        .def_readwrite("analysis", &SessionOptions::analysis)
+        .def_readwrite("properties", &SessionOptions::properties)
+        .def_property(
+            "on_report", [](const SessionOptions& o) { return static_cast<bool>(o.on_report); },
+            [](SessionOptions& o, py::object fn) {
+                if (fn.is_none()) {
+                    o.on_report = nullptr;
+                    return;
+                }
+                auto callable = std::make_shared<PyCallable>(std::move(fn));
+                o.on_report = [callable](const Report& r) { (*callable)(r); };
+            },
+            "Called with each periodic Report on the session's thread (set a callable or None).");
+
+#if GPUDIAG_PY_HAVE_SESSION
+    py::class_<Session, SessionHolder>(m, "Session")
+        .def_static(
+            "create",
+            [](SessionOptions options) {
+                auto created = Session::create(std::move(options));
+                if (!created.is_ok()) raise_status(created.status());
+                return SessionHolder(std::move(created).value().release());
+            },
+            py::arg("options"))
+        .def("start", [](Session& s) { check(without_gil([&] { return s.start(); })); })
+        .def("stop", [](Session& s) { check(without_gil([&] { return s.stop(); })); })
+        .def("running", &Session::running)
+        .def("step_begin", &Session::step_begin, py::arg("step"))
+        .def("step_end", &Session::step_end, py::arg("step"))
+        .def("phase_begin", &Session::phase_begin, py::arg("name"))
+        .def("phase_end", &Session::phase_end)
+        .def("input_wait_begin", &Session::input_wait_begin)
+        .def("input_wait_end", &Session::input_wait_end)
+        .def("record", &Session::record, py::arg("event"))
+        .def("intern", &Session::intern, py::arg("text"))
+        .def_static("now_ns", &Session::now_ns)
+        .def(
+            "watch_memory",
+            [](Session& s, std::uint64_t threshold_bytes, py::object callback) {
+                auto callable = std::make_shared<PyCallable>(std::move(callback));
+                std::function<void(std::uint64_t)> fn = [callable](std::uint64_t bytes) {
+                    (*callable)(bytes);
+                };
+                // Released: the worker may hold a session lock while it waits for the GIL.
+                return unwrap(without_gil(
+                    [&] { return s.watch_memory(threshold_bytes, std::move(fn)); }));
+            },
+            py::arg("threshold_bytes"), py::arg("callback"))
+        .def(
+            "unwatch_memory",
+            [](Session& s, WatchId id) {
+                check(without_gil([&] { return s.unwatch_memory(id); }));
+            },
+            py::arg("id"))
+        .def("report", [](Session& s) { return unwrap(without_gil([&] { return s.report(); })); })
+        .def("status", [](const Session& s) { return without_gil([&] { return s.status(); }); })
+        .def(
+            "pause_capture",
+            [](Session& s, const std::string& reason) {
+                check(without_gil([&] { return s.pause_capture(reason); }));
+            },
+            py::arg("reason"))
+        .def("resume_capture",
+             [](Session& s) { check(without_gil([&] { return s.resume_capture(); })); });
+#endif
+}
+
+}  // namespace gpudiag::python

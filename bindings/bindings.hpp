@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: Apache-2.0
+// The pieces of gpudiag._core, one function per binding file.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace gpudiag::python {
+
+void bind_report(pybind11::module_& m);
+void bind_analyze(pybind11::module_& m);
+void bind_capture(pybind11::module_& m);
+void bind_event(pybind11::module_& m);
+void bind_session(pybind11::module_& m);
+
+/// Runs `fn` with the GIL released (for blocking C++ calls) and returns what it returns; the
+/// caller turns a failed Status into an exception after the GIL is back.
+template <typename Fn>
+auto without_gil(Fn&& fn) {
+    pybind11::gil_scoped_release release;
+    return fn();
+}
+
+}  // namespace gpudiag::python

@@ -1,0 +1,85 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gpudiag: in-process GPU memory and utilization diagnostics.
+
+Importing gpudiag touches no CUDA state and does not import PyTorch; both happen only when a
+session starts (and CUDA only when the program itself first uses it)::
+
+    import gpudiag
+    with gpudiag.session(record="run.gpudiag") as s:
+        for batch in loader:
+            ...
+            gpudiag.step()          # optional: optimizer steps are detected automatically
+    print(s.report().summary())
+
+Offline: ``gpudiag.analyze("trace.json")``; from a shell: ``gpudiag analyze trace.json``.
+"""
+
+from __future__ import annotations
+
+from gpudiag import _core
+from gpudiag._analyze import analyze, detect_format
+from gpudiag._errors import (
+    CorruptDataError,
+    FailedPreconditionError,
+    GpudiagError,
+    InternalError,
+    InvalidArgumentError,
+    IoError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnavailableError,
+    UnsupportedError,
+)
+from gpudiag._format import parse_size
+from gpudiag._session import (
+    Session,
+    current_session,
+    phase,
+    report,
+    session,
+    start,
+    step,
+    stop,
+    watch_memory,
+)
+from gpudiag._status import Status, status
+from gpudiag.report import Finding, Report
+
+__version__: str = str(_core.__version__)
+
+__all__ = [
+    "CorruptDataError",
+    "FailedPreconditionError",
+    "Finding",
+    "GpudiagError",
+    "InternalError",
+    "InvalidArgumentError",
+    "IoError",
+    "NotFoundError",
+    "Report",
+    "ResourceExhaustedError",
+    "Session",
+    "Status",
+    "UnavailableError",
+    "UnsupportedError",
+    "__version__",
+    "analyze",
+    "current_session",
+    "detect_format",
+    "parse_size",
+    "phase",
+    "report",
+    "session",
+    "start",
+    "status",
+    "step",
+    "stop",
+    "watch_memory",
+]
+
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext gpudiag``: registers the ``%%gpudiag`` cell magic."""
+    from gpudiag.notebook import load_ipython_extension as _load
+
+    _load(ipython)

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gpudiag.analyze()``: recordings, Kineto traces and torch memory snapshots to a Report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional, Sequence, Union
+
+from gpudiag import _core
+from gpudiag._errors import InvalidArgumentError
+from gpudiag.report import Report
+
+PathLike = Union[str, Path]
+
+
+def analyze(
+    paths: Union[PathLike, Sequence[PathLike]],
+    *,
+    window: str = "steps",
+    rank: int = -1,
+    progress: Optional[Callable[[int, int], None]] = None,
+) -> Report:
+    """Analyses files of one job (e.g. one Kineto trace per rank) into one report.
+
+    Args:
+        paths: a file or several; the format is told from the content, not the name.
+        window: "steps" (complete steps only), "hta" (Holistic Trace Analysis' window), "all".
+        rank: with several rank files, analyse only this rank (-1: all).
+        progress: called with (bytes read, total bytes) during long imports.
+
+    Raises:
+        NotFoundError, CorruptDataError, UnsupportedError, IoError: for unusable input; the
+        message says which file and what is wrong with it.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    files = [str(p) for p in paths]
+    if not files:
+        raise InvalidArgumentError("no input files given")
+    if window not in ("steps", "hta", "all"):
+        raise InvalidArgumentError(f"window must be 'steps', 'hta' or 'all', not {window!r}")
+    options = _core.AnalysisOptions()
+    options.window = getattr(_core.AnalysisWindow, window)
+    options.rank = int(rank)
+    return Report.from_native(_core.analyze_files(files, options, progress))
+
+
+def detect_format(path: PathLike) -> str:
+    """The format of ``path``: "recording", "kineto_json" or "torch_snapshot"."""
+    return str(_core.detect_format(str(path)).name)

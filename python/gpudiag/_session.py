@@ -1,0 +1,390 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Live sessions: ``gpudiag.start()``/``stop()``, ``with gpudiag.session(...)``, steps and phases.
+
+A :class:`Session` owns the C++ session (``gpudiag._core.Session``) and, when PyTorch is in the
+process, the PyTorch integration (step detection, DataLoader waits, allocator statistics, OOM
+hook, profiler coexistence). Nothing here touches CUDA: the integration defers everything that
+would create a context until the program's own first CUDA use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Union
+
+from gpudiag import _core
+from gpudiag._errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
+from gpudiag._format import parse_size
+from gpudiag._steps import StepClock
+from gpudiag.report import Report
+
+_current: Optional[Session] = None
+_current_lock = threading.Lock()
+
+SizeLike = Union[int, float, str]
+
+
+def native_sessions_available() -> bool:
+    """True when this build of gpudiag._core has live sessions."""
+    return hasattr(_core, "Session")
+
+
+def _create_native(options: Any) -> Any:
+    if not native_sessions_available():
+        raise UnavailableError(
+            "live sessions are not built into this gpudiag._core (the Session implementation "
+            "was missing when it was compiled); offline analysis (gpudiag.analyze) still works")
+    return _core.Session.create(options)
+
+
+class Session:
+    """A diagnosis of the running program.
+
+    Args:
+        record: write a ``.gpudiag`` recording here (analyse it later with ``gpudiag analyze``).
+        capture_gpu: capture GPU activity through CUPTI when available.
+        deep: take CUPTI's callback subscriber for allocation call sites (torch.profiler GPU
+            tracing may then be unavailable in this process).
+        nvml_hz: NVML sampling rate (0 = off).
+        torch: "auto" (instrument PyTorch if the program uses it), True or False.
+        dataloader: time the loop's waits for DataLoader batches (PyTorch only).
+        memory_history: keep PyTorch's allocation history with at most this many entries (for
+            snapshots with stacks); None = off. Started at the program's first CUDA use.
+        oom_snapshot: on a CUDA out-of-memory error, dump a torch memory snapshot to this path.
+        report_period_s: call ``on_report`` with a fresh Report this often (0 = never).
+        on_report: callable taking a :class:`Report` (runs on the session's thread).
+        properties: free-form facts for the report.
+        window: analysis window, "steps", "hta" or "all".
+    """
+
+    def __init__(
+        self,
+        record: Optional[Union[str, Path]] = None,
+        *,
+        capture_gpu: bool = True,
+        deep: bool = False,
+        nvml_hz: float = 2.0,
+        torch: Union[bool, str] = "auto",
+        dataloader: bool = True,
+        memory_history: Optional[int] = None,
+        oom_snapshot: Optional[Union[str, Path]] = None,
+        report_period_s: float = 0.0,
+        on_report: Optional[Callable[[Report], None]] = None,
+        properties: Optional[dict[str, Any]] = None,
+        window: str = "steps",
+        _backend_factory: Optional[Callable[[Any], Any]] = None,
+    ) -> None:
+        if torch not in (True, False, "auto"):
+            raise InvalidArgumentError(f"torch must be True, False or 'auto', not {torch!r}")
+        if window not in ("steps", "hta", "all"):
+            raise InvalidArgumentError(f"window must be 'steps', 'hta' or 'all', not {window!r}")
+        if memory_history is not None and int(memory_history) <= 0:
+            raise InvalidArgumentError("memory_history must be a positive number of entries")
+        self.record_path = Path(record) if record is not None else None
+        self.capture_gpu = capture_gpu
+        self.deep = deep
+        self.nvml_hz = nvml_hz
+        self.torch = torch
+        self.dataloader = dataloader
+        self.memory_history = int(memory_history) if memory_history is not None else None
+        self.oom_snapshot = Path(oom_snapshot) if oom_snapshot is not None else None
+        self.report_period_s = report_period_s
+        self.on_report = on_report
+        self.properties = dict(properties or {})
+        self.window = window
+        self._backend_factory = _backend_factory or _create_native
+        self._native: Any = None
+        self._clock: Optional[StepClock] = None
+        self._integration: Any = None
+        self._running = False
+        self._final_report: Optional[Report] = None
+        self._phase_stack = threading.local()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+    def _options(self) -> Any:
+        options = _core.SessionOptions()
+        options.record_path = str(self.record_path) if self.record_path else ""
+        options.capture_gpu = bool(self.capture_gpu)
+        options.deep = bool(self.deep)
+        options.nvml_hz = float(self.nvml_hz)
+        options.report_period_ms = int(self.report_period_s * 1000)
+        if self.on_report is not None:
+            callback = self.on_report
+            options.on_report = lambda native: callback(Report.from_native(native))
+        analysis = _core.AnalysisOptions()
+        analysis.window = getattr(_core.AnalysisWindow, self.window)
+        options.analysis = analysis
+        props = {"pid": str(os.getpid()), "python": sys.version.split()[0]}
+        for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+            if key in os.environ:
+                props[key.lower()] = os.environ[key]
+        props.update({str(k): str(v) for k, v in self.properties.items()})
+        options.properties = sorted(props.items())
+        return options
+
+    def start(self) -> Session:
+        """Starts capture and makes this the current session. Returns self."""
+        global _current
+        with _current_lock:
+            if self._running:
+                raise FailedPreconditionError("this session is already running")
+            if _current is not None:
+                raise FailedPreconditionError(
+                    "another gpudiag session is running in this process; stop it first")
+            native = self._backend_factory(self._options())
+            native.start()
+            self._native = native
+            self._clock = StepClock(native, on_boundary=self._on_step_boundary)
+            self._running = True
+            self._final_report = None
+            _current = self
+        if self.torch is not False:
+            from gpudiag import torch_integration
+
+            self._integration = torch_integration.attach(self, required=self.torch is True)
+        return self
+
+    def stop(self) -> None:
+        """Stops capture (the report stays available)."""
+        global _current
+        with _current_lock:
+            if not self._running:
+                raise FailedPreconditionError("this session is not running")
+            self._running = False
+            if _current is self:
+                _current = None
+        try:
+            if self._integration is not None:
+                self._integration.detach()
+        finally:
+            self._integration = None
+            self._native.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def __enter__(self) -> Session:
+        return self.start()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        integration = self._integration
+        if exc is not None and integration is not None:
+            integration.explain_exception(exc)
+        if self._running:
+            self.stop()
+
+    # ---- markers ------------------------------------------------------------------------------
+    def step(self, number: Optional[int] = None) -> None:
+        """Marks a step boundary: the open step ends and the next begins."""
+        if self._running and self._clock is not None:
+            self._clock.boundary("explicit", number)
+
+    def step_boundary(self, source: str, number: Optional[int] = None) -> bool:
+        """A boundary from an automatic source (used by integrations)."""
+        if not self._running or self._clock is None:
+            return False
+        return self._clock.boundary(source, number)
+
+    @property
+    def step_clock(self) -> Optional[StepClock]:
+        return self._clock
+
+    def _on_step_boundary(self, number: int) -> None:
+        if self._integration is not None:
+            self._integration.on_step_boundary(number)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Marks a phase of the step ("forward", "backward", ...), also as an NVTX range."""
+        if not self._running:
+            yield
+            return
+        from gpudiag import torch_integration
+
+        self._native.phase_begin(str(name))
+        nvtx = torch_integration.nvtx_push(str(name))
+        try:
+            yield
+        finally:
+            if nvtx:
+                torch_integration.nvtx_pop()
+            if self._running:
+                self._native.phase_end()
+
+    @contextlib.contextmanager
+    def input_wait(self) -> Iterator[None]:
+        """Marks the loop waiting for its next input (for loaders gpudiag does not know)."""
+        if not self._running:
+            yield
+            return
+        self._native.input_wait_begin()
+        try:
+            yield
+        finally:
+            if self._running:
+                self._native.input_wait_end()
+
+    def annotate(self, text: str, value: int = 0) -> bool:
+        """Records a note (with an optional integer value) on the session's timeline."""
+        if not self._running:
+            return False
+        event = _core.Event()
+        event.kind = _core.EventKind.annotation
+        event.process = os.getpid()
+        event.thread = threading.get_native_id()
+        event.annotation.text = self._native.intern(str(text))
+        event.annotation.value = int(value)
+        return bool(self._native.record(event))
+
+    def record_counter(self, counter: str, value: float, device: int = -1) -> bool:
+        """Records a sampled metric by CounterKind name (e.g. "framework_allocated_bytes")."""
+        if not self._running:
+            return False
+        event = _core.Event()
+        event.kind = _core.EventKind.counter
+        event.process = os.getpid()
+        event.thread = threading.get_native_id()
+        if device >= 0:
+            event.device = int(device)
+        event.counter.counter = getattr(_core.CounterKind, counter)
+        event.counter.value = float(value)
+        return bool(self._native.record(event))
+
+    def record_oom(self, requested: int, free: int, total: int, device: int) -> bool:
+        """Records a failed allocation (from the PyTorch OOM observer)."""
+        if not self._running:
+            return False
+        event = _core.Event()
+        event.kind = _core.EventKind.out_of_memory
+        event.process = os.getpid()
+        event.thread = threading.get_native_id()
+        event.device = int(device)
+        event.oom.requested_bytes = max(0, int(requested))
+        event.oom.free_bytes = max(0, int(free))
+        event.oom.total_bytes = max(0, int(total))
+        return bool(self._native.record(event))
+
+    # ---- memory -------------------------------------------------------------------------------
+    def watch_memory(self, limit: SizeLike, callback: Callable[[int], None]) -> int:
+        """Calls ``callback(bytes_in_use)`` each time device memory in use rises above ``limit``
+        ("2 GiB" or bytes); re-armed when it falls below 95 % of it. Returns an id for
+        :meth:`unwatch_memory`. The callback runs on the session's thread: keep it short."""
+        if not self._running:
+            raise FailedPreconditionError("watch_memory needs a running session")
+        if not callable(callback):
+            raise InvalidArgumentError("callback must be callable")
+        return int(self._native.watch_memory(parse_size(limit), callback))
+
+    def unwatch_memory(self, watch_id: int) -> None:
+        self._native.unwatch_memory(int(watch_id))
+
+    def snapshot(self, path: Optional[Union[str, Path]] = None) -> Report:
+        """Dumps a PyTorch memory snapshot (to ``path`` or a temporary file) and analyses it."""
+        from gpudiag import torch_integration
+
+        return torch_integration.snapshot_report(self, path)
+
+    # ---- results ------------------------------------------------------------------------------
+    def report(self, *, gather: bool = False) -> Optional[Report]:
+        """The diagnosis so far (or of the whole run after stop()).
+
+        With ``gather=True`` under torch.distributed, every rank must call it: rank 0 gets the
+        job's report (per-rank reports plus stragglers and imbalance) and other ranks get None.
+        """
+        if self._native is None:
+            raise FailedPreconditionError("the session was never started")
+        report = Report.from_native(self._native.report())
+        if gather:
+            from gpudiag import torch_integration
+
+            return torch_integration.gather_report(report)
+        return report
+
+    def status(self) -> Any:
+        """The capture status (level, reasons, events, drops) of this session."""
+        if self._native is None:
+            raise FailedPreconditionError("the session was never started")
+        return self._native.status()
+
+    def pause_capture(self, reason: str) -> None:
+        if self._running:
+            self._native.pause_capture(reason)
+
+    def resume_capture(self) -> None:
+        if self._running:
+            self._native.resume_capture()
+
+    @property
+    def native(self) -> Any:
+        """The ``gpudiag._core.Session`` (None before start)."""
+        return self._native
+
+
+# ---- module-level API over the current session ---------------------------------------------------
+def current_session() -> Optional[Session]:
+    """The running session started with start() or session(), or None."""
+    return _current
+
+
+def start(record: Optional[Union[str, Path]] = None, **options: Any) -> Session:
+    """Starts a session (see :class:`Session` for options) and returns it."""
+    return Session(record, **options).start()
+
+
+def stop() -> Optional[Report]:
+    """Stops the current session and returns its report (None when no session runs)."""
+    s = _current
+    if s is None:
+        return None
+    s.stop()
+    return s.report()
+
+
+def session(record: Optional[Union[str, Path]] = None, **options: Any) -> Session:
+    """``with gpudiag.session(record="run.gpudiag") as s: ...`` then ``s.report()``."""
+    return Session(record, **options)
+
+
+def step(number: Optional[int] = None) -> None:
+    """Marks a step boundary in the current session (no-op without one)."""
+    s = _current
+    if s is not None:
+        s.step(number)
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """``with gpudiag.phase("forward"):`` marks a phase in the current session, as an NVTX range
+    too. Without a session it is only the NVTX range (when PyTorch with CUDA is loaded)."""
+    s = _current
+    if s is not None:
+        with s.phase(name):
+            yield
+        return
+    from gpudiag import torch_integration
+
+    pushed = torch_integration.nvtx_push(str(name))
+    try:
+        yield
+    finally:
+        if pushed:
+            torch_integration.nvtx_pop()
+
+
+def watch_memory(limit: SizeLike, callback: Callable[[int], None]) -> int:
+    """Watermark action on the current session (see :meth:`Session.watch_memory`)."""
+    s = _current
+    if s is None:
+        raise FailedPreconditionError("watch_memory needs a running session (gpudiag.start())")
+    return s.watch_memory(limit, callback)
+
+
+def report(*, gather: bool = False) -> Optional[Report]:
+    """The current session's report so far (None when no session runs)."""
+    s = _current
+    return s.report(gather=gather) if s is not None else None

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Options and output shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from gpudiag._errors import EXIT_FINDINGS, EXIT_OK
+from gpudiag._format import format_bytes
+from gpudiag.report import Report
+
+SEVERITIES = ("info", "warning", "critical")
+
+
+def add_report_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="what to print: the plain-text diagnosis (default) or the JSON report")
+    p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
+    p.add_argument("--html", metavar="PATH", help="also write the report as a self-contained "
+                   "HTML page with plots")
+    p.add_argument("--fail-on", choices=SEVERITIES, default=None,
+                   help="exit with 1 when a finding at this severity or above is found")
+
+
+def add_analysis_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--window", choices=("steps", "hta", "all"), default="steps",
+                   help="time window: complete steps only (default), Holistic Trace Analysis' "
+                        "window, or everything")
+    p.add_argument("--rank", type=int, default=-1, help="with several rank files, only this rank")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="progress bar on stderr for long imports (auto: when stderr is a "
+                        "terminal)")
+
+
+def emit_report(report: Report, args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+    """Prints/writes the report as asked and returns the exit code for --fail-on."""
+    out = out if out is not None else sys.stdout
+    if args.format == "json" or args.json == "-":
+        out.write(report.to_json() + "\n")
+    else:
+        text = report.summary()
+        out.write(text if text.endswith("\n") else text + "\n")
+    if args.json and args.json != "-":
+        Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
+    if getattr(args, "html", None):
+        Path(args.html).write_text(report.to_html(full_page=True), encoding="utf-8")
+    return exit_code_for(report, args.fail_on)
+
+
+def exit_code_for(report: Report, fail_on: Optional[str]) -> int:
+    if fail_on is None:
+        return EXIT_OK
+    threshold = SEVERITIES.index(fail_on)
+    worst = report.worst_severity()
+    if worst is not None and SEVERITIES.index(worst) >= threshold:
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+class ProgressBar:
+    """A one-line progress bar on a terminal, shown only once an import takes over half a
+    second (short ones stay quiet) and redrawn at most ten times a second."""
+
+    DELAY_S = 0.5
+    PERIOD_S = 0.1
+    WIDTH = 30
+
+    def __init__(self, stream: TextIO, enabled: bool, label: str = "reading") -> None:
+        self._stream = stream
+        self._enabled = enabled
+        self._label = label
+        self._started = time.monotonic()
+        self._last = 0.0
+        self._shown = False
+
+    @classmethod
+    def for_args(cls, args: argparse.Namespace, stream: Optional[TextIO] = None) -> ProgressBar:
+        stream = stream if stream is not None else sys.stderr
+        mode = getattr(args, "progress", "auto")
+        enabled = mode == "always" or (mode == "auto" and stream.isatty())
+        return cls(stream, enabled)
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self._enabled:
+            return
+        now = time.monotonic()
+        if now - self._started < self.DELAY_S and not self._shown:
+            return
+        if now - self._last < self.PERIOD_S and done < total:
+            return
+        self._last = now
+        self._shown = True
+        fraction = min(1.0, done / total) if total > 0 else 0.0
+        filled = int(fraction * self.WIDTH)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self._stream.write(f"\r{self._label} [{bar}] {fraction * 100:5.1f} % "
+                           f"{format_bytes(done)} / {format_bytes(total)}")
+        self._stream.flush()
+
+    def close(self) -> None:
+        if self._shown:
+            self._stream.write("\n")
+            self._stream.flush()
+
+    def __enter__(self) -> ProgressBar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,28 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gpudiag analyze``: recordings, Kineto traces and torch memory snapshots to a diagnosis."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpudiag._analyze import analyze
+from gpudiag.cli._common import ProgressBar, add_analysis_options, add_report_options, emit_report
+
+NAME = "analyze"
+HELP = "diagnose recordings, Kineto traces (.json/.json.gz) or torch memory snapshots"
+DESCRIPTION = """\
+Diagnose one job from files: gpudiag recordings (.gpudiag), PyTorch profiler traces (Kineto JSON,
+plain or gzip; one per rank for a multi-rank job) or torch memory snapshots
+(torch.cuda.memory._dump_snapshot). The format is told from the content, not the name."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("inputs", nargs="+", metavar="FILE", help="files of one job")
+    add_analysis_options(p)
+    add_report_options(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    with ProgressBar.for_args(args) as progress:
+        report = analyze(args.inputs, window=args.window, rank=args.rank, progress=progress)
+    return emit_report(report, args)

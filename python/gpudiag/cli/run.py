@@ -1,0 +1,160 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gpudiag run``: run a Python script, module or any program under gpudiag.
+
+A Python script or module runs in this interpreter under a session, so steps, phases, DataLoader
+waits and the PyTorch allocator are seen. Any other program (after ``--``) runs with gpudiag's
+library injected through CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH and writes its recording to
+GPUDIAG_RECORD; gpudiag then analyses that recording.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Optional
+
+from gpudiag._analyze import analyze
+from gpudiag._errors import (
+    EXIT_PROGRAM_FAILED,
+    GpudiagError,
+    UnavailableError,
+)
+from gpudiag._session import Session
+from gpudiag.cli._common import add_report_options, emit_report
+from gpudiag.report import Report
+
+NAME = "run"
+HELP = "run a Python script (script.py / -m module) or any program (-- ./prog) under gpudiag"
+DESCRIPTION = """\
+Run a program under gpudiag, write its recording and print the diagnosis.
+
+  gpudiag run train.py --epochs 1        a Python script, in this interpreter
+  gpudiag run -m mypackage.train         a Python module
+  gpudiag run -- ./my_cuda_program args  any program (CUDA injection)
+
+The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); the report is printed
+(to stderr, so the program's own output stays clean) and written as JSON next to it."""
+
+INJECTION_VARIABLES = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
+
+
+def library_path() -> Path:
+    """The packaged libgpudiag.so (the injection library)."""
+    return Path(__file__).resolve().parent.parent / "lib" / "libgpudiag.so"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--record", metavar="PATH", help="recording to write "
+                   "(default: gpudiag-<name>-<pid>.gpudiag)")
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a Python module (like python -m)")
+    p.add_argument("--no-torch", action="store_true", help="do not instrument PyTorch")
+    p.add_argument("--no-dataloader", action="store_true", help="do not time DataLoader waits")
+    p.add_argument("--memory-history", type=int, metavar="N", default=None,
+                   help="keep PyTorch's allocation history (at most N entries) for stacks")
+    p.add_argument("--oom-snapshot", metavar="PATH", default=None,
+                   help="dump a torch memory snapshot here on CUDA out-of-memory")
+    add_report_options(p)
+    p.add_argument("target", nargs=argparse.REMAINDER,
+                   help="script.py [args], or -- program [args]")
+
+
+def _default_record(name: str) -> Path:
+    stem = Path(name).stem or "program"
+    return Path(f"gpudiag-{stem}-{os.getpid()}.gpudiag")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpudiag.cli import UsageError
+
+    target = list(args.target)
+    if args.module:
+        return _run_python(args, module=args.module, argv=target)
+    if not target:
+        raise UsageError("gpudiag run: name a script.py, -m module, or -- program")
+    if target[0] == "--":
+        if len(target) < 2:
+            raise UsageError("gpudiag run: nothing to run after --")
+        return _run_program(args, target[1:])
+    if target[0].endswith(".py"):
+        return _run_python(args, script=target[0], argv=target[1:])
+    return _run_program(args, target)
+
+
+def _finish(report: Report, args: argparse.Namespace, record: Path, program_status: int) -> int:
+    json_path = args.json or str(record.with_suffix(".report.json"))
+    args.json = json_path
+    code = emit_report(report, args, out=sys.stderr)
+    print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
+    if program_status != 0:
+        print(f"gpudiag: the program exited with status {program_status}", file=sys.stderr)
+        return EXIT_PROGRAM_FAILED
+    return code
+
+
+def _run_python(args: argparse.Namespace, *, script: Optional[str] = None,
+                module: Optional[str] = None, argv: list[str]) -> int:
+    from gpudiag.cli import UsageError
+
+    name = script or module or "python"
+    if script is not None and not Path(script).is_file():
+        raise UsageError(f"gpudiag run: no such script: {script}")
+    record = Path(args.record) if args.record else _default_record(name)
+    session = Session(record, torch=False if args.no_torch else "auto",
+                      dataloader=not args.no_dataloader, memory_history=args.memory_history,
+                      oom_snapshot=args.oom_snapshot)
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    sys.argv = [name, *argv]
+    if script is not None:
+        sys.path.insert(0, str(Path(script).resolve().parent))
+    status = 0
+    try:
+        with session:
+            try:
+                if script is not None:
+                    runpy.run_path(script, run_name="__main__")
+                else:
+                    runpy.run_module(module or "", run_name="__main__", alter_sys=True)
+            except SystemExit as e:
+                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except GpudiagError:
+                raise
+            except Exception:
+                traceback.print_exc()  # notes (gpudiag's OOM explanation) are printed too
+                status = 1
+    finally:
+        sys.argv = saved_argv
+        if script is not None and sys.path and saved_path0 is not None:
+            sys.path.pop(0)
+    return _finish(session.report() or Report({}), args, record, status)
+
+
+def _run_program(args: argparse.Namespace, command: list[str]) -> int:
+    library = library_path()
+    if not library.is_file():
+        raise UnavailableError(
+            f"the injection library is missing from this installation ({library}); "
+            "reinstall gpudiag")
+    record = (Path(args.record) if args.record else _default_record(command[0])).resolve()
+    if record.exists():
+        record.unlink()  # a stale recording must not pass for this run's
+    env = dict(os.environ)
+    for variable in INJECTION_VARIABLES:
+        env[variable] = str(library)
+    env["GPUDIAG_RECORD"] = str(record)
+    try:
+        status = subprocess.run(command, env=env, check=False).returncode
+    except FileNotFoundError:
+        from gpudiag.cli import UsageError
+
+        raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
+    if not record.is_file():
+        raise UnavailableError(
+            f"the program wrote no recording ({record}): it never initialised CUDA, or this "
+            "machine has no GPU driver for the injection to load into"
+            + (f"; it exited with status {status}" if status else ""))
+    return _finish(analyze([record]), args, record, status)

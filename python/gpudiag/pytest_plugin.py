@@ -1,0 +1,195 @@
+# SPDX-License-Identifier: Apache-2.0
+"""pytest plugin (registered through the ``pytest11`` entry point): GPU memory limits per test.
+
+::
+
+    @pytest.mark.gpu_limit_memory("2 GiB")   # peak device memory the test adds
+    def test_forward(): ...
+
+    @pytest.mark.gpu_limit_leaks("16 MiB")   # device memory the test still holds at its end
+    def test_train_step(): ...
+
+Measured with PyTorch's caching allocator on the current CUDA device. Without PyTorch or a GPU
+the marked tests are skipped with the reason. A failing leak check lists the allocation sites of
+the memory still held (from PyTorch's allocation history, recorded during the test only).
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any, Generator, Optional
+
+import pytest
+
+from gpudiag._format import format_bytes, parse_size
+
+MARKERS = {
+    "gpu_limit_memory": "gpu_limit_memory(size): fail when the test's peak device memory (above "
+                        "what was in use at its start) exceeds size, e.g. '2 GiB'",
+    "gpu_limit_leaks": "gpu_limit_leaks(size): fail when the test still holds more than size of "
+                       "device memory at its end, e.g. '16 MiB'; lists the allocation sites",
+}
+HISTORY_ENTRIES = 100_000  # bounds the allocation history kept during a leak-checked test
+MAX_SITES = 10
+
+
+class DeviceMemory:
+    """The CUDA allocator figures the markers need (replaceable in tests without a GPU)."""
+
+    def unavailable_reason(self) -> Optional[str]:
+        try:
+            import torch
+        except ImportError:
+            return "gpu_limit_* needs PyTorch (pip install 'gpudiag[torch]')"
+        if not torch.cuda.is_available():
+            return "gpu_limit_* needs a CUDA device; none is available"
+        return None
+
+    def settle(self) -> None:
+        import torch
+
+        gc.collect()
+        torch.cuda.synchronize()
+
+    def allocated(self) -> int:
+        import torch
+
+        return int(torch.cuda.memory_allocated())
+
+    def reset_peak(self) -> None:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats()
+
+    def peak(self) -> int:
+        import torch
+
+        return int(torch.cuda.max_memory_allocated())
+
+    def start_history(self) -> bool:
+        import torch
+
+        try:
+            torch.cuda.memory._record_memory_history(
+                enabled="all", context="alloc", stacks="python", max_entries=HISTORY_ENTRIES)
+        except Exception:
+            return False
+        return True
+
+    def stop_history(self) -> None:
+        import torch
+
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+    def live_blocks(self) -> list[dict[str, Any]]:
+        """Allocated blocks now, each {"address", "size", "frames"} (from PyTorch's in-memory
+        snapshot: nothing is read from a file)."""
+        import torch
+
+        snapshot = torch.cuda.memory._snapshot()
+        blocks = []
+        for segment in snapshot.get("segments", []):
+            for block in segment.get("blocks", []):
+                if block.get("state") == "active_allocated":
+                    blocks.append({"address": block.get("address"), "size": block.get("size", 0),
+                                   "frames": block.get("frames", [])})
+        return blocks
+
+
+device_memory = DeviceMemory()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in MARKERS.items():
+        config.addinivalue_line("markers", text)
+
+
+def _limit(item: pytest.Item, name: str) -> Optional[int]:
+    marker = item.get_closest_marker(name)
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or marker.kwargs:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name} takes one size, e.g. '2 GiB'")
+    try:
+        return parse_size(marker.args[0])
+    except ValueError as e:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name}: {e}") from None
+
+
+def _site(frames: list[dict[str, Any]]) -> str:
+    """The first frame outside torch and this plugin: the line in the user's code."""
+    for frame in frames:
+        filename = str(frame.get("filename", ""))
+        if "/torch/" in filename or filename.endswith("pytest_plugin.py") or "/_pytest/" in filename:
+            continue
+        if filename.startswith("<") or not filename:
+            continue
+        return f"{filename}:{frame.get('line', '?')} {frame.get('name', '')}".strip()
+    return "<no Python frame recorded>"
+
+
+def leak_sites(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """Blocks alive at the end that were not alive at the start, summed by site, largest first."""
+    existing = {(b["address"], b["size"]) for b in before}
+    by_site: dict[str, int] = {}
+    for b in after:
+        if (b["address"], b["size"]) in existing:
+            continue
+        site = _site(b.get("frames", []))
+        by_site[site] = by_site.get(site, 0) + int(b["size"])
+    return sorted(by_site.items(), key=lambda kv: -kv[1])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Malformed limits are usage errors, found before any test runs.
+    for item in items:
+        _limit(item, "gpu_limit_memory")
+        _limit(item, "gpu_limit_leaks")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    memory_limit = _limit(item, "gpu_limit_memory")
+    leak_limit = _limit(item, "gpu_limit_leaks")
+    if memory_limit is None and leak_limit is None:
+        return (yield)
+    mem = device_memory
+    reason = mem.unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    mem.settle()
+    baseline = mem.allocated()
+    if memory_limit is not None:
+        mem.reset_peak()  # the test's own peak; resets torch's max_memory_allocated for it
+    history = leak_limit is not None and mem.start_history()
+    before = mem.live_blocks() if history else []
+    try:
+        result = yield  # a failing test raises here and is reported as it is
+    finally:
+        mem.settle()
+        after = mem.live_blocks() if history else []
+        if history:
+            mem.stop_history()
+    problems = []
+    if memory_limit is not None:
+        peak = max(0, mem.peak() - baseline)
+        if peak > memory_limit:
+            problems.append(f"peak device memory {format_bytes(peak)} exceeds the limit of "
+                            f"{format_bytes(memory_limit)} (gpu_limit_memory)")
+    if leak_limit is not None:
+        held = mem.allocated() - baseline
+        if held > leak_limit:
+            lines = [f"the test still holds {format_bytes(held)} of device memory at its end, "
+                     f"more than the {format_bytes(leak_limit)} allowed (gpu_limit_leaks)"]
+            sites = leak_sites(before, after)
+            if sites:
+                lines.append("held by allocations from:")
+                lines.extend(f"  {format_bytes(size):>10}  {site}" for site, size in
+                             sites[:MAX_SITES])
+            elif not history:
+                lines.append("(no allocation sites: PyTorch's allocation history is unavailable)")
+            problems.append("\n".join(lines))
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+    return result
+

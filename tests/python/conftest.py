@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared fixtures. Markers (gpu, torch, slow, chromium) are declared in pyproject.toml."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+# The plugin is registered through its pytest11 entry point once gpudiag is pip-installed; from a
+# build tree (PYTHONPATH=build/<dir>/python) there is no entry point, so load it here then.
+pytest_plugins: list[str] = ["pytester"]
+try:
+    from importlib.metadata import entry_points
+
+    _has_entry_point = any(ep.name == "gpudiag" for ep in entry_points(group="pytest11"))
+except Exception:  # pragma: no cover
+    _has_entry_point = False
+if not _has_entry_point:
+    pytest_plugins.append("gpudiag.pytest_plugin")
+
+# For pytester runs: how the inner pytest gets the plugin.
+PLUGIN_ARGS: list[str] = [] if _has_entry_point else ["-p", "gpudiag.pytest_plugin"]
+
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "torch" in item.keywords and not HAVE_TORCH:
+            item.add_marker(pytest.mark.skip(reason="PyTorch is not installed"))
+        if "chromium" in item.keywords and chromium_binary() is None:
+            item.add_marker(pytest.mark.skip(
+                reason="headless Chromium is not installed (apt-get install -y chromium)"))
+        if "gpu" in item.keywords:
+            reason = _gpu_missing_reason()
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def chromium_binary() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def _gpu_missing_reason() -> str | None:
+    if not HAVE_TORCH:
+        return "needs PyTorch with a CUDA device"
+    import torch
+
+    return None if torch.cuda.is_available() else "needs a CUDA device; none is available"
+
+
+@pytest.fixture
+def fake_backend():
+    """A FakeFactory for gpudiag.Session(_backend_factory=...)."""
+    from _fakes import FakeFactory
+
+    return FakeFactory()
+
+
+@pytest.fixture(autouse=True)
+def no_session_leak():
+    """Fails a test that leaves a gpudiag session running."""
+    import gpudiag
+
+    yield
+    current = gpudiag.current_session()
+    if current is not None:
+        current.stop()
+        pytest.fail("the test left a gpudiag session running")

@@ -1,0 +1,302 @@
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch integration on CPU: a real DataLoader over a slow dataset, real optimizers and
+profiler, and faithful fakes of the torch.cuda allocator API where this machine has no CUDA."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.torch
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+
+import gpudiag  # noqa: E402
+from gpudiag import torch_integration  # noqa: E402
+
+ITEM_DELAY_S = 0.020
+BATCH = 2
+
+
+class SlowDataset(Dataset):
+    """20 ms per item: a batch of 2 takes 40 ms to load with num_workers=0."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i: int):
+        time.sleep(ITEM_DELAY_S)
+        return torch.full((4,), float(i))
+
+
+def _train(loader, steps_out: list | None = None) -> None:
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for batch in loader:
+        opt.zero_grad()
+        model(batch).sum().backward()
+        opt.step()
+        if steps_out is not None:
+            steps_out.append(1)
+
+
+def test_dataloader_wait_is_measured_per_step(fake_backend) -> None:
+    loader = DataLoader(SlowDataset(), batch_size=BATCH, num_workers=0)
+    with gpudiag.session(_backend_factory=fake_backend):
+        _train(loader)
+    backend = fake_backend.last
+    waits = backend.input_waits_per_step()
+    # 6 batches: the first fetch precedes step 0 (warm-up), each later one is inside a step; the
+    # last step also contains the final, empty fetch that ends the loop.
+    assert sorted(waits) == [0, 1, 2, 3, 4, 5]
+    expected_ns = BATCH * ITEM_DELAY_S * 1e9
+    for step in range(5):
+        assert expected_ns * 0.95 <= waits[step] <= expected_ns * 2.0, (step, waits[step])
+    assert waits[5] < expected_ns * 0.5
+    assert backend.annotations() == {
+        "dataloader.num_workers": 0, "dataloader.pin_memory": 0,
+        "dataloader.prefetch_factor": -1, "dataloader.persistent_workers": 0,
+        "dataloader.batch_size": BATCH}
+
+
+def test_worker_settings_are_recorded(fake_backend) -> None:
+    loader = DataLoader(SlowDataset(), batch_size=BATCH, num_workers=2, prefetch_factor=3,
+                        persistent_workers=False)
+    with gpudiag.session(_backend_factory=fake_backend):
+        _train(loader)
+    notes = fake_backend.last.annotations()
+    assert notes["dataloader.num_workers"] == 2
+    assert notes["dataloader.prefetch_factor"] == 3
+    assert fake_backend.last.names().count("input_wait_begin") == 7
+
+
+def test_dataloader_instrumentation_can_be_turned_off(fake_backend) -> None:
+    original = torch.utils.data.dataloader._BaseDataLoaderIter.__next__
+    with gpudiag.session(dataloader=False, _backend_factory=fake_backend):
+        assert torch.utils.data.dataloader._BaseDataLoaderIter.__next__ is original
+        _train(DataLoader(SlowDataset(), batch_size=6))
+    assert "input_wait_begin" not in fake_backend.last.names()
+
+
+def test_patches_are_undone_at_stop(fake_backend) -> None:
+    dl = torch.utils.data.dataloader
+    before = (dl._BaseDataLoaderIter.__next__, dl.DataLoader.__iter__,
+              torch.amp.GradScaler.step, torch.profiler.profile.step,
+              torch.autograd.profiler._prepare_profiler, sys.excepthook)
+    with gpudiag.session(_backend_factory=fake_backend) as s:
+        assert dl._BaseDataLoaderIter.__next__ is not before[0]
+        assert s._integration.problems == []
+    after = (dl._BaseDataLoaderIter.__next__, dl.DataLoader.__iter__,
+             torch.amp.GradScaler.step, torch.profiler.profile.step,
+             torch.autograd.profiler._prepare_profiler, sys.excepthook)
+    assert after == before
+
+
+def test_optimizer_steps_are_step_boundaries(fake_backend) -> None:
+    with gpudiag.session(_backend_factory=fake_backend) as s:
+        _train([torch.ones(2, 4)] * 4)
+        assert s.step_clock.owner == "optimizer"
+    names = fake_backend.last.names()
+    assert names.count("step_begin") == 4 and names.count("step_end") == 3
+
+
+def test_two_optimizers_make_one_step_per_iteration(fake_backend) -> None:
+    g, d = torch.nn.Linear(4, 4), torch.nn.Linear(4, 1)
+    opt_g = torch.optim.SGD(g.parameters(), lr=0.1)
+    opt_d = torch.optim.Adam(d.parameters(), lr=0.1)
+    with gpudiag.session(_backend_factory=fake_backend):
+        for _ in range(3):
+            d(g(torch.ones(1, 4))).sum().backward()
+            opt_d.step()
+            opt_g.step()
+    assert fake_backend.last.names().count("step_begin") == 3
+
+
+def test_explicit_steps_win_over_optimizer_hooks(fake_backend) -> None:
+    with gpudiag.session(_backend_factory=fake_backend):
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(4):
+            model(torch.ones(1, 4)).sum().backward()
+            opt.step()
+            gpudiag.step(100 + i)
+    begins = [a[0] for n, _, a in fake_backend.last.calls if n == "step_begin"]
+    assert begins[-4:] == [100, 101, 102, 103]
+
+
+def test_grad_scaler_skipped_steps_still_end_the_step(fake_backend) -> None:
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu")
+    with gpudiag.session(_backend_factory=fake_backend):
+        for i in range(3):
+            opt.zero_grad()
+            loss = model(torch.ones(1, 4)).sum() * (float("inf") if i == 1 else 1.0)
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # skips optimizer.step() for the inf gradients of iteration 1
+            scaler.update()
+    assert fake_backend.last.names().count("step_begin") == 3
+
+
+def test_profiler_steps_and_cupti_handover(fake_backend) -> None:
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with gpudiag.session(_backend_factory=fake_backend) as s:
+        with torch.profiler.profile(activities=activities) as prof:
+            for _ in range(3):
+                torch.ones(8, 8).sum()
+                prof.step()
+        assert s.step_clock.owner == "profiler"
+    names = fake_backend.last.names()
+    assert names.count("step_begin") == 3
+    assert "pause_capture" not in names  # CPU-only profiling leaves CUPTI to gpudiag
+
+
+def test_profiler_with_cuda_activities_pauses_and_resumes_capture(fake_backend,
+                                                                  monkeypatch) -> None:
+    prof_mod = torch.autograd.profiler
+    seen = []
+    monkeypatch.setattr(prof_mod, "_prepare_profiler",
+                        lambda *a, **k: seen.append(("prepare", a[1])))
+    monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *a, **k: seen.append("disable"))
+    cuda = torch.profiler.ProfilerActivity.CUDA
+    with gpudiag.session(_backend_factory=fake_backend):
+        prof_mod._prepare_profiler(object(), {cuda})
+        prof_mod._disable_profiler()
+    calls = fake_backend.last.names()
+    assert calls.index("pause_capture") < calls.index("resume_capture")
+    assert fake_backend.last.paused == ["torch.profiler is tracing CUDA"]
+    assert seen == [("prepare", {cuda}), "disable"]
+
+
+class FakeCuda:
+    """The parts of torch.cuda gpudiag uses, for a machine without CUDA."""
+
+    def __init__(self) -> None:
+        self.initialized = False
+        self.queued: list = []
+        self.history_calls: list[dict] = []
+        self.stats = {"allocated_bytes.all.current": 3 * 2**30,
+                      "reserved_bytes.all.current": 5 * 2**30,
+                      "inactive_split_bytes.all.current": 1.5 * 2**30,
+                      "num_alloc_retries": 2, "num_ooms": 0}
+        self.observer = None
+        self.dumped: list[str] = []
+
+    def install(self, monkeypatch) -> None:
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: self.initialized)
+        monkeypatch.setattr(torch.cuda, "_lazy_call", self.queued.append)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(self.stats))
+        monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
+        monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                            lambda **kw: self.history_calls.append(kw))
+        monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", self.dumped.append)
+        monkeypatch.setattr(torch._C, "_cuda_attach_out_of_memory_observer",
+                            lambda fn: setattr(self, "observer", fn), raising=False)
+        monkeypatch.setattr(torch_integration, "_oom_observer_attached", False)
+
+    def init(self) -> None:
+        """What torch.cuda._lazy_init does: initialise, then run the queued calls."""
+        self.initialized = True
+        for fn in self.queued:
+            fn()
+
+
+def test_nothing_touches_cuda_before_the_program_does(fake_backend, monkeypatch) -> None:
+    cuda = FakeCuda()
+    cuda.install(monkeypatch)
+    with gpudiag.session(memory_history=5000, _backend_factory=fake_backend):
+        gpudiag.step()
+        assert cuda.history_calls == [] and cuda.observer is None
+        assert fake_backend.last.counters() == []  # memory_stats not polled before CUDA init
+        cuda.init()
+        assert cuda.history_calls == [{"enabled": "all", "context": "alloc",
+                                       "stacks": "python", "max_entries": 5000}]
+        assert cuda.observer is not None
+        gpudiag.step()
+    assert cuda.history_calls[-1] == {"enabled": None}
+    counters = {name: (value, device) for name, value, device in fake_backend.last.counters()}
+    assert counters["framework_allocated_bytes"] == (3 * 2**30, 0)
+    assert counters["framework_inactive_split_bytes"] == (1.5 * 2**30, 0)
+    assert counters["framework_alloc_retries"] == (2, 0)
+
+
+def test_a_session_that_ended_before_cuda_init_does_nothing_then(fake_backend,
+                                                                  monkeypatch) -> None:
+    cuda = FakeCuda()
+    cuda.install(monkeypatch)
+    with gpudiag.session(memory_history=10, _backend_factory=fake_backend):
+        pass
+    cuda.init()
+    assert cuda.history_calls == [] and cuda.observer is None
+
+
+@pytest.mark.parametrize(("free", "fragmentation"), [(1 * 2**30, True), (0, False)])
+def test_oom_explanation_is_attached_to_the_error(fake_backend, monkeypatch, tmp_path, free,
+                                                  fragmentation) -> None:
+    cuda = FakeCuda()
+    cuda.install(monkeypatch)
+    snapshot = tmp_path / "oom.pickle"
+    with pytest.raises(torch.OutOfMemoryError) as e:  # noqa: PT012
+        with gpudiag.session(oom_snapshot=snapshot, _backend_factory=fake_backend):
+            cuda.init()
+            request = 3 * 2**30 if fragmentation else 4 * 2**30
+            cuda.observer(0, request, 80 * 2**30, free)
+            cuda.observer(0, request, 80 * 2**30, free)  # cuDNN retries: reported once
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+    text = e.value.gpudiag_explanation
+    assert text in getattr(e.value, "__notes__", [])
+    assert "could not get a" in text and "2.0 GiB cached but unallocated" in text
+    assert ("this OOM is fragmentation" in text) is fragmentation
+    assert ("working set is too large" in text) is not fragmentation
+    assert str(snapshot) in text and cuda.dumped == [str(snapshot)]
+    ooms = [ev for ev in fake_backend.last.events if ev.kind.name == "out_of_memory"]
+    assert len(ooms) == 1 and ooms[0].oom.free_bytes == free
+
+
+def test_oom_observer_never_raises(monkeypatch) -> None:
+    class Broken:
+        _detached = False
+
+        def on_out_of_memory(self, *args):
+            raise RuntimeError("boom")
+
+    monkeypatch.setattr(torch_integration, "_active", Broken())
+    torch_integration._oom_observer(0, 1, 2, 3)  # must not raise into the allocator
+
+
+def test_sessions_started_before_torch_is_imported_instrument_it_on_import() -> None:
+    code = textwrap.dedent("""
+        import sys
+        sys.path.insert(0, %r)
+        import gpudiag
+        from _fakes import FakeFactory
+        factory = FakeFactory()
+        with gpudiag.session(_backend_factory=factory):
+            assert "torch" not in sys.modules
+            import torch
+            from torch.utils.data import DataLoader
+            for _ in DataLoader(list(range(4)), batch_size=2):
+                pass
+        assert factory.last.names().count("input_wait_begin") == 3, factory.last.names()
+        print("ok")
+    """ % str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_phase_is_a_session_phase(fake_backend) -> None:
+    with gpudiag.session(_backend_factory=fake_backend):
+        with gpudiag.phase("forward"):
+            pass
+    names = fake_backend.last.names()
+    assert names.index("phase_begin") < names.index("phase_end")
+    with gpudiag.phase("outside a session"):  # harmless without a session
+        pass

@@ -1,0 +1,177 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The gpudiag command line: parsing, exit codes, and each subcommand's error paths."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sample_reports import full_report
+
+import gpudiag
+from gpudiag import Report, cli
+from gpudiag._errors import (
+    EXIT_FINDINGS,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_PROGRAM_FAILED,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+)
+from gpudiag.cli import _common, demo
+from gpudiag.cli import run as run_cmd
+
+
+def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INPUT, EXIT_UNAVAILABLE,
+                 EXIT_PROGRAM_FAILED, 70, 130):
+        assert f"\n  {code} " in out
+    for command in ("run", "analyze", "export", "demo"):
+        assert command in out
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main([]) == EXIT_USAGE
+
+
+def test_unknown_option_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["analyze", "--bogus", "x"]) == EXIT_USAGE
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_missing_input_is_an_input_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["analyze", "/nonexistent/trace.json"]) == EXIT_INPUT
+    assert "/nonexistent/trace.json" in capsys.readouterr().err
+
+
+def test_garbage_input_is_an_input_error(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "notatrace.bin"
+    bad.write_bytes(b"\x00\x01garbage" * 10)
+    assert cli.main(["analyze", str(bad)]) == EXIT_INPUT
+    assert "notatrace.bin" in capsys.readouterr().err
+
+
+def test_export_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["export", "x.json"]) == EXIT_USAGE
+    assert cli.main(["export", "x.json", "--chrome", "a", "--prometheus", "b"]) == EXIT_USAGE
+
+
+def test_export_missing_input_writes_nothing(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "out.json"
+    assert cli.main(["export", "/nonexistent.json", "--chrome", str(out)]) == EXIT_INPUT
+
+
+def test_fail_on_maps_severity_to_exit_code() -> None:
+    r = Report(full_report())  # critical + warning findings
+    assert _common.exit_code_for(r, None) == EXIT_OK
+    assert _common.exit_code_for(r, "critical") == EXIT_FINDINGS
+    data = full_report()
+    data["findings"] = [f for f in data["findings"] if f["severity"] == "warning"]
+    assert _common.exit_code_for(Report(data), "critical") == EXIT_OK
+    assert _common.exit_code_for(Report(data), "warning") == EXIT_FINDINGS
+
+
+def test_emit_report_prints_text_or_json(tmp_path: Path, capsys) -> None:
+    import argparse
+
+    r = Report(full_report())
+    args = argparse.Namespace(format="json", json=str(tmp_path / "r.json"),
+                              html=str(tmp_path / "r.html"), fail_on="warning")
+    assert _common.emit_report(r, args) == EXIT_FINDINGS
+    assert json.loads(capsys.readouterr().out)["findings"][0]["id"] == "input_bound"
+    assert (tmp_path / "r.json").exists() and "<svg" in (tmp_path / "r.html").read_text()
+    args.format = "text"
+    _common.emit_report(r, args)
+    assert "Input-bound" in capsys.readouterr().out
+
+
+def test_demo_without_the_bundled_recording_says_so(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(demo, "demo_path", lambda: tmp_path / "demo.gpudiag")
+    assert cli.main(["demo"]) == EXIT_UNAVAILABLE
+    assert "bundled demo recording is missing" in capsys.readouterr().err
+
+
+def test_run_needs_a_target(capsys) -> None:
+    assert cli.main(["run"]) == EXIT_USAGE
+    assert cli.main(["run", "--"]) == EXIT_USAGE
+    assert cli.main(["run", "no_such_script.py"]) == EXIT_USAGE
+
+
+def test_run_program_without_the_library_is_unavailable(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setattr(run_cmd, "library_path", lambda: tmp_path / "missing.so")
+    assert cli.main(["run", "--", "true"]) == EXIT_UNAVAILABLE
+    assert "injection library is missing" in capsys.readouterr().err
+
+
+def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsys) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    env_dump = tmp_path / "env.json"
+    record = tmp_path / "prog.gpudiag"
+    code = cli.main(["run", "--record", str(record), "--", sys.executable, "-c",
+                     "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+                     "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
+                     f"open({str(env_dump)!r}, 'w'))"])
+    env = json.loads(env_dump.read_text())
+    assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(lib),
+                   "GPUDIAG_RECORD": str(record.resolve())}
+    # No GPU here: the injection never loads, so there is no recording, and the CLI says why.
+    assert code == EXIT_UNAVAILABLE
+    assert "wrote no recording" in capsys.readouterr().err
+
+
+def test_run_unknown_program_is_a_usage_error(monkeypatch, tmp_path, capsys) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    assert cli.main(["run", "--", "/no/such/program"]) == EXIT_USAGE
+
+
+def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, capsys) -> None:
+    from gpudiag import _session
+
+    monkeypatch.setattr(_session, "_create_native", fake_backend)
+    script = tmp_path / "train.py"
+    script.write_text("import sys, gpudiag\n"
+                      "assert sys.argv[1:] == ['--epochs', '1'], sys.argv\n"
+                      "for i in range(3):\n"
+                      "    gpudiag.step()\n"
+                      "sys.exit(3)\n")
+    code = cli.main(["run", "--no-torch", "--record", str(tmp_path / "t.gpudiag"), str(script),
+                     "--epochs", "1"])
+    assert code == EXIT_PROGRAM_FAILED
+    backend = fake_backend.last
+    assert backend.options.record_path == str(tmp_path / "t.gpudiag")
+    assert backend.names().count("step_begin") == 3 and "stop" in backend.names()
+    err = capsys.readouterr().err
+    assert "exited with status 3" in err
+    assert json.loads((tmp_path / "t.report.json").read_text())["notes"]
+
+
+def test_module_entry_point_runs(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"gpudiag {gpudiag.__version__}"
+
+
+def test_progress_bar_waits_then_draws(monkeypatch) -> None:
+    import io
+
+    stream = io.StringIO()
+    bar = _common.ProgressBar(stream, enabled=True)
+    bar(10, 100)
+    assert stream.getvalue() == ""  # too early: short imports stay quiet
+    monkeypatch.setattr(_common.ProgressBar, "DELAY_S", 0.0)
+    bar = _common.ProgressBar(stream, enabled=True)
+    bar(50, 100)
+    bar.close()
+    assert "50.0 %" in stream.getvalue() and stream.getvalue().endswith("\n")
