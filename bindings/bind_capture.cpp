@@ -32,11 +32,9 @@ void bind_capture(py::module_& m) {
         .def_readwrite("driver_version", &CaptureStatus::driver_version)
         .def_readwrite("device_count", &CaptureStatus::device_count);
 
-#if GPUDIAG_PY_HAVE_PROBE
     m.def("capture_level_name", &capture_level_name);
     m.def("probe_capture", &probe_capture, py::call_guard<py::gil_scoped_release>(),
           "Probes the machine without starting capture or creating a CUDA context.");
-#endif
 }
 
 }  // namespace gpudiag::python

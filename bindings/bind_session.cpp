@@ -48,7 +48,6 @@ private:
     py::object fn_;
 };
 
-#if GPUDIAG_PY_HAVE_SESSION
 // Deleting a session joins its worker thread, which may be waiting for the GIL in a callback.
 struct SessionDeleter {
     void operator()(Session* session) const noexcept {
@@ -57,7 +56,6 @@ struct SessionDeleter {
     }
 };
 using SessionHolder = std::unique_ptr<Session, SessionDeleter>;
-#endif
 
 }  // namespace
 
@@ -85,7 +83,6 @@ void bind_session(py::module_& m) {
             },
             "Called with each periodic Report on the session's thread (set a callable or None).");
 
-#if GPUDIAG_PY_HAVE_SESSION
     py::class_<Session, SessionHolder>(m, "Session")
         .def_static(
             "create",
@@ -135,7 +132,6 @@ void bind_session(py::module_& m) {
             py::arg("reason"))
         .def("resume_capture",
              [](Session& s) { check(without_gil([&] { return s.resume_capture(); })); });
-#endif
 }
 
 }  // namespace gpudiag::python
