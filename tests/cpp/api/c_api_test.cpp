@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// The C API: misuse is answered with status codes and messages, never a crash.
+#include <gpudiag/gpudiag.h>
+#include <gpudiag/version.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+namespace {
+
+gpudiag_session_t* make_session() {
+    gpudiag_session_options_t o;
+    gpudiag_session_options_init(&o);
+    o.capture_gpu = 0;
+    o.nvml_hz = 0;
+    o.flush_period_ms = 5;
+    gpudiag_session_t* s = nullptr;
+    EXPECT_EQ(gpudiag_session_create(&o, &s), GPUDIAG_OK) << gpudiag_last_error();
+    return s;
+}
+
+TEST(CApi, Version) { EXPECT_STREQ(gpudiag_version(), GPUDIAG_VERSION_STRING); }
+
+TEST(CApi, NullHandlesAreInvalidArguments) {
+    EXPECT_EQ(gpudiag_session_start(nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("NULL"), std::string::npos);
+    EXPECT_EQ(gpudiag_session_stop(nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_step_begin(nullptr, 1), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_phase_begin(nullptr, "x"), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_phase_end(nullptr), GPUDIAG_INVALID_ARGUMENT);
+    char* out = reinterpret_cast<char*>(1);
+    EXPECT_EQ(gpudiag_session_report(nullptr, GPUDIAG_FORMAT_TEXT, &out), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_create(nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_status(nullptr, nullptr, nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
+    gpudiag_session_destroy(nullptr);  // fine
+    gpudiag_free(nullptr);             // fine
+    gpudiag_session_options_init(nullptr);  // fine
+}
+
+TEST(CApi, LifecycleMisuse) {
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_FAILED_PRECONDITION);  // stop without start
+    EXPECT_NE(std::string(gpudiag_last_error()), "");
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_start(s), GPUDIAG_FAILED_PRECONDITION);
+    EXPECT_EQ(gpudiag_session_phase_begin(s, nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_watch_memory(s, 1, nullptr, nullptr, nullptr),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_unwatch_memory(s, 12345), GPUDIAG_NOT_FOUND);
+    ASSERT_EQ(gpudiag_session_step_begin(s, 0), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_phase_begin(s, "forward"), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_phase_end(s), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_step_end(s, 0), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_FAILED_PRECONDITION);  // double stop
+    const char* level = nullptr;
+    uint64_t events = 0;
+    uint64_t dropped = 99;
+    ASSERT_EQ(gpudiag_session_status(s, &level, &events, &dropped), GPUDIAG_OK);
+    ASSERT_NE(level, nullptr);
+    EXPECT_GE(events, 4u);
+    EXPECT_EQ(dropped, 0u);
+    char* json = nullptr;
+    ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_JSON, &json), GPUDIAG_OK);
+    ASSERT_NE(json, nullptr);
+    EXPECT_NE(std::strstr(json, "\"schema_version\""), nullptr);
+    gpudiag_free(json);
+    char* text = nullptr;
+    EXPECT_EQ(gpudiag_session_report(s, static_cast<gpudiag_format_t>(7), &text),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(text, nullptr);
+    gpudiag_session_destroy(s);
+}
+
+TEST(CApi, DestroyWhileRunningStopsCleanly) {
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    gpudiag_session_destroy(s);
+}
+
+TEST(CApi, AnalyzeFilesErrors) {
+    char* out = nullptr;
+    EXPECT_EQ(gpudiag_analyze_files(nullptr, 0, GPUDIAG_FORMAT_TEXT, &out),
+              GPUDIAG_INVALID_ARGUMENT);
+    const char* missing[] = {"/nonexistent/trace.json"};
+    EXPECT_EQ(gpudiag_analyze_files(missing, 1, GPUDIAG_FORMAT_JSON, &out), GPUDIAG_NOT_FOUND);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("/nonexistent/trace.json"),
+              std::string::npos);
+    const char* with_null[] = {nullptr};
+    EXPECT_EQ(gpudiag_analyze_files(with_null, 1, GPUDIAG_FORMAT_JSON, &out),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_analyze_files(missing, 1, GPUDIAG_FORMAT_JSON, nullptr),
+              GPUDIAG_INVALID_ARGUMENT);
+}
+
+}  // namespace
