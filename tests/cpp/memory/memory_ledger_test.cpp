@@ -240,3 +240,30 @@ TEST(MemoryLedger, PhasesRecordPeaks) {
 
 }  // namespace
 }  // namespace gpudiag::detail
+
+namespace gpudiag::detail {
+namespace {
+
+using namespace gpudiag::testing;
+
+// Steps given as complete ranges (ProfilerStep#N from an importer or the demo generator) arrive
+// back to back at their start times; each must still be closed before the next begins.
+TEST(MemoryLedger, BackToBackStepRangesAreEachKept) {
+    MemoryLedger l;
+    l.apply(mem(EventKind::kSegmentAlloc, 1, 0x1000000, 64 * kMiB));
+    std::uint64_t t = 10;
+    for (std::uint64_t s = 0; s < 5; ++s) {
+        Event r = step(EventKind::kRange, t, s);
+        r.end_ns = t + 100;
+        l.apply(r);
+        l.apply(mem(EventKind::kBlockAlloc, t + 10, 0x1000000 + s * 2 * kMiB, 2 * kMiB));
+        t += 100;  // the next step starts exactly where this one ends
+    }
+    std::vector<StepMark> steps = l.steps(0);
+    ASSERT_EQ(steps.size(), 4u);  // the fifth is still open
+    EXPECT_EQ(steps[0].allocated_min, 0u);
+    EXPECT_EQ(steps[3].allocated_min, 3 * 2 * kMiB);
+}
+
+}  // namespace
+}  // namespace gpudiag::detail

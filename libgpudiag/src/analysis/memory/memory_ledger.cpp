@@ -748,6 +748,13 @@ void MemoryLedger::apply(const Event& e) {
             if (e.range.category == RangeCategory::kStep) {
                 for (Device* d : devices_) {
                     if (d == nullptr) continue;
+                    // Steps given as complete ranges arrive at their start: the previous step
+                    // ends here (at its own end) before the next one begins, even when no
+                    // memory event fell between them.
+                    if (d->pending_step_end != 0) {
+                        step_end(*d, std::min(d->pending_step_end, e.start_ns));
+                        d->pending_step_end = 0;
+                    }
                     step_begin(*d, e.range.id, e.start_ns);
                     d->pending_step_end = std::max(e.end_ns, e.start_ns + 1);
                 }
