@@ -58,13 +58,15 @@ fi
 if [ -f pyproject.toml ]; then
   step "Python package (pip install into .venv) + pytest"
   PY=${GPUDIAG_PYTHON:-python3}
-  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  # --system-site-packages: reuse a torch the machine already has (several GB); otherwise pip
+  # installs it once and its cache keeps it for the next run.
+  [ -x .venv/bin/python ] || "$PY" -m venv --system-site-packages .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   # torch is large; pip's cache keeps it to one download per machine.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
   .venv/bin/python -m pip install -q ".[test]"
   set +e
-  .venv/bin/python -m pytest -q tests/python
+  .venv/bin/python -m pytest -q tests/python tests/scenarios
   rc=$?
   set -e
   if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi

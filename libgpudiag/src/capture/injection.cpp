@@ -22,12 +22,6 @@
 #include <cstring>
 #include <string>
 
-// The live Session is implemented in api/session.cpp; until a build has it, injection reports
-// that it cannot run instead of leaving an undefined symbol in libgpudiag.so.
-#if __has_include("api/session.cpp")
-#  define GPUDIAG_INJECTION_HAS_SESSION 1
-#endif
-
 namespace gpudiag::detail {
 namespace {
 
@@ -36,12 +30,11 @@ std::atomic<bool> g_in_forked_child{false};
 
 void on_fork_child() noexcept { g_in_forked_child.store(true); }
 
-[[maybe_unused]] std::string env_or(const char* name, const std::string& fallback) {
+std::string env_or(const char* name, const std::string& fallback) {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0' ? std::string(v) : fallback;
 }
 
-#if GPUDIAG_INJECTION_HAS_SESSION
 Session* g_session = nullptr;  // leaked on purpose: destroyed by no static destructor
 
 void write_report(const Report& report) noexcept {
@@ -73,12 +66,10 @@ void finish_at_exit() noexcept {
     } catch (...) {
     }
 }
-#endif
 
 int initialise() noexcept {
     if (g_in_forked_child.load()) return 0;
     if (g_initialised.exchange(true)) return 1;  // once per process
-#if GPUDIAG_INJECTION_HAS_SESSION
     try {
         SessionOptions options;
         options.record_path =
@@ -104,11 +95,6 @@ int initialise() noexcept {
     } catch (...) {
         return 0;
     }
-#else
-    (void)&on_fork_child;
-    std::fprintf(stderr, "gpudiag: this build has no live Session; CUDA injection is off\n");
-    return 0;
-#endif
 }
 
 }  // namespace
