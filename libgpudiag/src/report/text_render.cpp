@@ -114,14 +114,40 @@ void render_finding(std::string& out, const Finding& f) {
     out += "\n";
 }
 
+// An "enum" figure's label reads "name: 0 first, 1 second, ..."; show the name and the word
+// that the value stands for instead of the code.
+std::pair<std::string, std::string> enum_display(const Figure& f) {
+    auto colon = f.label.find(':');
+    if (colon == std::string::npos) return {f.label, detail::format_number(f.value, 0)};
+    std::string name = f.label.substr(0, colon);
+    std::string code = detail::format_number(f.value, 0) + " ";
+    std::size_t pos = colon + 1;
+    while (pos < f.label.size()) {
+        std::size_t comma = f.label.find(',', pos);
+        std::string item = f.label.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                          : comma - pos);
+        item.erase(0, item.find_first_not_of(' '));
+        if (item.rfind(code, 0) == 0) return {name, item.substr(code.size())};
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return {name, detail::format_number(f.value, 0)};
+}
+
 void render_section(std::string& out, const Section& s) {
     out += "  " + s.title + "\n";
-    std::size_t w = 0;
-    for (const auto& f : s.figures) w = std::max(w, (f.label.empty() ? f.key : f.label).size());
+    std::vector<std::pair<std::string, std::string>> rows;
     for (const auto& f : s.figures) {
-        const std::string& name = f.label.empty() ? f.key : f.label;
-        out += "    " + name + std::string(w - name.size() + 2, ' ') + format_value(f.value, f.unit) +
-               "\n";
+        if (f.unit == "enum") {
+            rows.push_back(enum_display(f));
+        } else {
+            rows.emplace_back(f.label.empty() ? f.key : f.label, format_value(f.value, f.unit));
+        }
+    }
+    std::size_t w = 0;
+    for (const auto& [name, value] : rows) w = std::max(w, name.size());
+    for (const auto& [name, value] : rows) {
+        out += "    " + name + std::string(w - name.size() + 2, ' ') + value + "\n";
     }
     for (const auto& t : s.tables) render_table(out, t, 15);
     out += "\n";
