@@ -2,6 +2,7 @@
 // CuptiApi: loading. CUPTI 13.x only: record layouts and the cbid tables gpudiag reads are the
 // 13.0 ones; CUPTI 12 (API version <= 28) numbers versions differently and is refused.
 #include "capture/cupti_api.hpp"
+#include "capture/cuda_driver_api.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
@@ -51,6 +52,14 @@ struct Loaded {
 Loaded load() {
     Loaded r;
     std::string why;
+    // No driver, no CUPTI: some libcupti builds (seen with the one in PyTorch's CUDA 13 wheels)
+    // recurse until the stack overflows when their first call cannot load libcuda. Without a
+    // driver there is nothing to capture anyway, so the library is not even opened.
+    if (cuda_driver_api(&why) == nullptr) {
+        r.why_not = "libcupti not loaded: no CUDA driver (" + why + ")";
+        return r;
+    }
+    why.clear();
     LoadedLibrary lib = load_library(cupti_search(), why);
     if (lib.handle == nullptr) {
         r.why_not = "libcupti: " + why;
