@@ -1,19 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev
-# libfmt-dev). No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time,
-# and only the CUDA toolkit's headers are used, when present.
+# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev).
+# No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time, and only the
+# CUDA toolkit's headers are used, when present.
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 find_package(simdjson REQUIRED)
 
-# fmt is optional: where the system has it, gpudiag formats through it (header-only, private, so a
-# host process with its own fmt never sees our symbols); elsewhere through snprintf.
-find_package(fmt QUIET)
-if(fmt_FOUND)
-  message(STATUS "gpudiag: using system fmt ${fmt_VERSION}")
-endif()
+# No fmt: the library formats a handful of numbers and units (support/format.cpp), which snprintf
+# does in a few lines; linking fmt, even privately, would add a dependency for no gain.
 
 # CUDA toolkit headers (cupti.h, nvtx3, nvml.h) for the capture layer; never its libraries.
 find_package(CUDAToolkit QUIET)
