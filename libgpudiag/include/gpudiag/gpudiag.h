@@ -42,10 +42,17 @@ typedef enum gpudiag_status {
     GPUDIAG_IO_ERROR = 6,
     GPUDIAG_RESOURCE_EXHAUSTED = 7,
     GPUDIAG_FAILED_PRECONDITION = 8,
-    GPUDIAG_INTERNAL = 9
+    GPUDIAG_INTERNAL = 9,
+    GPUDIAG_STATUS_FORCE_INT32 = 0x7FFFFFFF
 } gpudiag_status_t;
 
-typedef enum gpudiag_format { GPUDIAG_FORMAT_TEXT = 0, GPUDIAG_FORMAT_JSON = 1 } gpudiag_format_t;
+/* The *_FORCE_INT32 members make every int a valid value of the enum, so a caller passing a bad
+ * value gets GPUDIAG_INVALID_ARGUMENT instead of undefined behaviour. */
+typedef enum gpudiag_format {
+    GPUDIAG_FORMAT_TEXT = 0,
+    GPUDIAG_FORMAT_JSON = 1,
+    GPUDIAG_FORMAT_FORCE_INT32 = 0x7FFFFFFF
+} gpudiag_format_t;
 
 typedef struct gpudiag_session gpudiag_session_t;
 
