@@ -21,6 +21,9 @@ step() { printf '\n=== %s (%ds)\n' "$*" $(( $(date +%s) - START )); }
 step "system packages"
 tools/install_deps.sh --test
 
+step "lint"
+tools/lint.sh
+
 # --- C++: build and test -------------------------------------------------------------------------
 step "configure + build (dev preset)"
 cmake --preset dev >/dev/null
@@ -72,8 +75,5 @@ if [ -f pyproject.toml ]; then
   if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
   [ $rc -eq 0 ] || exit $rc
 fi
-
-step "lint"
-tools/lint.sh
 
 step "all checks passed"
