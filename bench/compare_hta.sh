@@ -7,7 +7,7 @@
 # and reports wall time and peak RSS (/usr/bin/time -v) for each.
 #
 #   bench/compare_hta.sh [TRACE] [BUILD_DIR]
-# TRACE defaults to the corpus' 54 MB trace; BUILD_DIR to build/kineto (configure with
+# TRACE defaults to the corpus' 54 MB trace; BUILD_DIR to build/dev (configure with
 # -DGPUDIAG_BUILD_BENCH=ON and build gpudiag_analyze gpudiag_parse_floor). HTA_VENV overrides the
 # venv location (default /tmp/hta-venv; reused when present). RUNS sets the repeats for the C++
 # programs (best wall time is reported; default 3).
@@ -16,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 trace="${1:-$root/../shared/corpus/kineto_traces/hta_df_index_resolver.json.gz}"
-build="${2:-$root/build/kineto}"
+build="${2:-$root/build/dev}"
 venv="${HTA_VENV:-/tmp/hta-venv}"
 runs="${RUNS:-3}"
 
