@@ -4,11 +4,16 @@
 //   inference_service [--requests N] [--leak-kib K] [--fragment] [--record FILE] [--json]
 //
 // --leak-kib K   keeps K KiB per request alive forever (the classic slow service leak)
-// --fragment     interleaves long-lived small buffers with short-lived large ones, so free memory
-//                splinters and a late large request fails although the total free would fit
+// --fragment     interleaves long-lived small cache entries with large working buffers in the
+//                service's arena, so free memory splinters and a 1 GiB request fails although
+//                about 3 GiB are free
+// Memory comes from DeviceArena, a small caching allocator that reports its segment and blocks to
+// gpudiag (as PyTorch's does), next to plain cudaMalloc that gpudiag sees through CUPTI.
 // Without a GPU it says so and exits 0 after showing gpudiag's capture status.
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
+
+#include "device_arena.hpp"
 
 #include <cuda_runtime.h>
 
@@ -43,12 +48,6 @@ Args parse(int argc, char** argv) {
     return a;
 }
 
-__attribute__((noinline)) void* allocate(std::size_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
-    return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -75,33 +74,43 @@ int main(int argc, char** argv) {
                     static_cast<double>(bytes) / (1 << 30));
     });
 
-    std::vector<void*> leaked;
-    std::vector<void*> pinned_small;
+    DeviceArena arena(**session, std::size_t{3} << 30);
+    if (!arena.ok()) {
+        std::fprintf(stderr, "cannot reserve the 3 GiB arena on this GPU\n");
+        return 1;
+    }
     cudaStream_t stream;
     cudaStreamCreate(&stream);
-    int failures = 0;
+    constexpr std::size_t kMiB = std::size_t{1} << 20;
     for (int r = 0; r < args.requests; ++r) {
         (*session)->step_begin(static_cast<std::uint64_t>(r));
         (*session)->phase_begin("request");
-        void* activations = allocate(std::size_t{8} << 20);  // per-request working memory
-        if (activations) cudaMemsetAsync(activations, 0, std::size_t{8} << 20, stream);
+        void* activations = arena.allocate(64 * kMiB, "Model::forward activations");
+        if (activations) cudaMemsetAsync(activations, 0, 64 * kMiB, stream);
         if (args.leak_kib > 0) {
-            void* p = allocate(args.leak_kib << 10);
-            if (p) leaked.push_back(p);  // never freed: the planted leak
-        }
-        if (args.fragment) {
-            // A small long-lived buffer lands between big short-lived ones.
-            if (void* small = allocate(std::size_t{2} << 20)) pinned_small.push_back(small);
+            // The planted leak: a per-request buffer that is never released.
+            (void)arena.allocate(args.leak_kib << 10, "RequestCache::remember (never evicted)");
         }
         cudaStreamSynchronize(stream);
-        if (activations) cudaFree(activations);
+        if (activations) arena.release(activations, "Model::forward activations");
         (*session)->phase_end();
         (*session)->step_end(static_cast<std::uint64_t>(r));
     }
+    int failures = 0;
     if (args.fragment) {
-        void* big = allocate(std::size_t{1} << 40);  // 1 TiB: fails, and gpudiag explains why
-        if (!big) ++failures;
-        else cudaFree(big);
+        // Working buffers with a small long-lived cache entry after each: freeing the buffers
+        // leaves holes of 96 MiB between pinned entries.
+        std::vector<void*> working;
+        for (int i = 0; i < 24; ++i) {
+            working.push_back(arena.allocate(96 * kMiB, "Batcher::assemble working buffer"));
+            (void)arena.allocate(2 * kMiB, "KvCache::insert (long-lived)");
+        }
+        for (void* p : working) {
+            if (p) arena.release(p, "Batcher::assemble working buffer");
+        }
+        std::printf("arena free: %.2f GiB; requesting 1 GiB\n",
+                    static_cast<double>(arena.free_bytes()) / (1 << 30));
+        if (arena.allocate(std::size_t{1} << 30, "Model::load_adapter") == nullptr) ++failures;
     }
     (void)(*session)->stop();
     auto report = (*session)->report();
@@ -111,8 +120,7 @@ int main(int argc, char** argv) {
     }
     std::fputs((args.json ? gpudiag::render_json(*report) : gpudiag::render_text(*report)).c_str(),
                stdout);
-    for (void* p : leaked) cudaFree(p);
-    for (void* p : pinned_small) cudaFree(p);
     cudaStreamDestroy(stream);
-    return failures > 0 ? 0 : 0;
+    if (failures > 0) std::printf("%d request(s) failed to allocate (see gpudiag's explanation)\n", failures);
+    return 0;
 }
