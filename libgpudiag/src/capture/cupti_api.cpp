@@ -56,7 +56,7 @@ Loaded load() {
     // recurse until the stack overflows when their first call cannot load libcuda. Without a
     // driver there is nothing to capture anyway, so the library is not even opened.
     if (cuda_driver_api(&why) == nullptr) {
-        r.why_not = "libcupti not loaded: no CUDA driver (" + why + ")";
+        r.why_not = "libcupti not loaded: " + why;
         return r;
     }
     why.clear();
