@@ -6,16 +6,11 @@
 #include "capture/dynamic_library.hpp"
 
 #include <cstdio>
-#include <mutex>
 
 namespace gpudiag::detail {
 namespace {
 
-struct Loaded {
-    CudaDriverApi api;
-    bool ok = false;
-    std::string why_not;
-};
+using Loaded = ApiLoadResult<CudaDriverApi>;
 
 Loaded load() {
     Loaded r;
@@ -59,20 +54,7 @@ std::string format_gpu_uuid(const std::array<unsigned char, 16>& b) {
 }
 
 const CudaDriverApi* cuda_driver_api(std::string* why_not) noexcept {
-    static std::once_flag once;
-    static Loaded* loaded = nullptr;  // leaked on purpose: used until the process exits
-    try {
-        std::call_once(once, [] { loaded = new Loaded(load()); });
-    } catch (...) {
-        if (why_not != nullptr) *why_not = "libcuda: out of memory while loading";
-        return nullptr;
-    }
-    if (loaded == nullptr) return nullptr;
-    if (!loaded->ok) {
-        if (why_not != nullptr) *why_not = loaded->why_not;
-        return nullptr;
-    }
-    return &loaded->api;
+    return load_api_once<CudaDriverApi>(&load, "libcuda", why_not);
 }
 
 }  // namespace gpudiag::detail

@@ -9,7 +9,6 @@
 #  include "capture/dynamic_library.hpp"
 
 #  include <cstdlib>
-#  include <mutex>
 
 namespace gpudiag::detail {
 namespace {
@@ -43,11 +42,7 @@ bool resolve(void* handle, const char* name, Fn& out, std::string& missing) {
     return true;
 }
 
-struct Loaded {
-    CuptiApi api;
-    bool ok = false;
-    std::string why_not;
-};
+using Loaded = ApiLoadResult<CuptiApi>;
 
 Loaded load() {
     Loaded r;
@@ -125,20 +120,7 @@ std::string CuptiApi::result_name(CUptiResult result) const noexcept {
 }
 
 const CuptiApi* cupti_api(std::string* why_not) noexcept {
-    static std::once_flag once;
-    static Loaded* loaded = nullptr;  // leaked on purpose: used until the process exits
-    try {
-        std::call_once(once, [] { loaded = new Loaded(load()); });
-    } catch (...) {
-        if (why_not != nullptr) *why_not = "libcupti: out of memory while loading";
-        return nullptr;
-    }
-    if (loaded == nullptr) return nullptr;
-    if (!loaded->ok) {
-        if (why_not != nullptr) *why_not = loaded->why_not;
-        return nullptr;
-    }
-    return &loaded->api;
+    return load_api_once<CuptiApi>(&load, "libcupti", why_not);
 }
 
 }  // namespace gpudiag::detail

@@ -3,6 +3,7 @@
 // library has no NEEDED entry on any of them and reuses the copy a framework already loaded.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,47 @@ void* find_symbol_address(void* handle, const char* name) noexcept;
 template <typename Fn>
 Fn find_symbol(void* handle, const char* name) noexcept {
     return reinterpret_cast<Fn>(find_symbol_address(handle, name));
+}
+
+/// What loading one library's function table gave: the table, or why it is unusable.
+template <typename Api>
+struct ApiLoadResult {
+    Api api;
+    bool ok = false;
+    std::string why_not;  ///< set when !ok
+};
+
+/// The process-wide table of `Api`, made by `load` on the first call and kept until the process
+/// exits (never freed: other threads may still call through it). Null when unusable, with the
+/// reason in `why_not`. `library_name` names the library if even the attempt fails.
+/// Thread-safety: safe. Callback-safe: no (the first call loads).
+template <typename Api>
+const Api* load_api_once(ApiLoadResult<Api> (*load)(), const char* library_name,
+                         std::string* why_not) noexcept {
+    static std::once_flag once;
+    static ApiLoadResult<Api>* loaded = nullptr;
+    try {
+        std::call_once(once, [load] { loaded = new ApiLoadResult<Api>(load()); });
+    } catch (...) {
+        if (why_not != nullptr) {
+            try {
+                *why_not = std::string(library_name) + ": could not be loaded (out of memory)";
+            } catch (...) {
+            }
+        }
+        return nullptr;
+    }
+    if (loaded == nullptr) return nullptr;
+    if (!loaded->ok) {
+        if (why_not != nullptr) {
+            try {
+                *why_not = loaded->why_not;
+            } catch (...) {
+            }
+        }
+        return nullptr;
+    }
+    return &loaded->api;
 }
 
 }  // namespace gpudiag::detail

@@ -4,16 +4,11 @@
 
 #include "capture/dynamic_library.hpp"
 
-#include <mutex>
 
 namespace gpudiag::detail {
 namespace {
 
-struct Loaded {
-    NvmlApi api;
-    bool ok = false;
-    std::string why_not;
-};
+using Loaded = ApiLoadResult<NvmlApi>;
 
 Loaded load() {
     Loaded r;
@@ -90,20 +85,7 @@ std::string NvmlApi::error_name(nvml::Return r) const {
 }
 
 const NvmlApi* nvml_api(std::string* why_not) noexcept {
-    static std::once_flag once;
-    static Loaded* loaded = nullptr;  // leaked on purpose: see the header
-    try {
-        std::call_once(once, [] { loaded = new Loaded(load()); });
-    } catch (...) {
-        if (why_not != nullptr) *why_not = "NVML: out of memory while loading";
-        return nullptr;
-    }
-    if (loaded == nullptr) return nullptr;
-    if (!loaded->ok) {
-        if (why_not != nullptr) *why_not = loaded->why_not;
-        return nullptr;
-    }
-    return &loaded->api;
+    return load_api_once<NvmlApi>(&load, "NVML", why_not);
 }
 
 }  // namespace gpudiag::detail
