@@ -58,7 +58,8 @@ typedef struct gpudiag_session gpudiag_session_t;
 
 /* Called with a rendered report (JSON) every report_period_ms; `text` is valid during the call. */
 typedef void (*gpudiag_report_fn)(const char* json, void* user_data);
-/* Called when device memory in use crosses a watch's threshold upwards. */
+/* Called when the memory in use on a device crosses a watch's threshold upwards (see
+   gpudiag::Session::watch_memory for what counts as in use). */
 typedef void (*gpudiag_watch_fn)(uint64_t bytes_in_use, void* user_data);
 
 typedef struct gpudiag_session_options {

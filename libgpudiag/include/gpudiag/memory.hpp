@@ -19,7 +19,9 @@ namespace gpudiag {
 enum class MemoryMetric : std::uint8_t {
     kAllocated = 0,   ///< bytes in live framework blocks (rounded sizes)
     kReserved = 1,    ///< bytes of framework segments (allocated + cached)
-    kDeviceUsed = 2,  ///< reserved + device memory held outside the framework
+    /// reserved + device memory held outside the framework, or the process' usage as NVML
+    /// reports it when that is larger (it also counts the CUDA context)
+    kDeviceUsed = 2,
 };
 GPUDIAG_API const char* memory_metric_name(MemoryMetric m) noexcept;  ///< "allocated", ...
 

@@ -9,6 +9,7 @@
 #include <gpudiag/recording.hpp>
 #include <gpudiag/session.hpp>
 
+#include "analysis/memory/memory_analyzer.hpp"
 #include "capture/capture_backend.hpp"
 #include "core/analyzer.hpp"
 #include "core/clock.hpp"
@@ -33,97 +34,77 @@ std::uint32_t current_tid() noexcept {
     return tid;
 }
 
-// Tracks device bytes in use from memory events for watermark watches: driver-level
-// allocations, pool allocations and physical bytes of virtual-memory mappings, plus what
-// framework and NVML counters say, taking the largest view.
-class MemoryWatches final : public EventSink {
+// The session's memory watches. Levels and hysteresis are the memory ledger's
+// (MemoryLedger::add_watch, on the ledger of the session's memory analysis); this class keeps the
+// user's callbacks, registers them once the ledger exists (watches may be added before start),
+// and queues crossings so that the worker calls them with no lock held: a callback may call
+// report() or unwatch_memory(). Every member is guarded by the session's sink lock.
+class SessionWatches {
 public:
-    struct Watch {
-        std::uint64_t threshold;
-        std::function<void(std::uint64_t)> callback;
-        bool armed = true;
-    };
+    using Callback = std::function<void(std::uint64_t)>;
 
-    WatchId add(std::uint64_t threshold, std::function<void(std::uint64_t)> cb) {
-        std::lock_guard<std::mutex> lock(mutex_);
+    WatchId add(std::uint64_t threshold, Callback callback) {
         WatchId id = next_id_++;
-        watches_[id] = Watch{threshold, std::move(cb), true};
+        Entry& entry = entries_[id];
+        entry.threshold = threshold;
+        entry.callback = std::move(callback);
+        if (ledger_ != nullptr) register_entry(id, entry);
         return id;
     }
+
     bool remove(WatchId id) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return watches_.erase(id) > 0;
-    }
-
-    void consume(std::span<const Event> events) override {
-        for (const Event& e : events) apply(e);
-    }
-
-    // Calls crossed watches; runs on the worker thread without the watch lock held.
-    void check() {
-        std::uint64_t in_use = bytes_in_use();
-        std::vector<std::pair<std::function<void(std::uint64_t)>, std::uint64_t>> due;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            for (auto& [id, w] : watches_) {
-                if (w.armed && in_use >= w.threshold) {
-                    w.armed = false;
-                    due.emplace_back(w.callback, in_use);
-                } else if (!w.armed && in_use < w.threshold - w.threshold / 20) {
-                    w.armed = true;  // hysteresis: re-arm below 95 % of the threshold
-                }
-            }
+        auto it = entries_.find(id);
+        if (it == entries_.end()) return false;
+        if (ledger_ != nullptr && it->second.ledger_id != 0) {
+            ledger_->remove_watch(it->second.ledger_id);
         }
-        for (auto& [cb, bytes] : due) {
-            try {
-                cb(bytes);
-            } catch (...) {
-                // A user callback must not take the worker down.
-            }
-        }
+        entries_.erase(it);
+        return true;
     }
 
-    std::uint64_t bytes_in_use() const {
-        std::uint64_t tracked = driver_bytes_ > 0 ? static_cast<std::uint64_t>(driver_bytes_) : 0;
-        return std::max({tracked, framework_reserved_, nvml_process_used_});
+    // Null when the session runs without memory analysis: watches then never fire.
+    void attach(detail::MemoryLedger* ledger) {
+        ledger_ = ledger;
+        if (ledger_ == nullptr) return;
+        for (auto& [id, entry] : entries_) register_entry(id, entry);
+    }
+
+    // The crossings since the last call, each with its watch's callback.
+    std::vector<std::pair<Callback, std::uint64_t>> take_due() {
+        std::vector<std::pair<Callback, std::uint64_t>> out;
+        for (const auto& [id, bytes] : due_) {
+            auto it = entries_.find(id);
+            if (it != entries_.end()) out.emplace_back(it->second.callback, bytes);
+        }
+        due_.clear();
+        return out;
     }
 
 private:
-    void apply(const Event& e) {
-        switch (e.kind) {
-            case EventKind::kDeviceAlloc:
-            case EventKind::kPoolAlloc:
-                if ((e.flags & kMemoryKindMask) == static_cast<std::uint8_t>(MemoryKind::kDevice) ||
-                    e.flags == 0) {
-                    driver_bytes_ += static_cast<std::int64_t>(e.memory.bytes);
-                }
-                break;
-            case EventKind::kDeviceFree:
-            case EventKind::kPoolFree:
-                if ((e.flags & kMemoryKindMask) == static_cast<std::uint8_t>(MemoryKind::kDevice) ||
-                    e.flags == 0) {
-                    driver_bytes_ -= static_cast<std::int64_t>(e.memory.bytes);
-                }
-                break;
-            case EventKind::kVmMap: driver_bytes_ += static_cast<std::int64_t>(e.memory.aux); break;
-            case EventKind::kVmUnmap: driver_bytes_ -= static_cast<std::int64_t>(e.memory.aux); break;
-            case EventKind::kCounter:
-                if (e.counter.counter == CounterKind::kFrameworkReservedBytes) {
-                    framework_reserved_ = static_cast<std::uint64_t>(e.counter.value);
-                } else if (e.counter.counter == CounterKind::kProcessMemoryUsedBytes) {
-                    nvml_process_used_ = static_cast<std::uint64_t>(e.counter.value);
-                }
-                break;
-            default: break;
-        }
+    struct Entry {
+        std::uint64_t threshold = 0;
+        Callback callback;
+        int ledger_id = 0;
+    };
+    // Hysteresis keeps crossings rare; the cap only guards against a pathological flood
+    // between two worker ticks.
+    static constexpr std::size_t kMaxQueuedCrossings = 1024;
+
+    void register_entry(WatchId id, Entry& entry) {
+        MemoryWatch spec;
+        spec.device = -1;
+        spec.metric = MemoryMetric::kDeviceUsed;
+        spec.level_bytes = entry.threshold;
+        spec.hysteresis_fraction = 0.05;  // re-arm below 95 % of the threshold
+        entry.ledger_id = ledger_->add_watch(spec, [this, id](const MemoryWatchCrossing& c) {
+            if (due_.size() < kMaxQueuedCrossings) due_.emplace_back(id, c.value_bytes);
+        });
     }
 
-    std::mutex mutex_;
-    std::map<WatchId, Watch> watches_;
+    std::map<WatchId, Entry> entries_;
+    std::vector<std::pair<WatchId, std::uint64_t>> due_;
+    detail::MemoryLedger* ledger_ = nullptr;
     WatchId next_id_ = 1;
-    std::int64_t driver_bytes_ = 0;
-    std::uint64_t framework_reserved_ = 0;
-    std::uint64_t nvml_process_used_ = 0;
 };
 
 }  // namespace
@@ -176,7 +157,10 @@ struct Session::Impl final : detail::EventQueue {
         analyzers = detail::make_analyzers(options.analysis);
         for (auto& a : analyzers) fanout_sinks.push_back(a.get());
         if (writer) fanout_sinks.push_back(writer.get());
-        fanout_sinks.push_back(&watches);
+        {
+            std::lock_guard<std::mutex> lock(sink_mutex);
+            watches.attach(memory_ledger());
+        }
         SourceInfo info = source_info();
         for (EventSink* s : fanout_sinks) s->begin(info, strings);
 
@@ -248,7 +232,7 @@ struct Session::Impl final : detail::EventQueue {
                 std::lock_guard<std::mutex> lock(sink_mutex);
                 drain_locked();
             }
-            watches.check();
+            call_due_watches();
             if (options.report_period_ms > 0 && options.on_report &&
                 std::chrono::steady_clock::now() >= next_report) {
                 next_report += std::chrono::milliseconds(options.report_period_ms);
@@ -285,6 +269,31 @@ struct Session::Impl final : detail::EventQueue {
 
     bool analyzers_ready() const { return !fanout_sinks.empty(); }
 
+    detail::MemoryLedger* memory_ledger() {
+        for (auto& a : analyzers) {
+            if (auto* memory = dynamic_cast<detail::MemoryAnalyzer*>(a.get())) {
+                return &memory->ledger();
+            }
+        }
+        return nullptr;
+    }
+
+    // Runs on the worker with no lock held (see SessionWatches).
+    void call_due_watches() {
+        std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
+        {
+            std::lock_guard<std::mutex> lock(sink_mutex);
+            due = watches.take_due();
+        }
+        for (auto& [callback, bytes] : due) {
+            try {
+                callback(bytes);
+            } catch (...) {
+                // A user callback must not take the worker down.
+            }
+        }
+    }
+
     CaptureStatus status() const {
         CaptureStatus s = backend ? backend->status() : probe_capture();
         s.capturing = running.load();
@@ -303,7 +312,7 @@ struct Session::Impl final : detail::EventQueue {
     std::unique_ptr<RecordingWriter> writer;
     std::vector<std::unique_ptr<detail::Analyzer>> analyzers;
     std::vector<EventSink*> fanout_sinks;
-    MemoryWatches watches;
+    SessionWatches watches;  // guarded by sink_mutex
     struct Fanout final : EventSink {
         explicit Fanout(Impl& impl) : impl_(impl) {}
         void consume(std::span<const Event> events) override {
@@ -412,6 +421,7 @@ Result<WatchId> Session::watch_memory(std::uint64_t threshold_bytes,
     if (!callback) return invalid_argument("watch_memory needs a callback");
     if (threshold_bytes == 0) return invalid_argument("watch_memory needs a threshold above 0");
     try {
+        std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         return impl_->watches.add(threshold_bytes, std::move(callback));
     } catch (...) {
         return resource_exhausted("out of memory adding a watch");
@@ -419,8 +429,13 @@ Result<WatchId> Session::watch_memory(std::uint64_t threshold_bytes,
 }
 
 Status Session::unwatch_memory(WatchId id) noexcept {
-    return impl_->watches.remove(id) ? Status::ok()
-                                     : not_found("no watch with id " + std::to_string(id));
+    try {
+        std::lock_guard<std::mutex> lock(impl_->sink_mutex);
+        if (impl_->watches.remove(id)) return Status::ok();
+        return not_found("no watch with id " + std::to_string(id));
+    } catch (...) {
+        return internal_error("unwatch_memory failed");
+    }
 }
 
 Result<Report> Session::report() noexcept {

@@ -145,6 +145,33 @@ TEST(Session, WatchFiresOncePerUpwardCrossing) {
     ASSERT_TRUE(s->stop().is_ok());
 }
 
+TEST(Session, WatchCallbackMayCallBackIntoTheSession) {
+    // Callbacks run with no session lock held: a service may take a report or drop the watch
+    // from inside one without deadlocking the worker.
+    auto s = make();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    std::atomic<int> reports{0};
+    std::atomic<bool> unwatched{false};
+    Session* session = s.get();
+    WatchId id = 0;
+    auto added = s->watch_memory(std::uint64_t{1} << 30, [&](std::uint64_t) {
+        if (session->report().is_ok()) ++reports;
+        unwatched = session->unwatch_memory(id).is_ok();
+    });
+    ASSERT_TRUE(added.is_ok());
+    id = *added;
+    Event e = block(EventKind::kDeviceAlloc, 0x5000'0000, std::uint64_t{3} << 29, 0, 0);
+    e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+    ASSERT_TRUE(s->record(e));
+    for (int i = 0; i < 400 && !unwatched.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(reports.load(), 1);
+    EXPECT_TRUE(unwatched.load());
+    ASSERT_TRUE(s->stop().is_ok());
+}
+
 TEST(Session, FullHandOffDropsAndSaysSo) {
     SessionOptions o = cpu_options();
     o.queue_capacity = 64;

@@ -22,6 +22,8 @@ public:
     void contribute(Report& report) override;
 
     [[nodiscard]] const MemoryLedger& ledger() const noexcept { return ledger_; }
+    /// For owners that register watches on the books (the live session).
+    [[nodiscard]] MemoryLedger& ledger() noexcept { return ledger_; }
     [[nodiscard]] const std::vector<OomExplanation>& ooms() const noexcept { return ooms_; }
     /// Expandable segments were on (allocator setting, or seen on segments).
     [[nodiscard]] bool expandable_segments() const noexcept { return expandable_; }

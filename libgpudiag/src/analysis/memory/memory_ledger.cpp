@@ -107,7 +107,7 @@ struct MemoryLedger::Device {
     std::array<std::uint64_t, 3> watch_lo{0, 0, 0};
 
     [[nodiscard]] std::array<std::uint64_t, 3> values() const {
-        return {t.allocated_rounded, t.reserved, t.used()};
+        return {t.allocated_rounded, t.reserved, std::max(t.used(), t.process_used)};
     }
 };
 
@@ -127,7 +127,11 @@ MemoryLedger::Device* MemoryLedger::device(std::uint16_t ordinal) {
         return nullptr;
     }
     if (ordinal >= devices_.size()) devices_.resize(ordinal + 1u, nullptr);
-    if (devices_[ordinal] == nullptr) devices_[ordinal] = new Device(ordinal, options_);
+    if (devices_[ordinal] == nullptr) {
+        devices_[ordinal] = new Device(ordinal, options_);
+        // Watches registered before the device's first event apply to it too.
+        if (!watches_.empty()) recompute_watch_bounds(*devices_[ordinal]);
+    }
     return devices_[ordinal];
 }
 
