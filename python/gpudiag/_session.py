@@ -271,9 +271,11 @@ class Session:
 
     # ---- memory -------------------------------------------------------------------------------
     def watch_memory(self, limit: SizeLike, callback: Callable[[int], None]) -> int:
-        """Calls ``callback(bytes_in_use)`` each time device memory in use rises above ``limit``
-        ("2 GiB" or bytes); re-armed when it falls below 95 % of it. Returns an id for
-        :meth:`unwatch_memory`. The callback runs on the session's thread: keep it short."""
+        """Calls ``callback(bytes_in_use)`` each time the memory in use on a device rises to
+        ``limit`` ("2 GiB" or bytes) or above; re-armed when it falls below 95 % of it. In use
+        means the framework's reserved bytes plus memory held outside it, or NVML's figure for
+        this process when larger. Returns an id for :meth:`unwatch_memory`. The callback runs on
+        the session's thread with no lock held: keep it short."""
         if not self._running:
             raise FailedPreconditionError("watch_memory needs a running session")
         if not callable(callback):
