@@ -67,7 +67,8 @@ if [ -f pyproject.toml ]; then
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   # torch is large; pip's cache keeps it to one download per machine.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
-  .venv/bin/python -m pip install -q ".[test]"
+  # The frameworks extra (Lightning, transformers) comes after torch, so it never pulls one in.
+  .venv/bin/python -m pip install -q ".[test,frameworks]"
   set +e
   .venv/bin/python -m pytest -q tests/python tests/scenarios
   rc=$?

@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The Lightning and Hugging Face callbacks on real trainers (CPU): the framework owns the step
+clock, its step numbers are the trainer's global step, and no step is counted twice by the
+optimizer hooks that also fire. tools/check.sh installs both frameworks (the `frameworks` extra);
+elsewhere these tests skip and say which package is missing."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = [
+    pytest.mark.torch,
+    # The frameworks' own deprecation and set-up warnings (a tiny CPU run trips several) are
+    # shown, not turned into failures: these tests are about gpudiag's callbacks.
+    pytest.mark.filterwarnings("default::DeprecationWarning"),
+    pytest.mark.filterwarnings("default::FutureWarning"),
+    pytest.mark.filterwarnings("default::UserWarning"),
+]
+
+torch = pytest.importorskip("torch")
+
+import gpudiag  # noqa: E402
+from gpudiag import torch_integration  # noqa: E402
+
+MAX_STEPS = 5
+
+
+def _step_calls(backend) -> list[tuple[str, int]]:
+    return [(name, args[0]) for name, _, args in backend.calls if name.startswith("step_")]
+
+
+def _expected_steps(last: int) -> list[tuple[str, int]]:
+    # Step 0 (begun by the first optimizer step, before the framework's first boundary) is the
+    # warm-up; each framework boundary then ends one step and begins the next, numbered by the
+    # trainer's global step.
+    out: list[tuple[str, int]] = []
+    for n in range(last):
+        out += [("step_begin", n), ("step_end", n)]
+    return [*out, ("step_begin", last)]
+
+
+def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
+    lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
+    with gpudiag.session(_backend_factory=fake_backend) as s:
+        trainer = lightning.Trainer(
+            accelerator="cpu", max_steps=MAX_STEPS, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+            callbacks=[torch_integration.lightning_callback()])
+        trainer.fit(Tiny(), data)
+        owner = s.step_clock.owner
+    assert trainer.global_step == MAX_STEPS
+    assert owner == "framework"
+    assert _step_calls(fake_backend.last) == _expected_steps(MAX_STEPS)
+
+
+def test_hf_callback_counts_optimizer_steps_not_micro_batches(fake_backend, tmp_path) -> None:
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    pytest.importorskip("accelerate", reason="accelerate (needed by transformers.Trainer)")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def forward(self, x, labels=None):
+            out = self.layer(x).squeeze(-1)
+            return {"loss": ((out - labels) ** 2).mean(), "logits": out}
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int):
+            return {"x": torch.full((4,), float(i)), "labels": torch.tensor(float(i % 3))}
+
+    # Two micro-batches per optimizer step: a step is what the optimizer sees, not a batch.
+    args = transformers.TrainingArguments(
+        output_dir=str(tmp_path), max_steps=MAX_STEPS, per_device_train_batch_size=4,
+        gradient_accumulation_steps=2, report_to=[], use_cpu=True, save_strategy="no",
+        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+    with gpudiag.session(_backend_factory=fake_backend) as s:
+        trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=Data(),
+                                       callbacks=[torch_integration.hf_callback()])
+        trainer.train()
+        owner = s.step_clock.owner
+    assert trainer.state.global_step == MAX_STEPS
+    assert owner == "framework"
+    assert _step_calls(fake_backend.last) == _expected_steps(MAX_STEPS)
+
+
+def test_callbacks_say_what_is_missing(monkeypatch) -> None:
+    import sys
+
+    for name in ("lightning", "lightning.pytorch", "lightning.pytorch.callbacks",
+                 "pytorch_lightning", "pytorch_lightning.callbacks", "transformers"):
+        monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
+    with pytest.raises(gpudiag.UnavailableError, match="Lightning is not installed"):
+        torch_integration.lightning_callback()
+    with pytest.raises(gpudiag.UnavailableError, match="transformers is not installed"):
+        torch_integration.hf_callback()
