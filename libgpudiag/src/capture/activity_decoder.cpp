@@ -186,6 +186,18 @@ void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
     }
 }
 
+template <typename Record>
+Event ActivityDecoder::timed_device_event(EventKind kind, const Record& r) const noexcept {
+    Event e;
+    e.kind = kind;
+    e.device = device_of(r.deviceId);
+    e.stream = stream_of(r.streamId);
+    e.process = pid_;
+    e.start_ns = ts(r.start);
+    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    return e;
+}
+
 void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
     bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
     if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
@@ -261,13 +273,7 @@ void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
         ++counters_.kernels_without_timing;
         return;
     }
-    Event e;
-    e.kind = EventKind::kKernel;
-    e.device = device_of(r.deviceId);
-    e.stream = stream_of(r.streamId);
-    e.process = pid_;
-    e.start_ns = ts(r.start);
-    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    Event e = timed_device_event(EventKind::kKernel, r);
     e.kernel.name = kernel_name(r.name);
     e.kernel.correlation = r.correlationId;
     std::uint64_t grid = clamp_u32(r.gridX) * clamp_u32(r.gridY) * clamp_u32(r.gridZ);
@@ -281,13 +287,7 @@ void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
 }
 
 void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
-    Event e;
-    e.kind = EventKind::kMemcpy;
-    e.device = device_of(r.deviceId);
-    e.stream = stream_of(r.streamId);
-    e.process = pid_;
-    e.start_ns = ts(r.start);
-    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    Event e = timed_device_event(EventKind::kMemcpy, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
     e.copy.direction = copy_direction(r.copyKind);
@@ -298,13 +298,7 @@ void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
 }
 
 void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
-    Event e;
-    e.kind = EventKind::kMemcpy;
-    e.device = device_of(r.deviceId);
-    e.stream = stream_of(r.streamId);
-    e.process = pid_;
-    e.start_ns = ts(r.start);
-    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    Event e = timed_device_event(EventKind::kMemcpy, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
     e.copy.direction = CopyDirection::kPeerToPeer;
@@ -315,13 +309,7 @@ void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
 }
 
 void ActivityDecoder::on_memset(const CUpti_ActivityMemset4& r) {
-    Event e;
-    e.kind = EventKind::kMemset;
-    e.device = device_of(r.deviceId);
-    e.stream = stream_of(r.streamId);
-    e.process = pid_;
-    e.start_ns = ts(r.start);
-    e.end_ns = r.end >= r.start ? ts(r.end) : e.start_ns;
+    Event e = timed_device_event(EventKind::kMemset, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
     e.copy.dst_kind = memory_kind(r.memoryKind);

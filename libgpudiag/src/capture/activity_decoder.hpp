@@ -78,6 +78,10 @@ private:
     [[nodiscard]] std::uint64_t ts(std::uint64_t cupti_ns) const noexcept {
         return clock_.to_monotonic(cupti_ns);
     }
+    /// An event with what every timed device record (kernel, copy, memset) carries: device,
+    /// stream, this process and the interval on the session clock.
+    template <typename Record>
+    [[nodiscard]] Event timed_device_event(EventKind kind, const Record& r) const noexcept;
 
     EventQueue& out_;
     StringTable& strings_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The offline pipeline: source -> analyzers -> Report. The live session uses the same analyzers.
 #include <gpudiag/analyze.hpp>
+#include <gpudiag/job.hpp>
 
 #include "core/analyzer.hpp"
 #include "core/event_source.hpp"
@@ -90,30 +91,21 @@ Result<Report> analyze_all(const std::vector<std::string>& paths, const Analysis
     if (paths.empty()) return invalid_argument("no input files given");
     if (paths.size() == 1) return analyze_one(paths.front(), options);
 
-    Report job;
+    std::vector<Report> ranks;
     for (const auto& path : paths) {
         auto one = analyze_one(path, options);
         if (!one) return Status(one.status().code(), path + ": " + one.status().message());
         if (options.rank >= 0 && one->source.rank >= 0 && one->source.rank != options.rank) {
             continue;
         }
-        job.ranks.push_back(std::move(*one));
+        ranks.push_back(std::move(*one));
     }
-    if (job.ranks.empty()) {
+    if (ranks.empty()) {
         return not_found("no input file holds rank " + std::to_string(options.rank));
     }
-    if (job.ranks.size() == 1) return std::move(job.ranks.front());
-    std::sort(job.ranks.begin(), job.ranks.end(),
-              [](const Report& a, const Report& b) { return a.source.rank < b.source.rank; });
-    job.source = job.ranks.front().source;
-    job.source.description = std::to_string(job.ranks.size()) + " files";
-    job.source.rank = -1;
-    for (const auto& r : job.ranks) {
-        job.capture.events += r.capture.events;
-        job.capture.dropped += r.capture.dropped;
-        job.capture.truncated = job.capture.truncated || r.capture.truncated;
-    }
-    detail::analyze_job(job, options);
+    const std::size_t files = ranks.size();
+    auto job = analyze_job(std::move(ranks), options);
+    if (job && files > 1) job->source.description = std::to_string(files) + " files";
     return job;
 }
 
