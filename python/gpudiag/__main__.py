@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     from gpudiag.cli import main as cli_main
 
     return cli_main(argv)

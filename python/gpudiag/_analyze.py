@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable, Union
 
 from gpudiag import _core
 from gpudiag._errors import InvalidArgumentError
@@ -14,11 +15,11 @@ PathLike = Union[str, Path]
 
 
 def analyze(
-    paths: Union[PathLike, Sequence[PathLike]],
+    paths: PathLike | Sequence[PathLike],
     *,
     window: str = "steps",
     rank: int = -1,
-    progress: Optional[Callable[[int, int], None]] = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Report:
     """Analyses files of one job (e.g. one Kineto trace per rank) into one report.
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Stub for the C++ extension gpudiag._core (checked by tests/python/integration/test_core_bindings.py).
-from typing import Callable, Optional, Union
+from typing import Callable
 
 __version__: str
 NO_DEVICE: int
@@ -15,7 +15,7 @@ def render_text(report: Report) -> str: ...
 def render_json(report: Report) -> str: ...
 def detect_format(path: str) -> InputFormat: ...
 def analyze_files(paths: list[str], options: AnalysisOptions = ...,
-                  progress: Optional[Callable[[int, int], None]] = ...) -> Report: ...
+                  progress: Callable[[int, int], None] | None = ...) -> Report: ...
 def analyze_job(ranks: list[Report], options: AnalysisOptions = ...) -> Report: ...
 def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
@@ -175,7 +175,7 @@ class Table:
     id: str
     title: str
     columns: list[str]
-    rows: list[list[Union[float, str]]]
+    rows: list[list[float | str]]
 
 class Series:
     id: str

@@ -28,7 +28,7 @@ _SIZE_FACTORS = {
 _SIZE_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
-def parse_size(text: str | int | float) -> int:
+def parse_size(text: str | float) -> int:
     """Parses a byte size such as ``"2 GiB"``, ``"512 MB"``, ``"16MiB"`` or ``4096``.
 
     Binary suffixes (KiB, MiB, GiB, TiB) and bare K/M/G/T are powers of 1024; KB, MB, GB, TB are
@@ -37,8 +37,8 @@ def parse_size(text: str | int | float) -> int:
     Raises:
         ValueError: for text that is not a non-negative size.
     """
-    if isinstance(text, bool):
-        raise ValueError(f"not a size: {text!r}")
+    if isinstance(text, bool):  # the contract is ValueError for anything that is not a size
+        raise ValueError(f"not a size: {text!r}")  # noqa: TRY004
     if isinstance(text, (int, float)):
         if text < 0 or not math.isfinite(text):
             raise ValueError(f"a size must be a non-negative number, not {text!r}")

@@ -8,8 +8,9 @@ the report lacks are simply left out.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from html import escape
-from typing import Any, Sequence
+from typing import Any
 
 from gpudiag import _svg
 from gpudiag._format import format_bytes, format_duration_ns, format_value
@@ -62,7 +63,8 @@ def _step_table(report: dict[str, Any]) -> dict[str, Any] | None:
     'step' column and time components."""
     ordered = sorted(_sections(report), key=lambda s: s.get("id") != "timeline")
     for section in ordered:
-        for table in section.get("tables", []):
+        tables: list[dict[str, Any]] = section.get("tables", [])
+        for table in tables:
             columns = [str(c) for c in table.get("columns", [])]
             if "step" in columns and any(c not in _STEP_META_COLUMNS for c in columns):
                 return table
@@ -175,8 +177,8 @@ def _figures_table(figures: dict[str, Any]) -> str:
 def _finding(f: dict[str, Any]) -> str:
     severity = str(f.get("severity", "info"))
     parts = [f'<div class="finding {escape(severity)}">',
-             f'<div><span class="sev">{escape(severity)}</span>'
-             f"<b>{escape(str(f.get('title', '')))}</b></div>"]
+             (f'<div><span class="sev">{escape(severity)}</span>'
+              f"<b>{escape(str(f.get('title', '')))}</b></div>")]
     if f.get("rank", -1) >= 0:
         parts.append(f'<div class="note">rank {int(f["rank"])}</div>')
     if f.get("summary"):

@@ -13,8 +13,9 @@ import contextlib
 import os
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Literal, Union, overload
 
 from gpudiag import _core
 from gpudiag._errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
@@ -22,7 +23,12 @@ from gpudiag._format import parse_size
 from gpudiag._steps import StepClock
 from gpudiag.report import Report
 
-_current: Optional[Session] = None
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
+    from types import TracebackType
+
+    from typing_extensions import Self
+
+_current: Session | None = None
 _current_lock = threading.Lock()
 
 SizeLike = Union[int, float, str]
@@ -63,20 +69,20 @@ class Session:
 
     def __init__(
         self,
-        record: Optional[Union[str, Path]] = None,
+        record: str | Path | None = None,
         *,
         capture_gpu: bool = True,
         deep: bool = False,
         nvml_hz: float = 2.0,
-        torch: Union[bool, str] = "auto",
+        torch: bool | str = "auto",
         dataloader: bool = True,
-        memory_history: Optional[int] = None,
-        oom_snapshot: Optional[Union[str, Path]] = None,
+        memory_history: int | None = None,
+        oom_snapshot: str | Path | None = None,
         report_period_s: float = 0.0,
-        on_report: Optional[Callable[[Report], None]] = None,
-        properties: Optional[dict[str, Any]] = None,
+        on_report: Callable[[Report], None] | None = None,
+        properties: dict[str, Any] | None = None,
         window: str = "steps",
-        _backend_factory: Optional[Callable[[Any], Any]] = None,
+        _backend_factory: Callable[[Any], Any] | None = None,
     ) -> None:
         if torch not in (True, False, "auto"):
             raise InvalidArgumentError(f"torch must be True, False or 'auto', not {torch!r}")
@@ -98,10 +104,10 @@ class Session:
         self.window = window
         self._backend_factory = _backend_factory or _create_native
         self._native: Any = None
-        self._clock: Optional[StepClock] = None
+        self._clock: StepClock | None = None
         self._integration: Any = None
         self._running = False
-        self._final_report: Optional[Report] = None
+        self._final_report: Report | None = None
         self._phase_stack = threading.local()
 
     # ---- lifecycle ------------------------------------------------------------------------------
@@ -126,7 +132,7 @@ class Session:
         options.properties = sorted(props.items())
         return options
 
-    def start(self) -> Session:
+    def start(self) -> Self:
         """Starts capture and makes this the current session. Returns self."""
         global _current
         with _current_lock:
@@ -168,10 +174,11 @@ class Session:
     def running(self) -> bool:
         return self._running
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         integration = self._integration
         if exc is not None and integration is not None:
             integration.explain_exception(exc)
@@ -179,19 +186,19 @@ class Session:
             self.stop()
 
     # ---- markers ------------------------------------------------------------------------------
-    def step(self, number: Optional[int] = None) -> None:
+    def step(self, number: int | None = None) -> None:
         """Marks a step boundary: the open step ends and the next begins."""
         if self._running and self._clock is not None:
             self._clock.boundary("explicit", number)
 
-    def step_boundary(self, source: str, number: Optional[int] = None) -> bool:
+    def step_boundary(self, source: str, number: int | None = None) -> bool:
         """A boundary from an automatic source (used by integrations)."""
         if not self._running or self._clock is None:
             return False
         return self._clock.boundary(source, number)
 
     @property
-    def step_clock(self) -> Optional[StepClock]:
+    def step_clock(self) -> StepClock | None:
         return self._clock
 
     def _on_step_boundary(self, number: int) -> None:
@@ -285,14 +292,18 @@ class Session:
     def unwatch_memory(self, watch_id: int) -> None:
         self._native.unwatch_memory(int(watch_id))
 
-    def snapshot(self, path: Optional[Union[str, Path]] = None) -> Report:
+    def snapshot(self, path: str | Path | None = None) -> Report:
         """Dumps a PyTorch memory snapshot (to ``path`` or a temporary file) and analyses it."""
         from gpudiag import torch_integration
 
         return torch_integration.snapshot_report(self, path)
 
     # ---- results ------------------------------------------------------------------------------
-    def report(self, *, gather: bool = False) -> Optional[Report]:
+    @overload
+    def report(self, *, gather: Literal[False] = False) -> Report: ...
+    @overload
+    def report(self, *, gather: bool) -> Report | None: ...
+    def report(self, *, gather: bool = False) -> Report | None:
         """The diagnosis so far (or of the whole run after stop()).
 
         With ``gather=True`` under torch.distributed, every rank must call it: rank 0 gets the
@@ -328,17 +339,17 @@ class Session:
 
 
 # ---- module-level API over the current session ---------------------------------------------------
-def current_session() -> Optional[Session]:
+def current_session() -> Session | None:
     """The running session started with start() or session(), or None."""
     return _current
 
 
-def start(record: Optional[Union[str, Path]] = None, **options: Any) -> Session:
+def start(record: str | Path | None = None, **options: Any) -> Session:
     """Starts a session (see :class:`Session` for options) and returns it."""
     return Session(record, **options).start()
 
 
-def stop() -> Optional[Report]:
+def stop() -> Report | None:
     """Stops the current session and returns its report (None when no session runs)."""
     s = _current
     if s is None:
@@ -347,12 +358,12 @@ def stop() -> Optional[Report]:
     return s.report()
 
 
-def session(record: Optional[Union[str, Path]] = None, **options: Any) -> Session:
+def session(record: str | Path | None = None, **options: Any) -> Session:
     """``with gpudiag.session(record="run.gpudiag") as s: ...`` then ``s.report()``."""
     return Session(record, **options)
 
 
-def step(number: Optional[int] = None) -> None:
+def step(number: int | None = None) -> None:
     """Marks a step boundary in the current session (no-op without one)."""
     s = _current
     if s is not None:
@@ -386,7 +397,7 @@ def watch_memory(limit: SizeLike, callback: Callable[[int], None]) -> int:
     return s.watch_memory(limit, callback)
 
 
-def report(*, gather: bool = False) -> Optional[Report]:
+def report(*, gather: bool = False) -> Report | None:
     """The current session's report so far (None when no session runs)."""
     s = _current
     return s.report(gather=gather) if s is not None else None

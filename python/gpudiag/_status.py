@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from gpudiag import _core
 
@@ -22,8 +22,8 @@ class Status:
     device_count: int = 0
     driver_version: str = ""
     cupti_library: str = ""
-    torch_version: Optional[str] = None
-    torch_cuda: Optional[bool] = None
+    torch_version: str | None = None
+    torch_cuda: bool | None = None
     torch_reason: str = ""
     session_running: bool = False
 

@@ -15,7 +15,7 @@ torch.profiler.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 PRIORITY = {"optimizer": 1, "grad_scaler": 1, "profiler": 2, "framework": 3, "explicit": 4}
 
@@ -23,24 +23,24 @@ PRIORITY = {"optimizer": 1, "grad_scaler": 1, "profiler": 2, "framework": 3, "ex
 class StepClock:
     """Turns boundary notifications into step_begin/step_end calls on a session backend."""
 
-    def __init__(self, backend: Any, on_boundary: Optional[Callable[[int], None]] = None) -> None:
+    def __init__(self, backend: Any, on_boundary: Callable[[int], None] | None = None) -> None:
         self._backend = backend
         self._on_boundary = on_boundary
         self._lock = threading.Lock()
         self._owner_priority = 0
-        self._owner: Optional[str] = None
-        self._open: Optional[int] = None
+        self._owner: str | None = None
+        self._open: int | None = None
         self._next = 0
-        self._leader_optimizer: Optional[int] = None
+        self._leader_optimizer: int | None = None
         self.boundaries = 0
 
     @property
-    def owner(self) -> Optional[str]:
+    def owner(self) -> str | None:
         """The source that marks steps now (None before the first boundary)."""
         return self._owner
 
     @property
-    def current_step(self) -> Optional[int]:
+    def current_step(self) -> int | None:
         """The number of the open step, None before the first boundary."""
         return self._open
 
@@ -51,7 +51,7 @@ class StepClock:
                 self._leader_optimizer = id(optimizer)
             return self._leader_optimizer == id(optimizer)
 
-    def boundary(self, source: str, step: Optional[int] = None) -> bool:
+    def boundary(self, source: str, step: int | None = None) -> bool:
         """A step boundary seen by ``source``; returns False when it was ignored."""
         priority = PRIORITY[source]
         with self._lock:

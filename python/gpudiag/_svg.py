@@ -9,8 +9,9 @@ long run still renders as a few kilobytes.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from html import escape
-from typing import Callable, Sequence
+from typing import Callable
 
 # Colours by role, so the same cause has the same colour in every chart (and tests can find them).
 SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#bcbd22")
@@ -120,9 +121,9 @@ class _Frame:
 
 def _open_svg(width: int, height: int, label: str) -> list[str]:
     return [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
-        'font-family="sans-serif" font-size="11">',
+        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+         'font-family="sans-serif" font-size="11">'),
         f"<title>{escape(label)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any, Optional
+from typing import Any
 
 from gpudiag._errors import InvalidArgumentError
 from gpudiag._session import Session
@@ -34,7 +34,7 @@ def _parse(line: str) -> argparse.Namespace:
         raise InvalidArgumentError(f"%%gpudiag {line}: {e}") from None
 
 
-def run_cell(ipython: Any, line: str, cell: str) -> Optional[Report]:
+def run_cell(ipython: Any, line: str, cell: str) -> Report | None:
     """Runs ``cell`` under a session and displays its report (the ``%%gpudiag`` magic)."""
     args = _parse(line)
     session = Session(args.record, torch=False if args.no_torch else "auto",

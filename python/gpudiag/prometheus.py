@@ -12,12 +12,16 @@ watermarks and throttling, plus the findings by id and severity and every other 
 from __future__ import annotations
 
 import http.server
+import math
 import re
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpudiag._errors import FailedPreconditionError
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
+    from typing_extensions import Self
 
 DEFAULT_PORT = 9808
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -53,7 +57,7 @@ def _labels(labels: dict[str, Any]) -> str:
 
 
 def _number(value: float) -> str:
-    if value != value:
+    if math.isnan(value):
         return "NaN"
     if value in (float("inf"), float("-inf")):
         return "+Inf" if value > 0 else "-Inf"
@@ -65,7 +69,7 @@ def _base_unit(value: float, unit: str) -> float:
     return value * scale
 
 
-def _specific_metric(section: str, key: str, unit: str) -> Optional[tuple[str, dict[str, str]]]:
+def _specific_metric(section: str, key: str, unit: str) -> tuple[str, dict[str, str]] | None:
     """The dedicated metric name (and extra labels) for a figure that is one of the diagnoses."""
     k = key.lower()
     ratio = unit in ("fraction", "percent")
@@ -91,7 +95,7 @@ def _specific_metric(section: str, key: str, unit: str) -> Optional[tuple[str, d
     return None
 
 
-def exposition(report: Any, *, extra_labels: Optional[dict[str, str]] = None) -> str:
+def exposition(report: Any, *, extra_labels: dict[str, str] | None = None) -> str:
     """The Prometheus text format (0.0.4) for a Report (or its dict), every rank included."""
     data = report.to_dict() if hasattr(report, "to_dict") else dict(report)
     samples: dict[str, list[str]] = {name: [] for name in _HELP}
@@ -142,7 +146,7 @@ def _add_figure(samples: dict[str, list[str]], section: str, key: str, fig: dict
     samples["gpudiag_figure"].append(
         f"gpudiag_figure{_labels({**base, 'section': section, 'key': safe_key, 'unit': unit})} "
         f"{_number(value)}")
-    specific = _specific_metric(section.split(".")[0], key, unit)
+    specific = _specific_metric(section.split(".", maxsplit=1)[0], key, unit)
     if specific is not None and not section.startswith("finding."):
         name, extra = specific
         samples[name].append(f"{name}{_labels({**base, **extra})} "
@@ -171,10 +175,10 @@ class MetricsServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> MetricsServer:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -200,14 +204,14 @@ def serve(source: Any = None, *, port: int = DEFAULT_PORT, addr: str = "127.0.0.
             return str(cache["text"])
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:
             if self.path.split("?")[0] not in ("/metrics", "/"):
                 self.send_error(404, "only /metrics is served")
                 return
             try:
                 body = metrics_text().encode("utf-8")
                 status = 200
-            except Exception as e:  # report the failure to the scraper, keep serving
+            except Exception as e:  # noqa: BLE001 - report the failure to the scraper, keep serving
                 body = f"# gpudiag: report failed: {e}\n".encode()
                 status = 500
             self.send_response(status)
@@ -216,7 +220,7 @@ def serve(source: Any = None, *, port: int = DEFAULT_PORT, addr: str = "127.0.0.
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, _format: str, *_args: Any) -> None:
             return  # scrapes every few seconds would flood the program's stderr
 
     server = http.server.ThreadingHTTPServer((addr, port), Handler)
@@ -240,5 +244,5 @@ def _report_getter(source: Any) -> Callable[[], Any]:
     if callable(source) and not hasattr(source, "report") and not hasattr(source, "to_dict"):
         return source  # type: ignore[no-any-return]
     if hasattr(source, "report"):
-        return lambda: source.report()
+        return source.report  # type: ignore[no-any-return]
     return lambda: source

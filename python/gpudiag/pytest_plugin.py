@@ -17,7 +17,8 @@ the memory still held (from PyTorch's allocation history, recorded during the te
 from __future__ import annotations
 
 import gc
-from typing import Any, Generator, Optional
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -36,7 +37,7 @@ MAX_SITES = 10
 class DeviceMemory:
     """The CUDA allocator figures the markers need (replaceable in tests without a GPU)."""
 
-    def unavailable_reason(self) -> Optional[str]:
+    def unavailable_reason(self) -> str | None:
         try:
             import torch
         except ImportError:
@@ -72,7 +73,7 @@ class DeviceMemory:
         try:
             torch.cuda.memory._record_memory_history(
                 enabled="all", context="alloc", stacks="python", max_entries=HISTORY_ENTRIES)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a private API; any failure means no history
             return False
         return True
 
@@ -100,11 +101,11 @@ device_memory = DeviceMemory()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    for name, text in MARKERS.items():
+    for text in MARKERS.values():
         config.addinivalue_line("markers", text)
 
 
-def _limit(item: pytest.Item, name: str) -> Optional[int]:
+def _limit(item: pytest.Item, name: str) -> int | None:
     marker = item.get_closest_marker(name)
     if marker is None:
         return None
@@ -179,8 +180,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if leak_limit is not None:
         held = mem.allocated() - baseline
         if held > leak_limit:
-            lines = [f"the test still holds {format_bytes(held)} of device memory at its end, "
-                     f"more than the {format_bytes(leak_limit)} allowed (gpu_limit_leaks)"]
+            lines = [(f"the test still holds {format_bytes(held)} of device memory at its end, "
+                      f"more than the {format_bytes(leak_limit)} allowed (gpu_limit_leaks)")]
             sites = leak_sites(before, after)
             if sites:
                 lines.append("held by allocations from:")

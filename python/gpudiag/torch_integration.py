@@ -22,6 +22,7 @@ disables its own part. Rules that keep the host program safe:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.abc
 import importlib.util
@@ -33,12 +34,15 @@ import time
 import warnings
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable
 
 from gpudiag._errors import GpudiagError, UnavailableError
 from gpudiag._format import format_bytes
 
-_active: Optional[Integration] = None  # the integration of the running session
+if TYPE_CHECKING:
+    from gpudiag.report import Report
+
+_active: Integration | None = None  # the integration of the running session
 _oom_observer_attached = False  # process-wide: PyTorch offers no way to detach it
 
 # memory_stats keys recorded at every step boundary, as gpudiag CounterKind names.
@@ -61,7 +65,7 @@ def nvtx_push(name: str) -> bool:
         return False
     try:
         torch.cuda.nvtx.range_push(name)
-    except Exception:  # a CPU-only build raises here
+    except Exception:  # noqa: BLE001 - a CPU-only build raises here
         return False
     return True
 
@@ -69,10 +73,8 @@ def nvtx_push(name: str) -> bool:
 def nvtx_pop() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
-        try:
+        with _suppress():
             torch.cuda.nvtx.range_pop()
-        except Exception:
-            pass
 
 
 # ---- attaching ---------------------------------------------------------------------------------
@@ -83,7 +85,9 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         self._callback = callback
         self._busy = False
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    # importlib's MetaPathFinder signature; the module is found by name alone.
+    def find_spec(self, fullname: str, path: Any = None,  # noqa: ARG002
+                  target: Any = None) -> Any:  # noqa: ARG002
         if fullname != "torch" or self._busy:
             return None
         self._busy = True
@@ -105,7 +109,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
-def attach(session: Any, *, required: bool = False) -> Optional[Integration]:
+def attach(session: Any, *, required: bool = False) -> Integration | None:
     """Instruments PyTorch for ``session``: now if torch is imported, else once it is."""
     global _active
     torch = sys.modules.get("torch")
@@ -129,11 +133,11 @@ class Integration:
         self.session = session
         self.torch: Any = None
         self._undo: list[Callable[[], None]] = []
-        self._hook: Optional[_TorchImportHook] = None
+        self._hook: _TorchImportHook | None = None
         self._profiler_paused = False
         self._leader_steps = 0
         self._described_loaders: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._last_oom: Optional[dict[str, Any]] = None
+        self._last_oom: dict[str, Any] | None = None
         self._last_oom_time: dict[int, float] = {}
         self._history_started = False
         self._detached = False
@@ -147,7 +151,7 @@ class Integration:
             if not self._detached:
                 try:
                     self.install(torch)
-                except Exception as e:  # never break the program's own import
+                except Exception as e:  # noqa: BLE001 - never break the program's own import
                     warnings.warn(f"gpudiag: PyTorch instrumentation failed: {e}", stacklevel=2)
 
         self._hook = _TorchImportHook(on_import)
@@ -172,7 +176,7 @@ class Integration:
     def _try(self, part: Callable[[], None]) -> None:
         try:
             part()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - each part is optional; the failure is recorded
             self.problems.append(f"{part.__name__.lstrip('_')}: {e}")
 
     def detach(self) -> None:
@@ -200,7 +204,7 @@ class Integration:
         handle = register(self._on_optimizer_step)
         self._undo.append(handle.remove)
 
-    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _on_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
         clock = self.session.step_clock
         if clock is not None and clock.is_leader_optimizer(optimizer):
             self._leader_steps += 1
@@ -318,7 +322,7 @@ class Integration:
             if key in stats:
                 self.session.record_counter(counter, float(stats[key]), device)
 
-    def on_step_boundary(self, number: int) -> None:
+    def on_step_boundary(self, _number: int) -> None:
         if self.torch is not None:
             self._try(self.poll_memory)
 
@@ -378,11 +382,11 @@ class Integration:
         if getattr(exc, "gpudiag_explanation", None):
             return
         text = explain_oom(self._last_oom)
-        exc.gpudiag_explanation = text  # type: ignore[attr-defined]
+        exc.gpudiag_explanation = text
         if hasattr(exc, "add_note"):
             exc.add_note(text)
         else:  # Python < 3.11: kept where 3.11 tracebacks would print it
-            exc.__notes__ = [*getattr(exc, "__notes__", []), text]  # type: ignore[attr-defined]
+            exc.__notes__ = [*getattr(exc, "__notes__", []), text]
 
     def _install_excepthook(self) -> None:
         previous = sys.excepthook
@@ -417,7 +421,7 @@ def _oom_observer(device: int, alloc: int, total: int, free: int) -> None:
         integration = _active
         if integration is not None and not integration._detached:
             integration.on_out_of_memory(int(device), int(alloc), int(total), int(free))
-    except BaseException:  # noqa: S110 - must never raise into the allocator
+    except BaseException:  # noqa: BLE001, S110 - must never raise into the allocator
         pass
 
 
@@ -445,12 +449,12 @@ def explain_oom(oom: dict[str, Any]) -> str:
     unallocated = max(0.0, reserved - allocated)
     alloc, free, total = float(oom["alloc"]), float(oom["free"]), float(oom["total"])
     lines = [
-        f"gpudiag: cuda:{oom['device']} could not get a {format_bytes(alloc)} segment: "
-        f"{format_bytes(free)} of {format_bytes(total)} was free on the device.",
-        f"PyTorch held {format_bytes(reserved)}: {format_bytes(allocated)} in tensors and "
-        f"{format_bytes(unallocated)} cached but unallocated "
-        f"({format_bytes(stranded)} of it in partly used segments that empty_cache() cannot "
-        "return).",
+        (f"gpudiag: cuda:{oom['device']} could not get a {format_bytes(alloc)} segment: "
+         f"{format_bytes(free)} of {format_bytes(total)} was free on the device."),
+        (f"PyTorch held {format_bytes(reserved)}: {format_bytes(allocated)} in tensors and "
+         f"{format_bytes(unallocated)} cached but unallocated "
+         f"({format_bytes(stranded)} of it in partly used segments that empty_cache() cannot "
+         "return)."),
     ]
     # The allocator has already released every fully free cached segment before giving up, so
     # what is still reserved-but-unallocated is stranded by fragmentation.
@@ -470,7 +474,7 @@ def explain_oom(oom: dict[str, Any]) -> str:
 
 
 # ---- snapshots and ranks -------------------------------------------------------------------------
-def snapshot_report(session: Any, path: Optional[Union[str, Path]] = None) -> Any:
+def snapshot_report(session: Any, path: str | Path | None = None) -> Report:
     """Dumps PyTorch's memory snapshot and analyses it with the C++ reader (never unpickled here)."""
     from gpudiag._analyze import analyze
 
@@ -508,7 +512,7 @@ def _all_gather_json(torch: Any, dist: Any, data: Any, world: int) -> list[Any]:
             for t, n in zip(received, lengths)]
 
 
-def gather_report(report: Any) -> Any:
+def gather_report(report: Report) -> Report | None:
     """Under torch.distributed: every rank's report to rank 0, combined there into the job report
     (C++ cross-rank analysis). Rank 0 returns it; other ranks return None. Without an initialised
     process group the report is returned as it is."""
@@ -549,9 +553,10 @@ def lightning_callback() -> Any:
 
 
 def _make_lightning_callback(base: type) -> type:
-    class GpudiagLightningCallback(base):  # type: ignore[misc, valid-type]
-        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
-                               batch_idx: int) -> None:
+    class GpudiagLightningCallback(base):  # type: ignore[misc]
+        # Lightning's hook signature (it passes every argument by position).
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any,  # noqa: ARG002
+                               batch: Any, batch_idx: int) -> None:  # noqa: ARG002
             s = _active.session if _active is not None else None
             if s is not None:
                 s.step_boundary("framework", getattr(trainer, "global_step", None))
@@ -569,8 +574,10 @@ def hf_callback() -> Any:
 
 
 def _make_hf_callback(base: type) -> type:
-    class GpudiagTrainerCallback(base):  # type: ignore[misc, valid-type]
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    class GpudiagTrainerCallback(base):  # type: ignore[misc]
+        # transformers' TrainerCallback signature.
+        def on_step_end(self, args: Any, state: Any, control: Any,  # noqa: ARG002
+                        **kwargs: Any) -> None:  # noqa: ARG002
             s = _active.session if _active is not None else None
             if s is not None:
                 s.step_boundary("framework", getattr(state, "global_step", None))
@@ -578,11 +585,6 @@ def _make_hf_callback(base: type) -> type:
     return GpudiagTrainerCallback
 
 
-class _suppress:
+def _suppress() -> contextlib.suppress:
     """``with _suppress():`` ignores any Exception (cleanup paths that must not fail)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
-        return exc_type is not None and issubclass(exc_type, Exception)
+    return contextlib.suppress(Exception)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from gpudiag._errors import (
     EXIT_FINDINGS,
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser()
@@ -85,7 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError as e:
         print(f"gpudiag: error: {e}", file=sys.stderr)
         return EXIT_INPUT
-    except Exception as e:  # a bug: say so, with the traceback, and a distinct code
+    except Exception as e:  # noqa: BLE001 - a bug: say so, with the traceback, and a distinct code
         import traceback
 
         traceback.print_exc()

@@ -7,11 +7,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from gpudiag._errors import EXIT_FINDINGS, EXIT_OK
 from gpudiag._format import format_bytes
 from gpudiag.report import Report
+
+if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
+    from typing_extensions import Self
 
 SEVERITIES = ("info", "warning", "critical")
 
@@ -36,7 +39,7 @@ def add_analysis_options(p: argparse.ArgumentParser) -> None:
                         "terminal)")
 
 
-def emit_report(report: Report, args: argparse.Namespace, out: Optional[TextIO] = None) -> int:
+def emit_report(report: Report, args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Prints/writes the report as asked and returns the exit code for --fail-on."""
     out = out if out is not None else sys.stdout
     if args.format == "json" or args.json == "-":
@@ -51,7 +54,7 @@ def emit_report(report: Report, args: argparse.Namespace, out: Optional[TextIO] 
     return exit_code_for(report, args.fail_on)
 
 
-def exit_code_for(report: Report, fail_on: Optional[str]) -> int:
+def exit_code_for(report: Report, fail_on: str | None) -> int:
     if fail_on is None:
         return EXIT_OK
     threshold = SEVERITIES.index(fail_on)
@@ -78,7 +81,7 @@ class ProgressBar:
         self._shown = False
 
     @classmethod
-    def for_args(cls, args: argparse.Namespace, stream: Optional[TextIO] = None) -> ProgressBar:
+    def for_args(cls, args: argparse.Namespace, stream: TextIO | None = None) -> ProgressBar:
         stream = stream if stream is not None else sys.stderr
         mode = getattr(args, "progress", "auto")
         enabled = mode == "always" or (mode == "auto" and stream.isatty())
@@ -106,8 +109,8 @@ class ProgressBar:
             self._stream.write("\n")
             self._stream.flush()
 
-    def __enter__(self) -> ProgressBar:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

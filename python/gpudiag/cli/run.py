@@ -16,7 +16,6 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
-from typing import Optional
 
 from gpudiag._analyze import analyze
 from gpudiag._errors import (
@@ -96,8 +95,8 @@ def _finish(report: Report, args: argparse.Namespace, record: Path, program_stat
     return code
 
 
-def _run_python(args: argparse.Namespace, *, script: Optional[str] = None,
-                module: Optional[str] = None, argv: list[str]) -> int:
+def _run_python(args: argparse.Namespace, *, script: str | None = None,
+                module: str | None = None, argv: list[str]) -> int:
     from gpudiag.cli import UsageError
 
     name = script or module or "python"
@@ -123,7 +122,7 @@ def _run_python(args: argparse.Namespace, *, script: Optional[str] = None,
                 status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             except GpudiagError:
                 raise
-            except Exception:
+            except Exception:  # noqa: BLE001 - the program's own error, reported as Python would
                 traceback.print_exc()  # notes (gpudiag's OOM explanation) are printed too
                 status = 1
     finally:
