@@ -7,8 +7,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 def parse_args(description: str, default_steps: int) -> argparse.Namespace:
@@ -23,7 +23,7 @@ def parse_args(description: str, default_steps: int) -> argparse.Namespace:
     return parser.parse_args()
 
 
-def require_cuda() -> "object":
+def require_cuda() -> object:
     """Returns the torch module, or exits with status 77 (skipped) when no GPU is present."""
     try:
         import torch

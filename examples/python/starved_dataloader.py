@@ -34,10 +34,10 @@ def main() -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowImages(), batch_size=16, num_workers=0, pin_memory=False)
     with diagnosed(args, "starved_dataloader"):
-        for step, (x, y) in enumerate(loader):
+        for step, (x_cpu, y_cpu) in enumerate(loader):
             if step >= args.steps:
                 break
-            x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
+            x, y = x_cpu.cuda(non_blocking=True), y_cpu.cuda(non_blocking=True)
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
             loss.backward()

@@ -19,9 +19,10 @@ pytest_plugins: list[str] = ["pytester"]
 try:
     from importlib.metadata import entry_points
 
-    _has_entry_point = any(ep.name == "gpudiag" for ep in entry_points(group="pytest11"))
-except Exception:  # pragma: no cover
-    _has_entry_point = False
+    _plugins = entry_points(group="pytest11")
+except TypeError:  # Python 3.9: entry_points() takes no selection
+    _plugins = entry_points().get("pytest11", ())  # type: ignore[attr-defined]
+_has_entry_point = any(ep.name == "gpudiag" for ep in _plugins)
 if not _has_entry_point:
     pytest_plugins.append("gpudiag.pytest_plugin")
 
@@ -31,7 +32,7 @@ PLUGIN_ARGS: list[str] = [] if _has_entry_point else ["-p", "gpudiag.pytest_plug
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "torch" in item.keywords and not HAVE_TORCH:
             item.add_marker(pytest.mark.skip(reason="PyTorch is not installed"))

@@ -36,7 +36,8 @@ def test_snapshot_gives_a_memory_plot() -> None:
     assert gpudiag.detect_format(SNAPSHOT) == "torch_snapshot"
     assert report.section("memory") is not None
     html = report._repr_html_()
-    assert 'class="series"' in html and "<script" not in html
+    assert 'class="series"' in html
+    assert "<script" not in html
 
 
 def test_hostile_pickle_is_refused_by_the_cpp_reader() -> None:

@@ -23,11 +23,12 @@ def test_notebook_cells_run_and_show_the_report() -> None:
             continue  # IPython magics need a kernel; test_notebook covers the extension itself
         *body, last = source.strip().splitlines()
         exec("\n".join(body), namespace)  # noqa: S102 - our own example notebook
-        shown = eval(last.split("#")[0], namespace)  # noqa: S307 - the cell's displayed value
+        shown = eval(last.split("#")[0], namespace)
     html = shown._repr_html_()  # type: ignore[union-attr]
     assert "<svg" in html
     ids = [f.id for f in namespace["report"].findings]  # type: ignore[attr-defined]
-    assert "input_bound" in ids and "memory_leak" in ids
+    assert "input_bound" in ids
+    assert "memory_leak" in ids
     assert namespace["report"].source.get("simulated") is True  # type: ignore[attr-defined]
 
 

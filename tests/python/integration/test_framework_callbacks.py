@@ -19,8 +19,8 @@ pytestmark = [
 
 torch = pytest.importorskip("torch")
 
-import gpudiag  # noqa: E402
-from gpudiag import torch_integration  # noqa: E402
+import gpudiag
+from gpudiag import torch_integration
 
 MAX_STEPS = 5
 
@@ -47,7 +47,7 @@ def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
             super().__init__()
             self.layer = torch.nn.Linear(4, 1)
 
-        def training_step(self, batch, batch_idx):
+        def training_step(self, batch, batch_idx):  # noqa: ARG002 - Lightning's signature
             return self.layer(batch).sum()
 
         def configure_optimizers(self):

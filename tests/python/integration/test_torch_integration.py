@@ -8,16 +8,17 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.torch
 
 torch = pytest.importorskip("torch")
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
+from torch.utils.data import DataLoader, Dataset
 
-import gpudiag  # noqa: E402
-from gpudiag import torch_integration  # noqa: E402
+import gpudiag
+from gpudiag import torch_integration
 
 ITEM_DELAY_S = 0.020
 BATCH = 2
@@ -102,7 +103,8 @@ def test_optimizer_steps_are_step_boundaries(fake_backend) -> None:
         _train([torch.ones(2, 4)] * 4)
         assert s.step_clock.owner == "optimizer"
     names = fake_backend.last.names()
-    assert names.count("step_begin") == 4 and names.count("step_end") == 3
+    assert names.count("step_begin") == 4
+    assert names.count("step_end") == 3
 
 
 def test_two_optimizers_make_one_step_per_iteration(fake_backend) -> None:
@@ -161,8 +163,8 @@ def test_profiler_with_cuda_activities_pauses_and_resumes_capture(fake_backend,
     prof_mod = torch.autograd.profiler
     seen = []
     monkeypatch.setattr(prof_mod, "_prepare_profiler",
-                        lambda *a, **k: seen.append(("prepare", a[1])))
-    monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *a, **k: seen.append("disable"))
+                        lambda *a, **_: seen.append(("prepare", a[1])))
+    monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *_, **__: seen.append("disable"))
     cuda = torch.profiler.ProfilerActivity.CUDA
     with gpudiag.session(_backend_factory=fake_backend):
         prof_mod._prepare_profiler(object(), {cuda})
@@ -191,7 +193,7 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: self.initialized)
         monkeypatch.setattr(torch.cuda, "_lazy_call", self.queued.append)
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-        monkeypatch.setattr(torch.cuda, "memory_stats", lambda device=None: dict(self.stats))
+        monkeypatch.setattr(torch.cuda, "memory_stats", lambda _device=None: dict(self.stats))
         monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
         monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
                             lambda **kw: self.history_calls.append(kw))
@@ -212,7 +214,8 @@ def test_nothing_touches_cuda_before_the_program_does(fake_backend, monkeypatch)
     cuda.install(monkeypatch)
     with gpudiag.session(memory_history=5000, _backend_factory=fake_backend):
         gpudiag.step()
-        assert cuda.history_calls == [] and cuda.observer is None
+        assert cuda.history_calls == []
+        assert cuda.observer is None
         assert fake_backend.last.counters() == []  # memory_stats not polled before CUDA init
         cuda.init()
         assert cuda.history_calls == [{"enabled": "all", "context": "alloc",
@@ -233,7 +236,8 @@ def test_a_session_that_ended_before_cuda_init_does_nothing_then(fake_backend,
     with gpudiag.session(memory_history=10, _backend_factory=fake_backend):
         pass
     cuda.init()
-    assert cuda.history_calls == [] and cuda.observer is None
+    assert cuda.history_calls == []
+    assert cuda.observer is None
 
 
 @pytest.mark.parametrize(("free", "fragmentation"), [(1 * 2**30, True), (0, False)])
@@ -242,28 +246,31 @@ def test_oom_explanation_is_attached_to_the_error(fake_backend, monkeypatch, tmp
     cuda = FakeCuda()
     cuda.install(monkeypatch)
     snapshot = tmp_path / "oom.pickle"
-    with pytest.raises(torch.OutOfMemoryError) as e:  # noqa: PT012
-        with gpudiag.session(oom_snapshot=snapshot, _backend_factory=fake_backend):
-            cuda.init()
-            request = 3 * 2**30 if fragmentation else 4 * 2**30
-            cuda.observer(0, request, 80 * 2**30, free)
-            cuda.observer(0, request, 80 * 2**30, free)  # cuDNN retries: reported once
-            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
+    with pytest.raises(torch.OutOfMemoryError) as e, gpudiag.session(  # noqa: PT012
+            oom_snapshot=snapshot, _backend_factory=fake_backend):
+        cuda.init()
+        request = 3 * 2**30 if fragmentation else 4 * 2**30
+        cuda.observer(0, request, 80 * 2**30, free)
+        cuda.observer(0, request, 80 * 2**30, free)  # cuDNN retries: reported once
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 3.00 GiB")
     text = e.value.gpudiag_explanation
     assert text in getattr(e.value, "__notes__", [])
-    assert "could not get a" in text and "2.0 GiB cached but unallocated" in text
+    assert "could not get a" in text
+    assert "2.0 GiB cached but unallocated" in text
     assert ("this OOM is fragmentation" in text) is fragmentation
     assert ("working set is too large" in text) is not fragmentation
-    assert str(snapshot) in text and cuda.dumped == [str(snapshot)]
+    assert str(snapshot) in text
+    assert cuda.dumped == [str(snapshot)]
     ooms = [ev for ev in fake_backend.last.events if ev.kind.name == "out_of_memory"]
-    assert len(ooms) == 1 and ooms[0].oom.free_bytes == free
+    assert len(ooms) == 1
+    assert ooms[0].oom.free_bytes == free
 
 
 def test_oom_observer_never_raises(monkeypatch) -> None:
     class Broken:
         _detached = False
 
-        def on_out_of_memory(self, *args):
+        def on_out_of_memory(self, *_args):
             raise RuntimeError("boom")
 
     monkeypatch.setattr(torch_integration, "_active", Broken())
@@ -271,9 +278,10 @@ def test_oom_observer_never_raises(monkeypatch) -> None:
 
 
 def test_sessions_started_before_torch_is_imported_instrument_it_on_import() -> None:
-    code = textwrap.dedent("""
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    code = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, %r)
+        sys.path.insert(0, {tests_dir!r})
         import gpudiag
         from _fakes import FakeFactory
         factory = FakeFactory()
@@ -285,7 +293,7 @@ def test_sessions_started_before_torch_is_imported_instrument_it_on_import() -> 
                 pass
         assert factory.last.names().count("input_wait_begin") == 3, factory.last.names()
         print("ok")
-    """ % str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    """)
     result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
@@ -293,9 +301,8 @@ def test_sessions_started_before_torch_is_imported_instrument_it_on_import() -> 
 
 
 def test_phase_is_a_session_phase(fake_backend) -> None:
-    with gpudiag.session(_backend_factory=fake_backend):
-        with gpudiag.phase("forward"):
-            pass
+    with gpudiag.session(_backend_factory=fake_backend), gpudiag.phase("forward"):
+        pass
     names = fake_backend.last.names()
     assert names.index("phase_begin") < names.index("phase_end")
     with gpudiag.phase("outside a session"):  # harmless without a session

@@ -37,7 +37,8 @@ def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         assert command in out
 
 
-def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("capsys")  # keeps the usage text off the test output
+def test_no_command_is_a_usage_error() -> None:
     assert cli.main([]) == EXIT_USAGE
 
 
@@ -58,12 +59,14 @@ def test_garbage_input_is_an_input_error(tmp_path: Path, capsys) -> None:
     assert "notatrace.bin" in capsys.readouterr().err
 
 
-def test_export_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.usefixtures("capsys")
+def test_export_needs_a_target() -> None:
     assert cli.main(["export", "x.json"]) == EXIT_USAGE
     assert cli.main(["export", "x.json", "--chrome", "a", "--prometheus", "b"]) == EXIT_USAGE
 
 
-def test_export_missing_input_writes_nothing(tmp_path: Path, capsys) -> None:
+@pytest.mark.usefixtures("capsys")
+def test_export_missing_input_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.json"
     assert cli.main(["export", "/nonexistent.json", "--chrome", str(out)]) == EXIT_INPUT
 
@@ -86,7 +89,8 @@ def test_emit_report_prints_text_or_json(tmp_path: Path, capsys) -> None:
                               html=str(tmp_path / "r.html"), fail_on="warning")
     assert _common.emit_report(r, args) == EXIT_FINDINGS
     assert json.loads(capsys.readouterr().out)["findings"][0]["id"] == "input_bound"
-    assert (tmp_path / "r.json").exists() and "<svg" in (tmp_path / "r.html").read_text()
+    assert (tmp_path / "r.json").exists()
+    assert "<svg" in (tmp_path / "r.html").read_text()
     args.format = "text"
     _common.emit_report(r, args)
     assert "Input-bound" in capsys.readouterr().out
@@ -98,7 +102,8 @@ def test_demo_without_the_bundled_recording_says_so(monkeypatch, tmp_path, capsy
     assert "bundled demo recording is missing" in capsys.readouterr().err
 
 
-def test_run_needs_a_target(capsys) -> None:
+@pytest.mark.usefixtures("capsys")
+def test_run_needs_a_target() -> None:
     assert cli.main(["run"]) == EXIT_USAGE
     assert cli.main(["run", "--"]) == EXIT_USAGE
     assert cli.main(["run", "no_such_script.py"]) == EXIT_USAGE
@@ -116,10 +121,10 @@ def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
     env_dump = tmp_path / "env.json"
     record = tmp_path / "prog.gpudiag"
-    code = cli.main(["run", "--record", str(record), "--", sys.executable, "-c",
-                     "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
-                     "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
-                     f"open({str(env_dump)!r}, 'w'))"])
+    program = ("import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+               "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
+               f"open({str(env_dump)!r}, 'w'))")
+    code = cli.main(["run", "--record", str(record), "--", sys.executable, "-c", program])
     env = json.loads(env_dump.read_text())
     assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(lib),
                    "GPUDIAG_RECORD": str(record.resolve())}
@@ -128,7 +133,8 @@ def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsy
     assert "wrote no recording" in capsys.readouterr().err
 
 
-def test_run_unknown_program_is_a_usage_error(monkeypatch, tmp_path, capsys) -> None:
+@pytest.mark.usefixtures("capsys")
+def test_run_unknown_program_is_a_usage_error(monkeypatch, tmp_path) -> None:
     lib = tmp_path / "libgpudiag.so"
     lib.write_bytes(b"")
     monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
@@ -150,13 +156,14 @@ def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, 
     assert code == EXIT_PROGRAM_FAILED
     backend = fake_backend.last
     assert backend.options.record_path == str(tmp_path / "t.gpudiag")
-    assert backend.names().count("step_begin") == 3 and "stop" in backend.names()
+    assert backend.names().count("step_begin") == 3
+    assert "stop" in backend.names()
     err = capsys.readouterr().err
     assert "exited with status 3" in err
     assert json.loads((tmp_path / "t.report.json").read_text())["notes"]
 
 
-def test_module_entry_point_runs(tmp_path: Path) -> None:
+def test_module_entry_point_runs() -> None:
     result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True,
                             text=True, check=False, timeout=60)
     assert result.returncode == 0
@@ -174,4 +181,5 @@ def test_progress_bar_waits_then_draws(monkeypatch) -> None:
     bar = _common.ProgressBar(stream, enabled=True)
     bar(50, 100)
     bar.close()
-    assert "50.0 %" in stream.getvalue() and stream.getvalue().endswith("\n")
+    assert "50.0 %" in stream.getvalue()
+    assert stream.getvalue().endswith("\n")

@@ -50,7 +50,8 @@ def test_session_lifecycle(fake_backend) -> None:
     with pytest.raises(gpudiag.FailedPreconditionError):
         s.report()
     s.start()
-    assert gpudiag.current_session() is s and s.running
+    assert gpudiag.current_session() is s
+    assert s.running
     with pytest.raises(gpudiag.FailedPreconditionError):
         gpudiag.start(torch=False, _backend_factory=fake_backend)  # one session at a time
     gpudiag.step()
@@ -58,22 +59,25 @@ def test_session_lifecycle(fake_backend) -> None:
         pass
     assert s.annotate("note", 5)
     assert s.record_counter("framework_reserved_bytes", 123.0, device=1)
-    wid = gpudiag.watch_memory("2 GiB", lambda used: None)
+    wid = gpudiag.watch_memory("2 GiB", lambda _used: None)
     backend = fake_backend.last
     assert backend.watches[wid][0] == 2 * 1024**3
     s.unwatch_memory(wid)
     report = gpudiag.stop()
-    assert isinstance(report, gpudiag.Report) and gpudiag.current_session() is None
+    assert isinstance(report, gpudiag.Report)
+    assert gpudiag.current_session() is None
     assert not s.running
     with pytest.raises(gpudiag.FailedPreconditionError):
         s.stop()
-    assert backend.names()[0] == "start" and backend.names()[-1] == "stop"
+    assert backend.names()[0] == "start"
+    assert backend.names()[-1] == "stop"
     assert ("job", "x") in backend.options.properties
     assert backend.options.record_path == "run.gpudiag"
     assert backend.counters() == [("framework_reserved_bytes", 123.0, 1)]
     assert backend.annotations() == {"note": 5}
     gpudiag.step()  # no session: ignored
-    assert gpudiag.stop() is None and gpudiag.report() is None
+    assert gpudiag.stop() is None
+    assert gpudiag.report() is None
 
 
 def test_bad_options_are_invalid_arguments() -> None:

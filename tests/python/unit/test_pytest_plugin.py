@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import PLUGIN_ARGS
 
+from conftest import PLUGIN_ARGS
 from gpudiag import pytest_plugin
 
 MIB = 1024**2
@@ -162,7 +162,8 @@ def test_small():
         result.stdout.fnmatch_lines([f"*{reason}*"])
 
 
-def test_bad_size_is_a_usage_error(pytester: pytest.Pytester, fake_memory) -> None:
+@pytest.mark.usefixtures("fake_memory")
+def test_bad_size_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_inner="""
 import pytest
 @pytest.mark.gpu_limit_memory("two gigs")
@@ -176,7 +177,8 @@ def test_x():
 
 def test_leak_sites_skip_framework_frames() -> None:
     before = [{"address": 1, "size": 10, "frames": []}]
-    after = before + [
+    after = [
+        *before,
         {"address": 2, "size": 30, "frames": [
             {"filename": "/usr/lib/python3/site-packages/torch/functional.py", "line": 9,
              "name": "f"},

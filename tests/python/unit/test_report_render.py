@@ -71,8 +71,10 @@ def test_html_is_self_contained_and_escaped() -> None:
 def test_memory_chart_has_series_watermarks_and_step_marks() -> None:
     svg = memory_chart(full_report())
     assert svg.count('class="series"') == 2
-    assert _svg.SERIES_COLOURS[0] in svg and _svg.SERIES_COLOURS[1] in svg
-    assert 'class="watermark"' in svg and "peak allocated" in svg
+    assert _svg.SERIES_COLOURS[0] in svg
+    assert _svg.SERIES_COLOURS[1] in svg
+    assert 'class="watermark"' in svg
+    assert "peak allocated" in svg
     assert svg.count('class="step-mark"') == 30
     assert "GiB" in svg  # byte-formatted axis
 
@@ -82,7 +84,8 @@ def test_step_chart_stacks_time_components_by_cause() -> None:
     assert svg.count('class="bar"') == 30 * 3
     assert _svg.BUSY_COLOUR in svg
     assert _svg.cause_colour("input wait") in svg
-    assert "busy" in svg and "input wait" in svg
+    assert "busy" in svg
+    assert "input wait" in svg
 
 
 def test_step_starts_come_from_the_step_table() -> None:
@@ -96,7 +99,8 @@ def test_rendering_degrades_gracefully_without_sections() -> None:
     assert step_chart(no_memory) != ""
     bare = without_sections(full_report(), "memory", "timeline")
     html = Report(bare).to_html()
-    assert "<svg" not in html and "Input-bound" in html
+    assert "<svg" not in html
+    assert "Input-bound" in html
     assert "No problems found" in Report(empty_report()).to_html()
 
 
@@ -130,7 +134,9 @@ def test_timeline_step_table_stacks_busy_and_idle_causes() -> None:
                  [1, 0.1, 100e6, 90e6, 10e6, 2e6, 50e6, 80e6, 5e6, 5e6, 2]]}]
     svg = step_chart(report)
     # busy, input wait, host wait, other for step 0; step 1's input wait is capped by its idle
-    assert "0 busy: 60.00 ms" in svg and "0 idle: input wait: 25.00 ms" in svg
-    assert "0 idle: host wait: 5.00 ms" in svg and "0 idle: other: 10.00 ms" in svg
+    assert "0 busy: 60.00 ms" in svg
+    assert "0 idle: input wait: 25.00 ms" in svg
+    assert "0 idle: host wait: 5.00 ms" in svg
+    assert "0 idle: other: 10.00 ms" in svg
     assert "1 idle: input wait: 2.00 ms" in svg
     assert "compute" not in svg  # a part of busy: stacking it would count busy twice

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from _fakes import FakeNative
-
 from gpudiag._steps import StepClock
 
 
