@@ -68,7 +68,10 @@ if [ -f pyproject.toml ]; then
   # torch is large; pip's cache keeps it to one download per machine.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
   # The frameworks extra (Lightning, transformers) comes after torch, so it never pulls one in.
-  .venv/bin/python -m pip install -q ".[test,frameworks]"
+  .venv/bin/python -m pip install -q ".[test,frameworks,lint]"
+  step "ruff + mypy (the pinned versions of the lint extra)"
+  .venv/bin/ruff check python tests/python tests/scenarios examples/python
+  .venv/bin/mypy
   set +e
   .venv/bin/python -m pytest -q tests/python tests/scenarios
   rc=$?
