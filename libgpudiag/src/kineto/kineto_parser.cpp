@@ -124,6 +124,26 @@ std::string_view trim_token(std::string_view tok) noexcept {
     return tok;
 }
 
+// A string value. Names and categories almost never hold escapes: then the value is a view of the
+// document itself, which saves simdjson copying (and faulting in) every string into its own
+// buffer. A string with an escape, or a value that is not a string, goes through get_string().
+simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
+    std::string_view tok = v.raw_json_token();
+    if (tok.size() >= 2 && tok.front() == '"') {
+        const char* body = tok.data() + 1;
+        std::size_t room = tok.size() - 1;
+        const void* quote = std::memchr(body, '"', room);
+        if (quote != nullptr) {
+            std::size_t len = static_cast<std::size_t>(static_cast<const char*>(quote) - body);
+            if (std::memchr(body, '\\', len) == nullptr) {
+                out = std::string_view(body, len);
+                return simdjson::SUCCESS;
+            }
+        }
+    }
+    return v.get_string().get(out);
+}
+
 // A number or numeric string as int64; doubles are truncated. Reads the raw token first (no
 // type dispatch): almost every value here is a plain integer.
 bool read_int(od::value& v, std::int64_t& out) noexcept {
@@ -141,7 +161,7 @@ bool read_int(od::value& v, std::int64_t& out) noexcept {
     }
     if (c == '"') {
         std::string_view s;
-        if (v.get_string().get(s) != simdjson::SUCCESS) return false;
+        if (read_string(v, s) != simdjson::SUCCESS) return false;
         return parse_integer_token(s, out);
     }
     return false;
@@ -162,7 +182,7 @@ bool read_double(od::value& v, double& out) noexcept {
 bool read_time(od::value& v, std::int64_t& ns) noexcept {
     std::string_view tok = trim_token(v.raw_json_token());
     if (!tok.empty() && tok.front() == '"') {
-        if (v.get_string().get(tok) != simdjson::SUCCESS) return false;
+        if (read_string(v, tok) != simdjson::SUCCESS) return false;
     }
     return parse_microseconds_as_ns(tok, ns);
 }
@@ -176,7 +196,7 @@ void read_id(od::value& v, std::int64_t& out, bool* numeric, bool* is_stream) no
         return;
     }
     std::string_view s;
-    if (v.get_string().get(s) != simdjson::SUCCESS) return;
+    if (read_string(v, s) != simdjson::SUCCESS) return;
     if (parse_integer_token(s, out)) {
         if (numeric != nullptr) *numeric = true;
         return;
@@ -223,7 +243,7 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
             case 'c':
                 if (key == "correlation") read_int(value, e.correlation);
                 else if (key == "cbid") read_int(value, e.cbid);
-                else if (key == "cuda_sync_kind") ignore(value.get_string().get(e.sync_kind));
+                else if (key == "cuda_sync_kind") ignore(read_string(value, e.sync_kind));
                 break;
             case 'b':
                 if (key == "bytes") read_int(value, e.bytes);
@@ -253,10 +273,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 else if (key == "Total Reserved") read_double(value, e.total_reserved);
                 break;
             case 'n':
-                if (key == "name") ignore(value.get_string().get(e.arg_name));
+                if (key == "name") ignore(read_string(value, e.arg_name));
                 break;
             case 'l':
-                if (key == "labels") ignore(value.get_string().get(e.arg_labels));
+                if (key == "labels") ignore(read_string(value, e.arg_labels));
                 break;
             default: break;
         }
@@ -275,7 +295,7 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
             case 'p':
                 if (key == "ph") {
                     std::string_view ph;
-                    if (value.get_string().get(ph) == simdjson::SUCCESS && !ph.empty()) {
+                    if (read_string(value, ph) == simdjson::SUCCESS && !ph.empty()) {
                         e.ph = ph.front();
                     }
                     // Flows, counters and async markers carry nothing gpudiag reads (correlation
@@ -289,10 +309,10 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                 }
                 break;
             case 'c':
-                if (key == "cat") ignore(value.get_string().get(e.cat));
+                if (key == "cat") ignore(read_string(value, e.cat));
                 break;
             case 'n':
-                if (key == "name") ignore(value.get_string().get(e.name));
+                if (key == "name") ignore(read_string(value, e.name));
                 break;
             case 't':
                 if (key == "ts") e.has_ts = read_time(value, e.ts);
