@@ -5,6 +5,7 @@
 #include "kineto/kineto_parser.hpp"
 
 #include "kineto/json_number.hpp"
+#include "kineto/start_order.hpp"
 
 #include <simdjson.h>
 
@@ -783,24 +784,6 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     }
     converter.finish();
     return attempt;
-}
-
-// Stable sort by start time. Sorting 16-byte (start, index) keys and moving each 64-byte event
-// once is several times cheaper than merge-sorting the events themselves.
-void sort_by_start(std::vector<Event>& events) {
-    if (std::is_sorted(events.begin(), events.end(),
-                       [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; })) {
-        return;
-    }
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> keys(events.size());
-    for (std::size_t i = 0; i < events.size(); ++i) {
-        keys[i] = {events[i].start_ns, static_cast<std::uint32_t>(i)};
-    }
-    std::sort(keys.begin(), keys.end());  // ties broken by index: stable
-    std::vector<Event> sorted;
-    sorted.reserve(events.size());
-    for (const auto& k : keys) sorted.push_back(events[k.second]);
-    events.swap(sorted);
 }
 
 }  // namespace
