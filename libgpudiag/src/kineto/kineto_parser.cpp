@@ -5,6 +5,7 @@
 #include "kineto/kineto_parser.hpp"
 
 #include "kineto/json_number.hpp"
+#include "kineto/name_cache.hpp"
 #include "kineto/start_order.hpp"
 
 #include <simdjson.h>
@@ -411,7 +412,7 @@ std::uint32_t clamp_u32(std::int64_t v) noexcept {
 
 class Converter {
 public:
-    Converter(StringTable& strings, KinetoParseResult& out) : strings_(strings), out_(out) {}
+    Converter(StringTable& strings, KinetoParseResult& out) : names_(strings), out_(out) {}
 
     void convert(const RawEvent& r) {
         if (r.ph == 'M') {
@@ -488,7 +489,7 @@ private:
         e.thread = 0;
         if (c == Category::kKernel) {
             e.kind = EventKind::kKernel;
-            e.kernel.name = strings_.intern(r.name);
+            e.kernel.name = names_.intern(r.name);
             e.kernel.correlation = static_cast<std::uint32_t>(r.correlation);
             e.kernel.grid_size = clamp_u32(r.grid);
             e.kernel.block_size = clamp_u32(r.block);
@@ -507,7 +508,7 @@ private:
     void api_call(const RawEvent& r, Category c) {
         Event e = base(r);
         e.kind = EventKind::kApiCall;
-        e.api.name = strings_.intern(r.name);
+        e.api.name = names_.intern(r.name);
         e.api.correlation = static_cast<std::uint32_t>(r.correlation);
         e.api.callback_id = clamp_u32(r.cbid);
         e.api.domain = c == Category::kRuntime   ? ApiDomain::kRuntime
@@ -531,7 +532,7 @@ private:
         Event e = base(r);
         e.kind = EventKind::kRange;
         std::int64_t step = 0;
-        e.range.name = strings_.intern(r.name);
+        e.range.name = names_.intern(r.name);
         e.range.id = static_cast<std::uint64_t>(std::max<std::int64_t>(r.external_id, 0));
         if (c == Category::kGpuUserAnnotation) {
             // The GPU-side copy of a user range: kept for exports, never a host range or a step.
@@ -585,7 +586,7 @@ private:
         }
     }
 
-    StringTable& strings_;
+    NameCache names_;
     KinetoParseResult& out_;
     bool saw_mtia_ = false;
     std::vector<std::string> unknown_categories_;
