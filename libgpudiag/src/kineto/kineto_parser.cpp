@@ -791,6 +791,14 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
 
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                           KinetoParseResult& out) {
+    Status status = parse_kineto_events(buffer, name, strings, out);
+    // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
+    if (status.is_ok()) sort_by_start(out.events);
+    return status;
+}
+
+Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                           KinetoParseResult& out) {
     out = KinetoParseResult{};
     out.info.producer = "kineto";
     out.info.description = name;
@@ -839,8 +847,6 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
                                    "Chrome/Kineto trace");
     }
 
-    // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
-    sort_by_start(out.events);
     out.summary.events = out.events.size();
     if (out.summary.dropped > 0) {
         out.summary.notes.push_back(std::to_string(out.summary.dropped) +

@@ -47,9 +47,9 @@ void radix_sort(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& sc
 
 }  // namespace
 
-void sort_by_start(std::vector<Event>& events) {
+std::vector<std::uint64_t> start_order(std::span<const Event> events) {
     const std::size_t n = events.size();
-    if (n < 2) return;
+    if (n < 2) return {};
     bool in_order = true;
     std::uint64_t lo = events[0].start_ns;
     std::uint64_t hi = lo;
@@ -59,7 +59,7 @@ void sort_by_start(std::vector<Event>& events) {
         lo = std::min(lo, s);
         hi = std::max(hi, s);
     }
-    if (in_order) return;
+    if (in_order) return {};
 
     const auto index_bits = static_cast<unsigned>(std::bit_width(n - 1));
     const auto start_bits = static_cast<unsigned>(std::bit_width(hi - lo));
@@ -77,11 +77,17 @@ void sort_by_start(std::vector<Event>& events) {
         std::sort(pairs.begin(), pairs.end());  // ties broken by index: stable
         for (std::size_t i = 0; i < n; ++i) keys[i] = pairs[i].second;
     }
+    return keys;
+}
+
+void sort_by_start(std::vector<Event>& events) {
+    std::vector<std::uint64_t> order = start_order(events);
+    if (order.empty()) return;
     // Gathering into a new vector beats following permutation cycles in place: its loads are
     // independent, so their cache misses overlap instead of queueing one behind the other.
     std::vector<Event> sorted;
-    sorted.reserve(n);
-    for (std::uint64_t k : keys) sorted.push_back(events[static_cast<std::size_t>(k)]);
+    sorted.reserve(events.size());
+    for (std::uint64_t k : order) sorted.push_back(events[static_cast<std::size_t>(k)]);
     events.swap(sorted);
 }
 
