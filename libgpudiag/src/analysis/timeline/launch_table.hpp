@@ -3,8 +3,12 @@
 //
 // Every runtime call of a trace goes in (tens of thousands per second of profile) and every
 // kernel, copy and memset looks its launch up. A node-based map allocates, and later frees, one
-// node per call; this flat open-addressing table (linear probing, Fibonacci hashing, at most half
-// full) allocates only when it doubles.
+// node per call; this flat open-addressing table (linear probing, at most half full) allocates
+// only when it doubles. Correlation ids count up, so ids are placed in blocks of eight
+// neighbours (two cache lines), the blocks scattered by Fibonacci hashing: a run of calls and the
+// kernels they launch then touch one block, where scattering every id would miss the cache on
+// almost every call. Ids that pile up on one slot (a hostile or odd trace) make probes run long;
+// the table then scatters every id for good.
 #pragma once
 
 #include <cstddef>
@@ -24,25 +28,33 @@ public:
         } else if ((used_ + 1) * 2 > slots_.size()) {
             rehash(slots_.size() * 2);
         }
-        Slot& s = probe(correlation);
+        std::size_t steps = 0;
+        Slot& s = probe(correlation, steps);
         if (s.key == 0) {
             s.key = correlation;
             ++used_;
         }
         s.start = start;
+        if ((steps > kLongProbe || long_probe_seen_) && !scrambled_) {
+            scrambled_ = true;
+            rehash(slots_.size());
+        }
     }
 
     /// The launch start of `correlation`, when recorded.
-    [[nodiscard]] bool find(std::uint32_t correlation, std::uint64_t& start) const noexcept {
+    /// (Not const: a long search is remembered, and the next put() then rehashes.)
+    [[nodiscard]] bool find(std::uint32_t correlation, std::uint64_t& start) noexcept {
         if (correlation == 0 || slots_.empty()) return false;
         const std::size_t mask = slots_.size() - 1;
-        for (std::size_t i = home(correlation);; i = (i + 1) & mask) {
+        std::size_t steps = 0;
+        for (std::size_t i = home(correlation);; i = (i + 1) & mask, ++steps) {
             const Slot& s = slots_[i];
-            if (s.key == correlation) {
+            if (s.key == correlation || s.key == 0) {
+                if (steps > kLongProbe) long_probe_seen_ = true;
+                if (s.key == 0) return false;
                 start = s.start;
                 return true;
             }
-            if (s.key == 0) return false;
         }
     }
 
@@ -59,7 +71,8 @@ public:
         used_ = 0;
         for (const Slot& s : old) {
             if (s.key == 0 || s.start < cutoff) continue;
-            probe(s.key) = s;
+            std::size_t steps = 0;
+            probe(s.key, steps) = s;
             ++used_;
         }
     }
@@ -68,21 +81,29 @@ public:
 
 private:
     static constexpr std::size_t kInitialSlots = 4096;
+    static constexpr std::size_t kLongProbe = 32;  // slots; a well-spread table needs 1 or 2
 
     struct Slot {
         std::uint64_t start = 0;
         std::uint32_t key = 0;  // 0: empty
     };
 
+    static constexpr std::uint64_t kFibonacci = 0x9E3779B97F4A7C15ull;  // 2^64 / golden ratio
+
     [[nodiscard]] std::size_t home(std::uint32_t key) const noexcept {
-        return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_);
+        if (scrambled_) return static_cast<std::size_t>((key * kFibonacci) >> shift_);
+        auto block = static_cast<std::size_t>(((key >> 3) * kFibonacci) >> shift_);
+        return (block & ~std::size_t{7}) | (key & 7u);
     }
 
-    // The slot holding `key`, or the empty slot where it belongs.
-    Slot& probe(std::uint32_t key) noexcept {
+    // The slot holding `key`, or the empty slot where it belongs; `steps` counts the slots passed.
+    Slot& probe(std::uint32_t key, std::size_t& steps) noexcept {
         const std::size_t mask = slots_.size() - 1;
         std::size_t i = home(key);
-        while (slots_[i].key != 0 && slots_[i].key != key) i = (i + 1) & mask;
+        while (slots_[i].key != 0 && slots_[i].key != key) {
+            i = (i + 1) & mask;
+            ++steps;
+        }
         return slots_[i];
     }
 
@@ -96,14 +117,17 @@ private:
         std::vector<Slot> old(size);
         old.swap(slots_);
         set_shift(size);
+        std::size_t steps = 0;
         for (const Slot& s : old) {
-            if (s.key != 0) probe(s.key) = s;
+            if (s.key != 0) probe(s.key, steps) = s;
         }
     }
 
     std::vector<Slot> slots_;
     std::size_t used_ = 0;
     unsigned shift_ = 64;
+    bool scrambled_ = false;
+    bool long_probe_seen_ = false;
 };
 
 }  // namespace gpudiag::detail
