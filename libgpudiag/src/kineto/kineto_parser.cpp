@@ -73,10 +73,12 @@ Category classify_category(std::string_view c) noexcept {
     return Category::kOther;
 }
 
-// Everything read from one event object.
-struct RawEvent {
+// Everything read from one event object: the common fields, and those of "args" (reset only after
+// an event whose args were read, as most events' are skipped).
+struct RawHeader {
     char ph = 0;
     std::string_view cat;
+    Category category = Category::kOther;  // of `cat`
     std::string_view name;
     bool has_ts = false;
     std::int64_t ts = 0;
@@ -85,7 +87,9 @@ struct RawEvent {
     std::int64_t tid = 0;
     bool pid_numeric = false;
     bool tid_is_stream = false;  // "stream 7"
-    // args
+};
+
+struct RawArgs {
     std::int64_t device = -1;
     std::int64_t stream = -1;
     std::int64_t correlation = -1;
@@ -106,6 +110,19 @@ struct RawEvent {
     std::string_view sync_kind;
     std::string_view arg_name;    // args.name of metadata events
     std::string_view arg_labels;  // args.labels of process_labels
+};
+
+struct RawEvent : RawHeader, RawArgs {
+    bool args_read = false;
+
+    // Back to defaults for the next event.
+    void reset() noexcept {
+        static_cast<RawHeader&>(*this) = RawHeader{};
+        if (args_read) {
+            static_cast<RawArgs&>(*this) = RawArgs{};
+            args_read = false;
+        }
+    }
 };
 
 // A field that fails to decode keeps its default: one odd field must not cost the whole event.
@@ -130,17 +147,17 @@ std::string_view trim_token(std::string_view tok) noexcept {
 // document itself, which saves simdjson copying (and faulting in) every string into its own
 // buffer. A string with an escape, or a value that is not a string, goes through get_string().
 simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
+    // The token runs to the next structural character: the closing quote, then any whitespace.
     std::string_view tok = v.raw_json_token();
-    if (tok.size() >= 2 && tok.front() == '"') {
-        const char* body = tok.data() + 1;
-        std::size_t room = tok.size() - 1;
-        const void* quote = std::memchr(body, '"', room);
-        if (quote != nullptr) {
-            std::size_t len = static_cast<std::size_t>(static_cast<const char*>(quote) - body);
-            if (std::memchr(body, '\\', len) == nullptr) {
-                out = std::string_view(body, len);
-                return simdjson::SUCCESS;
-            }
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' ||
+                            tok.back() == '\t')) {
+        tok.remove_suffix(1);
+    }
+    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"') {
+        std::string_view body = tok.substr(1, tok.size() - 2);
+        if (std::memchr(body.data(), '\\', body.size()) == nullptr) {
+            out = body;
+            return simdjson::SUCCESS;
         }
     }
     return v.get_string().get(out);
@@ -224,6 +241,7 @@ std::int64_t read_dim_product(od::value& v) noexcept {
 }
 
 simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
+    e.args_read = true;
     od::object args;
     if (auto err = v.get_object().get(args); err) return err;
     for (auto field_result : args) {
@@ -311,7 +329,10 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                 }
                 break;
             case 'c':
-                if (key == "cat") ignore(read_string(value, e.cat));
+                if (key == "cat") {
+                    ignore(read_string(value, e.cat));
+                    e.category = classify_category(e.cat);
+                }
                 break;
             case 'n':
                 if (key == "name") ignore(read_string(value, e.name));
@@ -328,7 +349,7 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
             case 'a':
                 if (key == "args") {
                     // CPU-side records carry call stacks and shapes gpudiag does not read.
-                    Category c = classify_category(e.cat);
+                    Category c = e.category;
                     bool wanted = e.ph == 'M' || e.ph == 'i' || e.ph == 'I' ||
                                   (c != Category::kCpuOp && c != Category::kUserAnnotation &&
                                    c != Category::kIgnored);
@@ -432,7 +453,7 @@ public:
             ++out_.summary.dropped;
             return;
         }
-        Category c = classify_category(r.cat);
+        Category c = r.category;
         switch (c) {
             case Category::kKernel:
             case Category::kMemcpy:
@@ -716,6 +737,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
 
     auto read_events = [&](od::array& events) -> simdjson::error_code {
         attempt.found_events = true;
+        RawEvent r;
         std::size_t index = 0;
         for (auto item : events) {
             od::object obj;
@@ -728,7 +750,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                 attempt.where = "in event " + std::to_string(index);
                 return err;
             }
-            RawEvent r;
+            r.reset();
             if (auto err = read_event(obj, r); err) {
                 attempt.where = "in event " + std::to_string(index);
                 return err;

@@ -7,40 +7,41 @@
 #include "kineto/start_order.hpp"
 
 #include <algorithm>
-#include <array>
 #include <bit>
 #include <cstdint>
 
 namespace gpudiag::detail {
 namespace {
 
-constexpr unsigned kDigitBits = 11;  // 2048 counters: 8 KiB, cache resident
-constexpr std::size_t kBuckets = std::size_t{1} << kDigitBits;
+constexpr unsigned kMaxDigitBits = 12;  // 4096 counters of 4 bytes: 16 KiB, cache resident
 
-// Stable LSD radix sort of `keys` on bits [low, low + width), using `scratch` (same size).
+// Stable LSD radix sort of `keys` on bits [low, low + width), using `scratch` (same size), in as
+// few passes as digits of at most kMaxDigitBits allow.
 void radix_sort(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch,
                 unsigned low, unsigned width) {
-    const unsigned passes = (width + kDigitBits - 1) / kDigitBits;
-    std::vector<std::array<std::uint32_t, kBuckets>> counts(passes);
-    for (auto& c : counts) c.fill(0);
+    const unsigned passes = (width + kMaxDigitBits - 1) / kMaxDigitBits;
+    const unsigned digit_bits = (width + passes - 1) / passes;
+    const std::size_t buckets = std::size_t{1} << digit_bits;
+    const std::uint64_t digit_mask = buckets - 1;
+    std::vector<std::uint32_t> counts(passes * buckets, 0);
     for (std::uint64_t k : keys) {
         for (unsigned p = 0; p < passes; ++p) {
-            ++counts[p][(k >> (low + p * kDigitBits)) & (kBuckets - 1)];
+            ++counts[p * buckets + ((k >> (low + p * digit_bits)) & digit_mask)];
         }
     }
     const auto n = static_cast<std::uint32_t>(keys.size());
     for (unsigned p = 0; p < passes; ++p) {
-        auto& c = counts[p];
+        std::uint32_t* c = counts.data() + p * buckets;
         // A digit every key shares moves nothing.
-        if (std::find(c.begin(), c.end(), n) != c.end()) continue;
+        if (std::find(c, c + buckets, n) != c + buckets) continue;
         std::uint32_t sum = 0;
-        for (auto& bucket : c) {
-            std::uint32_t here = bucket;
-            bucket = sum;
+        for (std::size_t b = 0; b < buckets; ++b) {
+            std::uint32_t here = c[b];
+            c[b] = sum;
             sum += here;
         }
-        const unsigned shift = low + p * kDigitBits;
-        for (std::uint64_t k : keys) scratch[c[(k >> shift) & (kBuckets - 1)]++] = k;
+        const unsigned shift = low + p * digit_bits;
+        for (std::uint64_t k : keys) scratch[c[(k >> shift) & digit_mask]++] = k;
         keys.swap(scratch);
     }
 }
@@ -65,7 +66,7 @@ std::vector<std::uint64_t> start_order(std::span<const Event> events) {
     const auto start_bits = static_cast<unsigned>(std::bit_width(hi - lo));
     const std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
     std::vector<std::uint64_t> keys(n);
-    if (index_bits + start_bits <= 64) {
+    if (index_bits + start_bits <= 64 && n <= UINT32_MAX) {  // (counts are 32-bit)
         for (std::size_t i = 0; i < n; ++i) keys[i] = ((events[i].start_ns - lo) << index_bits) | i;
         std::vector<std::uint64_t> scratch(n);
         radix_sort(keys, scratch, index_bits, start_bits);
