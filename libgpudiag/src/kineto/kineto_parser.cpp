@@ -166,7 +166,23 @@ simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
 // A number or numeric string as int64; doubles are truncated. Reads the raw token first (no
 // type dispatch): almost every value here is a plain integer.
 bool read_int(od::value& v, std::int64_t& out) noexcept {
-    std::string_view tok = trim_token(v.raw_json_token());
+    std::string_view raw = v.raw_json_token();
+    {
+        // The common case, in one pass: a plain integer of at most 18 digits (which cannot
+        // overflow), then nothing but what trim_token strips.
+        std::size_t i = !raw.empty() && raw.front() == '-' ? 1 : 0;
+        const std::size_t first = i;
+        std::uint64_t value = 0;
+        while (i < raw.size() && i - first < 18 && raw[i] >= '0' && raw[i] <= '9') {
+            value = value * 10 + static_cast<std::uint64_t>(raw[i] - '0');
+            ++i;
+        }
+        if (i > first && trim_token(raw.substr(i)).empty()) {
+            out = first == 1 ? -static_cast<std::int64_t>(value) : static_cast<std::int64_t>(value);
+            return true;
+        }
+    }
+    std::string_view tok = trim_token(raw);
     if (tok.empty()) return false;
     char c = tok.front();
     if ((c >= '0' && c <= '9') || c == '-') {
