@@ -149,8 +149,8 @@ std::string_view trim_token(std::string_view tok) noexcept {
 simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
     // The token runs to the next structural character: the closing quote, then any whitespace.
     std::string_view tok = v.raw_json_token();
-    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' ||
-                            tok.back() == '\t')) {
+    while (!tok.empty() && tok.back() != '"' &&
+           (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t')) {
         tok.remove_suffix(1);
     }
     if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"') {
