@@ -18,12 +18,19 @@ void OverviewAnalyzer::consume(std::span<const Event> events) {
         if (e.start_ns != 0 && e.start_ns < first_ns_) first_ns_ = e.start_ns;
         std::uint64_t end = e.end_ns > e.start_ns ? e.end_ns : e.start_ns;
         if (end > last_ns_) last_ns_ = end;
-        if (e.device != kNoDevice && devices_.size() < kMaxDistinct) devices_.insert(e.device);
-        if (is_gpu_activity(e.kind) && streams_.size() < kMaxDistinct) {
-            streams_.insert((std::uint64_t{e.device} << 32) | e.stream);
+        if (e.device != kNoDevice && e.device != last_device_) {
+            if (devices_.size() < kMaxDistinct) devices_.insert(e.device);
+            last_device_ = e.device;
         }
-        if (e.thread != 0 && threads_.size() < kMaxDistinct) {
-            threads_.insert((std::uint64_t{e.process} << 32) | e.thread);
+        if (is_gpu_activity(e.kind)) {
+            std::uint64_t key = (std::uint64_t{e.device} << 32) | e.stream;
+            if (key != last_stream_ && streams_.size() < kMaxDistinct) streams_.insert(key);
+            last_stream_ = key;
+        }
+        if (e.thread != 0) {
+            std::uint64_t key = (std::uint64_t{e.process} << 32) | e.thread;
+            if (key != last_thread_ && threads_.size() < kMaxDistinct) threads_.insert(key);
+            last_thread_ = key;
         }
     }
 }

@@ -23,6 +23,11 @@ private:
     std::set<std::uint16_t> devices_;
     std::set<std::uint64_t> streams_;  // device << 32 | stream
     std::set<std::uint64_t> threads_;  // pid << 32 | tid
+    // The keys inserted last: events come in runs from one thread or stream, and a repeat need
+    // not search the set again. Each starts at a value no key can take.
+    std::uint16_t last_device_ = kNoDevice;
+    std::uint64_t last_stream_ = UINT64_MAX;  // devices stop at 0xFFFF
+    std::uint64_t last_thread_ = 0;           // tid 0 is never recorded
 };
 
 }  // namespace gpudiag::detail

@@ -5,6 +5,8 @@
 #include "kineto/kineto_parser.hpp"
 
 #include "kineto/json_number.hpp"
+#include "kineto/name_cache.hpp"
+#include "kineto/start_order.hpp"
 
 #include <simdjson.h>
 
@@ -71,10 +73,12 @@ Category classify_category(std::string_view c) noexcept {
     return Category::kOther;
 }
 
-// Everything read from one event object.
-struct RawEvent {
+// Everything read from one event object: the common fields, and those of "args" (reset only after
+// an event whose args were read, as most events' are skipped).
+struct RawHeader {
     char ph = 0;
     std::string_view cat;
+    Category category = Category::kOther;  // of `cat`
     std::string_view name;
     bool has_ts = false;
     std::int64_t ts = 0;
@@ -83,7 +87,9 @@ struct RawEvent {
     std::int64_t tid = 0;
     bool pid_numeric = false;
     bool tid_is_stream = false;  // "stream 7"
-    // args
+};
+
+struct RawArgs {
     std::int64_t device = -1;
     std::int64_t stream = -1;
     std::int64_t correlation = -1;
@@ -106,6 +112,19 @@ struct RawEvent {
     std::string_view arg_labels;  // args.labels of process_labels
 };
 
+struct RawEvent : RawHeader, RawArgs {
+    bool args_read = false;
+
+    // Back to defaults for the next event.
+    void reset() noexcept {
+        static_cast<RawHeader&>(*this) = RawHeader{};
+        if (args_read) {
+            static_cast<RawArgs&>(*this) = RawArgs{};
+            args_read = false;
+        }
+    }
+};
+
 // A field that fails to decode keeps its default: one odd field must not cost the whole event.
 inline void ignore(simdjson::error_code) noexcept {}
 
@@ -124,10 +143,46 @@ std::string_view trim_token(std::string_view tok) noexcept {
     return tok;
 }
 
+// A string value. Names and categories almost never hold escapes: then the value is a view of the
+// document itself, which saves simdjson copying (and faulting in) every string into its own
+// buffer. A string with an escape, or a value that is not a string, goes through get_string().
+simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
+    // The token runs to the next structural character: the closing quote, then any whitespace.
+    std::string_view tok = v.raw_json_token();
+    while (!tok.empty() && tok.back() != '"' &&
+           (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t')) {
+        tok.remove_suffix(1);
+    }
+    if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"') {
+        std::string_view body = tok.substr(1, tok.size() - 2);
+        if (std::memchr(body.data(), '\\', body.size()) == nullptr) {
+            out = body;
+            return simdjson::SUCCESS;
+        }
+    }
+    return v.get_string().get(out);
+}
+
 // A number or numeric string as int64; doubles are truncated. Reads the raw token first (no
 // type dispatch): almost every value here is a plain integer.
 bool read_int(od::value& v, std::int64_t& out) noexcept {
-    std::string_view tok = trim_token(v.raw_json_token());
+    std::string_view raw = v.raw_json_token();
+    {
+        // The common case, in one pass: a plain integer of at most 18 digits (which cannot
+        // overflow), then nothing but what trim_token strips.
+        std::size_t i = !raw.empty() && raw.front() == '-' ? 1 : 0;
+        const std::size_t first = i;
+        std::uint64_t value = 0;
+        while (i < raw.size() && i - first < 18 && raw[i] >= '0' && raw[i] <= '9') {
+            value = value * 10 + static_cast<std::uint64_t>(raw[i] - '0');
+            ++i;
+        }
+        if (i > first && trim_token(raw.substr(i)).empty()) {
+            out = first == 1 ? -static_cast<std::int64_t>(value) : static_cast<std::int64_t>(value);
+            return true;
+        }
+    }
+    std::string_view tok = trim_token(raw);
     if (tok.empty()) return false;
     char c = tok.front();
     if ((c >= '0' && c <= '9') || c == '-') {
@@ -141,7 +196,7 @@ bool read_int(od::value& v, std::int64_t& out) noexcept {
     }
     if (c == '"') {
         std::string_view s;
-        if (v.get_string().get(s) != simdjson::SUCCESS) return false;
+        if (read_string(v, s) != simdjson::SUCCESS) return false;
         return parse_integer_token(s, out);
     }
     return false;
@@ -162,7 +217,7 @@ bool read_double(od::value& v, double& out) noexcept {
 bool read_time(od::value& v, std::int64_t& ns) noexcept {
     std::string_view tok = trim_token(v.raw_json_token());
     if (!tok.empty() && tok.front() == '"') {
-        if (v.get_string().get(tok) != simdjson::SUCCESS) return false;
+        if (read_string(v, tok) != simdjson::SUCCESS) return false;
     }
     return parse_microseconds_as_ns(tok, ns);
 }
@@ -176,7 +231,7 @@ void read_id(od::value& v, std::int64_t& out, bool* numeric, bool* is_stream) no
         return;
     }
     std::string_view s;
-    if (v.get_string().get(s) != simdjson::SUCCESS) return;
+    if (read_string(v, s) != simdjson::SUCCESS) return;
     if (parse_integer_token(s, out)) {
         if (numeric != nullptr) *numeric = true;
         return;
@@ -202,6 +257,7 @@ std::int64_t read_dim_product(od::value& v) noexcept {
 }
 
 simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
+    e.args_read = true;
     od::object args;
     if (auto err = v.get_object().get(args); err) return err;
     for (auto field_result : args) {
@@ -223,7 +279,7 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
             case 'c':
                 if (key == "correlation") read_int(value, e.correlation);
                 else if (key == "cbid") read_int(value, e.cbid);
-                else if (key == "cuda_sync_kind") ignore(value.get_string().get(e.sync_kind));
+                else if (key == "cuda_sync_kind") ignore(read_string(value, e.sync_kind));
                 break;
             case 'b':
                 if (key == "bytes") read_int(value, e.bytes);
@@ -253,10 +309,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 else if (key == "Total Reserved") read_double(value, e.total_reserved);
                 break;
             case 'n':
-                if (key == "name") ignore(value.get_string().get(e.arg_name));
+                if (key == "name") ignore(read_string(value, e.arg_name));
                 break;
             case 'l':
-                if (key == "labels") ignore(value.get_string().get(e.arg_labels));
+                if (key == "labels") ignore(read_string(value, e.arg_labels));
                 break;
             default: break;
         }
@@ -275,7 +331,7 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
             case 'p':
                 if (key == "ph") {
                     std::string_view ph;
-                    if (value.get_string().get(ph) == simdjson::SUCCESS && !ph.empty()) {
+                    if (read_string(value, ph) == simdjson::SUCCESS && !ph.empty()) {
                         e.ph = ph.front();
                     }
                     // Flows, counters and async markers carry nothing gpudiag reads (correlation
@@ -289,10 +345,13 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                 }
                 break;
             case 'c':
-                if (key == "cat") ignore(value.get_string().get(e.cat));
+                if (key == "cat") {
+                    ignore(read_string(value, e.cat));
+                    e.category = classify_category(e.cat);
+                }
                 break;
             case 'n':
-                if (key == "name") ignore(value.get_string().get(e.name));
+                if (key == "name") ignore(read_string(value, e.name));
                 break;
             case 't':
                 if (key == "ts") e.has_ts = read_time(value, e.ts);
@@ -306,7 +365,7 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
             case 'a':
                 if (key == "args") {
                     // CPU-side records carry call stacks and shapes gpudiag does not read.
-                    Category c = classify_category(e.cat);
+                    Category c = e.category;
                     bool wanted = e.ph == 'M' || e.ph == 'i' || e.ph == 'I' ||
                                   (c != Category::kCpuOp && c != Category::kUserAnnotation &&
                                    c != Category::kIgnored);
@@ -390,7 +449,7 @@ std::uint32_t clamp_u32(std::int64_t v) noexcept {
 
 class Converter {
 public:
-    Converter(StringTable& strings, KinetoParseResult& out) : strings_(strings), out_(out) {}
+    Converter(StringTable& strings, KinetoParseResult& out) : names_(strings), out_(out) {}
 
     void convert(const RawEvent& r) {
         if (r.ph == 'M') {
@@ -410,7 +469,7 @@ public:
             ++out_.summary.dropped;
             return;
         }
-        Category c = classify_category(r.cat);
+        Category c = r.category;
         switch (c) {
             case Category::kKernel:
             case Category::kMemcpy:
@@ -467,7 +526,7 @@ private:
         e.thread = 0;
         if (c == Category::kKernel) {
             e.kind = EventKind::kKernel;
-            e.kernel.name = strings_.intern(r.name);
+            e.kernel.name = names_.intern(r.name);
             e.kernel.correlation = static_cast<std::uint32_t>(r.correlation);
             e.kernel.grid_size = clamp_u32(r.grid);
             e.kernel.block_size = clamp_u32(r.block);
@@ -486,7 +545,7 @@ private:
     void api_call(const RawEvent& r, Category c) {
         Event e = base(r);
         e.kind = EventKind::kApiCall;
-        e.api.name = strings_.intern(r.name);
+        e.api.name = names_.intern(r.name);
         e.api.correlation = static_cast<std::uint32_t>(r.correlation);
         e.api.callback_id = clamp_u32(r.cbid);
         e.api.domain = c == Category::kRuntime   ? ApiDomain::kRuntime
@@ -510,7 +569,7 @@ private:
         Event e = base(r);
         e.kind = EventKind::kRange;
         std::int64_t step = 0;
-        e.range.name = strings_.intern(r.name);
+        e.range.name = names_.intern(r.name);
         e.range.id = static_cast<std::uint64_t>(std::max<std::int64_t>(r.external_id, 0));
         if (c == Category::kGpuUserAnnotation) {
             // The GPU-side copy of a user range: kept for exports, never a host range or a step.
@@ -564,7 +623,7 @@ private:
         }
     }
 
-    StringTable& strings_;
+    NameCache names_;
     KinetoParseResult& out_;
     bool saw_mtia_ = false;
     std::vector<std::string> unknown_categories_;
@@ -694,6 +753,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
 
     auto read_events = [&](od::array& events) -> simdjson::error_code {
         attempt.found_events = true;
+        RawEvent r;
         std::size_t index = 0;
         for (auto item : events) {
             od::object obj;
@@ -706,7 +766,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                 attempt.where = "in event " + std::to_string(index);
                 return err;
             }
-            RawEvent r;
+            r.reset();
             if (auto err = read_event(obj, r); err) {
                 attempt.where = "in event " + std::to_string(index);
                 return err;
@@ -765,28 +825,18 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     return attempt;
 }
 
-// Stable sort by start time. Sorting 16-byte (start, index) keys and moving each 64-byte event
-// once is several times cheaper than merge-sorting the events themselves.
-void sort_by_start(std::vector<Event>& events) {
-    if (std::is_sorted(events.begin(), events.end(),
-                       [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; })) {
-        return;
-    }
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> keys(events.size());
-    for (std::size_t i = 0; i < events.size(); ++i) {
-        keys[i] = {events[i].start_ns, static_cast<std::uint32_t>(i)};
-    }
-    std::sort(keys.begin(), keys.end());  // ties broken by index: stable
-    std::vector<Event> sorted;
-    sorted.reserve(events.size());
-    for (const auto& k : keys) sorted.push_back(events[k.second]);
-    events.swap(sorted);
-}
-
 }  // namespace
 
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                           KinetoParseResult& out) {
+    Status status = parse_kineto_events(buffer, name, strings, out);
+    // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
+    if (status.is_ok()) sort_by_start(out.events);
+    return status;
+}
+
+Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                           KinetoParseResult& out) {
     out = KinetoParseResult{};
     out.info.producer = "kineto";
     out.info.description = name;
@@ -835,8 +885,6 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
                                    "Chrome/Kineto trace");
     }
 
-    // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
-    sort_by_start(out.events);
     out.summary.events = out.events.size();
     if (out.summary.dropped > 0) {
         out.summary.notes.push_back(std::to_string(out.summary.dropped) +

@@ -37,4 +37,9 @@ struct KinetoParseResult {
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                           KinetoParseResult& out);
 
+/// parse_kineto_trace without the final sort: `out.events` stay in file order, for a caller that
+/// replays them through start_order() (kineto/start_order.hpp) instead of copying them sorted.
+Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                           KinetoParseResult& out);
+
 }  // namespace gpudiag::detail

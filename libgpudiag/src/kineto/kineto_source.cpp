@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The Kineto importer as an EventSource: load (inflate), parse, sort, replay into the sink.
+// The Kineto importer as an EventSource: load (inflate), parse, order by start, replay into the
+// sink. The events are not copied into sorted order: the replay gathers each batch through the
+// start order, which saves a second copy of them (and faulting its pages in).
 #include "core/event_source.hpp"
 #include "kineto/kineto_parser.hpp"
+#include "kineto/start_order.hpp"
 #include "kineto/trace_buffer.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <new>
+#include <vector>
 
 namespace gpudiag::detail {
 namespace {
@@ -32,7 +37,7 @@ private:
         auto buffer = load_trace_file(path_, &gzip_truncated, options_.progress);
         if (!buffer) return buffer.status();
         KinetoParseResult parsed;
-        Status status = parse_kineto_trace(*buffer, path_, strings, parsed);
+        Status status = parse_kineto_events(*buffer, path_, strings, parsed);
         if (!status.is_ok()) {
             if (gzip_truncated) {
                 return corrupt_data(path_ + ": the gzip stream is cut short and what precedes the "
@@ -54,12 +59,23 @@ private:
                     : "no GPU kernels, copies or memsets in this trace (CPU-only profile?): GPU "
                       "timeline figures are not available");
         }
+        const std::vector<Event>& events = parsed.events;
+        const std::vector<std::uint64_t> order = start_order(events);  // empty: in order already
         sink.begin(parsed.info, strings);
         constexpr std::size_t kBatch = 4096;
-        const std::vector<Event>& events = parsed.events;
+        std::vector<Event> batch;
+        if (!order.empty()) batch.reserve(kBatch);
         for (std::size_t i = 0; i < events.size(); i += kBatch) {
-            sink.consume(std::span<const Event>(events.data() + i,
-                                                std::min(kBatch, events.size() - i)));
+            std::size_t count = std::min(kBatch, events.size() - i);
+            if (order.empty()) {
+                sink.consume(std::span<const Event>(events.data() + i, count));
+                continue;
+            }
+            batch.clear();
+            for (std::size_t k = i; k < i + count; ++k) {
+                batch.push_back(events[static_cast<std::size_t>(order[k])]);
+            }
+            sink.consume(batch);
         }
         sink.end(parsed.summary);
         return Status::ok();

@@ -123,6 +123,26 @@ TEST(JsonNumber, MicrosecondsConvertExactlyToNanoseconds) {
     EXPECT_FALSE(detail::parse_microseconds_as_ns("99999999999999999999", ns));
 }
 
+TEST(JsonNumber, EightDigitChunksMatchDigitByDigitReading) {
+    // Runs of 8 digits are read in one step: every split of a digit run, and a non-digit inside
+    // a chunk, must give what reading one digit at a time gives.
+    std::int64_t ns = 0;
+    ASSERT_TRUE(detail::parse_microseconds_as_ns("12345678", ns));
+    EXPECT_EQ(ns, 12345678000);
+    ASSERT_TRUE(detail::parse_microseconds_as_ns("900000000000000.0009", ns));  // 15 + fraction
+    EXPECT_EQ(ns, 900000000000000001);
+    EXPECT_FALSE(detail::parse_microseconds_as_ns("1234567x90123456", ns));
+    EXPECT_FALSE(detail::parse_microseconds_as_ns("123456789012345678", ns));  // 18 digits
+    std::int64_t v = 0;
+    ASSERT_TRUE(detail::parse_integer_token("-1234567890123456789", v));
+    EXPECT_EQ(v, -1234567890123456789);
+    ASSERT_TRUE(detail::parse_integer_token("9223372036854775799", v));
+    EXPECT_EQ(v, 9223372036854775799);
+    EXPECT_FALSE(detail::parse_integer_token("9223372036854775807", v));  // the old digit test
+    EXPECT_FALSE(detail::parse_integer_token("12345678901234567890", v));
+    EXPECT_FALSE(detail::parse_integer_token("1234:678", v));
+}
+
 TEST(KinetoParser, ReadsThe2021Vocabulary) {
     StringTable strings;
     detail::KinetoParseResult r;

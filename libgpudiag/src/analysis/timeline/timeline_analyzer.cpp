@@ -109,7 +109,6 @@ std::uint64_t TimelineAnalyzer::ClassFrontier::extend(std::uint64_t s, std::uint
 
 TimelineAnalyzer::TimelineAnalyzer(const AnalysisOptions& options) : options_(options) {
     options_.progress = nullptr;  // not ours to call
-    launches_.reserve(1 << 14);
 }
 
 void TimelineAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
@@ -287,11 +286,11 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
     std::uint64_t end = std::max(e.end_ns, e.start_ns);
     std::uint32_t corr = e.api.correlation;
     if (corr != 0 && corr != UINT32_MAX) {
-        launches_[corr] = Span{start, end};
+        launches_.put(corr, start);
         // Drop launches nothing has matched for minutes (API calls that launch no GPU work).
         if (start > launches_pruned_at_ + kLaunchHorizonNs / 4) {
             std::uint64_t cutoff = start > kLaunchHorizonNs ? start - kLaunchHorizonNs : 0;
-            std::erase_if(launches_, [cutoff](const auto& kv) { return kv.second.start < cutoff; });
+            launches_.drop_older_than(cutoff);
             launches_pruned_at_ = start;
         }
     }
@@ -410,11 +409,7 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     ++gpu_activities_;
     std::uint32_t corr = e.kind == EventKind::kKernel ? e.kernel.correlation : e.copy.correlation;
     if (corr != 0 && corr != UINT32_MAX) {
-        auto it = launches_.find(corr);
-        if (it != launches_.end()) {
-            p.known = true;
-            p.launch = it->second.start;
-        }
+        p.known = launches_.find(corr, p.launch);
     }
     bool hta = options_.window == AnalysisWindow::kHta;
     if (hta) {

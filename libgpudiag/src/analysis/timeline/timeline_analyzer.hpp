@@ -10,6 +10,7 @@
 // host activity; nothing is kept per kernel.
 #pragma once
 
+#include "analysis/timeline/launch_table.hpp"
 #include "analysis/timeline/log_histogram.hpp"
 #include "analysis/timeline/timeline_stats.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
@@ -140,7 +141,7 @@ private:
     std::vector<DeviceTimeline> devices_;
     std::vector<StepRecord> steps_;
     std::uint64_t steps_dropped_ = 0;
-    std::unordered_map<std::uint32_t, Span> launches_;  // correlation -> API call
+    LaunchTable launches_;  // correlation -> start of the API call
     std::uint64_t launches_pruned_at_ = 0;
     SpanQueue input_spans_;
     SpanQueue sync_spans_;
