@@ -19,8 +19,10 @@
 #include "snapshot/safe_pickle_reader.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +31,105 @@ namespace gpudiag::detail {
 namespace {
 
 constexpr std::size_t kNodeCost = sizeof(PickleValue) + 32;  // + shared_ptr control block
+
+// Values are many and small (a trace entry is a dict of half a dozen ints), and a malloc/free
+// pair per value was the largest single cost of decoding. Nodes (value and shared_ptr control
+// block, one fixed size) come from chunks of this pool and go back to its free list. The pool
+// lives as long as anything uses it: the reader holds one reference and every node from it
+// another (plain counters, not atomics: the pool, like the values, is used by one thread at a
+// time), so values handed to the caller stay valid after the read.
+class NodePool {
+public:
+    static NodePool* create() { return new NodePool(); }
+    NodePool(const NodePool&) = delete;
+    NodePool& operator=(const NodePool&) = delete;
+
+    void retain() noexcept { ++refs_; }
+    void release() noexcept {
+        if (--refs_ == 0) delete this;
+    }
+
+    void* allocate(std::size_t bytes) {
+        if (block_ == 0) block_ = std::max(round_up(bytes), sizeof(FreeBlock));
+        void* p = nullptr;
+        if (bytes > block_) {
+            p = ::operator new(bytes);
+        } else if (free_ != nullptr) {
+            p = free_;
+            free_ = free_->next;
+        } else {
+            if (chunks_.empty() || chunk_used_ + block_ > kChunkBytes) {
+                chunks_.reserve(chunks_.size() + 1);
+                chunks_.push_back(::operator new(kChunkBytes));
+                chunk_used_ = 0;
+            }
+            p = static_cast<char*>(chunks_.back()) + chunk_used_;
+            chunk_used_ += block_;
+        }
+        retain();
+        return p;
+    }
+    void deallocate(void* p, std::size_t bytes) noexcept {
+        if (bytes > block_) {
+            ::operator delete(p);
+        } else {
+            auto* b = static_cast<FreeBlock*>(p);
+            b->next = free_;
+            free_ = b;
+        }
+        release();
+    }
+
+private:
+    struct FreeBlock {
+        FreeBlock* next;
+    };
+    static constexpr std::size_t kChunkBytes = std::size_t{64} << 10;
+    static std::size_t round_up(std::size_t n) {
+        constexpr std::size_t a = alignof(std::max_align_t);
+        return (n + a - 1) / a * a;
+    }
+
+    NodePool() = default;
+    ~NodePool() {
+        for (void* c : chunks_) ::operator delete(c);
+    }
+
+    std::size_t refs_ = 1;  // the creator's
+    std::size_t block_ = 0;
+    FreeBlock* free_ = nullptr;
+    std::vector<void*> chunks_;
+    std::size_t chunk_used_ = 0;
+};
+
+template <typename T>
+struct NodeAllocator {
+    using value_type = T;
+    NodePool* pool;
+
+    explicit NodeAllocator(NodePool* p) noexcept : pool(p) {}
+    template <typename U>
+    NodeAllocator(const NodeAllocator<U>& other) noexcept : pool(other.pool) {}  // NOLINT
+    T* allocate(std::size_t n) { return static_cast<T*>(pool->allocate(n * sizeof(T))); }
+    void deallocate(T* p, std::size_t n) noexcept { pool->deallocate(p, n * sizeof(T)); }
+    template <typename U>
+    bool operator==(const NodeAllocator<U>& other) const noexcept {
+        return pool == other.pool;
+    }
+};
+
+// The reader's reference to its pool.
+class PoolHandle {
+public:
+    PoolHandle() : pool_(NodePool::create()) {}
+    ~PoolHandle() { pool_->release(); }
+    PoolHandle(const PoolHandle&) = delete;
+    PoolHandle& operator=(const PoolHandle&) = delete;
+    [[nodiscard]] NodePool* get() const noexcept { return pool_; }
+
+private:
+    NodePool* pool_;
+};
 
 bool is_code_opcode(unsigned char op) {
     switch (op) {
@@ -121,22 +222,30 @@ const char* pickle_opcode_name(unsigned char op) noexcept {
     }
 }
 
-// Buffered byte input from a FILE* or from memory, tracking the absolute offset.
+// Buffered byte input from a FILE* or from memory, tracking the absolute offset. Reads that fit
+// in the buffer (nearly all: opcodes and their arguments are a few bytes) take the inline path.
 class SafePickleReader::Input {
 public:
-    Input(std::FILE* file, std::uint64_t& offset) : file_(file), offset_(offset) {}
+    Input(std::FILE* file, std::uint64_t& offset) : file_(file), reported_(offset) {}
     Input(std::string_view bytes, std::uint64_t& offset)
-        : data_(bytes.data()), size_(bytes.size()), offset_(offset) {}
+        : data_(bytes.data()), size_(bytes.size()), reported_(offset) {}
+    ~Input() { reported_ = offset(); }
+    Input(const Input&) = delete;
+    Input& operator=(const Input&) = delete;
 
     // Copies `n` bytes to `out`; false at end of input.
     bool read(void* out, std::size_t n) {
+        if (n <= size_ - pos_) {
+            std::memcpy(out, data_ + pos_, n);
+            pos_ += n;
+            return true;
+        }
         auto* dst = static_cast<char*>(out);
         while (n > 0) {
             if (pos_ == size_ && !refill()) return false;
             std::size_t take = std::min(n, size_ - pos_);
             std::memcpy(dst, data_ + pos_, take);
             pos_ += take;
-            offset_ += take;
             dst += take;
             n -= take;
         }
@@ -149,19 +258,25 @@ public:
             std::size_t take = std::min(n, size_ - pos_);
             out.append(data_ + pos_, take);
             pos_ += take;
-            offset_ += take;
             n -= take;
         }
         return true;
     }
-    bool byte(unsigned char& out) { return read(&out, 1); }
-    [[nodiscard]] std::uint64_t offset() const { return offset_; }
+    bool byte(unsigned char& out) {
+        if (pos_ < size_) {
+            out = static_cast<unsigned char>(data_[pos_++]);
+            return true;
+        }
+        return read(&out, 1);
+    }
+    [[nodiscard]] std::uint64_t offset() const { return base_ + pos_; }
 
 private:
     bool refill() {
         if (file_ == nullptr) return false;
         std::size_t got = std::fread(buffer_.data(), 1, buffer_.size(), file_);
         if (got == 0) return false;
+        base_ += size_;
         data_ = buffer_.data();
         size_ = got;
         pos_ = 0;
@@ -173,7 +288,8 @@ private:
     const char* data_ = nullptr;
     std::size_t size_ = 0;
     std::size_t pos_ = 0;
-    std::uint64_t& offset_;
+    std::uint64_t base_ = 0;  // bytes of the input before data_
+    std::uint64_t& reported_;
 };
 
 class SafePickleReader::Machine {
@@ -243,7 +359,7 @@ private:
 
     PickleRef make(PickleValue::Kind kind) {
         charge(kNodeCost);
-        return std::make_shared<PickleValue>(kind);
+        return std::allocate_shared<PickleValue>(NodeAllocator<PickleValue>(pool_.get()), kind);
     }
 
     // ---- input helpers ----
@@ -360,9 +476,20 @@ private:
         }
     }
 
+    // Makes room for `extra` more items at once (one allocation per batch instead of one per
+    // doubling), still growing geometrically so that long lists built in batches stay linear.
+    void reserve_items(PickleValue& target, std::size_t extra) {
+        std::size_t need = target.items_.size() + extra;
+        std::size_t before = target.items_.capacity();
+        if (need <= before) return;
+        target.items_.reserve(std::max(need, 2 * before));
+        charge((target.items_.capacity() - before) * sizeof(PickleRef));
+    }
+
     // Builds a tuple/list from the items in [from, end) of the stack.
     PickleRef collect(PickleValue::Kind kind, std::size_t from, unsigned char op) {
         PickleRef v = make(kind);
+        reserve_items(*v, stack_.size() - from);
         for (std::size_t i = from; i < stack_.size(); ++i) insert(*v, std::move(stack_[i]), op);
         stack_.resize(from);
         return v;
@@ -384,6 +511,7 @@ private:
             stack_.resize(from);
             return;
         }
+        reserve_items(*list, stack_.size() - from);
         for (std::size_t i = from; i < stack_.size(); ++i) insert(*list, std::move(stack_[i]), op);
         stack_.resize(from);
     }
@@ -392,9 +520,9 @@ private:
     // memory is refunded unless something else still shares it.
     void release(PickleRef& item) {
         if (item->memo_slot_ >= 0) {
-            auto it = memo_.find(static_cast<std::uint64_t>(item->memo_slot_));
-            if (it != memo_.end() && it->second == item) {
-                memo_.erase(it);
+            auto slot = static_cast<std::uint64_t>(item->memo_slot_);
+            if (PickleRef* held = memo_find(slot); held != nullptr && *held == item) {
+                memo_erase(slot);
                 released_.push_back(static_cast<std::uint64_t>(item->memo_slot_));
                 if (released_.size() > kReleasedRemembered) {
                     released_.erase(released_.begin(), released_.begin() + kReleasedRemembered / 2);
@@ -476,6 +604,7 @@ private:
             fail_at(op, "SETITEM on something that is not a dict");
         }
         if ((stack_.size() - from) % 2 != 0) fail_at(op, "an odd number of keys and values");
+        reserve_items(dict, stack_.size() - from);
         for (std::size_t i = from; i < stack_.size(); ++i) {
             if (i % 2 == from % 2 && stack_[i]->kind_ == PickleValue::Kind::kList) {
                 fail_at(op, "a list used as a dict key");
@@ -486,25 +615,78 @@ private:
     }
 
     // ---- memo ----
+    // Pickle writers number memo entries densely from 0 (MEMOIZE always does; Python's BINPUT
+    // does too), so entries live in a vector indexed by number. An index far past the entries
+    // stored so far (only a hand-made pickle has one) goes to a hash map instead, so no index
+    // can make the vector huge. When streaming has released most entries (a list whose items
+    // share nothing), the vector would hold mostly empty slots: the live ones then move to the
+    // map for the rest of the read, which keeps memory bounded by what is live.
+    // An index may sit in either: one stored in the map can fall inside the vector's range
+    // once the vector has grown past it.
+    PickleRef* memo_find(std::uint64_t index) {
+        if (index < memo_dense_.size() && memo_dense_[index]) return &memo_dense_[index];
+        if (memo_sparse_.empty()) return nullptr;
+        auto it = memo_sparse_.find(index);
+        return it != memo_sparse_.end() ? &it->second : nullptr;
+    }
     void memo_put(std::uint64_t index, unsigned char op) {
         PickleRef& v = top(op);
-        if (memo_.size() >= kMaxMemo) {
-            fail(resource_exhausted(name_ + ": more than " + std::to_string(kMaxMemo) +
-                                    " memoized values"));
+        PickleRef* slot = memo_find(index);
+        if (slot == nullptr) {
+            if (memo_count_ >= kMaxMemo) {
+                fail(resource_exhausted(name_ + ": more than " + std::to_string(kMaxMemo) +
+                                        " memoized values"));
+            }
+            if (index < memo_dense_.size() || (!memo_dense_closed_ && index <= 2 * memo_count_ + 1024)) {
+                if (index >= memo_dense_.size()) {
+                    std::size_t before = memo_dense_.capacity();
+                    memo_dense_.resize(index + 1);
+                    charge((memo_dense_.capacity() - before) * sizeof(PickleRef));
+                }
+                slot = &memo_dense_[index];
+                ++memo_dense_live_;
+            } else {
+                charge(kMemoNodeCost);
+                slot = &memo_sparse_[index];
+            }
+            ++memo_count_;
         }
-        charge(48);  // hash node
-        memo_[index] = v;
+        *slot = v;
         if (v->memo_slot_ < 0) v->memo_slot_ = static_cast<std::int64_t>(index);
     }
     void memo_get(std::uint64_t index, unsigned char op) {
-        auto it = memo_.find(index);
-        if (it == memo_.end()) {
+        PickleRef* slot = memo_find(index);
+        if (slot == nullptr) {
             bool released = std::find(released_.begin(), released_.end(), index) != released_.end();
             fail_at(op, released ? "refers back to a list item that was already streamed"
                                  : "refers to memo entry " + std::to_string(index) +
                                        " that was never stored");
         }
-        push(it->second);
+        push(*slot);
+    }
+    void memo_erase(std::uint64_t index) {
+        if (index < memo_dense_.size() && memo_dense_[index]) {
+            --memo_count_;
+            --memo_dense_live_;
+            memo_dense_[index].reset();
+            if (memo_dense_.size() >= 4096 && memo_dense_live_ * 4 < memo_dense_.size()) {
+                memo_to_sparse();
+            }
+        } else if (memo_sparse_.erase(index) != 0) {
+            --memo_count_;
+            refund(kMemoNodeCost);
+        }
+    }
+    void memo_to_sparse() {
+        for (std::size_t i = 0; i < memo_dense_.size(); ++i) {
+            if (!memo_dense_[i]) continue;
+            charge(kMemoNodeCost);
+            memo_sparse_.emplace(i, std::move(memo_dense_[i]));
+        }
+        refund(memo_dense_.capacity() * sizeof(PickleRef));
+        memo_dense_ = {};
+        memo_dense_live_ = 0;
+        memo_dense_closed_ = true;
     }
 
     // ---- dispatch ----
@@ -665,6 +847,7 @@ private:
     }
 
     static constexpr std::size_t kMaxMemo = std::size_t{1} << 28;
+    static constexpr std::size_t kMemoNodeCost = 64;  // a hash map node holding a PickleRef
     static constexpr std::size_t kReleasedRemembered = 4096;
 
     Input& in_;
@@ -676,7 +859,12 @@ private:
     std::uint64_t next_memo_ = 0;
     std::vector<PickleRef> stack_;
     std::vector<std::size_t> marks_;
-    std::unordered_map<std::uint64_t, PickleRef> memo_;
+    PoolHandle pool_;
+    std::vector<PickleRef> memo_dense_;
+    std::unordered_map<std::uint64_t, PickleRef> memo_sparse_;
+    std::size_t memo_count_ = 0;
+    std::size_t memo_dense_live_ = 0;
+    bool memo_dense_closed_ = false;
     std::vector<std::uint64_t> released_;  // recent released memo slots, for a clearer error
 };
 

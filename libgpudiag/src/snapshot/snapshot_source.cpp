@@ -12,14 +12,16 @@
 //                     + blocks whose first traced event is a free (allocated before the window)
 //    initial segments = the same rule on segment_alloc/segment_free; expandable segments start
 //                       at their final size minus the pages mapped (plus those unmapped) in it.
-//  Pass 2 reads the file again and emits, per device: the initial state (synthetic, at the
+//  Pass 2 replays the trace (kept in memory by pass 1 up to a cap, else read from the file
+//  again) and emits, per device: the initial state (synthetic, at the
 //  first trace time), then every trace entry in order merged with the annotations by time, then
 //  a reconciliation against the final state (synthetic events) that repairs whatever the ring
 //  buffer lost. A snapshot without history is just its state at time 0.
 //
 //  Devices are replayed one after another (each in time order); the ledger keeps devices apart.
-//  Memory: two streamed reads; held data is the state, per-address bookkeeping for the traced
-//  addresses (capped) and the annotations (capped).
+//  Memory: one streamed read (two past the cap on kept trace entries); held data is the state,
+//  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
+//  the annotations (capped).
 #include "core/event_source.hpp"
 #include "snapshot/torch_snapshot.hpp"
 
@@ -35,6 +37,11 @@ namespace {
 constexpr std::size_t kMaxTrackedAddresses = std::size_t{32} << 20;
 constexpr std::size_t kMaxAnnotations = std::size_t{1} << 20;
 constexpr std::size_t kBatch = 4096;
+// Trace entries kept from pass 1 for pass 2, so the file is decoded once. torch's history ring
+// holds 100 000 entries per device by default and rarely more than a few million when raised;
+// 64 MiB keeps over a million entries. Past it the entries are dropped and pass 2 reads the
+// file again, as memory must stay bounded whatever the file.
+constexpr std::size_t kMaxKeptTraceBytes = std::size_t{64} << 20;
 
 struct TracedAddress {
     bool first_was_free = false;
@@ -60,6 +67,14 @@ public:
         return Status::ok();
     }
     Status on_trace_entry(const TraceEntry& e) override {
+        if (!trace_overflow) {
+            if ((trace.size() + 1) * sizeof(TraceEntry) > kMaxKeptTraceBytes) {
+                trace_overflow = true;
+                trace = {};
+            } else {
+                trace.push_back(e);
+            }
+        }
         DeviceHistory& h = history[e.device];
         std::uint64_t t = e.time_us * 1000;
         if (h.entries == 0) h.first_ns = t;
@@ -122,6 +137,8 @@ public:
     std::uint64_t trace_entries = 0;
     std::uint64_t annotations_dropped = 0;
     bool tracking_capped = false;
+    std::vector<TraceEntry> trace;  // in file order; empty once past the cap
+    bool trace_overflow = false;
 };
 
 // The live set pass 2 has produced so far for one device, to reconcile against the final state.
@@ -181,8 +198,14 @@ public:
         state_ = &state;
         sink.begin(info_, strings);
 
-        Emitter emitter(*this);
-        Status status = reader.read(path_, strings, emitter);
+        Status status = Status::ok();
+        if (!state.trace_overflow) {
+            for (const TraceEntry& e : state.trace) trace_entry(e);
+            state.trace = {};
+        } else {
+            Emitter emitter(*this);
+            status = reader.read(path_, strings, emitter);
+        }
         if (status.is_ok()) {
             finish_device();
             for (const auto& [device, segs] : final_by_device_) {

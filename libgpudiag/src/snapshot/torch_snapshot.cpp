@@ -134,9 +134,33 @@ public:
             auto it = site_cache_.find(frames);
             if (it != site_cache_.end()) return it->second;
         }
+        // Most lists are new but made of the same memoized frame dicts (one per distinct frame
+        // of the program): the same sequence of frames gives the same site, and comparing
+        // pointers is far cheaper than classifying every frame's file name again.
+        std::uint64_t hash = 0;
+        bool all_memoized = true;
+        for (const auto& f : frames->items()) {
+            all_memoized = all_memoized && f->is_memoized();
+            hash = (hash ^ reinterpret_cast<std::uintptr_t>(f.get())) * 0x100000001B3ull;
+        }
+        if (all_memoized) {
+            auto it = sequence_cache_.find(hash);
+            if (it != sequence_cache_.end() && same_frames(it->second.frames, *frames)) {
+                return it->second.site;
+            }
+        }
         StringId id = strings_.intern(frames_to_site(*frames));
         if (frames->is_memoized() && site_cache_.size() < kMaxCachedSites) {
             site_cache_.emplace(frames, id);
+        }
+        if (all_memoized && sequence_cache_.size() < kMaxCachedSites &&
+            cached_frame_pointers_ + frames->items().size() <= kMaxCachedFramePointers) {
+            FrameSequence& entry = sequence_cache_[hash];  // a colliding sequence replaces it
+            cached_frame_pointers_ -= entry.frames.size();
+            entry.frames.clear();
+            for (const auto& f : frames->items()) entry.frames.push_back(f.get());
+            cached_frame_pointers_ += entry.frames.size();
+            entry.site = id;
         }
         return id;
     }
@@ -201,16 +225,52 @@ private:
         if (v.kind() != PickleValue::Kind::kDict) {
             return corrupt_data(name_ + ": a device trace entry is not a dict");
         }
-        std::string_view action = v.string_at("action");
-        if (action == "user_defined") {
+        // One pass over the entry's keys: a lookup by name per field would scan them all each
+        // time, and trace entries are most of a snapshot. A later duplicate key wins, as in
+        // Python (and as PickleValue::find does).
+        const PickleValue* action = nullptr;
+        const PickleValue* addr = nullptr;
+        const PickleValue* size = nullptr;
+        const PickleValue* stream = nullptr;
+        const PickleValue* time_us = nullptr;
+        const PickleValue* device_free = nullptr;
+        const PickleValue* frames = nullptr;
+        const auto& items = v.items();
+        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+            if (!items[i]->is_string()) continue;
+            std::string_view k = items[i]->as_string();
+            const PickleValue* value = items[i + 1].get();
+            switch (k.size()) {
+                case 4:
+                    if (k == "addr") addr = value;
+                    else if (k == "size") size = value;
+                    break;
+                case 6:
+                    if (k == "action") action = value;
+                    else if (k == "stream") stream = value;
+                    else if (k == "frames") frames = value;
+                    break;
+                case 7:
+                    if (k == "time_us") time_us = value;
+                    break;
+                case 11:
+                    if (k == "device_free") device_free = value;
+                    break;
+                default: break;
+            }
+        }
+        auto int_of = [](const PickleValue* p, std::int64_t fallback) {
+            return p != nullptr ? p->as_int(fallback) : fallback;
+        };
+        std::string_view action_name = action != nullptr ? action->as_string() : std::string_view();
+        if (action_name == "user_defined") {
             // ~2.5 form of record_function annotations: the stage and name ride in frames[0].
-            const PickleValue* frames = v.find("frames");
             if (frames != nullptr && frames->size() > 0 &&
                 frames->items()[0]->kind() == PickleValue::Kind::kDict) {
                 const PickleValue& f = *frames->items()[0];
                 SnapshotAnnotation a;
                 a.device = device;
-                a.time_us = non_negative(v.int_at("time_us", 0));
+                a.time_us = non_negative(int_of(time_us, 0));
                 a.start = f.string_at("name") != "END";
                 a.name = strings_.intern(f.string_at("filename"));
                 return visitor_.on_annotation(a);
@@ -218,20 +278,20 @@ private:
             return Status::ok();
         }
         TraceEntry e;
-        e.action = parse_action(action);
+        e.action = parse_action(action_name);
         e.device = device;
-        e.address = non_negative(v.int_at("addr", 0));
-        e.size = non_negative(v.int_at("size", 0));
-        e.stream = static_cast<std::uint64_t>(v.int_at("stream", 0));
-        e.time_us = non_negative(v.int_at("time_us", 0));
+        e.address = non_negative(int_of(addr, 0));
+        e.size = non_negative(int_of(size, 0));
+        e.stream = static_cast<std::uint64_t>(int_of(stream, 0));
+        e.time_us = non_negative(int_of(time_us, 0));
         if (e.action == TraceAction::kOom) {
             // Python writes the free bytes under "device_free"; C++ kept them in addr.
-            e.device_free = non_negative(v.int_at("device_free", v.int_at("addr", 0)));
+            e.device_free = non_negative(int_of(device_free, int_of(addr, 0)));
             e.address = 0;
         }
         if (e.action == TraceAction::kAlloc || e.action == TraceAction::kSegmentAlloc ||
             e.action == TraceAction::kSegmentMap || e.action == TraceAction::kOom) {
-            e.site = site_of(v.find("frames"));
+            e.site = site_of(frames);
         }
         return visitor_.on_trace_entry(e);
     }
@@ -247,12 +307,28 @@ private:
         return visitor_.on_annotation(a);
     }
 
+    struct FrameSequence {
+        std::vector<const PickleValue*> frames;
+        StringId site = kNoString;
+    };
+    static bool same_frames(const std::vector<const PickleValue*>& a, const PickleValue& list) {
+        const auto& items = list.items();
+        if (a.size() != items.size()) return false;
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            if (a[i] != items[i].get()) return false;
+        }
+        return true;
+    }
+
     static constexpr std::size_t kMaxCachedSites = std::size_t{1} << 22;
+    static constexpr std::size_t kMaxCachedFramePointers = std::size_t{1} << 23;  // 64 MiB
 
     const std::string& name_;
     StringTable& strings_;
     SnapshotVisitor& visitor_;
     std::unordered_map<const PickleValue*, StringId> site_cache_;
+    std::unordered_map<std::uint64_t, FrameSequence> sequence_cache_;  // frame pointers' hash
+    std::size_t cached_frame_pointers_ = 0;
 };
 
 std::string scalar_text(const PickleValue& v) {

@@ -267,3 +267,135 @@ TEST(MemoryLedger, BackToBackStepRangesAreEachKept) {
 
 }  // namespace
 }  // namespace gpudiag::detail
+
+namespace gpudiag::detail {
+namespace {
+
+using namespace gpudiag::testing;
+
+// One ledger fed event by event and another fed the same events in batches of random length
+// must keep identical books; per-segment occupancy must equal what the live blocks say, also
+// when blocks arrive before their segment or outlive it.
+TEST(MemoryLedger, BatchedApplyKeepsTheSameBooks) {
+    std::mt19937_64 rng(5);
+    std::vector<Event> events;
+    const std::uint64_t base = 0x7f0000000000;
+    std::vector<std::uint64_t> seg_live(64, 0);
+    std::unordered_map<std::uint64_t, bool> live;  // address -> pending
+    std::uint64_t t = 1;
+    for (int i = 0; i < 60000; ++i) {
+        std::uint64_t seg = rng() % 64;
+        std::uint64_t seg_addr = base + seg * 32 * kMiB;
+        unsigned r = static_cast<unsigned>(rng() % 100);
+        if (r < 2) {
+            std::uint64_t addr = seg_addr;
+            events.push_back(mem(seg_live[seg] != 0 ? EventKind::kSegmentFree : EventKind::kSegmentAlloc,
+                                 t++, addr, 20 * kMiB));
+            seg_live[seg] ^= 1;
+        } else if (r < 55 || live.empty()) {
+            std::uint64_t addr = seg_addr + (rng() % 40) * 512 * 1024;  // some fall past 20 MiB
+            if (live.count(addr) != 0) continue;
+            Event e = mem(EventKind::kBlockAlloc, t++, addr, 512 * 1024, static_cast<StringId>(2 + rng() % 5));
+            e.memory.aux = 512 * 1024 - rng() % 512;
+            events.push_back(e);
+            live[addr] = false;
+        } else {
+            auto it = live.begin();
+            std::advance(it, static_cast<std::ptrdiff_t>(rng() % std::min<std::size_t>(live.size(), 16)));
+            bool pending = !it->second && rng() % 3 == 0;
+            events.push_back(mem(EventKind::kBlockFree, t++, it->first, 0, kNoString, 0,
+                                 pending ? kEventFlagPendingFree : 0));
+            if (pending) {
+                it->second = true;
+            } else {
+                live.erase(it);
+            }
+        }
+    }
+    MemoryLedger one;
+    MemoryLedger batched;
+    for (const Event& e : events) one.apply(e);
+    for (std::size_t at = 0; at < events.size();) {
+        std::size_t n = std::min<std::size_t>(1 + rng() % 100, events.size() - at);
+        batched.apply(std::span<const Event>(events.data() + at, n));
+        at += n;
+    }
+    LedgerTotals a = one.totals(0);
+    LedgerTotals b = batched.totals(0);
+    EXPECT_EQ(a.allocated_rounded, b.allocated_rounded);
+    EXPECT_EQ(a.allocated_requested, b.allocated_requested);
+    EXPECT_EQ(a.pending_free, b.pending_free);
+    EXPECT_EQ(a.live_blocks, b.live_blocks);
+    EXPECT_EQ(a.live_blocks, live.size());
+    EXPECT_EQ(a.reserved, b.reserved);
+    DeviceLayout la = one.layout(0);
+    DeviceLayout lb = batched.layout(0);
+    ASSERT_EQ(la.segments.size(), lb.segments.size());
+    std::vector<LedgerBlock> blocks = one.blocks(0);
+    for (std::size_t i = 0; i < la.segments.size(); ++i) {
+        const LedgerSegment& s = la.segments[i].segment;
+        EXPECT_EQ(s.allocated, lb.segments[i].segment.allocated);
+        EXPECT_EQ(la.segments[i].free_bytes, lb.segments[i].free_bytes);
+        std::uint64_t bytes = 0, count = 0, pending = 0;
+        for (const LedgerBlock& blk : blocks) {
+            if (blk.address >= s.address && blk.address - s.address < s.size) {
+                bytes += blk.size;
+                ++count;
+                if (blk.pending) pending += blk.size;
+            }
+        }
+        EXPECT_EQ(s.allocated, bytes) << i;
+        EXPECT_EQ(s.blocks, count) << i;
+        EXPECT_EQ(s.pending, pending) << i;
+    }
+}
+
+// Phase watermarks for any device ordinal an event carries, including one first seen while the
+// phase is open.
+TEST(MemoryLedger, PhasesCoverDevicesPastSeven) {
+    MemoryLedger l;
+    l.apply(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 100 * kMiB, kNoString, 12));
+    Event begin;
+    begin.kind = EventKind::kRangeBegin;
+    begin.start_ns = 2;
+    begin.range.name = 5;
+    begin.range.category = RangeCategory::kPhase;
+    l.apply(begin);
+    l.apply(mem(EventKind::kBlockAlloc, 3, 0x10000000, 30 * kMiB, kNoString, 12));
+    l.apply(mem(EventKind::kBlockFree, 4, 0x10000000, 30 * kMiB, kNoString, 12));
+    l.apply(mem(EventKind::kBlockAlloc, 5, 0x10000000, 10 * kMiB, kNoString, 12));
+    l.apply(mem(EventKind::kSegmentAlloc, 5, 0x20000000, 64 * kMiB, kNoString, 300));
+    l.apply(mem(EventKind::kBlockAlloc, 5, 0x20000000, 8 * kMiB, kNoString, 300));
+    Event end = begin;
+    end.kind = EventKind::kRangeEnd;
+    end.start_ns = 6;
+    l.apply(end);
+    auto phases = l.phases(12);
+    ASSERT_EQ(phases.size(), 1u);
+    EXPECT_EQ(phases[0].allocated_peak, 30 * kMiB);
+    EXPECT_EQ(phases[0].reserved_peak, 100 * kMiB);
+    EXPECT_EQ(phases[0].allocated_growth_max, static_cast<std::int64_t>(10 * kMiB));
+    auto late = l.phases(300);
+    ASSERT_EQ(late.size(), 1u);
+    EXPECT_EQ(late[0].allocated_peak, 8 * kMiB);
+    EXPECT_EQ(late[0].allocated_growth_max, static_cast<std::int64_t>(8 * kMiB));
+    EXPECT_EQ(l.devices(), (std::vector<std::uint16_t>{12, 300}));
+}
+
+// The cap is on distinct devices, not on the ordinal's value; events past it are counted.
+TEST(MemoryLedger, DistinctDevicesAreCappedWithCountedDrops) {
+    LedgerOptions opt;
+    opt.max_devices = 2;
+    MemoryLedger l(opt);
+    l.apply(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 2 * kMiB, kNoString, 900));
+    l.apply(mem(EventKind::kSegmentAlloc, 2, 0x10000000, 2 * kMiB, kNoString, 5));
+    l.apply(mem(EventKind::kSegmentAlloc, 3, 0x10000000, 2 * kMiB, kNoString, 12));
+    l.apply(mem(EventKind::kSegmentAlloc, 4, 0x20000000, 2 * kMiB, kNoString, 900));
+    EXPECT_EQ(l.devices(), (std::vector<std::uint16_t>{5, 900}));
+    EXPECT_EQ(l.dropped_events(), 1u);
+    EXPECT_EQ(l.totals(900).reserved, 4 * kMiB);
+    EXPECT_EQ(l.totals(12).reserved, 0u);
+}
+
+}  // namespace
+}  // namespace gpudiag::detail

@@ -240,6 +240,29 @@ public:
     std::size_t items = 0;
 };
 
+// Memo entries stored under any index, sparse or dense, in any order, stay reachable: here an
+// index far ahead is stored first, the dense entries then grow past it, and both are fetched.
+TEST(SafePickleReader, MemoIndicesAnywhereStayReachable) {
+    std::string p = op(0x80) + op(4) + op(']') + op(0x94);      // the list is memo 0
+    p += short_str("far") + op('r') + le(3001, 4) + op('0');    // LONG_BINPUT 3001, POP
+    p += short_str("x") + op('r') + le(1u << 30, 4) + op('0');  // a hostile index
+    for (std::uint32_t i = 1; i <= 4000; ++i) {                 // even indices up to 8000
+        p += op('M') + le(i, 2) + op('r') + le(2 * i, 4) + op('0');
+    }
+    p += op('(');
+    p += op('j') + le(3001, 4);
+    p += op('j') + le(2500, 4);
+    p += op('j') + le(1u << 30, 4);
+    p += op('e') + op('.');
+    auto r = read(p);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const auto& it = (*r)->items();
+    ASSERT_EQ(it.size(), 3u);
+    EXPECT_EQ(it[0]->as_string(), "far");
+    EXPECT_EQ(it[1]->as_int(), 1250);
+    EXPECT_EQ(it[2]->as_string(), "x");
+}
+
 TEST(SafePickleReader, StreamedItemsAreReleasedSoMemoryStaysBounded) {
     // 20000 memoized dicts, appended in batches of 1000 as Python's pickler does.
     std::string p = op(0x80) + op(4) + op(']') + op(0x94);

@@ -72,17 +72,25 @@ void MemoryAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
 }
 
 void MemoryAnalyzer::consume(std::span<const Event> events) {
-    for (const Event& e : events) {
+    // The ledger takes runs of events at once (it prefetches ahead within a run); a run ends at
+    // each OOM, which is explained with the state at the failure, before anything after it
+    // changes the books.
+    std::size_t run_start = 0;
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        const Event& e = events[i];
         if (is_memory_event(e.kind)) {
             memory_events_ = true;
             if (e.kind == EventKind::kSegmentAlloc && (e.flags & kEventFlagExpandable) != 0) {
                 expandable_ = true;
             }
         }
-        // Explain with the state at the failure, before anything after it changes the books.
-        if (e.kind == EventKind::kOutOfMemory) on_oom(e);
-        ledger_.apply(e);
+        if (e.kind == EventKind::kOutOfMemory) {
+            ledger_.apply(events.subspan(run_start, i - run_start));
+            on_oom(e);
+            run_start = i;  // the OOM event itself opens the next run
+        }
     }
+    ledger_.apply(events.subspan(run_start));
 }
 
 void MemoryAnalyzer::end(const SourceSummary& /*summary*/) {}

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,7 @@ struct LedgerSegment {
     std::uint32_t stream = 0;
     StringId site = kNoString;
     bool expandable = false;
+    // Occupancy, filled in by layout() from the live blocks (0 in the ledger's own list).
     std::uint64_t allocated = 0;  ///< live blocks inside, rounded (pending frees included)
     std::uint64_t pending = 0;    ///< of which freed but awaiting stream completion
     std::uint32_t blocks = 0;     ///< live blocks inside
@@ -134,7 +136,7 @@ struct SiteUsage {
 };
 
 struct LedgerOptions {
-    std::size_t max_devices = 64;
+    std::size_t max_devices = 64;        ///< distinct devices (any ordinal); events past it dropped
     std::size_t series_points = 2048;
     std::size_t step_points = 4096;      ///< steps kept; pairs merge beyond
     std::size_t max_sites = 1 << 16;     ///< distinct (device, site) pairs tracked
@@ -153,6 +155,10 @@ public:
     /// markers feed watermarks and capacity; everything else is ignored. Throws only
     /// std::bad_alloc (the caller's boundary converts it).
     void apply(const Event& e);
+    /// Applies a batch in order. The same books as one apply() per event, faster: while one
+    /// event is applied, the table slots of events a few places ahead are already being fetched
+    /// from memory (a large live set does not fit in cache, and random addresses miss).
+    void apply(std::span<const Event> events);
 
     /// Device capacity in bytes (from SourceInfo, NVML or the user).
     void set_capacity(std::uint16_t device, std::uint64_t bytes);
@@ -211,10 +217,13 @@ private:
     void check_watches(Device& d, std::uint64_t t);
     void recompute_watch_bounds(Device& d);
     LedgerSegment* segment_containing(Device& d, std::uint64_t address);
-    static void reindex_segments(Device& d);
+    static void insert_segment(Device& d, std::size_t index, const LedgerSegment& seg);
+    static void erase_segment(Device& d, std::size_t index);
+    static void segments_changed(Device& d);
 
     LedgerOptions options_;
-    std::vector<Device*> devices_;  // index = ordinal; owned
+    std::vector<Device*> devices_;             // dense, by first appearance; owned
+    std::vector<std::uint16_t> device_slots_;  // ordinal -> index + 1 (0 = not seen)
     std::vector<Watch> watches_;
     int next_watch_id_ = 1;
     std::vector<OpenRange> open_ranges_;
