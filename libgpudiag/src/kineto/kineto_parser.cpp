@@ -805,9 +805,9 @@ simdjson::error_code read_event_array(od::array& events, Converter& converter,
     return simdjson::SUCCESS;
 }
 
-// One slice of the event array, parsed on its own thread into its own result.
+// One thread's share of the event array: consecutive pieces, parsed in order into one result.
 struct SliceWork {
-    std::string_view text;
+    std::vector<std::string_view> pieces;
     std::unique_ptr<StringTable> own_strings;  // all slices but the first
     KinetoParseResult result;
     std::unique_ptr<Converter> converter;
@@ -912,44 +912,51 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     return attempt;
 }
 
-// Parses one slice as the array "[" slice ",{}]". `ok` is set only when every element was read and
-// the last one was the appended "{}", found as an element of the array at the very place it was
-// put: the slice then ended between elements, outside any string, and the array did not close
-// early at a bracket inside the slice. Never throws.
+// Parses each piece of a slice as the array "[" piece ",{}]". `ok` is set only when, for every
+// piece, every element was read and the last one was the appended "{}", found as an element of
+// the array at the very place it was put: the piece then ended between elements, outside any
+// string, and the array did not close early at a bracket inside it. The pieces are copied in turn
+// into one buffer, so a thread holds one piece's copy at a time. Never throws.
 void parse_slice(SliceWork& work, StringTable& strings, std::size_t reserve) noexcept {
     try {
         work.converter = std::make_unique<Converter>(strings, work.result);
         work.result.events.reserve(reserve);
         constexpr std::string_view kEnd = ",{}]";
-        const std::size_t size = 1 + work.text.size() + kEnd.size();
-        auto copy = std::make_unique_for_overwrite<char[]>(size + simdjson::SIMDJSON_PADDING);
-        copy[0] = '[';
-        std::memcpy(copy.get() + 1, work.text.data(), work.text.size());
-        std::memcpy(copy.get() + 1 + work.text.size(), kEnd.data(), kEnd.size());
-        std::memset(copy.get() + size, 0, simdjson::SIMDJSON_PADDING);
-        const char* sentinel = copy.get() + size - 3;
+        std::size_t largest = 0;
+        for (std::string_view piece : work.pieces) largest = std::max(largest, piece.size());
+        const std::size_t capacity = 1 + largest + kEnd.size() + simdjson::SIMDJSON_PADDING;
+        auto copy = std::make_unique_for_overwrite<char[]>(capacity);
         od::parser parser;
-        od::document doc;
-        if (parser.iterate(copy.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc)) return;
-        od::array events;
-        if (doc.get_array().get(events)) return;
         RawEvent r;
-        bool at_sentinel = false;
-        for (auto item : events) {
-            od::value v;
-            od::object obj;
-            if (at_sentinel || item.get(v)) return;
-            const char* at = v.raw_json_token().data();  // before get_object moves past the '{'
-            if (v.get_object().get(obj)) return;
-            if (at == sentinel) {
-                at_sentinel = true;
-                continue;
+        for (std::string_view piece : work.pieces) {
+            const std::size_t size = 1 + piece.size() + kEnd.size();
+            copy[0] = '[';
+            std::memcpy(copy.get() + 1, piece.data(), piece.size());
+            std::memcpy(copy.get() + 1 + piece.size(), kEnd.data(), kEnd.size());
+            std::memset(copy.get() + size, 0, simdjson::SIMDJSON_PADDING);
+            const char* sentinel = copy.get() + size - 3;
+            od::document doc;
+            if (parser.iterate(copy.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc)) return;
+            od::array events;
+            if (doc.get_array().get(events)) return;
+            bool at_sentinel = false;
+            for (auto item : events) {
+                od::value v;
+                od::object obj;
+                if (at_sentinel || item.get(v)) return;
+                const char* at = v.raw_json_token().data();  // before get_object moves past '{'
+                if (v.get_object().get(obj)) return;
+                if (at == sentinel) {
+                    at_sentinel = true;
+                    continue;
+                }
+                r.reset();
+                if (read_event(obj, r)) return;
+                work.converter->convert(r);
             }
-            r.reset();
-            if (read_event(obj, r)) return;
-            work.converter->convert(r);
+            if (!at_sentinel) return;
         }
-        work.ok = at_sentinel;
+        work.ok = true;
     } catch (...) {
         work.ok = false;  // out of memory: the caller parses the whole document instead
     }
@@ -1006,15 +1013,24 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, StringTable& strin
         found = attempt.error == simdjson::SUCCESS && probe.merged;
     }
     if (!found) return false;
+    // Each thread parses its share in pieces of a few MB: the copies a piece needs then take
+    // little memory, and reusing one buffer saves faulting fresh pages in for every byte.
+    constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+    const std::size_t body = close - open - 1;
+    const std::size_t per_thread = std::max<std::size_t>(1, (body / threads + kPieceBytes - 1) / kPieceBytes);
     TraceSplit split;
-    if (!cut_trace_slices(text, open, close, threads, split)) return false;
-    std::vector<SliceWork> slices(split.slices.size());
-    for (std::size_t k = 0; k < slices.size(); ++k) {
-        const auto& s = split.slices[k];
-        slices[k].text = buffer.view().substr(s.begin, s.end - s.begin);
+    if (!cut_trace_slices(text, open, close, threads * per_thread, split)) return false;
+    const std::size_t pieces = split.slices.size();
+    const std::size_t groups = std::min<std::size_t>(threads, pieces);
+    std::vector<SliceWork> slices(groups);
+    for (std::size_t g = 0; g < groups; ++g) {
+        for (std::size_t k = g * pieces / groups; k < (g + 1) * pieces / groups; ++k) {
+            const auto& s = split.slices[k];
+            slices[g].pieces.push_back(text.substr(s.begin, s.end - s.begin));
+        }
         // The first slice interns into the shared table directly: its first-seen order is the
         // serial parse's. The others intern into their own and are mapped in order below.
-        if (k > 0) slices[k].own_strings = std::make_unique<StringTable>();
+        if (g > 0) slices[g].own_strings = std::make_unique<StringTable>();
     }
     // The first slice's events become the result: room for all (untouched pages cost nothing).
     const std::size_t reserve_all = buffer.size() / 128 + 16;
@@ -1025,7 +1041,8 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, StringTable& strin
     inline_slices.reserve(slices.size());
     for (std::size_t k = 1; k < slices.size(); ++k) {
         SliceWork& work = slices[k];
-        std::size_t reserve = work.text.size() / 128 + 16;
+        std::size_t reserve = 16;
+        for (std::string_view piece : work.pieces) reserve += piece.size() / 128;
         try {
             workers.emplace_back([&work, reserve] { parse_slice(work, *work.own_strings, reserve); });
         } catch (...) {

@@ -52,7 +52,8 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
 /// parse_kineto_trace without the final sort: `out.events` stay in file order, for a caller that
 /// replays them through start_order() (kineto/start_order.hpp) instead of copying them sorted.
 /// Large documents are parsed on several threads (see KinetoParseOptions); the result is the same
-/// as the single-threaded parse's, string ids included.
+/// as the single-threaded parse's, string ids included. (One exception: once `strings` reaches its
+/// byte cap, its overflowed() count may differ, as the slices count refused strings apart.)
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                            KinetoParseResult& out);
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,

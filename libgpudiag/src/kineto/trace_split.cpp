@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "kineto/trace_split.hpp"
 
+#include <algorithm>
+
 namespace gpudiag::detail {
 namespace {
 
@@ -72,7 +74,10 @@ bool cut_trace_slices(std::string_view text, std::size_t open, std::size_t close
     for (std::size_t k = 1; k < max_slices; ++k) {
         std::size_t target = open + 1 + body / max_slices * k;
         std::size_t from = target > begin ? target : begin;
-        std::size_t cut = find_cut(text, from, close, true);
+        // Events take at most a few kB: a line-broken boundary is near, unless the file has no
+        // line breaks, which a bounded look finds out without scanning the rest of it.
+        constexpr std::size_t kLineBreakWindow = std::size_t{1} << 20;
+        std::size_t cut = find_cut(text, from, std::min(close, from + kLineBreakWindow), true);
         if (cut == std::string_view::npos) cut = find_cut(text, from, close, false);
         if (cut == std::string_view::npos) break;
         out.slices.push_back({begin, cut});
