@@ -990,8 +990,8 @@ TraceBuffer make_skeleton(std::string_view text, std::size_t open, std::size_t c
 // hold exactly the events, in file order, that the serial
 // parse reads, and each is read by the same code. The skeleton (the text before the array's "[",
 // then "]" and all after) is read by the serial walk, so the top-level keys are read as before.
-bool parse_split(const TraceBuffer& buffer, unsigned threads, StringTable& strings,
-                 KinetoParseResult& out) {
+bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_bytes,
+                 StringTable& strings, KinetoParseResult& out) {
     const std::string_view text = buffer.view();
     const std::size_t open = find_events_array_open(text);
     if (open == std::string_view::npos) return false;
@@ -1015,9 +1015,9 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, StringTable& strin
     if (!found) return false;
     // Each thread parses its share in pieces of a few MB: the copies a piece needs then take
     // little memory, and reusing one buffer saves faulting fresh pages in for every byte.
-    constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+    piece_bytes = std::max<std::size_t>(piece_bytes, 1);
     const std::size_t body = close - open - 1;
-    const std::size_t per_thread = std::max<std::size_t>(1, (body / threads + kPieceBytes - 1) / kPieceBytes);
+    const std::size_t per_thread = std::max<std::size_t>(1, (body / threads + piece_bytes - 1) / piece_bytes);
     TraceSplit split;
     if (!cut_trace_slices(text, open, close, threads * per_thread, split)) return false;
     const std::size_t pieces = split.slices.size();
@@ -1114,7 +1114,7 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
     if (threads >= 2 && buffer.size() >= options.split_min_bytes) {
         bool done = false;
         try {
-            done = parse_split(buffer, threads, strings, out);
+            done = parse_split(buffer, threads, options.piece_bytes, strings, out);
         } catch (const std::bad_alloc&) {
             done = false;  // the serial parse needs less memory: let it try
         }

@@ -39,6 +39,9 @@ struct KinetoParseOptions {
     /// Threads (slices) at most; 0: min(hardware threads, 4). Past four the inflate, the skeleton
     /// and the ordering, which stay serial, dominate.
     unsigned max_threads = 0;
+    /// Each thread copies and parses its share in pieces of about this size: the copies then take
+    /// little memory and reuse one buffer (fresh pages cost a fault each).
+    std::size_t piece_bytes = std::size_t{4} << 20;
 };
 
 /// Parses a whole trace. `name` prefixes messages. On malformed input it keeps every event read

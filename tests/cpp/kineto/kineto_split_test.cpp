@@ -33,11 +33,12 @@ struct Parsed {
     std::unique_ptr<StringTable> strings = std::make_unique<StringTable>();
 };
 
-Parsed parse(const TraceBuffer& buffer, unsigned threads) {
+Parsed parse(const TraceBuffer& buffer, unsigned threads, std::size_t piece_bytes = 0) {
     Parsed p;
     KinetoParseOptions options;
     options.split_min_bytes = threads > 1 ? 0 : options.split_min_bytes;
     options.max_threads = threads;
+    if (piece_bytes > 0) options.piece_bytes = piece_bytes;
     p.status = parse_kineto_events(buffer, "t", *p.strings, p.result, options);
     return p;
 }
@@ -153,6 +154,10 @@ TEST(KinetoSplitTest, SplitParseEqualsSerialParse) {
         // and be refused, but the synthetic trace has plenty of real boundaries too.
         expect_same(serial, split);
         EXPECT_GT(split.result.slices, 1u);
+        // Many small pieces per thread, through each thread's one reused buffer.
+        Parsed pieces = parse(buffer, threads, 2048);
+        expect_same(serial, pieces);
+        EXPECT_EQ(pieces.result.slices, threads);
     }
 }
 
@@ -248,6 +253,7 @@ TEST(KinetoSplitTest, CorpusTracesSplitExactly) {
                 EXPECT_GT(parallel.result.slices, 1u);  // large, well-formed traces do split
             }
         }
+        expect_same(serial, parse(*buffer, 2, 64 << 10));  // many cuts, all checked
         ++files;
     }
     EXPECT_GT(files, 10);
