@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // KinetoParser, with simdjson On-Demand: one pass over the document, no DOM. Each event object's
 // fields are read in file order and only the fields gpudiag uses are decoded; "args" of CPU
-// operators (call stacks, input shapes) are skipped without being materialised.
+// operators (call stacks, input shapes) are skipped without being materialised. A large document's
+// event array is cut into slices parsed on several threads, each cut verified (parse_split).
 #include "kineto/kineto_parser.hpp"
 
 #include "kineto/json_number.hpp"
