@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the Kineto importer: gzip inflation, JSON parsing (with the cut-off
-// recovery path) and the timeline analysis of whatever events come out.
+// recovery path), the multi-threaded parse forced onto every input (it must agree with the serial
+// one), and the timeline analysis of whatever events come out.
 #include "kineto/kineto_parser.hpp"
 #include "kineto/trace_buffer.hpp"
 
@@ -9,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     using namespace gpudiag;
@@ -22,6 +24,33 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         buffer = detail::TraceBuffer(size);
         if (size > 0) std::memcpy(buffer.data(), data, size);
         buffer.resize(size);
+    }
+    {
+        // Split parse vs serial parse: same status, same events, same strings, or a bug.
+        StringTable serial_strings;
+        StringTable split_strings;
+        detail::KinetoParseResult serial;
+        detail::KinetoParseResult split;
+        detail::KinetoParseOptions one_thread;
+        one_thread.max_threads = 1;
+        detail::KinetoParseOptions forced;
+        forced.split_min_bytes = 0;
+        forced.max_threads = 3;
+        Status a = detail::parse_kineto_events(buffer, "fuzz", serial_strings, serial, one_thread);
+        Status b = detail::parse_kineto_events(buffer, "fuzz", split_strings, split, forced);
+        bool same = a.code() == b.code() && a.message() == b.message() &&
+                    serial.events.size() == split.events.size() &&
+                    serial_strings.size() == split_strings.size() &&
+                    serial.summary.notes == split.summary.notes &&
+                    serial.info.properties == split.info.properties;
+        for (std::size_t i = 0; same && i < serial.events.size(); ++i) {
+            same = std::memcmp(&serial.events[i], &split.events[i], sizeof(Event)) == 0;
+        }
+        for (std::size_t id = 0; same && id < serial_strings.size(); ++id) {
+            same = serial_strings.lookup(static_cast<StringId>(id)) ==
+                   split_strings.lookup(static_cast<StringId>(id));
+        }
+        if (!same) __builtin_trap();  // a fuzzer finding, never reached by the library itself
     }
     StringTable strings;
     detail::KinetoParseResult parsed;

@@ -1,18 +1,23 @@
 // SPDX-License-Identifier: Apache-2.0
 // KinetoParser, with simdjson On-Demand: one pass over the document, no DOM. Each event object's
 // fields are read in file order and only the fields gpudiag uses are decoded; "args" of CPU
-// operators (call stacks, input shapes) are skipped without being materialised.
+// operators (call stacks, input shapes) are skipped without being materialised. A large document's
+// event array is cut into slices parsed on several threads, each cut verified (parse_split).
 #include "kineto/kineto_parser.hpp"
 
 #include "kineto/json_number.hpp"
 #include "kineto/name_cache.hpp"
 #include "kineto/start_order.hpp"
+#include "kineto/trace_split.hpp"
 
 #include <simdjson.h>
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace gpudiag::detail {
 namespace {
@@ -498,6 +503,44 @@ public:
         }
     }
 
+    // Takes over a slice of the event array that `slice_converter` read into `slice` on another
+    // thread: its events in order (their string ids mapped through `remap` when the slice interned
+    // into a table of its own), its counts, and what finish() will report.
+    void adopt(KinetoParseResult& slice, const Converter& slice_converter,
+               const std::vector<StringId>* remap) {
+        if (out_.events.empty() && remap == nullptr) {
+            out_.events.swap(slice.events);
+        } else {
+            const std::size_t first = out_.events.size();
+            out_.events.insert(out_.events.end(), slice.events.begin(), slice.events.end());
+            if (remap != nullptr) {
+                auto mapped = [remap](StringId id) {
+                    return id < remap->size() ? (*remap)[id] : StringTable::kOverflowString;
+                };
+                for (std::size_t i = first; i < out_.events.size(); ++i) {
+                    Event& e = out_.events[i];
+                    if (e.kind == EventKind::kKernel) e.kernel.name = mapped(e.kernel.name);
+                    else if (e.kind == EventKind::kApiCall) e.api.name = mapped(e.api.name);
+                    else if (e.kind == EventKind::kRange) e.range.name = mapped(e.range.name);
+                }
+            }
+        }
+        slice.events = std::vector<Event>();
+        out_.gpu_activities += slice.gpu_activities;
+        out_.ignored += slice.ignored;
+        out_.summary.dropped += slice.summary.dropped;
+        saw_mtia_ = saw_mtia_ || slice_converter.saw_mtia_;
+        // The first eight categories of the whole file are among the first eight of the slices
+        // they first occur in, so merging the slices' lists in order gives the serial parse's list.
+        for (const auto& c : slice_converter.unknown_categories_) {
+            if (unknown_categories_.size() < 8 &&
+                std::find(unknown_categories_.begin(), unknown_categories_.end(), c) ==
+                    unknown_categories_.end()) {
+                unknown_categories_.push_back(c);
+            }
+        }
+    }
+
     void finish() {
         if (saw_mtia_) out_.device_vendor = "mtia";
         if (!unknown_categories_.empty()) {
@@ -737,8 +780,52 @@ struct ParseAttempt {
     bool not_a_trace_kind = false;  // an array of arrays: a memory-timeline export
 };
 
+simdjson::error_code read_event_array(od::array& events, Converter& converter,
+                                      ParseAttempt& attempt) {
+    attempt.found_events = true;
+    RawEvent r;
+    std::size_t index = 0;
+    for (auto item : events) {
+        od::object obj;
+        if (auto err = item.get_object().get(obj); err) {
+            od::json_type t;
+            if (index == 0 && item.type().get(t) == simdjson::SUCCESS && t == od::json_type::array) {
+                attempt.not_a_trace_kind = true;
+            }
+            attempt.where = "in event " + std::to_string(index);
+            return err;
+        }
+        r.reset();
+        if (auto err = read_event(obj, r); err) {
+            attempt.where = "in event " + std::to_string(index);
+            return err;
+        }
+        converter.convert(r);
+        ++index;
+    }
+    return simdjson::SUCCESS;
+}
+
+// One thread's share of the event array: consecutive pieces, parsed in order into one result.
+struct SliceWork {
+    std::vector<std::string_view> pieces;
+    std::unique_ptr<StringTable> own_strings;  // all slices but the first
+    KinetoParseResult result;
+    std::unique_ptr<Converter> converter;
+    std::vector<StringId> remap;               // own_strings' ids -> the shared table's
+    bool ok = false;
+};
+
+// The skeleton walk's view of a split parse: where the event array must be, and its slices.
+struct SplitMerge {
+    const char* array_open = nullptr;
+    std::vector<SliceWork>* slices = nullptr;
+    bool merged = false;
+};
+
 ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capacity,
-                            StringTable& strings, KinetoParseResult& out) {
+                            StringTable& strings, KinetoParseResult& out,
+                            SplitMerge* split = nullptr) {
     ParseAttempt attempt;
     od::parser parser;
     Converter converter(strings, out);
@@ -752,34 +839,13 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     if (auto err = parser.iterate(data, size, capacity).get(doc); err) return fail(err, "at the start");
 
     auto read_events = [&](od::array& events) -> simdjson::error_code {
-        attempt.found_events = true;
-        RawEvent r;
-        std::size_t index = 0;
-        for (auto item : events) {
-            od::object obj;
-            if (auto err = item.get_object().get(obj); err) {
-                od::json_type t;
-                if (index == 0 && item.type().get(t) == simdjson::SUCCESS &&
-                    t == od::json_type::array) {
-                    attempt.not_a_trace_kind = true;
-                }
-                attempt.where = "in event " + std::to_string(index);
-                return err;
-            }
-            r.reset();
-            if (auto err = read_event(obj, r); err) {
-                attempt.where = "in event " + std::to_string(index);
-                return err;
-            }
-            converter.convert(r);
-            ++index;
-        }
-        return simdjson::SUCCESS;
+        return read_event_array(events, converter, attempt);
     };
 
     od::json_type top;
     if (auto err = doc.type().get(top); err) return fail(err, "at the start");
     if (top == od::json_type::array) {
+        if (split != nullptr) return fail(simdjson::INCORRECT_TYPE, "at the start");
         od::array events;
         if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
         if (auto err = read_events(events); err) return fail(err, attempt.where);
@@ -790,7 +856,29 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
             od::field f;
             if (auto err = std::move(fr).get(f); err) return fail(err, "in the top-level object");
             od::raw_json_string key = f.key();
-            if (key == "traceEvents") {
+            if (key == "traceEvents" && split != nullptr) {
+                // The skeleton holds "[]" where the slices were cut out: it must be the one
+                // top-level "traceEvents", at the place the slices came from.
+                if (split->merged || f.value().raw_json_token().data() != split->array_open) {
+                    return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
+                }
+                od::array events;
+                if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
+                for (auto item : events) {
+                    (void)item;
+                    return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
+                }
+                attempt.found_events = true;
+                if (split->slices == nullptr) {
+                    split->merged = true;  // a probe of the skeleton alone
+                    continue;
+                }
+                for (SliceWork& work : *split->slices) {
+                    converter.adopt(work.result, *work.converter,
+                                    work.own_strings ? &work.remap : nullptr);
+                }
+                split->merged = true;
+            } else if (key == "traceEvents") {
                 od::array events;
                 if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
                 if (auto err = read_events(events); err) return fail(err, attempt.where);
@@ -825,6 +913,180 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     return attempt;
 }
 
+// Parses each piece of a slice as the array "[" piece ",{}]". `ok` is set only when, for every
+// piece, every element was read and the last one was the appended "{}", found as an element of
+// the array at the very place it was put: the piece then ended between elements, outside any
+// string, and the array did not close early at a bracket inside it. The pieces are copied in turn
+// into one buffer, so a thread holds one piece's copy at a time. Never throws.
+void parse_slice(SliceWork& work, StringTable& strings, std::size_t reserve) noexcept {
+    try {
+        work.converter = std::make_unique<Converter>(strings, work.result);
+        work.result.events.reserve(reserve);
+        constexpr std::string_view kEnd = ",{}]";
+        std::size_t largest = 0;
+        for (std::string_view piece : work.pieces) largest = std::max(largest, piece.size());
+        const std::size_t capacity = 1 + largest + kEnd.size() + simdjson::SIMDJSON_PADDING;
+        auto copy = std::make_unique_for_overwrite<char[]>(capacity);
+        od::parser parser;
+        RawEvent r;
+        for (std::string_view piece : work.pieces) {
+            const std::size_t size = 1 + piece.size() + kEnd.size();
+            copy[0] = '[';
+            std::memcpy(copy.get() + 1, piece.data(), piece.size());
+            std::memcpy(copy.get() + 1 + piece.size(), kEnd.data(), kEnd.size());
+            std::memset(copy.get() + size, 0, simdjson::SIMDJSON_PADDING);
+            const char* sentinel = copy.get() + size - 3;
+            od::document doc;
+            if (parser.iterate(copy.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc)) return;
+            od::array events;
+            if (doc.get_array().get(events)) return;
+            bool at_sentinel = false;
+            for (auto item : events) {
+                od::value v;
+                od::object obj;
+                if (at_sentinel || item.get(v)) return;
+                const char* at = v.raw_json_token().data();  // before get_object moves past '{'
+                if (v.get_object().get(obj)) return;
+                if (at == sentinel) {
+                    at_sentinel = true;
+                    continue;
+                }
+                r.reset();
+                if (read_event(obj, r)) return;
+                work.converter->convert(r);
+            }
+            if (!at_sentinel) return;
+        }
+        work.ok = true;
+    } catch (...) {
+        work.ok = false;  // out of memory: the caller parses the whole document instead
+    }
+}
+
+// The skeleton of a split: the text up to and including the array's "[", then from its "]" on.
+TraceBuffer make_skeleton(std::string_view text, std::size_t open, std::size_t close) {
+    const std::size_t head = open + 1;
+    const std::size_t size = head + (text.size() - close);
+    TraceBuffer skeleton(size);
+    std::memcpy(skeleton.data(), text.data(), head);
+    std::memcpy(skeleton.data() + head, text.data() + close, text.size() - close);
+    skeleton.resize(size);
+    return skeleton;
+}
+
+// The event array parsed in slices on up to `threads` threads. Returns false, leaving `out` to be
+// reset, when the document could not be split or any check below fails; the caller then parses
+// the whole document on one thread.
+//
+// Why a wrong cut cannot pass: the cuts are found by bytes, so one may fall inside a nested
+// object or array of an event's "args" (or, in a malformed file, inside a string). Each slice is
+// parsed as "[" slice ",{}]" and passes only when every element is an object and the last element
+// visited is the appended "{}" at the very offset it was written. Counting brackets (the way
+// simdjson matches them, also across skipped values), a slice that began at element level but
+// ended inside a nested value would swallow the "{}" into that value, so it is never seen as an
+// element; one that closed more than it opened would close the array before reaching it; one that
+// ended inside a string would swallow it into the string. The first slice starts at element
+// level, just after the array's "[" (the skeleton check proves that bracket is the top-level
+// "traceEvents" value); by induction every cut is at element level, outside strings, so the slices
+// hold exactly the events, in file order, that the serial
+// parse reads, and each is read by the same code. The skeleton (the text before the array's "[",
+// then "]" and all after) is read by the serial walk, so the top-level keys are read as before.
+bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_bytes,
+                 StringTable& strings, KinetoParseResult& out) {
+    const std::string_view text = buffer.view();
+    const std::size_t open = find_events_array_open(text);
+    if (open == std::string_view::npos) return false;
+    // Where the array ends is found from the file's end; other arrays (deviceProperties, log
+    // lines) may follow it: try the last few candidates, probing the skeleton of each.
+    constexpr int kCloseCandidates = 4;
+    std::size_t close = text.size();
+    TraceBuffer skeleton;
+    bool found = false;
+    for (int tries = 0; tries < kCloseCandidates && !found; ++tries) {
+        close = find_events_array_close(text, close);
+        if (close == std::string_view::npos || close <= open) return false;
+        skeleton = make_skeleton(text, open, close);
+        KinetoParseResult scratch;
+        SplitMerge probe{skeleton.data() + open, nullptr, false};
+        ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
+                                              skeleton.capacity() + TraceBuffer::kPadding, strings,
+                                              scratch, &probe);
+        found = attempt.error == simdjson::SUCCESS && probe.merged;
+    }
+    if (!found) return false;
+    // Each thread parses its share in pieces of a few MB: the copies a piece needs then take
+    // little memory, and reusing one buffer saves faulting fresh pages in for every byte.
+    piece_bytes = std::max<std::size_t>(piece_bytes, 1);
+    const std::size_t body = close - open - 1;
+    const std::size_t per_thread = std::max<std::size_t>(1, (body / threads + piece_bytes - 1) / piece_bytes);
+    TraceSplit split;
+    if (!cut_trace_slices(text, open, close, threads * per_thread, split)) return false;
+    const std::size_t pieces = split.slices.size();
+    const std::size_t groups = std::min<std::size_t>(threads, pieces);
+    std::vector<SliceWork> slices(groups);
+    for (std::size_t g = 0; g < groups; ++g) {
+        for (std::size_t k = g * pieces / groups; k < (g + 1) * pieces / groups; ++k) {
+            const auto& s = split.slices[k];
+            slices[g].pieces.push_back(text.substr(s.begin, s.end - s.begin));
+        }
+        // The first slice interns into the shared table directly: its first-seen order is the
+        // serial parse's. The others intern into their own and are mapped in order below.
+        if (g > 0) slices[g].own_strings = std::make_unique<StringTable>();
+    }
+    // The first slice's events become the result: room for all (untouched pages cost nothing).
+    const std::size_t reserve_all = buffer.size() / 128 + 16;
+    std::vector<std::thread> workers;
+    std::vector<std::size_t> inline_slices;
+    // Nothing may throw while a thread runs unjoined (its destructor would terminate the host).
+    workers.reserve(slices.size());
+    inline_slices.reserve(slices.size());
+    for (std::size_t k = 1; k < slices.size(); ++k) {
+        SliceWork& work = slices[k];
+        std::size_t reserve = 16;
+        for (std::string_view piece : work.pieces) reserve += piece.size() / 128;
+        try {
+            workers.emplace_back([&work, reserve] { parse_slice(work, *work.own_strings, reserve); });
+        } catch (...) {
+            inline_slices.push_back(k);  // no thread to be had: parse it here, afterwards
+        }
+    }
+    parse_slice(slices[0], strings, reserve_all);
+    for (auto& w : workers) w.join();
+    for (std::size_t k : inline_slices) parse_slice(slices[k], *slices[k].own_strings, 0);
+    for (const SliceWork& work : slices) {
+        if (!work.ok) return false;
+    }
+    for (std::size_t k = 1; k < slices.size(); ++k) {
+        SliceWork& work = slices[k];
+        const std::size_t n = work.own_strings->size();
+        work.remap.assign(n, kNoString);
+        if (n > StringTable::kOverflowString) work.remap[StringTable::kOverflowString] = StringTable::kOverflowString;
+        for (std::size_t id = StringTable::kOverflowString + 1; id < n; ++id) {
+            work.remap[id] = strings.intern(work.own_strings->lookup(static_cast<StringId>(id)));
+        }
+    }
+
+    SplitMerge merge{skeleton.data() + split.array_open, &slices, false};
+    ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
+                                          skeleton.capacity() + TraceBuffer::kPadding, strings, out,
+                                          &merge);
+    if (attempt.error != simdjson::SUCCESS || !merge.merged) return false;
+    out.slices = slices.size();
+    return true;
+}
+
+// What every successful parse ends with: counts, notes and the vendor property.
+Status finish_result(KinetoParseResult& out) {
+    out.summary.events = out.events.size();
+    if (out.summary.dropped > 0) {
+        out.summary.notes.push_back(std::to_string(out.summary.dropped) +
+                                    " events without a usable timestamp were skipped");
+    }
+    if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
+    if (!out.device_vendor.empty()) out.info.properties.emplace_back("device_vendor", out.device_vendor);
+    return Status::ok();
+}
+
 }  // namespace
 
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
@@ -837,9 +1099,29 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
 
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                            KinetoParseResult& out) {
-    out = KinetoParseResult{};
-    out.info.producer = "kineto";
-    out.info.description = name;
+    return parse_kineto_events(buffer, name, strings, out, KinetoParseOptions{});
+}
+
+Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                           KinetoParseResult& out, const KinetoParseOptions& options) {
+    auto reset = [&] {
+        out = KinetoParseResult{};
+        out.info.producer = "kineto";
+        out.info.description = name;
+    };
+    reset();
+    unsigned threads = options.max_threads;
+    if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
+    if (threads >= 2 && buffer.size() >= options.split_min_bytes) {
+        bool done = false;
+        try {
+            done = parse_split(buffer, threads, options.piece_bytes, strings, out);
+        } catch (const std::bad_alloc&) {
+            done = false;  // the serial parse needs less memory: let it try
+        }
+        if (done) return finish_result(out);
+        reset();
+    }
     // Kineto events take 150-400 bytes of JSON; reserving for the short end costs only address
     // space (untouched pages are never faulted in) and saves copying 64-byte events on growth.
     out.events.reserve(buffer.size() / 128 + 16);
@@ -885,14 +1167,7 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
                                    "Chrome/Kineto trace");
     }
 
-    out.summary.events = out.events.size();
-    if (out.summary.dropped > 0) {
-        out.summary.notes.push_back(std::to_string(out.summary.dropped) +
-                                    " events without a usable timestamp were skipped");
-    }
-    if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
-    if (!out.device_vendor.empty()) out.info.properties.emplace_back("device_vendor", out.device_vendor);
-    return Status::ok();
+    return finish_result(out);
 }
 
 }  // namespace gpudiag::detail

@@ -14,6 +14,7 @@
 
 #include "kineto/trace_buffer.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +28,20 @@ struct KinetoParseResult {
     std::uint64_t gpu_activities = 0;
     std::uint64_t ignored = 0;     ///< well-formed events gpudiag has no use for (flows, python)
     std::string device_vendor;     ///< "nvidia", "amd", "mtia" or "" when no device is described
+    std::size_t slices = 1;        ///< pieces the event array was parsed in (1: single-threaded)
+};
+
+/// How parse_kineto_events may spread the work over threads.
+struct KinetoParseOptions {
+    /// Documents at least this large are parsed in slices on several threads: below it, thread
+    /// start-up and the slices' copies cost more than they save (a few ms per MB parsed).
+    std::size_t split_min_bytes = std::size_t{8} << 20;
+    /// Threads (slices) at most; 0: min(hardware threads, 4). Past four the inflate, the skeleton
+    /// and the ordering, which stay serial, dominate.
+    unsigned max_threads = 0;
+    /// Each thread copies and parses its share in pieces of about this size: the copies then take
+    /// little memory and reuse one buffer (fresh pages cost a fault each).
+    std::size_t piece_bytes = std::size_t{4} << 20;
 };
 
 /// Parses a whole trace. `name` prefixes messages. On malformed input it keeps every event read
@@ -39,7 +54,12 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
 
 /// parse_kineto_trace without the final sort: `out.events` stay in file order, for a caller that
 /// replays them through start_order() (kineto/start_order.hpp) instead of copying them sorted.
+/// Large documents are parsed on several threads (see KinetoParseOptions); the result is the same
+/// as the single-threaded parse's, string ids included. (One exception: once `strings` reaches its
+/// byte cap, its overflowed() count may differ, as the slices count refused strings apart.)
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                            KinetoParseResult& out);
+Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
+                           KinetoParseResult& out, const KinetoParseOptions& options);
 
 }  // namespace gpudiag::detail
