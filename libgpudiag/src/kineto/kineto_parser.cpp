@@ -4,6 +4,7 @@
 // operators (call stacks, input shapes) are skipped without being materialised. A large document's
 // event array is cut into slices parsed on several threads, each cut verified (parse_split).
 #include "kineto/kineto_parser.hpp"
+#include "kineto/parse_thread_budget.hpp"
 
 #include "kineto/json_number.hpp"
 #include "kineto/name_cache.hpp"
@@ -1113,11 +1114,17 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
     unsigned threads = options.max_threads;
     if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
     if (threads >= 2 && buffer.size() >= options.split_min_bytes) {
+        // Helper threads come from a process-wide budget: parses running side by side share it.
+        ParseThreadBudget& budget =
+            options.thread_budget != nullptr ? *options.thread_budget : ParseThreadBudget::process();
+        ParseThreadBudget::Lease helpers(budget, threads - 1);
         bool done = false;
-        try {
-            done = parse_split(buffer, threads, options.piece_bytes, strings, out);
-        } catch (const std::bad_alloc&) {
-            done = false;  // the serial parse needs less memory: let it try
+        if (helpers.granted() > 0) {
+            try {
+                done = parse_split(buffer, 1 + helpers.granted(), options.piece_bytes, strings, out);
+            } catch (const std::bad_alloc&) {
+                done = false;  // the serial parse needs less memory: let it try
+            }
         }
         if (done) return finish_result(out);
         reset();

@@ -21,6 +21,8 @@
 
 namespace gpudiag::detail {
 
+class ParseThreadBudget;
+
 struct KinetoParseResult {
     SourceInfo info;
     std::vector<Event> events;
@@ -42,6 +44,8 @@ struct KinetoParseOptions {
     /// Each thread copies and parses its share in pieces of about this size: the copies then take
     /// little memory and reuse one buffer (fresh pages cost a fault each).
     std::size_t piece_bytes = std::size_t{4} << 20;
+    /// Where helper threads come from; null: the process-wide budget (ParseThreadBudget).
+    ParseThreadBudget* thread_budget = nullptr;
 };
 
 /// Parses a whole trace. `name` prefixes messages. On malformed input it keeps every event read

@@ -3,6 +3,7 @@
 // zero) must give exactly what the single-threaded parse gives, events, string ids and all, or
 // fall back to it when a candidate cut is not at an event boundary or a slice is malformed.
 #include "kineto/kineto_parser.hpp"
+#include "kineto/parse_thread_budget.hpp"
 #include "kineto/trace_buffer.hpp"
 #include "kineto/trace_split.hpp"
 
@@ -33,9 +34,11 @@ struct Parsed {
     std::unique_ptr<StringTable> strings = std::make_unique<StringTable>();
 };
 
-Parsed parse(const TraceBuffer& buffer, unsigned threads, std::size_t piece_bytes = 0) {
+Parsed parse(const TraceBuffer& buffer, unsigned threads, std::size_t piece_bytes = 0,
+             ParseThreadBudget* budget = nullptr) {
     Parsed p;
     KinetoParseOptions options;
+    options.thread_budget = budget;
     options.split_min_bytes = threads > 1 ? 0 : options.split_min_bytes;
     options.max_threads = threads;
     if (piece_bytes > 0) options.piece_bytes = piece_bytes;
@@ -159,6 +162,34 @@ TEST(KinetoSplitTest, SplitParseEqualsSerialParse) {
         expect_same(serial, pieces);
         EXPECT_EQ(pieces.result.slices, threads);
     }
+}
+
+TEST(KinetoSplitTest, HelperThreadsComeFromABudget) {
+    TraceBuffer buffer = buffer_of(synthetic_trace(700));
+    Parsed serial = parse(buffer, 1);
+    ASSERT_TRUE(serial.status.is_ok());
+
+    ParseThreadBudget budget(3);
+    {
+        // Another parse holds two helpers: this one gets the last, so two threads, not four.
+        ParseThreadBudget::Lease other(budget, 2);
+        ASSERT_EQ(other.granted(), 2u);
+        Parsed shared = parse(buffer, 4, 0, &budget);
+        expect_same(serial, shared);
+        EXPECT_EQ(shared.result.slices, 2u);
+        EXPECT_EQ(budget.available(), 1u) << "the parse gave its helper back";
+        {
+            ParseThreadBudget::Lease rest(budget, 5);
+            EXPECT_EQ(rest.granted(), 1u);
+            Parsed alone = parse(buffer, 4, 0, &budget);  // none left: runs on its own thread
+            expect_same(serial, alone);
+            EXPECT_EQ(alone.result.slices, 1u);
+        }
+    }
+    EXPECT_EQ(budget.available(), 3u);
+    Parsed full = parse(buffer, 4, 0, &budget);
+    expect_same(serial, full);
+    EXPECT_EQ(full.result.slices, 4u);
 }
 
 TEST(KinetoSplitTest, CutInsideNestedArgsFallsBackOrStaysExact) {
