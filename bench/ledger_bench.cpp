@@ -117,7 +117,7 @@ public:
     void churn(std::size_t n, std::vector<Event>& out, std::vector<Event>& undo) {
         out.clear();
         undo.clear();
-        std::vector<std::pair<std::size_t, std::size_t>> moves;  // (live index k, free index f)
+        std::vector<std::pair<std::size_t, std::size_t>> moves;  // (victim slot, fresh slot)
         while (out.size() < n) {
             std::size_t k = rng_() % live_.size();
             std::size_t f = rng_() % free_.size();

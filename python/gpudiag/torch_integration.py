@@ -552,14 +552,19 @@ def lightning_callback() -> Any:
     return _make_lightning_callback(Callback)()
 
 
+def _framework_step_boundary(progress: Any) -> None:
+    """A step boundary from a trainer callback, numbered by the trainer's ``global_step``."""
+    s = _active.session if _active is not None else None
+    if s is not None:
+        s.step_boundary("framework", getattr(progress, "global_step", None))
+
+
 def _make_lightning_callback(base: type) -> type:
     class GpudiagLightningCallback(base):  # type: ignore[misc]
         # Lightning's hook signature (it passes every argument by position).
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any,  # noqa: ARG002
                                batch: Any, batch_idx: int) -> None:  # noqa: ARG002
-            s = _active.session if _active is not None else None
-            if s is not None:
-                s.step_boundary("framework", getattr(trainer, "global_step", None))
+            _framework_step_boundary(trainer)
 
     return GpudiagLightningCallback
 
@@ -578,9 +583,7 @@ def _make_hf_callback(base: type) -> type:
         # transformers' TrainerCallback signature.
         def on_step_end(self, args: Any, state: Any, control: Any,  # noqa: ARG002
                         **kwargs: Any) -> None:  # noqa: ARG002
-            s = _active.session if _active is not None else None
-            if s is not None:
-                s.step_boundary("framework", getattr(state, "global_step", None))
+            _framework_step_boundary(state)
 
     return GpudiagTrainerCallback
 

@@ -8,7 +8,16 @@
 namespace gpudiag::detail {
 namespace {
 constexpr std::size_t kMaxDistinct = 4096;
+
+// Adds `key` to a bounded set of distinct keys; events come in runs of one device, stream or
+// thread, so a repeat of the last key skips the set search.
+template <typename Key>
+void note_distinct(std::set<Key>& seen, Key key, Key& last) {
+    if (key == last) return;
+    last = key;
+    if (seen.size() < kMaxDistinct) seen.insert(key);
 }
+}  // namespace
 
 void OverviewAnalyzer::begin(const SourceInfo& /*info*/, const StringTable& /*strings*/) {}
 
@@ -18,19 +27,12 @@ void OverviewAnalyzer::consume(std::span<const Event> events) {
         if (e.start_ns != 0 && e.start_ns < first_ns_) first_ns_ = e.start_ns;
         std::uint64_t end = e.end_ns > e.start_ns ? e.end_ns : e.start_ns;
         if (end > last_ns_) last_ns_ = end;
-        if (e.device != kNoDevice && e.device != last_device_) {
-            if (devices_.size() < kMaxDistinct) devices_.insert(e.device);
-            last_device_ = e.device;
-        }
+        if (e.device != kNoDevice) note_distinct(devices_, e.device, last_device_);
         if (is_gpu_activity(e.kind)) {
-            std::uint64_t key = (std::uint64_t{e.device} << 32) | e.stream;
-            if (key != last_stream_ && streams_.size() < kMaxDistinct) streams_.insert(key);
-            last_stream_ = key;
+            note_distinct(streams_, (std::uint64_t{e.device} << 32) | e.stream, last_stream_);
         }
         if (e.thread != 0) {
-            std::uint64_t key = (std::uint64_t{e.process} << 32) | e.thread;
-            if (key != last_thread_ && threads_.size() < kMaxDistinct) threads_.insert(key);
-            last_thread_ = key;
+            note_distinct(threads_, (std::uint64_t{e.process} << 32) | e.thread, last_thread_);
         }
     }
 }

@@ -228,11 +228,13 @@ struct Session::Impl final : detail::EventQueue {
                 wake.wait_for(lock, period, [this] { return !running.load(); });
             }
             if (backend) backend->flush();  // no lock held: CUPTI may re-enter
+            std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
             {
                 std::lock_guard<std::mutex> lock(sink_mutex);
                 drain_locked();
+                due = watches.take_due();
             }
-            call_due_watches();
+            call_watches(due);
             if (options.report_period_ms > 0 && options.on_report &&
                 std::chrono::steady_clock::now() >= next_report) {
                 next_report += std::chrono::milliseconds(options.report_period_ms);
@@ -279,12 +281,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     // Runs on the worker with no lock held (see SessionWatches).
-    void call_due_watches() {
-        std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
-        {
-            std::lock_guard<std::mutex> lock(sink_mutex);
-            due = watches.take_due();
-        }
+    static void call_watches(std::vector<std::pair<SessionWatches::Callback, std::uint64_t>>& due) {
         for (auto& [callback, bytes] : due) {
             try {
                 callback(bytes);

@@ -154,11 +154,7 @@ std::string_view trim_token(std::string_view tok) noexcept {
 // buffer. A string with an escape, or a value that is not a string, goes through get_string().
 simdjson::error_code read_string(od::value& v, std::string_view& out) noexcept {
     // The token runs to the next structural character: the closing quote, then any whitespace.
-    std::string_view tok = v.raw_json_token();
-    while (!tok.empty() && tok.back() != '"' &&
-           (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t')) {
-        tok.remove_suffix(1);
-    }
+    std::string_view tok = trim_token(v.raw_json_token());
     if (tok.size() >= 2 && tok.front() == '"' && tok.back() == '"') {
         std::string_view body = tok.substr(1, tok.size() - 2);
         if (std::memchr(body.data(), '\\', body.size()) == nullptr) {
@@ -839,17 +835,13 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     };
     if (auto err = parser.iterate(data, size, capacity).get(doc); err) return fail(err, "at the start");
 
-    auto read_events = [&](od::array& events) -> simdjson::error_code {
-        return read_event_array(events, converter, attempt);
-    };
-
     od::json_type top;
     if (auto err = doc.type().get(top); err) return fail(err, "at the start");
     if (top == od::json_type::array) {
         if (split != nullptr) return fail(simdjson::INCORRECT_TYPE, "at the start");
         od::array events;
         if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
-        if (auto err = read_events(events); err) return fail(err, attempt.where);
+        if (auto err = read_event_array(events, converter, attempt); err) return fail(err, attempt.where);
     } else if (top == od::json_type::object) {
         od::object root;
         if (auto err = doc.get_object().get(root); err) return fail(err, "at the start");
@@ -882,7 +874,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
             } else if (key == "traceEvents") {
                 od::array events;
                 if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
-                if (auto err = read_events(events); err) return fail(err, attempt.where);
+                if (auto err = read_event_array(events, converter, attempt); err) return fail(err, attempt.where);
             } else if (key == "deviceProperties") {
                 read_device_properties(f.value(), out.info, out.device_vendor);
             } else if (key == "distributedInfo") {
@@ -1096,11 +1088,6 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
     // Kineto writes CPU operators, then GPU activity, then flows: order everything by time once.
     if (status.is_ok()) sort_by_start(out.events);
     return status;
-}
-
-Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
-                           KinetoParseResult& out) {
-    return parse_kineto_events(buffer, name, strings, out, KinetoParseOptions{});
 }
 
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,

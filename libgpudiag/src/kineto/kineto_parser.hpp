@@ -62,8 +62,6 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
 /// as the single-threaded parse's, string ids included. (One exception: once `strings` reaches its
 /// byte cap, its overflowed() count may differ, as the slices count refused strings apart.)
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
-                           KinetoParseResult& out);
-Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
-                           KinetoParseResult& out, const KinetoParseOptions& options);
+                           KinetoParseResult& out, const KinetoParseOptions& options = {});
 
 }  // namespace gpudiag::detail

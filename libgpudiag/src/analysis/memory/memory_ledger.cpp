@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 namespace gpudiag::detail {
 namespace {
@@ -149,8 +150,10 @@ MemoryLedger::Device* MemoryLedger::device(std::uint16_t ordinal) {
     }
     if (ordinal >= device_slots_.size()) device_slots_.resize(ordinal + 1u, 0);
     auto index = static_cast<std::uint32_t>(devices_.size());
-    devices_.push_back(nullptr);
-    devices_.back() = new Device(ordinal, index, options_);
+    // Owned until it is in the list: a failed push_back must neither leak it nor leave a null.
+    auto owned = std::make_unique<Device>(ordinal, index, options_);
+    devices_.push_back(owned.get());
+    owned.release();
     device_slots_[ordinal] = static_cast<std::uint16_t>(index + 1u);
     // Watches registered before the device's first event apply to it too.
     if (!watches_.empty()) recompute_watch_bounds(*devices_.back());
@@ -605,7 +608,7 @@ void MemoryLedger::range_end(const Event& e) {
         ++dropped_;
         return;
     }
-    OpenRange r = open_ranges_[i - 1];
+    OpenRange r = std::move(open_ranges_[i - 1]);
     open_ranges_.erase(open_ranges_.begin() + static_cast<std::ptrdiff_t>(i - 1));
     if (i - 1 > 0) {
         OpenRange& parent = open_ranges_[i - 2];
