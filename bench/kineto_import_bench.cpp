@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Kineto import pipeline by phase on the corpus' largest trace (53.7 MB of JSON, 216k events):
 // inflate, parse to events, timeline analysis, and the whole of analyze_files.
-#include "kineto/kineto_parser.hpp"
-#include "kineto/trace_buffer.hpp"
+#include "importers/kineto/kineto_parser.hpp"
+#include "importers/kineto/trace_buffer.hpp"
 
 #include <gpudiag/analyze.hpp>
 

@@ -2,7 +2,7 @@
 // gpudiag_parse_floor: the floor for analysing a Kineto trace with gpudiag's libraries: inflate
 // the file (libdeflate, zlib for what libdeflate cannot do) and parse the JSON with simdjson,
 // touching nothing. Prints the two times.   gpudiag_parse_floor FILE [dom|ondemand]
-#include "kineto/trace_buffer.hpp"
+#include "importers/kineto/trace_buffer.hpp"
 
 #include <simdjson.h>
 

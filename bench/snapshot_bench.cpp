@@ -2,8 +2,8 @@
 // Torch memory snapshot reading speed (bytes of pickle per second) on the largest snapshot in
 // the corpus: the schema reader alone (one streamed decode), and the whole SnapshotSource that
 // turns a snapshot into gpudiag Events. Skipped, with a message, when the corpus is absent.
-#include "core/event_source.hpp"
-#include "snapshot/torch_snapshot.hpp"
+#include "importers/open_source.hpp"
+#include "importers/torch_snapshot/torch_snapshot.hpp"
 
 #include <gpudiag/sink.hpp>
 

@@ -28,8 +28,35 @@ report "public headers must include only the standard library and gpudiag header
   "$(grep -rnE '^\s*#\s*include\s*[<"]' libgpudiag/include | grep -vE '#\s*include\s*<(gpudiag/[a-z_]+\.h(pp)?|[a-z_]+(\.h)?)>' ; grep -rnE '^\s*#\s*include\s*<(cuda|cupti|nvml|nvtx|fmt|pybind|simdjson|zlib|libdeflate)' libgpudiag/include || true)"
 if [ -d bindings ]; then
   report "bindings must include only public gpudiag headers (no internals, no CUDA)" \
-    "$(grep -rnE '^\s*#\s*include' bindings --include='*.cpp' --include='*.hpp' | grep -E 'libgpudiag/src|"(core|capture|analysis|support|record|kineto|snapshot|report|api|export)/|<(cupti|cuda|nvml|nvtx)' || true)"
+    "$(grep -rnE '^\s*#\s*include' bindings --include='*.cpp' --include='*.hpp' | grep -E 'libgpudiag/src|"(support|core|recording|importers|capture|analysis|output|api)/|<(cupti|cuda|nvml|nvtx)' || true)"
 fi
+
+# Layers: the folders of libgpudiag/src follow the data path, and a file includes only its own
+# layer's folder or those below it. importers and capture are one layer and never include each
+# other (both only produce events).
+layer_of() {
+  case $1 in
+    support) echo 0 ;; core) echo 1 ;; recording) echo 2 ;;
+    importers|capture) echo 3 ;; analysis) echo 4 ;; output) echo 5 ;; api) echo 6 ;;
+    *) echo "" ;;
+  esac
+}
+layer_violations() {
+  local file area inc target la lt
+  while IFS= read -r line; do
+    file=${line%%:*}
+    area=${file#libgpudiag/src/}; area=${area%%/*}
+    inc=$(printf '%s' "$line" | sed -E 's/.*#\s*include\s*"([^"]+)".*/\1/')
+    target=${inc%%/*}
+    la=$(layer_of "$area"); lt=$(layer_of "$target")
+    if [ -z "$la" ]; then echo "$file: folder '$area' is not a known layer"; continue; fi
+    [ -z "$lt" ] && continue          # a same-folder include ("foo.hpp")
+    [ "$area" = "$target" ] && continue
+    if [ "$lt" -ge "$la" ]; then echo "$line   ($area may not include $target)"; fi
+  done < <(grep -rnE '^\s*#\s*include\s*"' libgpudiag/src)
+}
+report "includes must go down the layers support < core < recording < importers|capture < analysis < output < api" \
+  "$(layer_violations)"
 
 if [ $status -eq 0 ]; then echo "lint: clean"; fi
 exit $status

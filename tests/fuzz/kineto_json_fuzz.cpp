@@ -2,8 +2,8 @@
 // libFuzzer target for the Kineto importer: gzip inflation, JSON parsing (with the cut-off
 // recovery path), the multi-threaded parse forced onto every input (it must agree with the serial
 // one), and the timeline analysis of whatever events come out.
-#include "kineto/kineto_parser.hpp"
-#include "kineto/trace_buffer.hpp"
+#include "importers/kineto/kineto_parser.hpp"
+#include "importers/kineto/trace_buffer.hpp"
 
 #include <gpudiag/analyze.hpp>
 

@@ -7,7 +7,7 @@
 // summary, index) that a CRC mismatch would otherwise keep them from.
 #include <gpudiag/recording.hpp>
 
-#include "record/format.hpp"
+#include "recording/file_layout.hpp"
 
 #include <cstdint>
 #include <cstdio>

@@ -3,8 +3,8 @@
 // layer, whose records are fed to a MemoryLedger as events. Nothing may crash, hang or grow
 // past the limits, whatever the bytes.
 #include "analysis/memory/memory_ledger.hpp"
-#include "snapshot/safe_pickle_reader.hpp"
-#include "snapshot/torch_snapshot.hpp"
+#include "importers/torch_snapshot/safe_pickle_reader.hpp"
+#include "importers/torch_snapshot/torch_snapshot.hpp"
 
 #include <cstddef>
 #include <cstdint>

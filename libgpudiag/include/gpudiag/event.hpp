@@ -122,6 +122,17 @@ enum class CounterKind : std::uint16_t {
     kCaptureOverheadNs = 31,        ///< CUPTI's own time (its OVERHEAD records), cumulative
 };
 
+/// Bits of a kThrottleReasons counter's value: why the clocks were lowered. The values are NVML's
+/// clock-event reasons (nvmlClocksEventReason*), so a recorded mask reads the same everywhere.
+namespace clock_event_reason {
+inline constexpr std::uint64_t kGpuIdle = 0x1;
+inline constexpr std::uint64_t kSwPowerCap = 0x4;
+inline constexpr std::uint64_t kHwSlowdown = 0x8;
+inline constexpr std::uint64_t kSwThermal = 0x20;
+inline constexpr std::uint64_t kHwThermal = 0x40;
+inline constexpr std::uint64_t kHwPowerBrake = 0x80;
+}  // namespace clock_event_reason
+
 struct MemoryPayload {
     std::uint64_t address;
     std::uint64_t bytes;

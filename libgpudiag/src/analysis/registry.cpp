@@ -2,9 +2,9 @@
 // The list of analyses run on every input, in report order.
 #include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/health/health_analyzer.hpp"
-#include "analysis/overview_analyzer.hpp"
+#include "analysis/overview/overview_analyzer.hpp"
 #include "analysis/timeline/timeline_analyzer.hpp"
-#include "core/analyzer.hpp"
+#include "analysis/registry.hpp"
 
 namespace gpudiag::detail {
 

@@ -3,7 +3,7 @@
 // process) and brought together afterwards.
 #include <gpudiag/job.hpp>
 
-#include "core/analyzer.hpp"
+#include "analysis/job/job_analysis.hpp"
 
 #include <algorithm>
 #include <exception>

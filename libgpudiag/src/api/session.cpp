@@ -11,7 +11,7 @@
 
 #include "analysis/memory/memory_analyzer.hpp"
 #include "capture/capture_backend.hpp"
-#include "core/analyzer.hpp"
+#include "analysis/registry.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 

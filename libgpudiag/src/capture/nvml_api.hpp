@@ -49,13 +49,6 @@ struct ProcessInfo {  // nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunn
     unsigned compute_instance_id;
 };
 
-// Clock-event ("throttle") reason bits, nvmlClocksEventReason*.
-constexpr std::uint64_t kReasonGpuIdle = 0x1;
-constexpr std::uint64_t kReasonSwPowerCap = 0x4;
-constexpr std::uint64_t kReasonHwSlowdown = 0x8;
-constexpr std::uint64_t kReasonSwThermal = 0x20;
-constexpr std::uint64_t kReasonHwThermal = 0x40;
-constexpr std::uint64_t kReasonHwPowerBrake = 0x80;
 }  // namespace nvml
 
 struct NvmlApi {

@@ -22,21 +22,4 @@ public:
     virtual Status run(EventSink& sink, StringTable& strings) = 0;
 };
 
-/// Opens the right reader for `path` (by content, not by extension). Defined in
-/// importers/open_source.cpp.
-Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
-                                                       const AnalysisOptions& options);
-
-}  // namespace gpudiag::detail
-
-namespace gpudiag::detail {
-
-// One opener per format, each defined by its area (record/, kineto/, snapshot/).
-Result<std::unique_ptr<EventSource>> open_recording_source(const std::string& path,
-                                                           const AnalysisOptions& options);
-Result<std::unique_ptr<EventSource>> open_kineto_source(const std::string& path,
-                                                        const AnalysisOptions& options);
-Result<std::unique_ptr<EventSource>> open_snapshot_source(const std::string& path,
-                                                          const AnalysisOptions& options);
-
 }  // namespace gpudiag::detail

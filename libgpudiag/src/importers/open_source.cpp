@@ -2,7 +2,7 @@
 // Format detection by content (magic bytes, gzip peeked through zlib) and dispatch to readers.
 #include <gpudiag/analyze.hpp>
 
-#include "core/event_source.hpp"
+#include "importers/open_source.hpp"
 
 #include <zlib.h>
 

@@ -15,7 +15,6 @@
 //   much from this program's headroom and usually its compute time too.
 #include "analysis/health/health_analyzer.hpp"
 
-#include "capture/nvml_api.hpp"
 #include "support/format.hpp"
 
 #include <algorithm>
@@ -32,8 +31,8 @@ constexpr double kForeignShare = 0.05;
 constexpr double kHotCelsius = 85.0;
 constexpr std::size_t kSeriesPoints = 512;
 
-constexpr std::uint64_t kThermalBits = nvml::kReasonSwThermal | nvml::kReasonHwThermal;
-constexpr std::uint64_t kPowerBits = nvml::kReasonSwPowerCap | nvml::kReasonHwPowerBrake;
+constexpr std::uint64_t kThermalBits = clock_event_reason::kSwThermal | clock_event_reason::kHwThermal;
+constexpr std::uint64_t kPowerBits = clock_event_reason::kSwPowerCap | clock_event_reason::kHwPowerBrake;
 
 std::string device_label(std::uint16_t device) {
     return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
@@ -116,19 +115,19 @@ void HealthAnalyzer::on_counter(const Event& e) {
             auto bits = static_cast<std::uint64_t>(v);
             ++d.reason_samples;
             d.reasons_seen |= bits;
-            if ((bits & nvml::kReasonGpuIdle) != 0) break;
+            if ((bits & clock_event_reason::kGpuIdle) != 0) break;
             ++d.active_samples;
             bool hot = (bits & kThermalBits) != 0 ||
                        (d.temperature.count > 0 && d.temperature.last >= kHotCelsius);
-            bool thermal = (bits & kThermalBits) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && hot);
-            bool power = (bits & kPowerBits) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && !hot);
+            bool thermal = (bits & kThermalBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && hot);
+            bool power = (bits & kPowerBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && !hot);
             if (thermal) ++d.thermal_samples;
             if (power) ++d.power_samples;
-            if ((bits & nvml::kReasonHwThermal) != 0 || ((bits & nvml::kReasonHwSlowdown) != 0 && hot)) {
+            if ((bits & clock_event_reason::kHwThermal) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && hot)) {
                 ++d.hw_thermal_samples;
             }
-            if ((bits & nvml::kReasonHwPowerBrake) != 0 ||
-                ((bits & nvml::kReasonHwSlowdown) != 0 && !hot)) {
+            if ((bits & clock_event_reason::kHwPowerBrake) != 0 ||
+                ((bits & clock_event_reason::kHwSlowdown) != 0 && !hot)) {
                 ++d.power_brake_samples;
             }
             break;

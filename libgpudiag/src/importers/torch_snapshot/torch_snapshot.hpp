@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// TorchSnapshotReader: decodes a torch.cuda.memory._dump_snapshot pickle (every variant from
+// torch 2.0 to 2.11+) into compact records, streamed: segments, trace entries and annotations
+// are handed to a visitor one at a time and never held as a whole.
+//
+// Variants handled (pytorch-integration.md §1.2): a bare list of segments (memory_snapshot());
+// a dict with "segments" and optionally "device_traces" (one list per device), and from ~2.3
+// "allocator_settings", from ~2.5 "external_annotations"; blocks with "frames" +
+// "requested_size" (+ "address", computed when absent) or the 2.0 "history" list; the pending
+// state spelled "active_pending_free" or "active_awaiting_free"; trace entries with or without
+// "time_us" and "frames"; "oom" entries carrying "device_free" instead of "addr".
+#pragma once
+
+#include <gpudiag/status.hpp>
+#include <gpudiag/string_table.hpp>
+
+#include "importers/torch_snapshot/safe_pickle_reader.hpp"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpudiag::detail {
+
+enum class BlockState : std::uint8_t { kActive, kPendingFree, kInactive };
+
+struct SnapshotBlock {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;        ///< rounded bytes the block occupies
+    std::uint64_t requested = 0;   ///< bytes the program asked for
+    BlockState state = BlockState::kInactive;
+    StringId site = kNoString;
+};
+
+struct SnapshotSegment {
+    std::uint16_t device = 0;
+    std::uint64_t address = 0;
+    std::uint64_t total_size = 0;
+    std::uint64_t stream = 0;
+    bool expandable = false;
+    bool small_pool = false;
+    bool private_pool = false;     ///< segment_pool_id != (0, 0): CUDA graph or MemPool
+    StringId site = kNoString;
+    std::vector<SnapshotBlock> blocks;
+};
+
+enum class TraceAction : std::uint8_t {
+    kAlloc,
+    kFreeRequested,
+    kFreeCompleted,
+    kSegmentAlloc,
+    kSegmentFree,
+    kSegmentMap,
+    kSegmentUnmap,
+    kOom,
+    kSnapshot,
+    kOther,  ///< user_defined, annotate and actions added after this reader was written
+};
+
+struct TraceEntry {
+    TraceAction action = TraceAction::kOther;
+    std::uint16_t device = 0;
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t stream = 0;
+    std::uint64_t time_us = 0;      ///< 0 when the snapshot predates time stamps (< ~2.2)
+    std::uint64_t device_free = 0;  ///< oom only
+    StringId site = kNoString;
+};
+
+struct SnapshotAnnotation {
+    std::uint16_t device = 0;
+    std::uint64_t time_us = 0;
+    bool start = true;
+    StringId name = kNoString;
+};
+
+/// Receives the snapshot's parts in file order: segments, then each device's trace, then the
+/// annotations; settings come last (they sit in the root dict, complete only at the end).
+class SnapshotVisitor {
+public:
+    virtual ~SnapshotVisitor() = default;
+    virtual Status on_segment(SnapshotSegment& segment) = 0;
+    virtual Status on_trace_entry(const TraceEntry& entry) = 0;
+    virtual Status on_annotation(const SnapshotAnnotation& annotation) = 0;
+    virtual void on_setting(const std::string& key, const std::string& value) = 0;
+};
+
+class TorchSnapshotReader {
+public:
+    explicit TorchSnapshotReader(PickleLimits limits = {}) : limits_(limits) {}
+    /// Reads `path` once, calling `visitor` as it goes. Errors: kNotFound/kIoError for the
+    /// file, kCorruptData for pickles that are not torch snapshots (with what is wrong),
+    /// kResourceExhausted past the limits.
+    Status read(const std::string& path, StringTable& strings, SnapshotVisitor& visitor) noexcept;
+    /// The same from bytes in memory (tests, fuzzing).
+    Status read_bytes(std::string_view bytes, const std::string& name, StringTable& strings,
+                      SnapshotVisitor& visitor) noexcept;
+
+private:
+    PickleLimits limits_;
+};
+
+/// The allocation site for a frame list: the innermost frame in the program's own code
+/// (not torch, not site-packages), else the innermost Python frame, else the innermost native
+/// frame outside the allocator and unwinder; formatted "dir/file.py:42 function". "" if none.
+std::string frames_to_site(const PickleValue& frames);
+
+}  // namespace gpudiag::detail

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+// Plain-text rendering of a Report for terminals and service logs: findings first, most severe
+// first, each with its numbers, evidence and advice; then the figures of each analysis.
+#include <gpudiag/report.hpp>
+#include <gpudiag/version.hpp>
+
+#include "output/format_figure.hpp"
+#include "support/format.hpp"
+
+#include <algorithm>
+
+namespace gpudiag {
+namespace detail {
+
+std::string format_value(double value, const std::string& unit) {
+    if (unit == "bytes") return format_bytes(value);
+    if (unit == "ns") return format_duration_ns(value);
+    if (unit == "us") return format_duration_ns(value * 1e3);
+    if (unit == "fraction") return format_percent(value);
+    if (unit == "percent") return format_number(value, 1) + " %";
+    if (unit == "count" || unit.empty()) return format_number(value, unit.empty() ? 3 : 0);
+    if (unit == "bytes/step") return format_bytes(value) + "/step";
+    if (unit == "bytes/hour") return format_bytes(value) + "/hour";
+    if (unit == "bytes/s") return format_bytes(value) + "/s";
+    return format_number(value, 2) + " " + unit;
+}
+
+}  // namespace detail
+namespace {
+
+using detail::format_value;
+
+const char* severity_tag(Severity s) {
+    switch (s) {
+        case Severity::kCritical: return "[CRITICAL]";
+        case Severity::kWarning: return "[WARNING] ";
+        case Severity::kInfo: return "[INFO]    ";
+    }
+    return "";
+}
+
+void render_cell(std::string& out, const Cell& cell) {
+    if (const auto* d = std::get_if<double>(&cell)) {
+        out += detail::format_number(*d, 2);
+    } else {
+        out += std::get<std::string>(cell);
+    }
+}
+
+void render_table(std::string& out, const Table& t, std::size_t max_rows) {
+    std::vector<std::vector<std::string>> cells;
+    cells.push_back(t.columns);
+    for (std::size_t r = 0; r < t.rows.size() && r < max_rows; ++r) {
+        std::vector<std::string> row;
+        for (const auto& c : t.rows[r]) {
+            std::string s;
+            render_cell(s, c);
+            if (s.size() > 60) s = s.substr(0, 57) + "...";
+            row.push_back(std::move(s));
+        }
+        cells.push_back(std::move(row));
+    }
+    std::vector<std::size_t> width;
+    for (const auto& row : cells) {
+        if (width.size() < row.size()) width.resize(row.size(), 0);
+        for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+    }
+    out += "    " + t.title + "\n";
+    for (std::size_t r = 0; r < cells.size(); ++r) {
+        out += "      ";
+        for (std::size_t i = 0; i < cells[r].size(); ++i) {
+            out += cells[r][i];
+            if (i + 1 < cells[r].size()) out.append(width[i] - cells[r][i].size() + 2, ' ');
+        }
+        out += '\n';
+    }
+    if (t.rows.size() > max_rows) {
+        out += "      ... " + std::to_string(t.rows.size() - max_rows) + " more rows\n";
+    }
+}
+
+void render_finding(std::string& out, const Finding& f) {
+    out += "  " + std::string(severity_tag(f.severity)) + " " + f.id;
+    if (f.rank >= 0) out += " (rank " + std::to_string(f.rank) + ")";
+    out += ": " + f.title + "\n";
+    if (!f.summary.empty()) out += "      " + f.summary + "\n";
+    for (const auto& fig : f.figures) {
+        out += "      - " + (fig.label.empty() ? fig.key : fig.label) + ": " +
+               format_value(fig.value, fig.unit) + "\n";
+    }
+    if (!f.sites.empty()) {
+        out += "      Where:\n";
+        std::size_t shown = std::min<std::size_t>(f.sites.size(), 5);
+        for (std::size_t i = 0; i < shown; ++i) {
+            const auto& s = f.sites[i];
+            out += "        " + format_value(s.value, f.site_unit);
+            if (s.share > 0) out += " (" + detail::format_percent(s.share) + ")";
+            out += "  " + s.location;
+            if (!s.detail.empty()) out += "  [" + s.detail + "]";
+            out += "\n";
+        }
+        if (f.sites.size() > shown) {
+            out += "        ... " + std::to_string(f.sites.size() - shown) + " more\n";
+        }
+    }
+    if (!f.evidence.empty()) {
+        out += "      Evidence:\n";
+        for (const auto& e : f.evidence) out += "        * " + e + "\n";
+    }
+    if (!f.advice.empty()) {
+        out += "      Advice:\n";
+        for (const auto& a : f.advice) out += "        > " + a + "\n";
+    }
+    out += "\n";
+}
+
+// An "enum" figure's label reads "name: 0 first, 1 second, ..."; show the name and the word
+// that the value stands for instead of the code.
+std::pair<std::string, std::string> enum_display(const Figure& f) {
+    auto colon = f.label.find(':');
+    if (colon == std::string::npos) return {f.label, detail::format_number(f.value, 0)};
+    std::string name = f.label.substr(0, colon);
+    std::string code = detail::format_number(f.value, 0) + " ";
+    std::size_t pos = colon + 1;
+    while (pos < f.label.size()) {
+        std::size_t comma = f.label.find(',', pos);
+        std::string item = f.label.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                          : comma - pos);
+        item.erase(0, item.find_first_not_of(' '));
+        if (item.rfind(code, 0) == 0) return {name, item.substr(code.size())};
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return {name, detail::format_number(f.value, 0)};
+}
+
+void render_section(std::string& out, const Section& s) {
+    out += "  " + s.title + "\n";
+    std::vector<std::pair<std::string, std::string>> rows;
+    for (const auto& f : s.figures) {
+        if (f.unit == "enum") {
+            rows.push_back(enum_display(f));
+        } else {
+            rows.emplace_back(f.label.empty() ? f.key : f.label, format_value(f.value, f.unit));
+        }
+    }
+    std::size_t w = 0;
+    for (const auto& [name, value] : rows) w = std::max(w, name.size());
+    for (const auto& [name, value] : rows) {
+        out += "    " + name + std::string(w - name.size() + 2, ' ') + value + "\n";
+    }
+    for (const auto& t : s.tables) render_table(out, t, 15);
+    out += "\n";
+}
+
+void render_report(std::string& out, const Report& r, bool nested) {
+    if (!nested) {
+        out += "gpudiag " + std::string(version()) + " diagnosis";
+        if (!r.source.description.empty()) out += " of " + r.source.description;
+        if (!r.source.producer.empty()) out += " (" + r.source.producer + ")";
+        out += "\n";
+        if (r.source.simulated) {
+            out += "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
+        }
+        for (const auto& d : r.source.devices) {
+            out += "  device " + std::to_string(d.ordinal) + ": " + d.name;
+            if (d.total_memory_bytes) out += ", " + detail::format_bytes(double(d.total_memory_bytes));
+            out += "\n";
+        }
+        out += "\n";
+    } else {
+        out += "== rank " + std::to_string(r.source.rank) + " (" + r.source.description + ")\n";
+    }
+    if (r.findings.empty()) {
+        out += "No problems found.\n\n";
+    } else {
+        out += "Findings (" + std::to_string(r.findings.size()) + "):\n";
+        for (const auto& f : r.findings) render_finding(out, f);
+    }
+    for (const auto& s : r.sections) render_section(out, s);
+    for (const auto& rank : r.ranks) render_report(out, rank, true);
+    if (!r.notes.empty() || !r.capture.notes.empty() || r.capture.dropped > 0) {
+        out += "Notes:\n";
+        for (const auto& n : r.notes) out += "  - " + n + "\n";
+        for (const auto& n : r.capture.notes) out += "  - " + n + "\n";
+        if (r.capture.dropped > 0) {
+            out += "  - " + std::to_string(r.capture.dropped) +
+                   " events were dropped by full capture buffers; figures may be incomplete.\n";
+        }
+    }
+}
+
+}  // namespace
+
+std::string render_text(const Report& report) noexcept {
+    try {
+        std::string out;
+        render_report(out, report, false);
+        return out;
+    } catch (...) {
+        return {};
+    }
+}
+
+}  // namespace gpudiag

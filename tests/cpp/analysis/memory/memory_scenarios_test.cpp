@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// Synthetic scenarios through the whole pipeline (analyze_events): a planted leak inside noisy
+// healthy traffic, a healthy steady state, a warm-up that settles, and a fragmentation OOM.
+#include <gpudiag/analyze.hpp>
+
+#include "memory_test_events.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace gpudiag {
+namespace {
+
+using namespace gpudiag::testing;
+
+const char* const kMemoryFindings[] = {"memory_leak", "fragmentation", "reserved_unused",
+                                       "near_oom", "memory_outside_framework", "out_of_memory"};
+
+struct TrainingRun {
+    int steps = 200;
+    std::uint64_t leak_per_step = 0;  // kept forever at the leak site
+    int warmup_steps = 0;             // steps that each add a 100 MiB cache entry
+    unsigned seed = 1;
+};
+
+// A training loop on a caching allocator: 2 GiB of weights, 8 activations per step whose size
+// varies with the batch (two shapes each), an evaluation every 25 steps that allocates 1 GiB
+// for one step, and optionally a leak and a warm-up cache.
+Report run(const TrainingRun& cfg, StringTable& strings) {
+    std::vector<Event> ev;
+    CachingModel heap(ev);
+    std::mt19937 rng(cfg.seed);
+    std::uint64_t t = 1'000'000;
+    StringId weights = strings.intern("model.py:10 __init__");
+    StringId act = strings.intern("model.py:55 forward");
+    StringId eval = strings.intern("train.py:120 evaluate");
+    StringId leak = strings.intern("train.py:88 train_step");
+    StringId cache = strings.intern("kernels.py:30 autotune");
+    for (int i = 0; i < 4; ++i) heap.alloc(t += 1000, 512 * kMiB, weights);
+    for (int s = 0; s < cfg.steps; ++s) {
+        ev.push_back(step(EventKind::kStepBegin, t += 1000, static_cast<std::uint64_t>(s)));
+        std::vector<std::uint64_t> live;
+        for (int k = 0; k < 8; ++k) {
+            std::uint64_t size = (64 + 16 * static_cast<std::uint64_t>(k) + (rng() % 2) * 32) * kMiB;
+            live.push_back(heap.alloc(t += 1000, size, act));
+        }
+        if (s % 25 == 24) live.push_back(heap.alloc(t += 1000, kGiB, eval));
+        if (cfg.leak_per_step != 0) heap.alloc(t += 1000, cfg.leak_per_step, leak);
+        if (s < cfg.warmup_steps) heap.alloc(t += 1000, 100 * kMiB, cache);
+        std::shuffle(live.begin(), live.end(), rng);
+        for (std::uint64_t a : live) heap.free(t += 1000, a);
+        ev.push_back(step(EventKind::kStepEnd, t += 1000, static_cast<std::uint64_t>(s)));
+    }
+    SourceInfo info;
+    info.producer = "simulated";
+    info.simulated = true;
+    info.devices.push_back(DeviceInfo{0, "sim", 80 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return r.is_ok() ? *r : Report{};
+}
+
+TEST(MemoryScenario, PlantedLeakInNoisyTrafficIsFound) {
+    StringTable strings;
+    Report r = run({200, 4 * kMiB, 0, 11}, strings);
+    const Finding* f = r.finding("memory_leak");
+    ASSERT_NE(f, nullptr) << render_text(r);
+    double rate = -1;
+    for (const auto& fig : f->figures) {
+        if (fig.key == "rate") {
+            rate = fig.value;
+            EXPECT_EQ(fig.unit, "bytes/step");
+        }
+    }
+    EXPECT_NEAR(rate, 4.0 * kMiB, 0.25 * 4 * kMiB);
+    ASSERT_FALSE(f->sites.empty());
+    EXPECT_EQ(f->sites.front().location, "train.py:88 train_step");
+    EXPECT_GT(f->sites.front().share, 0.9);
+    EXPECT_GT(f->confidence, 0.99);
+    // The JSON report carries the finding with its stable id.
+    EXPECT_NE(render_json(r).find("\"id\": \"memory_leak\""), std::string::npos);
+}
+
+TEST(MemoryScenario, HealthySteadyStateHasNoFindings) {
+    for (unsigned seed : {1u, 2u, 3u}) {
+        StringTable strings;
+        Report r = run({200, 0, 0, seed}, strings);
+        for (const char* id : kMemoryFindings) {
+            EXPECT_EQ(r.finding(id), nullptr) << id << " (seed " << seed << ")\n" << render_text(r);
+        }
+        ASSERT_NE(r.section("memory"), nullptr);
+        EXPECT_EQ(r.section("memory")->figure("steps")->value, 200);
+    }
+}
+
+TEST(MemoryScenario, WarmupThatSettlesIsNotALeak) {
+    StringTable strings;
+    Report r = run({200, 0, 20, 5}, strings);
+    EXPECT_EQ(r.finding("memory_leak"), nullptr) << render_text(r);
+}
+
+// 40 blocks of 100 MiB fill a 4 GiB segment; every other one is freed, leaving 2 GiB free in
+// 100 MiB holes; then 500 MiB is requested with 300 MiB free on the device.
+Report fragmentation_run(bool expandable, StringTable& strings) {
+    std::vector<Event> ev;
+    const std::uint64_t base = 0x7f0000000000;
+    std::uint64_t t = 1000;
+    StringId keep = strings.intern("cache.py:14 keep_forever");
+    StringId tmp = strings.intern("step.py:9 scratch");
+    ev.push_back(mem(EventKind::kSegmentAlloc, t, base, 4 * kGiB, kNoString, 0,
+                     expandable ? kEventFlagExpandable : 0));
+    for (std::uint64_t i = 0; i < 40; ++i) {
+        ev.push_back(mem(EventKind::kBlockAlloc, t += 10, base + i * 100 * kMiB, 100 * kMiB,
+                         i % 2 == 1 ? keep : tmp));
+    }
+    for (std::uint64_t i = 0; i < 40; i += 2) {
+        ev.push_back(mem(EventKind::kBlockFree, t += 10, base + i * 100 * kMiB, 100 * kMiB));
+    }
+    Event oom;
+    oom.kind = EventKind::kOutOfMemory;
+    oom.device = 0;
+    oom.start_ns = oom.end_ns = t += 10;
+    oom.oom.requested_bytes = 500 * kMiB;
+    oom.oom.free_bytes = 300 * kMiB;
+    ev.push_back(oom);
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 4 * kGiB + 512 * kMiB, ""});
+    if (expandable) info.properties.emplace_back("expandable_segments", "true");
+    auto r = analyze_events(ev, info, strings);
+    EXPECT_TRUE(r.is_ok());
+    return r.is_ok() ? *r : Report{};
+}
+
+TEST(MemoryScenario, FragmentationFailsARequestThatTotalFreeWouldServe) {
+    StringTable strings;
+    Report r = fragmentation_run(false, strings);
+    const Finding* oom = r.finding("out_of_memory");
+    ASSERT_NE(oom, nullptr) << render_text(r);
+    EXPECT_NE(oom->title.find("fragmentation"), std::string::npos) << oom->title;
+    EXPECT_NE(oom->summary.find("2.0 GiB"), std::string::npos) << oom->summary;  // free in total
+    ASSERT_FALSE(oom->advice.empty());
+    EXPECT_NE(oom->advice.front().find("expandable_segments:True"), std::string::npos);
+    const Finding* frag = r.finding("fragmentation");
+    ASSERT_NE(frag, nullptr);
+    EXPECT_EQ(frag->severity, Severity::kCritical);
+    ASSERT_FALSE(frag->sites.empty());
+    // Both sites have live... only the kept blocks are live: they pin the holes.
+    EXPECT_EQ(frag->sites.front().location, "cache.py:14 keep_forever");
+    EXPECT_EQ(r.findings.front().severity, Severity::kCritical);
+}
+
+TEST(MemoryScenario, FragmentationWithExpandableSegmentsOnNamesWhatPins) {
+    StringTable strings;
+    Report r = fragmentation_run(true, strings);
+    const Finding* oom = r.finding("out_of_memory");
+    ASSERT_NE(oom, nullptr);
+    bool already_on = false;
+    bool names_site = false;
+    for (const auto& a : oom->advice) {
+        already_on = already_on || a.find("already on") != std::string::npos;
+        names_site = names_site || a.find("cache.py:14 keep_forever") != std::string::npos;
+        EXPECT_EQ(a.find("expandable_segments:True"), std::string::npos) << a;
+    }
+    EXPECT_TRUE(already_on);
+    EXPECT_TRUE(names_site);
+}
+
+TEST(MemoryScenario, MemoryOutsideTheFrameworkIsReported) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 2 * kGiB));
+    ev.push_back(mem(EventKind::kDeviceAlloc, 2, 0x10000000, 2 * kGiB));  // backs the segment
+    ev.push_back(mem(EventKind::kDeviceAlloc, 3, 0x900000000, 3 * kGiB));  // someone else's
+    ev.push_back(mem(EventKind::kBlockAlloc, 4, 0x10000000, 2 * kGiB));
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    const Finding* f = r->finding("memory_outside_framework");
+    ASSERT_NE(f, nullptr) << render_text(*r);
+    EXPECT_NE(f->title.find("3.0 GiB"), std::string::npos) << f->title;
+    EXPECT_EQ(f->severity, Severity::kWarning);  // 3 of 8 GiB
+    EXPECT_EQ(r->finding("near_oom"), nullptr);  // 5 of 8 GiB
+}
+
+TEST(MemoryScenario, NearOom) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 7800 * kMiB));
+    ev.push_back(mem(EventKind::kBlockAlloc, 2, 0x10000000, 7800 * kMiB));
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    const Finding* f = r->finding("near_oom");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, Severity::kWarning);  // 95 %
+    ev.push_back(mem(EventKind::kSegmentAlloc, 3, 0x900000000, 300 * kMiB));  // 98.9 %
+    r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    ASSERT_NE(r->finding("near_oom"), nullptr);
+    EXPECT_EQ(r->finding("near_oom")->severity, Severity::kCritical);
+}
+
+}  // namespace
+}  // namespace gpudiag

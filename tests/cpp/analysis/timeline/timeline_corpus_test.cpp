@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: Apache-2.0
+// The importer and the timeline analysis on the real traces of the shared corpus, checked against
+// Holistic Trace Analysis' figures (../shared/corpus/REFERENCE.md) in HTA's window.
+
+#include <gpudiag/analyze.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gpudiag {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string trace(const std::string& name) {
+    return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
+}
+
+#define REQUIRE_CORPUS(name)                                                  \
+    if (!fs::exists(trace(name))) {                                           \
+        GTEST_SKIP() << "corpus trace absent: " << trace(name);               \
+    }
+
+double figure(const Report& r, const char* section, const char* key) {
+    const Section* s = r.section(section);
+    const Figure* f = s != nullptr ? s->figure(key) : nullptr;
+    return f != nullptr ? f->value : -1.0;
+}
+
+// One analysis per (file, window) for the whole test program: parsing is the slow part.
+const Report& analysed(const std::vector<std::string>& paths, AnalysisWindow window) {
+    static std::map<std::pair<std::string, int>, Report> cache;
+    std::string key;
+    for (const auto& p : paths) key += p + ";";
+    auto it = cache.find({key, static_cast<int>(window)});
+    if (it == cache.end()) {
+        AnalysisOptions options;
+        options.window = window;
+        auto r = analyze_files(paths, options);
+        EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+        it = cache.emplace(std::make_pair(key, static_cast<int>(window)),
+                           r.is_ok() ? *r : Report{}).first;
+    }
+    return it->second;
+}
+
+struct HtaFigures {
+    friend void PrintTo(const HtaFigures& f, std::ostream* os) { *os << f.file; }
+    const char* file;
+    double idle_percent;     // get_temporal_breakdown idle_time_pctg
+    double host_wait_ratio;  // get_idle_time_breakdown host_wait ratio (single stream), < 0: n/a
+};
+
+class HtaAgreement : public ::testing::TestWithParam<HtaFigures> {};
+
+TEST_P(HtaAgreement, IdleShareAndSplitWithinOnePoint) {
+    const HtaFigures& ref = GetParam();
+    REQUIRE_CORPUS(ref.file);
+    const Report& r = analysed({trace(ref.file)}, AnalysisWindow::kHta);
+    EXPECT_NEAR(100 * figure(r, "timeline", "idle_share"), ref.idle_percent, 1.0);
+    if (ref.host_wait_ratio >= 0) {
+        EXPECT_NEAR(figure(r, "timeline", "host_wait_share"), ref.host_wait_ratio, 0.01);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, HtaAgreement,
+    ::testing::Values(
+        HtaFigures{"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz", 39.43, 0.97},
+        HtaFigures{"kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz", 24.32, 0.94},
+        HtaFigures{"param_resnet_kineto.json.gz", 67.4, 1.00},
+        HtaFigures{"hta_nccl_data.json.gz", 77.78, -1},
+        HtaFigures{"hta_sampled_rank-0.json.gz", 53.56, -1},
+        HtaFigures{"hta_sampled_rank-1.json.gz", 54.72, -1},
+        HtaFigures{"hta_ns_resolution_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz", 2.63, -1},
+        HtaFigures{"hta_negative_queue_length_rank0.json.gz", 69.44, -1},
+        HtaFigures{"hta_trace_diff_control.json.gz", 16.2, -1},
+        HtaFigures{"hta_df_index_resolver.json.gz", 46.08, -1}),
+    [](const ::testing::TestParamInfo<HtaFigures>& param_info) {
+        std::string name;
+        for (const char* c = param_info.param.file; *c != '\0' && *c != '.'; ++c) {
+            name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+        }
+        return name;
+    });
+
+TEST(CorpusFindings, SingleProcessLoadersAreInputBound) {
+    for (const char* name : {"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+                             "param_resnet_kineto.json.gz"}) {
+        REQUIRE_CORPUS(name);
+        const Report& r = analysed({trace(name)}, AnalysisWindow::kSteps);
+        const Finding* f = r.finding("input_bound");
+        ASSERT_NE(f, nullptr) << name;
+        EXPECT_GE(figure(r, "timeline", "input_wait_share"), 0.20) << name;
+        EXPECT_NE(f->summary.find("fetches"), std::string::npos);
+    }
+}
+
+TEST(CorpusFindings, FourWorkersIsNotInputBoundAndNamesItsIdleCause) {
+    const char* name = "kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz";
+    REQUIRE_CORPUS(name);
+    const Report& r = analysed({trace(name)}, AnalysisWindow::kSteps);
+    EXPECT_EQ(r.finding("input_bound"), nullptr);
+    const Finding* idle = r.finding("gpu_idle");
+    ASSERT_NE(idle, nullptr);
+    EXPECT_NE(idle->title.find("CPU work"), std::string::npos) << idle->title;
+    EXPECT_GT(figure(r, "timeline", "idle_cpu_share"), 0.5);
+}
+
+TEST(CorpusFindings, BusyGpuHasNoIdleFinding) {
+    const char* name = "hta_ns_resolution_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz";
+    REQUIRE_CORPUS(name);
+    for (auto window : {AnalysisWindow::kSteps, AnalysisWindow::kHta}) {
+        const Report& r = analysed({trace(name)}, window);
+        for (const char* id : {"gpu_idle", "input_bound", "launch_bound", "host_sync_stall"}) {
+            EXPECT_EQ(r.finding(id), nullptr) << id;
+        }
+        EXPECT_LT(figure(r, "timeline", "idle_share"), 0.05);
+    }
+}
+
+TEST(CorpusFindings, EightRankDlrmJob) {
+    std::string archive = trace("param_dlrm_kineto_8ranks.tar.gz");
+    if (!fs::exists(archive)) GTEST_SKIP() << "corpus archive absent: " << archive;
+    fs::path dir = fs::temp_directory_path() / ("gpudiag_dlrm_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    std::string cmd = "tar xzf '" + archive + "' -C '" + dir.string() + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+    }
+    ASSERT_EQ(files.size(), 8u);
+    const Report& job = analysed(files, AnalysisWindow::kHta);
+    ASSERT_EQ(job.ranks.size(), 8u);
+    // HTA's per-rank idle shares, ranks 0..7.
+    const double hta_idle[] = {49.3, 34.3, 62.1, 43.2, 53.6, 55.6, 61.8, 75.8};
+    for (std::size_t i = 0; i < 8; ++i) {
+        EXPECT_EQ(job.ranks[i].source.rank, static_cast<int>(i));
+        EXPECT_NEAR(100 * figure(job.ranks[i], "timeline", "idle_share"), hta_idle[i], 1.0) << i;
+        double overlap = 100 * figure(job.ranks[i], "timeline", "comm_overlap_share");
+        EXPECT_GE(overlap, 0.5);  // HTA: 0.6-9.5 % per rank
+        EXPECT_LE(overlap, 10.0);
+    }
+    EXPECT_GT(figure(job, "job", "communication_share"), 0.2);
+    EXPECT_GE(figure(job, "job", "comm_overlap_share"), 0.0);
+    double slowest = figure(job, "job", "slowest_rank");
+    EXPECT_GE(slowest, 0);
+    EXPECT_LE(slowest, 7);
+    // Analysing one rank of the job.
+    AnalysisOptions one;
+    one.rank = 5;
+    auto r5 = analyze_files(files, one);
+    ASSERT_TRUE(r5.is_ok());
+    EXPECT_EQ(r5->source.rank, 5);
+    EXPECT_TRUE(r5->ranks.empty());
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+}
+
+TEST(CorpusRobustness, NonCudaTracesAreAnalysedOrRefusedClearly) {
+    struct Case {
+        const char* file;
+        bool gpu;
+    } cases[] = {
+        {"hta_amd_mi250_minitoy_train_ROCm6_2_kineto.json.gz", true},
+        {"hta_mtia_inference_rank_0.json.gz", false},
+        {"hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", false},
+    };
+    for (const auto& c : cases) {
+        REQUIRE_CORPUS(c.file);
+        auto r = analyze_files({trace(c.file)});
+        ASSERT_TRUE(r.is_ok()) << c.file << ": " << r.status().to_string();
+        EXPECT_EQ(figure(*r, "timeline", "gpu_activities") > 0, c.gpu) << c.file;
+        if (!c.gpu) {
+            bool explained = false;
+            for (const auto& n : r->capture.notes) explained = explained || n.find("GPU timeline") != std::string::npos;
+            EXPECT_TRUE(explained) << c.file;
+        }
+    }
+    REQUIRE_CORPUS("hta_memory_timeline.raw.gz");
+    auto timeline = analyze_files({trace("hta_memory_timeline.raw.gz")});
+    ASSERT_FALSE(timeline.is_ok());
+    EXPECT_EQ(timeline.status().code(), StatusCode::kUnsupported);
+}
+
+TEST(CorpusRobustness, EveryTraceParses) {
+    if (!fs::exists(trace(""))) GTEST_SKIP() << "corpus absent";
+    int parsed = 0;
+    for (const auto& e : fs::directory_iterator(trace(""))) {
+        std::string name = e.path().filename().string();
+        if (name.find(".tar.") != std::string::npos || name.find("memory_timeline") != std::string::npos) continue;
+        const Report& r = analysed({e.path().string()}, AnalysisWindow::kHta);
+        EXPECT_NE(r.section("timeline"), nullptr) << name;
+        ++parsed;
+    }
+    EXPECT_GE(parsed, 20);
+}
+
+}  // namespace
+}  // namespace gpudiag
