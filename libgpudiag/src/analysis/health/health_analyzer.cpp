@@ -305,11 +305,15 @@ void HealthAnalyzer::contribute(Report& report) {
         util_sum += d.util.sum;
         util_count += d.util.count;
         samples = std::max(samples, d.reason_samples);
-        auto to_series = [&](const Series& src, const char* id, const char* title, const char* unit) {
+        // A structured binding cannot be captured before C++20 compilers caught up (clang 14
+        // refuses it), so the lambda captures a plain copy of the ordinal.
+        const auto ordinal = device;
+        auto to_series = [&, ordinal](const Series& src, const char* id, const char* title,
+                                      const char* unit) {
             if (src.points.empty()) return;
             gpudiag::Series out;
-            out.id = std::string(id) + "_gpu" + std::to_string(device);
-            out.title = device_label(device) + " " + title;
+            out.id = std::string(id) + "_gpu" + std::to_string(ordinal);
+            out.title = device_label(ordinal) + " " + title;
             out.unit = unit;
             for (const auto& [ts, v] : src.points) {
                 double secs = ts >= first_ns_ ? static_cast<double>(ts - first_ns_) / 1e9 : 0;
