@@ -9,6 +9,7 @@
 //                timestamps monotonic on the stream and inside the host's launch..sync window
 //     overhead   launch-bound loop before, during and after capture (time per launch)
 //     early      U1: a session started before CUDA is initialised; does CUDA then say it is?
+//     deep       U5: deep mode's allocation call sites: do they find their MEMORY2 records?
 //     inflight   U4: pause with a 200 ms kernel in flight; what the flush returned
 //     cupti-raw  no gpudiag: CUPTI's own activity buffers of the `all` workload, written raw to
 //                PATH for replay on CPU (U2: the first MEMORY2 records of each memory kind)
@@ -261,6 +262,9 @@ public:
             ++counts[e.kind];
             if (e.end_ns < e.start_ns) ++inverted;
             if (e.kind == gpudiag::EventKind::kKernel) kernels.push_back(e);
+            if (e.kind == gpudiag::EventKind::kDeviceAlloc && e.memory.site != gpudiag::kNoString) {
+                ++sited_allocs;
+            }
         }
     }
     void end(const gpudiag::SourceSummary& s) override { summary = s; }
@@ -272,6 +276,7 @@ public:
     std::map<gpudiag::EventKind, std::uint64_t> counts;
     std::vector<gpudiag::Event> kernels;
     std::uint64_t inverted = 0;
+    std::uint64_t sited_allocs = 0;
     gpudiag::SourceSummary summary;
 };
 
@@ -501,6 +506,30 @@ int early_mode(const std::string& record) {
     return 0;
 }
 
+// ---- U5: in deep mode, do the allocation call sites find their MEMORY2 records? ---------------
+int deep_mode(const std::string& record) {
+    gpudiag::SessionOptions o;
+    o.record_path = record;
+    o.deep = true;
+    o.nvml_hz = 0;
+    auto created = gpudiag::Session::create(o);
+    if (!created || !(*created)->start()) return 3;
+    auto& s = **created;
+    Issued issued;
+    memory_workload(issued);
+    bool deep = s.status().level == gpudiag::CaptureLevel::kCuptiDeep;
+    stop_and_report("deep", s);
+    Collected c;
+    gpudiag::StringTable strings;
+    if (!read_back(record, c, strings)) return 1;
+    std::printf("U5 deep mode %s; device allocations with a call site: %llu of %llu\n",
+                deep ? "on" : "refused (subscriber taken?)", (unsigned long long)c.sited_allocs,
+                (unsigned long long)c.count(gpudiag::EventKind::kDeviceAlloc));
+    expect(c.count(gpudiag::EventKind::kDeviceAlloc) >= std::uint64_t(issued.device_allocs),
+           "device allocations", double(c.count(gpudiag::EventKind::kDeviceAlloc)), issued.device_allocs);
+    return 0;
+}
+
 // ---- U4: pause (a forced flush) with a long kernel still running -------------------------------
 int inflight_mode(const std::string& record) {
     const int n = 1 << 22;
@@ -670,7 +699,7 @@ int main(int argc, char** argv) {
     }
     bool known = is_workload(mode);
 #ifndef GPUDIAG_PLAIN
-    for (const char* m : {"timing", "overhead", "early", "inflight", "cupti-raw"}) known |= mode == m;
+    for (const char* m : {"timing", "overhead", "early", "deep", "inflight", "cupti-raw"}) known |= mode == m;
 #endif
     if (!known) {
         std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
@@ -694,6 +723,7 @@ int main(int argc, char** argv) {
     if (mode == "timing") rc = timing_mode(record);
     else if (mode == "overhead") rc = overhead_mode(record);
     else if (mode == "inflight") rc = inflight_mode(record);
+    else if (mode == "deep") rc = deep_mode(record);
     else if (mode == "cupti-raw") rc = cupti_raw_mode(record);
     else rc = workload_mode(mode, record);
     std::printf("%s: %d evidence failures\n", mode.c_str(), g_failures);

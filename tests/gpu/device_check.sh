@@ -57,7 +57,7 @@ if [ "$MODE" = preflight-outer ]; then
   fi
   PY_DIR=$(preflight_python_dir)
   export PATH="$PY_DIR:$PATH"
-  if unshare --net --mount --fork true 2>/dev/null; then
+  if [ -z "${GPUDIAG_PREFLIGHT_NO_NAMESPACES:-}" ] && unshare --net --mount --fork true 2>/dev/null; then
     exec unshare --net --mount --fork -- env GPUDIAG_PREFLIGHT_SANDBOX=namespaces \
       bash "$ROOT/tests/gpu/device_check.sh" --preflight-inner
   fi
@@ -223,7 +223,7 @@ if [ "$MODE" = preflight ]; then
     say "sandbox: network namespace: links $(ip -o link 2>/dev/null | awk -F': ' '{printf "%s ", $2}')routes $(ip route 2>/dev/null | wc -l)"
     say "hidden system copies: $(hide_system_copies)"
   else
-    say "sandbox: none available (no unshare); package clients pointed at nothing, CMake accepts bundled libraries only"
+    say "sandbox: no namespaces (unshare unavailable, or GPUDIAG_PREFLIGHT_NO_NAMESPACES set); package clients pointed at nothing, CMake accepts bundled libraries only"
   fi
 fi
 
@@ -431,6 +431,7 @@ if [ -x "$W" ]; then
   gpu_stage overhead_launch_loop 90 "$W" overhead --record "$REC/overhead.gpudiag"
   gpu_stage u1_session_before_cuda_init 60 "$W" early --record "$REC/early.gpudiag"
   gpu_stage u4_pause_with_kernel_in_flight 60 "$W" inflight --record "$REC/inflight.gpudiag"
+  gpu_stage u5_deep_mode_call_sites 60 "$W" deep --record "$REC/deep.gpudiag"
   CUPTI_LIB=$(grep -m1 -o "^STATUS timing .*cupti=[0-9]* ([^)]*)" "$LOG" | sed 's/.*(\(.*\))/\1/')
   gpu_stage cupti_raw_buffers 60 env GPUDIAG_CUPTI_PATH="$CUPTI_LIB" "$W" cupti-raw --record "$REC/cupti_raw_all.bin"
   grep -E "^(STATUS|SUMMARY|FINDINGS|OVERHEAD|HOSTCLOCK|EVIDENCE FAIL|U[0-9]|CUPTIRAW|RECORDING)" "$LOG" |

@@ -43,8 +43,8 @@ ROUNDS = int(os.environ.get("GPUDIAG_TORCH_ROUNDS", "5"))
 PARTS = os.environ.get("GPUDIAG_TORCH_PARTS", "timing,coexist,u6,overhead,examples").split(",")
 EXAMPLE_LIMIT_S = 20.0
 TOLERANCE = 0.05  # kernel durations against cudaEvent timings
-TOY_STEPS = int(os.environ.get("GPUDIAG_TOY_STEPS", "300"))
-REAL_STEPS = int(os.environ.get("GPUDIAG_REAL_STEPS", "40"))
+TOY_STEPS = int(os.environ.get("GPUDIAG_TOY_STEPS", "200"))
+REAL_STEPS = int(os.environ.get("GPUDIAG_REAL_STEPS", "30"))
 STARTED = time.monotonic()
 
 
@@ -69,8 +69,9 @@ def toy_model(torch: Any) -> Any:
 
 def real_model(torch: Any) -> Any:
     """A realistic step (about 20-50 ms on an H200): a 12-layer transformer encoder in bf16."""
-    layer = torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096,
-                                             batch_first=True, norm_first=True)
+    layer = torch.nn.TransformerEncoderLayer(
+        d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True, norm_first=True
+    )
     model = torch.nn.TransformerEncoder(layer, num_layers=12, enable_nested_tensor=False).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     x = torch.randn(16, 512, 1024, device="cuda")
@@ -97,9 +98,15 @@ def timed_steps(torch: Any, step: Any, steps: int) -> list[float]:
 
 
 def cuda_kernels_seen(prof: Any) -> int:
+    """GPU events torch.profiler collected (Kineto's raw list: building prof.events() for tens of
+    thousands of kernels would cost seconds of device time)."""
     from torch.autograd import DeviceType
 
-    return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
+    try:
+        raw = prof.profiler.kineto_results.events()
+        return sum(1 for e in raw if e.device_type() == DeviceType.CUDA)
+    except AttributeError:  # another torch version's internals: the public, slower way
+        return sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
 
 
 def capture_evidence(session: Any) -> dict[str, Any]:
@@ -108,8 +115,13 @@ def capture_evidence(session: Any) -> dict[str, Any]:
 
     st = session.status()
     level = str(gpudiag._core.capture_level_name(st.level))
-    return {"level": level, "events": int(st.events), "dropped": int(st.dropped),
-            "paused": bool(st.paused), "reasons": list(st.reasons)}
+    return {
+        "level": level,
+        "events": int(st.events),
+        "dropped": int(st.dropped),
+        "paused": bool(st.paused),
+        "reasons": list(st.reasons),
+    }
 
 
 def capturing(evidence: dict[str, Any]) -> bool:
@@ -121,8 +133,10 @@ def worker_step(mode: str) -> dict[str, Any]:
     import torch
 
     result: dict[str, Any] = {"mode": mode}
-    for name, build, steps, warmup in (("toy", toy_model, TOY_STEPS, 20),
-                                       ("real", real_model, REAL_STEPS, 5)):
+    for name, build, steps, warmup in (
+        ("toy", toy_model, TOY_STEPS, 20),
+        ("real", real_model, REAL_STEPS, 5),
+    ):
         step = build(torch)
         timed_steps(torch, step, warmup)
         if mode == "none":
@@ -171,16 +185,26 @@ def spin_vs_events(torch: Any, recording: Path) -> dict[str, Any]:
         torch.cuda.synchronize()
         evidence = capture_evidence(s)
     event_ms = [a.elapsed_time(b) for a, b in pairs]
-    spins = sorted((k for k in chrome_kernels(recording) if "spin" in k["name"]),
-                   key=lambda k: k["ts"])
+    spins = sorted(
+        (k for k in chrome_kernels(recording) if "spin" in k["name"]), key=lambda k: k["ts"]
+    )
     got_ms = [k["dur"] / 1e3 for k in spins]
     rel = [abs(g - e) / e for g, e in zip(got_ms, event_ms)]
-    ordered = all(spins[i]["ts"] >= spins[i - 1]["ts"] + spins[i - 1]["dur"] - 1.0
-                  for i in range(1, len(spins)))
+    ordered = all(
+        spins[i]["ts"] >= spins[i - 1]["ts"] + spins[i - 1]["dur"] - 1.0
+        for i in range(1, len(spins))
+    )
     ok = len(spins) == len(cycles) and max(rel, default=1.0) <= TOLERANCE and ordered
-    return {"ok": ok, "capture": evidence, "event_ms": event_ms, "gpudiag_ms": got_ms,
-            "worst_relative_difference": max(rel, default=None), "kernels": len(spins),
-            "launched": len(cycles), "monotonic": ordered}
+    return {
+        "ok": ok,
+        "capture": evidence,
+        "event_ms": event_ms,
+        "gpudiag_ms": got_ms,
+        "worst_relative_difference": max(rel, default=None),
+        "kernels": len(spins),
+        "launched": len(cycles),
+        "monotonic": ordered,
+    }
 
 
 def cuda_graph_step(torch: Any, recording: Path) -> dict[str, Any]:
@@ -219,9 +243,15 @@ def cuda_graph_step(torch: Any, recording: Path) -> dict[str, Any]:
         traced = replay_ms()
         evidence = capture_evidence(s)
     kernels = len(chrome_kernels(recording))
-    return {"ok": capturing(evidence) and kernels >= replays, "capture": evidence,
-            "replays": replays, "kernels_recorded": kernels, "replay_ms_plain": plain,
-            "replay_ms_gpudiag": traced, "ratio": traced / plain}
+    return {
+        "ok": capturing(evidence) and kernels >= replays,
+        "capture": evidence,
+        "replays": replays,
+        "kernels_recorded": kernels,
+        "replay_ms_plain": plain,
+        "replay_ms_gpudiag": traced,
+        "ratio": traced / plain,
+    }
 
 
 def worker_timing() -> dict[str, Any]:
@@ -235,14 +265,20 @@ def worker_timing() -> dict[str, Any]:
         torch.cuda._sleep(1_000_000)
         torch.cuda.synchronize()
     after = spin_vs_events(torch, RECORDED / "torch_timing_after_profiler.gpudiag")
-    return {"fresh": fresh, "after_profiler": after, "profiler_kernels": cuda_kernels_seen(prof),
-            "cuda_graph": graph, "ok": fresh["ok"] and after["ok"] and graph["ok"]}
+    return {
+        "fresh": fresh,
+        "after_profiler": after,
+        "profiler_kernels": cuda_kernels_seen(prof),
+        "cuda_graph": graph,
+        "ok": fresh["ok"] and after["ok"] and graph["ok"],
+    }
 
 
 def worker_coexist() -> dict[str, Any]:
-    import gpudiag
     import torch
     from torch.profiler import ProfilerActivity, profile
+
+    import gpudiag
 
     step = toy_model(torch)
 
@@ -268,11 +304,22 @@ def worker_coexist() -> dict[str, Any]:
         resumed = capture_evidence(s)
     after = profiled()
     spins = sum(1 for k in chrome_kernels(recording) if "spin" in k["name"])
-    ok = (before > 0 and during > 0 and after > 0 and capturing(started) and spins >= 5
-          and not resumed["paused"])
-    return {"ok": ok, "profiler_kernels": {"before": before, "during": during, "after": after},
-            "gpudiag_kernels_after_resume": spins, "capture_at_start": started,
-            "capture_while_profiling": during_session, "capture_after_profiler": resumed}
+    ok = (
+        before > 0
+        and during > 0
+        and after > 0
+        and capturing(started)
+        and spins >= 5
+        and not resumed["paused"]
+    )
+    return {
+        "ok": ok,
+        "profiler_kernels": {"before": before, "during": during, "after": after},
+        "gpudiag_kernels_after_resume": spins,
+        "capture_at_start": started,
+        "capture_while_profiling": during_session,
+        "capture_after_profiler": resumed,
+    }
 
 
 def cupti_mappings() -> list[str]:
@@ -293,8 +340,12 @@ def worker_u6() -> dict[str, Any]:
     evidence = capture_evidence(s)
     mapped = cupti_mappings()
     s.stop()
-    return {"ok": len(mapped) >= 1, "libcupti_mapped": mapped, "copies": len(mapped),
-            "capture": evidence}
+    return {
+        "ok": len(mapped) >= 1,
+        "libcupti_mapped": mapped,
+        "copies": len(mapped),
+        "capture": evidence,
+    }
 
 
 WORKERS = {"timing": worker_timing, "coexist": worker_coexist, "u6": worker_u6}
@@ -323,7 +374,7 @@ def save() -> None:
 def run_worker(args: list[str], timeout: float) -> dict[str, Any] | None:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", *args]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         print(f"CHECK worker {args} timed out after {timeout:.0f} s")
         return None
@@ -346,30 +397,38 @@ def part_timing() -> bool:
     RESULTS["timing"] = r
     for key in ("fresh", "after_profiler"):
         t = r.get(key, {})
-        print(f"TIMING {key}: {t.get('kernels')}/{t.get('launched')} spin kernels, worst "
-              f"difference to torch.cuda.Event {t.get('worst_relative_difference')}, "
-              f"monotonic {t.get('monotonic')}")
+        print(
+            f"TIMING {key}: {t.get('kernels')}/{t.get('launched')} spin kernels, worst "
+            f"difference to torch.cuda.Event {t.get('worst_relative_difference')}, "
+            f"monotonic {t.get('monotonic')}"
+        )
     g = r.get("cuda_graph", {})
-    print(f"GRAPH replay {g.get('replay_ms_plain')} ms plain, {g.get('replay_ms_gpudiag')} ms "
-          f"under gpudiag (ratio {g.get('ratio')}), {g.get('kernels_recorded')} kernels recorded")
+    print(
+        f"GRAPH replay {g.get('replay_ms_plain')} ms plain, {g.get('replay_ms_gpudiag')} ms "
+        f"under gpudiag (ratio {g.get('ratio')}), {g.get('kernels_recorded')} kernels recorded"
+    )
     return bool(r.get("ok"))
 
 
 def part_coexist() -> bool:
     r = run_worker(["coexist"], 90) or {"ok": False}
     RESULTS["coexistence"] = r
-    print(f"PROFILER kernels seen by torch.profiler {r.get('profiler_kernels')}; gpudiag kernels "
-          f"after the profiler ended {r.get('gpudiag_kernels_after_resume')}; paused while "
-          f"profiling {r.get('capture_while_profiling', {}).get('paused')}, after "
-          f"{r.get('capture_after_profiler', {}).get('paused')}")
+    print(
+        f"PROFILER kernels seen by torch.profiler {r.get('profiler_kernels')}; gpudiag kernels "
+        f"after the profiler ended {r.get('gpudiag_kernels_after_resume')}; paused while "
+        f"profiling {r.get('capture_while_profiling', {}).get('paused')}, after "
+        f"{r.get('capture_after_profiler', {}).get('paused')}"
+    )
     return bool(r.get("ok"))
 
 
 def part_u6() -> bool:
     r = run_worker(["u6"], 60) or {"ok": False}
     RESULTS["u6_cupti_copies"] = r
-    print(f"U6 session before import torch: {r.get('copies')} libcupti mapped "
-          f"{r.get('libcupti_mapped')} (capture {r.get('capture', {}).get('level')})")
+    print(
+        f"U6 session before import torch: {r.get('copies')} libcupti mapped "
+        f"{r.get('libcupti_mapped')} (capture {r.get('capture', {}).get('level')})"
+    )
     return bool(r.get("ok"))
 
 
@@ -381,24 +440,39 @@ def summarize_overhead(rounds: list[dict[str, Any]]) -> tuple[dict[str, Any], bo
         for mode in ("none", "gpudiag", "profiler"):
             medians = [statistics.median(r[mode][model]["ms"]) for r in rounds]
             pooled = [ms for r in rounds for ms in r[mode][model]["ms"]]
-            per_mode[mode] = {"median_ms": statistics.median(pooled),
-                              "p90_ms": quantile(pooled, 0.9), "process_medians_ms": medians}
+            per_mode[mode] = {
+                "median_ms": statistics.median(pooled),
+                "p90_ms": quantile(pooled, 0.9),
+                "process_medians_ms": medians,
+            }
         ratios = {}
         for mode in ("gpudiag", "profiler"):
-            rs = [statistics.median(r[mode][model]["ms"]) / statistics.median(r["none"][model]["ms"])
-                  for r in rounds]
-            ratios[mode] = {"median": statistics.median(rs), "min": min(rs), "max": max(rs),
-                            "per_round": rs}
+            rs = [
+                statistics.median(r[mode][model]["ms"]) / statistics.median(r["none"][model]["ms"])
+                for r in rounds
+            ]
+            ratios[mode] = {
+                "median": statistics.median(rs),
+                "min": min(rs),
+                "max": max(rs),
+                "per_round": rs,
+            }
         on = all(capturing(r["gpudiag"][model]["capture"]) for r in rounds)
         seen = all(r["profiler"][model]["profiler_kernels"] > 0 for r in rounds)
         ok = ok and on and seen
-        out[model] = {"steps": per_mode, "ratio_vs_none": ratios, "gpudiag_capturing": on,
-                      "profiler_saw_kernels": seen}
-        print(f"OVERHEAD {model}: step median none {per_mode['none']['median_ms']:.3f} ms "
-              f"(p90 {per_mode['none']['p90_ms']:.3f}); gpudiag x{ratios['gpudiag']['median']:.3f} "
-              f"[{ratios['gpudiag']['min']:.3f}..{ratios['gpudiag']['max']:.3f}]; torch.profiler "
-              f"x{ratios['profiler']['median']:.3f} [{ratios['profiler']['min']:.3f}.."
-              f"{ratios['profiler']['max']:.3f}] over {len(rounds)} rounds; capture on {on}")
+        out[model] = {
+            "steps": per_mode,
+            "ratio_vs_none": ratios,
+            "gpudiag_capturing": on,
+            "profiler_saw_kernels": seen,
+        }
+        print(
+            f"OVERHEAD {model}: step median none {per_mode['none']['median_ms']:.3f} ms "
+            f"(p90 {per_mode['none']['p90_ms']:.3f}); gpudiag x{ratios['gpudiag']['median']:.3f} "
+            f"[{ratios['gpudiag']['min']:.3f}..{ratios['gpudiag']['max']:.3f}]; torch.profiler "
+            f"x{ratios['profiler']['median']:.3f} [{ratios['profiler']['min']:.3f}.."
+            f"{ratios['profiler']['max']:.3f}] over {len(rounds)} rounds; capture on {on}"
+        )
     real = out["real"]["steps"]["none"]["median_ms"]
     if not 20.0 <= real <= 50.0:
         print(f"OVERHEAD note: the realistic step took {real:.1f} ms, outside 20-50 ms")
@@ -412,7 +486,7 @@ def part_overhead() -> bool:
         if left_s() < 60:
             print(f"CHECK overhead: time budget spent after {i} rounds")
             break
-        order = modes[i % 3:] + modes[: i % 3]  # rotate so no tool always runs first
+        order = modes[i % 3 :] + modes[: i % 3]  # rotate so no tool always runs first
         got = {mode: run_worker(["step", mode], 120) for mode in order}
         if any(v is None for v in got.values()):
             RESULTS["overhead"] = {"error": f"a worker of round {i} failed"}
@@ -422,8 +496,12 @@ def part_overhead() -> bool:
         RESULTS["overhead"] = {"error": f"only {len(rounds)} of {ROUNDS} rounds"}
         return False
     summary, ok = summarize_overhead(rounds)
-    RESULTS["overhead"] = {"rounds": ROUNDS, "toy_steps": TOY_STEPS, "real_steps": REAL_STEPS,
-                           **summary}
+    RESULTS["overhead"] = {
+        "rounds": ROUNDS,
+        "toy_steps": TOY_STEPS,
+        "real_steps": REAL_STEPS,
+        **summary,
+    }
     return ok
 
 
@@ -452,8 +530,13 @@ def run_example(script: Path, expectations: dict[str, Any]) -> dict[str, Any]:
     recording = folder / f"{name}.gpudiag"
     t0 = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, str(script), "--record", str(recording)],
-                              capture_output=True, text=True, timeout=EXAMPLE_LIMIT_S)
+        proc = subprocess.run(
+            [sys.executable, str(script), "--record", str(recording)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=EXAMPLE_LIMIT_S,
+        )
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as e:
         rc, output = -1, f"timed out after {EXAMPLE_LIMIT_S} s\n{e.stdout or ''}"
@@ -465,13 +548,22 @@ def run_example(script: Path, expectations: dict[str, Any]) -> dict[str, Any]:
     try:
         replay = sorted({f.id for f in gpudiag.analyze(str(recording)).findings})
         readable = True
-    except Exception as e:  # an unreadable recording is evidence too: report it
+    except (gpudiag.GpudiagError, OSError) as e:  # an unreadable recording is evidence too
         replay, readable = [f"unreadable: {e!r}"], False
     ok = rc == 0 and judged == "ok" and readable
-    print(f"EXAMPLE {name:<20} rc={rc:<3} {secs:5.1f}s {judged:<14} live {verdict.get('findings')}"
-          f" replay {replay}")
-    return {"ok": ok, "rc": rc, "seconds": round(secs, 1), "verdict": verdict, "judged": judged,
-            "replay_findings": replay, "recording": recording.name}
+    print(
+        f"EXAMPLE {name:<20} rc={rc:<3} {secs:5.1f}s {judged:<14} live {verdict.get('findings')}"
+        f" replay {replay}"
+    )
+    return {
+        "ok": ok,
+        "rc": rc,
+        "seconds": round(secs, 1),
+        "verdict": verdict,
+        "judged": judged,
+        "replay_findings": replay,
+        "recording": recording.name,
+    }
 
 
 def part_examples() -> bool:
@@ -492,14 +584,21 @@ def examples_declared() -> bool:
     names = {p.stem for p in example_scripts()}
     declared = {k for k in expectations if not k.startswith("_")}
     if names != declared:
-        print(f"CHECK examples and tests/scenarios/expectations.json differ: "
-              f"{sorted(names ^ declared)}")
+        print(
+            f"CHECK examples and tests/scenarios/expectations.json differ: "
+            f"{sorted(names ^ declared)}"
+        )
         return False
     return True
 
 
-PART_FUNCTIONS = {"timing": part_timing, "coexist": part_coexist, "u6": part_u6,
-                  "overhead": part_overhead, "examples": part_examples}
+PART_FUNCTIONS = {
+    "timing": part_timing,
+    "coexist": part_coexist,
+    "u6": part_u6,
+    "overhead": part_overhead,
+    "examples": part_examples,
+}
 # Device seconds a part needs at least; a part is skipped (and fails the check) below that.
 PART_MINIMUM_S = {"timing": 40, "coexist": 30, "u6": 20, "overhead": 90, "examples": 30}
 
@@ -521,9 +620,16 @@ def main() -> int:
         return 77
     OUT.mkdir(parents=True, exist_ok=True)
     RECORDED.mkdir(parents=True, exist_ok=True)
-    RESULTS.update({"torch": torch.__version__, "cuda": torch.version.cuda,
-                    "device": torch.cuda.get_device_name(0), "gpudiag": gpudiag.__version__,
-                    "budget_s": BUDGET_S, "parts": {}})
+    RESULTS.update(
+        {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0),
+            "gpudiag": gpudiag.__version__,
+            "budget_s": BUDGET_S,
+            "parts": {},
+        }
+    )
     ok = True
     for part in PARTS:
         if left_s() < PART_MINIMUM_S[part]:
