@@ -125,6 +125,9 @@ else
   BUDGET=${GPUDIAG_CHECK_BUDGET_S:-480}; LIMIT_SCALE=${GPUDIAG_LIMIT_SCALE:-1}
 fi
 PASSED=0; FAILED=0; NEEDS_GPU=0; SKIPPED=0
+# GPUDIAG_CHECK_STAGES=<regex>: run only the stages it names (a rerun on a warm machine), besides
+# these, which every later stage needs (and which cost little when the build is still there).
+ESSENTIAL="deps_from_bundle|configure|build|needed_entries|nvcc_workloads|python_module"
 
 say() { echo "$*" | tee -a "$SUMMARY"; }
 log() { echo "$*" >> "$LOG"; }
@@ -136,6 +139,9 @@ elapsed() { echo $(( $(date +%s) - START )); }
 # ends what it started (compilers, ctest's tests) and nothing else.
 run_limited() {
   local name=$1 limit=$2; shift 2
+  if [ -n "${GPUDIAG_CHECK_STAGES:-}" ] && ! [[ $name =~ ^($GPUDIAG_CHECK_STAGES|$ESSENTIAL)$ ]]; then
+    return 126
+  fi
   local left=$(( BUDGET - $(elapsed) ))
   limit=$(( limit * LIMIT_SCALE ))
   if [ "$left" -le 10 ]; then return 125; fi
@@ -164,7 +170,8 @@ stage() {
   t0=$(date +%s)
   run_limited "$@"; rc=$?
   local secs=$(( $(date +%s) - t0 ))
-  if [ $rc -eq 125 ]; then say "SKIP       $name (time budget spent at $(elapsed)s)"; SKIPPED=$((SKIPPED+1))
+  if [ $rc -eq 126 ]; then return 0  # not selected (GPUDIAG_CHECK_STAGES)
+  elif [ $rc -eq 125 ]; then say "SKIP       $name (time budget spent at $(elapsed)s)"; SKIPPED=$((SKIPPED+1))
   elif [ $rc -eq 0 ]; then say "PASS       $name (${secs}s)"; PASSED=$((PASSED+1))
   else say "FAIL       $name rc=$rc (${secs}s)"; FAILED=$((FAILED+1)); fi
   return $rc
@@ -184,7 +191,8 @@ gpu_stage() {
   t0=$(date +%s)
   run_limited "$@"; rc=$?
   local secs=$(( $(date +%s) - t0 ))
-  if [ $rc -eq 125 ]; then say "SKIP       $name (time budget spent at $(elapsed)s)"; SKIPPED=$((SKIPPED+1))
+  if [ $rc -eq 126 ]; then return 0  # not selected (GPUDIAG_CHECK_STAGES)
+  elif [ $rc -eq 125 ]; then say "SKIP       $name (time budget spent at $(elapsed)s)"; SKIPPED=$((SKIPPED+1))
   elif [ "$MODE" = preflight ] && [ $rc -eq 77 ]; then
     say "NEEDS-GPU  $name (built and started$(stage_note); no device: exit 77)"; NEEDS_GPU=$((NEEDS_GPU+1))
   elif [ "$MODE" = preflight ] && [ $rc -eq 0 ]; then
