@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs what gpudiag needs, builds it, and runs every test: C++ (GoogleTest via ctest), the
 # ASan+UBSan build of the C++ tests, the TSan run of the concurrency tests, the find_package
-# consumer and the C++ example built against the installed package, the Python suite (pytest),
-# and the lint. Any failure fails the script. This is the README's test command and .ci/run's body.
+# consumer and the C++ example built against the installed package, the GPU device check's
+# preflight (tests/gpu/README.md), the Python suite (pytest), and the lint. Any failure fails the
+# script. This is the README's test command and .ci/run's body.
 #
 #   tools/check.sh            everything
 #   tools/check.sh --quick    dev build, ctest and pytest only (for iterating)
@@ -55,6 +56,12 @@ if [ $QUICK -eq 0 ]; then
   cmake --preset tsan >/dev/null
   cmake --build --preset tsan -j "$JOBS"
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan -j "$JOBS"
+
+  # The GPU machine's check, rehearsed here: no network, the bundled dependencies only, every
+  # GPU stage reported as needing a GPU (tests/gpu/README.md). Its builds reuse ccache.
+  step "device check preflight (tests/gpu/device_check.sh --preflight)"
+  tools/prepare_device_bundle.sh
+  GPUDIAG_JOBS=$JOBS tests/gpu/device_check.sh --preflight | sed 's/^/  /'
 fi
 
 # --- Python --------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 """Replays each example's committed GPU recording and checks gpudiag's verdict.
 
 A scenario whose recording has not been made on a GPU yet is skipped and says so: it is never
-replaced by a synthetic trace presented as real. On a GPU machine, tests/gpu/run_examples.sh runs
+replaced by a synthetic trace presented as real. On a GPU machine, tests/gpu/torch_check.py runs
 the examples live and records them (see tests/gpu/device_check.sh).
 """
 
