@@ -4,7 +4,6 @@
 #include "capture/activity_buffer_pool.hpp"
 
 #include <cstdlib>
-#include <cstring>
 
 namespace gpudiag::detail {
 
@@ -36,11 +35,8 @@ std::uint8_t* ActivityBufferPool::acquire() noexcept {
     return nullptr;
 }
 
-bool ActivityBufferPool::release(std::uint8_t* buffer, std::size_t used) noexcept {
+bool ActivityBufferPool::release(std::uint8_t* buffer) noexcept {
     if (buffer == nullptr) return false;
-    if (!owns(buffer)) return false;
-    // Zero outside the lock: the buffer is ours alone until it is marked free.
-    std::memset(buffer, 0, used < buffer_bytes_ ? used : buffer_bytes_);
     std::lock_guard<std::mutex> lock(mutex_);
     for (Slot& s : slots_) {
         if (s.data == buffer) {
@@ -106,6 +102,13 @@ std::size_t ActivityBufferPool::outstanding() const noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     std::size_t n = 0;
     for (const Slot& s : slots_) n += s.free ? 0 : 1;
+    return n;
+}
+
+std::size_t ActivityBufferPool::free_count() const noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t n = 0;
+    for (const Slot& s : slots_) n += s.free ? 1 : 0;
     return n;
 }
 

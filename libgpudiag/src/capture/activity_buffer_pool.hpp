@@ -2,10 +2,11 @@
 // ActivityBufferPool: the memory CUPTI writes activity records into.
 //
 // CUPTI asks for a buffer on the application thread that produced the first record
-// (bufferRequested), so acquire() never allocates: it pops a pre-allocated, zeroed buffer, or
-// returns null, which makes CUPTI drop (and count) the records. Growth up to the cap happens
-// only in top_up(), on gpudiag's control thread. Buffers are recycled, zeroed up to the bytes
-// CUPTI used, so CUPTI can be told not to zero them itself (ZEROED_OUT_ACTIVITY_BUFFER).
+// (bufferRequested), so acquire() never allocates: it pops a pre-allocated buffer, or returns
+// null, which makes CUPTI drop (and count) the records. Growth up to the cap happens only in
+// top_up(), on gpudiag's control thread. Buffers are recycled as they are: CUPTI zeroes a buffer
+// before filling it, since gpudiag never sets ZEROED_OUT_ACTIVITY_BUFFER (that attribute is
+// process-wide and would also skip the zeroing of other clients' buffers).
 #pragma once
 
 #include <cstddef>
@@ -26,9 +27,9 @@ public:
     /// A free buffer, or null when none is free (counted in declined()).
     /// Thread-safety: safe. Callback-safe: yes (short lock, no allocation).
     std::uint8_t* acquire() noexcept;
-    /// Returns a buffer from acquire(), zeroing its first `used` bytes. Buffers this pool did
-    /// not hand out are ignored (returns false). Thread-safety: safe.
-    bool release(std::uint8_t* buffer, std::size_t used) noexcept;
+    /// Returns a buffer from acquire(). Buffers this pool did not hand out are ignored (returns
+    /// false). Thread-safety: safe.
+    bool release(std::uint8_t* buffer) noexcept;
     /// Allocates until `low_water` buffers are free or the cap is reached (control thread).
     void top_up(std::size_t low_water) noexcept;
     /// Frees every buffer that is free now, keeping those CUPTI still holds.
@@ -38,6 +39,7 @@ public:
     [[nodiscard]] bool owns(const std::uint8_t* buffer) const noexcept;
     [[nodiscard]] std::size_t allocated() const noexcept;
     [[nodiscard]] std::size_t outstanding() const noexcept;  ///< handed to CUPTI, not back yet
+    [[nodiscard]] std::size_t free_count() const noexcept;
     [[nodiscard]] std::uint64_t declined() const noexcept;
 
 private:

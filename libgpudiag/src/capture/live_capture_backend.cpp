@@ -20,11 +20,16 @@
 namespace gpudiag::detail {
 namespace {
 
-// Counts what every source hands over, so status() has one figure for events and drops.
+// Counts what every source hands over, so status() has one figure for events and drops, and
+// passes NVML's word that kernels ran to the CUPTI source's starvation watch.
 class CountingQueue final : public EventQueue {
 public:
     void set_target(EventQueue* target) noexcept { target_.store(target); }
     bool try_push(const Event& event) noexcept override {
+        if (event.kind == EventKind::kCounter &&
+            event.counter.counter == CounterKind::kGpuUtilizationPercent && event.counter.value > 0) {
+            CuptiActivitySource::instance().note_gpu_busy();
+        }
         EventQueue* t = target_.load(std::memory_order_acquire);
         if (t != nullptr && t->try_push(event)) {
             pushed_.fetch_add(1, std::memory_order_relaxed);
