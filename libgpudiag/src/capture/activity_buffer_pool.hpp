@@ -31,7 +31,12 @@ public:
     /// false). Thread-safety: safe.
     bool release(std::uint8_t* buffer) noexcept;
     /// Allocates until `low_water` buffers are free or the cap is reached (control thread).
+    /// Lost buffers do not count toward the cap, but the pool never holds more than twice it.
     void top_up(std::size_t low_water) noexcept;
+    /// After a forced flush every buffer CUPTI held for gpudiag should be back; those still out
+    /// went to another client's callbacks (which registered over gpudiag's) and will not come
+    /// back: they stop counting as outstanding. Returns how many.
+    std::size_t mark_outstanding_lost() noexcept;
     /// Frees every buffer that is free now, keeping those CUPTI still holds.
     void trim() noexcept;
 
@@ -40,18 +45,21 @@ public:
     [[nodiscard]] std::size_t allocated() const noexcept;
     [[nodiscard]] std::size_t outstanding() const noexcept;  ///< handed to CUPTI, not back yet
     [[nodiscard]] std::size_t free_count() const noexcept;
+    [[nodiscard]] std::size_t lost() const noexcept;  ///< handed to another client by CUPTI
     [[nodiscard]] std::uint64_t declined() const noexcept;
 
 private:
+    enum class SlotState : std::uint8_t { kFree, kOut, kLost };
     struct Slot {
         std::uint8_t* data;
-        bool free;
+        SlotState state;
     };
+    [[nodiscard]] std::size_t count(SlotState state) const noexcept;  // mutex_ held
     const std::size_t buffer_bytes_;
     const std::size_t initial_;
     const std::size_t cap_;
     mutable std::mutex mutex_;
-    std::vector<Slot> slots_;  // reserved to `cap_` up front: never reallocates under acquire()
+    std::vector<Slot> slots_;  // reserved to twice `cap_` up front: never reallocates in acquire()
     std::uint64_t declined_ = 0;
 };
 

@@ -231,6 +231,7 @@ struct CuptiActivitySource::Impl {
     std::string flush_failure;    // under status_mutex; non-empty once FlushAll keeps failing
     std::atomic<std::uint64_t> cupti_dropped{0};
     std::atomic<std::uint64_t> foreign_buffers{0};
+    std::atomic<std::uint64_t> lost_buffers{0};  // gpudiag's, handed to another client by CUPTI
     std::atomic<std::uint64_t> callback_failures{0};
     std::atomic<bool> stalled{false};
     std::atomic<bool> fatal{false};
@@ -652,6 +653,8 @@ void CuptiActivitySource::Impl::control_loop() noexcept {
         if (now >= next_housekeeping) {
             housekeeping();
             next_housekeeping = now + std::chrono::seconds(1);
+        } else if (requested != drain_done) {
+            update_snapshot();  // someone waits on this drain (flush, pause): show what it brought
         }
         {
             std::lock_guard<std::mutex> lock(completed_mutex);
@@ -815,6 +818,9 @@ void CuptiActivitySource::Impl::settle_and_flush() noexcept {
     (void)api->flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     forced_flush.store(false, std::memory_order_release);
     request_drain_and_wait();
+    // A forced flush returns every buffer to the registered callbacks: any of gpudiag's still
+    // out went to another client's, which registered over gpudiag's. Not waited for again.
+    lost_buffers.fetch_add(pool->mark_outstanding_lost(), std::memory_order_relaxed);
 }
 
 void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons) noexcept {
@@ -920,6 +926,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.decoder = std::make_unique<ActivityDecoder>(out, strings, s.clock);
         s.cupti_dropped.store(0);
         s.foreign_buffers.store(0);
+        s.lost_buffers.store(0);
         s.requests.store(0);
         s.recent_demand = 0;
         s.flush_failures = 0;
@@ -1117,6 +1124,11 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
         if (s.callback_failures.load() > 0 && !copy.degraded) {
             copy.notes.push_back("cupti_deep: " + std::to_string(s.callback_failures.load()) +
                                  " callbacks failed internally and were skipped");
+        }
+        if (s.lost_buffers.load() > 0) {
+            copy.notes.push_back("cupti_activity: " + std::to_string(s.lost_buffers.load()) +
+                                 " of gpudiag's activity buffers went to another CUPTI client's "
+                                 "callbacks and never came back (their records are lost)");
         }
         if (s.foreign_buffers.load() > 0) {
             copy.notes.push_back("cupti_activity: " + std::to_string(s.foreign_buffers.load()) +

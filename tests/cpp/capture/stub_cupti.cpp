@@ -782,6 +782,10 @@ void gpudiag_stub_cupti_release_held() {
     }
     deliver(complete, held);
 }
+// Another client registers a CPU-cycle timestamp callback (process-wide, never removed).
+void gpudiag_stub_cupti_install_cycle_clock() {
+    (void)cuptiActivityRegisterTimestampCallback(&cycle_counter);
+}
 // Another client starts tracing CUDA the way Kineto does: optionally installs its cycle-counter
 // timestamp callback (process-wide, never removed), registers its own buffer callbacks (from now
 // on every completed buffer goes to it, gpudiag's outstanding ones included) and enables its
