@@ -61,8 +61,12 @@ void ClockCalibration::Regime::refit() noexcept {
     if (sxx > 0 && newest().mono - base.mono >= kMinBreakSpanNs) fitted_rate = sxy / sxx;
 }
 
+bool ClockCalibration::Regime::nanoseconds() const noexcept {
+    return fitted_rate <= 0 || std::fabs(fitted_rate - 1.0) <= kForeignRateTolerance;
+}
+
 double ClockCalibration::Regime::slope_or_one() const noexcept {
-    return fitted_rate > 0 ? fitted_rate : 1.0;
+    return nanoseconds() ? 1.0 : fitted_rate;
 }
 
 bool ClockCalibration::Regime::covers(std::uint64_t source) const noexcept {
@@ -93,7 +97,9 @@ std::uint64_t ClockCalibration::Regime::map(std::uint64_t source) const noexcept
             hi = mid;
         }
     }
-    if (lo + 1 >= count) return extrapolate(at(lo));
+    // A nanosecond clock (CUPTI's own) keeps its durations exact: the offset of the pair before
+    // the record, as the pairs' noise would otherwise stretch them by up to 1e-4.
+    if (lo + 1 >= count || nanoseconds()) return extrapolate(at(lo));
     const Pair& a = at(lo);
     const Pair& b = at(lo + 1);
     // Within one segment (pairs are at most seconds apart) a double holds the offset exactly

@@ -8,7 +8,8 @@
 // (cupti, monotonic) pairs -- cuptiGetTimestamp bracketed by two monotonic reads, the midpoint
 // kept -- at start, at every resume and at every drain, and maps a record by interpolating between
 // the two pairs around it (slope and offset); outside the pairs it extrapolates with the slope
-// fitted over them.
+// fitted over them. While the fitted slope says the clock is nanoseconds (CUPTI's own), a record
+// takes the offset of the pair before it, so durations stay exact.
 //
 // A pair that does not continue the current clock (earlier than the newest pair, or at a rate
 // that differs from the fitted one) starts a new regime: CLOCK_REALTIME was stepped, or a client
@@ -71,6 +72,7 @@ private:
         [[nodiscard]] const Pair& newest() const { return at(count - 1); }
         void push(const Pair& p) noexcept;
         void refit() noexcept;
+        [[nodiscard]] bool nanoseconds() const noexcept;  // no rate yet, or within tolerance
         [[nodiscard]] double slope_or_one() const noexcept;
         [[nodiscard]] bool covers(std::uint64_t source) const noexcept;
         [[nodiscard]] std::uint64_t map(std::uint64_t source) const noexcept;

@@ -204,7 +204,8 @@ struct CuptiActivitySource::Impl {
     std::atomic<bool> watch_reset_requested{false};
     std::atomic<std::uint64_t> last_delivery_ns{0};  // a buffer asked for, or returned with records
     std::atomic<std::uint64_t> last_busy_ns{0};      // outside evidence of GPU work
-    std::atomic<std::uint64_t> requests{0};          // buffer requests in this flush period
+    std::atomic<std::uint64_t> requests{0};          // buffer requests since the last flush
+    std::atomic<std::uint64_t> flush_demand{0};      // most requests between two flushes lately
 
     // ---- control thread (or the stopping thread after join) ----
     EventQueue* out = nullptr;
@@ -215,7 +216,7 @@ struct CuptiActivitySource::Impl {
     std::unique_ptr<DeepCallRecorder> deep_recorder;  // kept once created: late callbacks
     std::uint64_t emitted_dropped = 0;
     std::uint64_t emitted_overhead = 0;
-    std::uint64_t recent_demand = 0;  // buffer requests in the last whole flush period
+    std::uint64_t recent_demand = 0;  // buffers needed between two flushes, slowly decaying
     std::uint32_t flush_failures = 0;
     StarvationWatch watch;
 
@@ -322,11 +323,22 @@ struct CuptiActivitySource::Impl {
         }
     }
 
-    // Keeps as many free buffers as threads asked for lately: per-thread buffers mean one per
-    // CUDA-calling thread per flush period, and a request that finds none loses records.
+    // CUPTI keeps a buffer per CUDA-calling thread until a flush returns it, so the buffers
+    // asked for between two flushes (granted or declined) are what the next interval needs.
+    // Called just before every FlushAll. Thread-safety: safe.
+    void note_flush() noexcept {
+        std::uint64_t n = requests.exchange(0, std::memory_order_relaxed);
+        std::uint64_t peak = flush_demand.load(std::memory_order_relaxed);
+        while (n > peak && !flush_demand.compare_exchange_weak(peak, n, std::memory_order_relaxed)) {
+        }
+    }
+
+    // Keeps that many buffers free (at least kLowWaterBuffers): a request finding none loses
+    // records.
     void top_up_pool() noexcept {
         if (pool == nullptr) return;
-        std::uint64_t demand = std::max(recent_demand, requests.load(std::memory_order_relaxed));
+        std::uint64_t demand = std::max({recent_demand, flush_demand.load(std::memory_order_relaxed),
+                                         requests.load(std::memory_order_relaxed)});
         std::uint64_t want = std::max<std::uint64_t>(kLowWaterBuffers, demand + 1);
         pool->top_up(static_cast<std::size_t>(std::min<std::uint64_t>(want, options.max_buffers)));
     }
@@ -347,6 +359,7 @@ struct CuptiActivitySource::Impl {
         }
         // FlushAll(0) returns every buffer whose records are complete, full or not, so
         // low-rate streams (allocations) arrive within a period; no lock is held.
+        note_flush();
         CUptiResult rc = api->flush_all(0);
         if (rc == CUPTI_SUCCESS) {
             flush_failures = 0;
@@ -645,7 +658,10 @@ void CuptiActivitySource::Impl::control_loop() noexcept {
         auto now = Clock::now();
         if (now >= next_flush) {
             periodic_flush();
-            recent_demand = requests.exchange(0, std::memory_order_relaxed);
+            // Demand decays by an eighth a period (half-life ~1.3 s at 250 ms): a burst of
+            // threads that recurs every step keeps its buffers.
+            recent_demand = std::max(flush_demand.exchange(0, std::memory_order_relaxed),
+                                     recent_demand - recent_demand / 8);
             next_flush = now + period;
         }
         drain();
@@ -805,6 +821,7 @@ void CuptiActivitySource::Impl::settle_and_flush() noexcept {
     // theirs back. Give them settle_ms, then force: incomplete records come back counted.
     auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.settle_ms);
     for (;;) {
+        note_flush();
         CUptiResult rc = api->flush_all(0);
         request_drain_and_wait();
         if (rc != CUPTI_SUCCESS || pool->outstanding() == 0 ||
@@ -927,8 +944,9 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.cupti_dropped.store(0);
         s.foreign_buffers.store(0);
         s.lost_buffers.store(0);
-        s.requests.store(0);
         s.recent_demand = 0;
+        s.requests.store(0);
+        s.flush_demand.store(0);
         s.flush_failures = 0;
         s.emitted_dropped = 0;
         s.emitted_overhead = 0;
@@ -985,6 +1003,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
 void CuptiActivitySource::flush(bool forced) noexcept {
     Impl& s = *impl_;
     if (s.state.load(std::memory_order_acquire) == Impl::State::kActive) {
+        s.note_flush();
         if (forced) s.forced_flush.store(true, std::memory_order_release);
         (void)s.api->flush_all(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
         if (forced) s.forced_flush.store(false, std::memory_order_release);

@@ -432,7 +432,9 @@ std::uint64_t monotonic_ns() {
 // Per-thread buffers asked for on application threads, full ones completed on CUPTI's worker
 // while the control thread drains: nothing is lost or decoded twice.
 TEST_F(CaptureStubTest, BuffersFromManyThreadsArriveThroughCuptisWorkerAndFlushes) {
-    auto backend = detail::make_capture_backend(options());
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // buffers come back full, through CUPTI's worker, then at stop
+    auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     constexpr int kThreads = 4;
     constexpr int kPerThread = 12'000;  // more than one 1 MiB buffer's worth each
@@ -668,7 +670,9 @@ TEST_F(CaptureStubTest, TheLastDropsAreReadAtStop) {
 // Per-thread buffers: each CUDA-calling thread needs one per flush period. The pool grows to
 // that demand at the next drain, not a second later.
 TEST_F(CaptureStubTest, ThePoolGrowsToTheThreadsDemandWithinAPeriod) {
-    auto backend = detail::make_capture_backend(options());
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // only the explicit flushes below: each round is one interval
+    auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     auto round = [] {
         std::vector<std::thread> threads;
