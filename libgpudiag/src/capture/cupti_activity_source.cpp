@@ -229,6 +229,9 @@ struct CuptiActivitySource::Impl {
     mutable std::mutex status_mutex;
     CuptiSourceStatus snapshot;
     std::string stall_reason;     // under status_mutex; non-empty while starved
+    std::uint64_t stalls_recovered = 0;  // under status_mutex
+    std::uint64_t starved_ns = 0;        // under status_mutex: time of the stalls recovered from
+    std::atomic<bool> left_settings_to_other{false};
     std::string flush_failure;    // under status_mutex; non-empty once FlushAll keeps failing
     std::atomic<std::uint64_t> cupti_dropped{0};
     std::atomic<std::uint64_t> foreign_buffers{0};
@@ -269,7 +272,88 @@ struct CuptiActivitySource::Impl {
         control_cv.notify_one();
     }
 
-    void on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data);
+    void on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+        if (domain == CUPTI_CB_DOMAIN_STATE) {
+            if (cbid == CUPTI_CBID_STATE_FATAL_ERROR && data != nullptr) {
+                const auto* sd = static_cast<const CUpti_StateData*>(data);
+                std::lock_guard<std::mutex> lock(status_mutex);
+                fatal_message = sd->notification.message != nullptr ? sd->notification.message
+                                                                    : "no message";
+                fatal.store(true, std::memory_order_release);
+            }
+            return;
+        }
+        if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+        const auto* cd = static_cast<const CUpti_CallbackData*>(data);
+        if (cd == nullptr || cd->callbackSite != CUPTI_API_EXIT || deep_recorder == nullptr) return;
+        last_busy_ns.store(monotonic_now_ns(), std::memory_order_relaxed);  // the program uses CUDA
+        ApiDomain api_domain =
+            domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver;
+        const WhitelistedApi* entry = find_whitelisted_api(api_domain, cbid);
+        if (entry == nullptr) return;
+        DeepCall call;
+        call.time_ns = monotonic_now_ns();
+        call.correlation = cd->correlationId;
+        call.cbid = cbid;
+        call.domain = api_domain;
+        call.thread = current_tid();
+        if (cd->functionReturnValue != nullptr) {
+            call.return_code = *static_cast<const std::int32_t*>(cd->functionReturnValue);
+        }
+        // Parameter layouts: the argument lists of the CUDA 13.0 prototypes, in order (what
+        // generated_cuda_meta.h / generated_cuda_runtime_api_meta.h declare as *_params).
+        if (cd->functionParams != nullptr) {
+            if (entry->role == ApiRole::kAlloc) {
+                // Every whitelisted allocation call takes (out pointer, size, ...).
+                struct AllocParams {
+                    void* out_pointer;
+                    std::size_t size;
+                };
+                call.size = static_cast<const AllocParams*>(cd->functionParams)->size;
+            } else if (cbid == kCbidCuMemCreate) {
+                struct CreateParams {  // cuMemCreate(handle*, size, prop*, flags)
+                    unsigned long long* handle;
+                    std::size_t size;
+                    const void* prop;
+                    unsigned long long flags;
+                };
+                const auto* p = static_cast<const CreateParams*>(cd->functionParams);
+                call.size = p->size;
+                call.handle = (call.return_code == 0 && p->handle != nullptr) ? *p->handle : 0;
+            } else if (cbid == kCbidCuMemMap) {
+                struct MapParams {  // cuMemMap(ptr, size, offset, handle, flags)
+                    unsigned long long ptr;
+                    std::size_t size;
+                    std::size_t offset;
+                    unsigned long long handle;
+                    unsigned long long flags;
+                };
+                const auto* p = static_cast<const MapParams*>(cd->functionParams);
+                call.address = p->ptr;
+                call.size = p->size;
+                call.offset = p->offset;
+                call.handle = p->handle;
+            } else if (cbid == kCbidCuMemUnmap) {
+                struct UnmapParams {  // cuMemUnmap(ptr, size)
+                    unsigned long long ptr;
+                    std::size_t size;
+                };
+                const auto* p = static_cast<const UnmapParams*>(cd->functionParams);
+                call.address = p->ptr;
+                call.size = p->size;
+            } else if (cbid == kCbidCuMemRelease) {
+                struct ReleaseParams {  // cuMemRelease(handle)
+                    unsigned long long handle;
+                };
+                call.handle = static_cast<const ReleaseParams*>(cd->functionParams)->handle;
+            }
+        }
+        if (entry->role == ApiRole::kAlloc || cbid == kCbidCuMemMap) {
+            int n = backtrace(call.frames.data(), static_cast<int>(call.frames.size()));
+            call.frame_count = n > 0 ? static_cast<std::uint32_t>(n) : 0;
+        }
+        deep_recorder->record(call);
+    }
 
     // ---------------------------------------------------------------- control thread
     void request_drain_and_wait() {
@@ -385,11 +469,154 @@ struct CuptiActivitySource::Impl {
         update_snapshot();
     }
 
-    void push_marker(EventKind kind, std::uint64_t at_ns, std::string_view reason) noexcept;
-    void watch_tick() noexcept;
-    void emit_counters() noexcept;
-    void update_snapshot() noexcept;
-    void control_loop() noexcept;
+    // A kCapturePaused/kCaptureResumed marker into the session's queue (any thread).
+    void push_marker(EventKind kind, std::uint64_t at_ns, std::string_view reason) noexcept {
+        if (out == nullptr) return;
+        Event e;
+        e.kind = kind;
+        e.process = static_cast<std::uint32_t>(getpid());
+        e.thread = current_tid();
+        e.start_ns = e.end_ns = at_ns;
+        e.annotation.text = strings != nullptr && !reason.empty() ? strings->intern(reason) : kNoString;
+        (void)out->try_push(e);
+    }
+
+    void watch_tick() noexcept {
+        std::uint64_t now = monotonic_now_ns();
+        if (watch_reset_requested.exchange(false, std::memory_order_acq_rel)) watch.reset(now);
+        if (state.load(std::memory_order_acquire) != State::kActive) return;
+        StarvationWatch::Change change =
+            watch.tick(now, last_delivery_ns.load(std::memory_order_relaxed),
+                       last_busy_ns.load(std::memory_order_relaxed));
+        if (change == StarvationWatch::Change::kNone) return;
+        if (change == StarvationWatch::Change::kRecovered) {
+            stalled.store(false, std::memory_order_release);
+            push_marker(EventKind::kCaptureResumed, now, "CUPTI delivers records again");
+            std::lock_guard<std::mutex> lock(status_mutex);
+            ++stalls_recovered;
+            starved_ns += now - watch.stalled_since();
+            stall_reason.clear();
+            return;
+        }
+        stalled.store(true, std::memory_order_release);
+        std::uint64_t silent_s = (now - watch.stalled_since()) / 1'000'000'000ULL;
+        std::string reason;
+        try {
+            reason = "cupti_activity: starved: no buffer request and no record from CUPTI for " +
+                     std::to_string(silent_s) +
+                     " s while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
+                     "client (libkineto in this process, on-demand tracing, Nsight Systems) has "
+                     "probably taken the activity API, so GPU activity is not being recorded";
+            std::uint64_t foreign = foreign_buffers.load(std::memory_order_relaxed);
+            if (foreign > 0) {
+                reason += "; " + std::to_string(foreign) + " of its buffers reached gpudiag";
+            }
+            reason += " (a single kernel running longer than " +
+                      std::to_string(watch.stall_ns() / 1'000'000'000ULL) + " s looks the same)";
+        } catch (...) {
+        }
+        push_marker(EventKind::kCapturePaused, watch.stalled_since(), "CUPTI stopped delivering");
+        std::lock_guard<std::mutex> lock(status_mutex);
+        stall_reason = std::move(reason);
+    }
+
+    void emit_counters() noexcept {
+        if (out == nullptr || decoder == nullptr) return;
+        const DecoderCounters& c = decoder->counters();
+        std::uint64_t dropped = cupti_dropped.load() + c.queue_refused + c.kernels_without_timing;
+        std::uint64_t now = monotonic_now_ns();
+        auto counter = [&](CounterKind kind, double value) {
+            Event e;
+            e.kind = EventKind::kCounter;
+            e.process = static_cast<std::uint32_t>(getpid());
+            e.start_ns = e.end_ns = now;
+            e.counter.counter = kind;
+            e.counter.value = value;
+            (void)out->try_push(e);
+        };
+        if (dropped != emitted_dropped) {
+            counter(CounterKind::kDroppedRecords, static_cast<double>(dropped));
+            emitted_dropped = dropped;
+        }
+        if (c.overhead_ns != emitted_overhead) {
+            counter(CounterKind::kCaptureOverheadNs, static_cast<double>(c.overhead_ns));
+            emitted_overhead = c.overhead_ns;
+        }
+    }
+
+    void update_snapshot() noexcept {
+        std::lock_guard<std::mutex> lock(status_mutex);
+        try {
+            if (decoder != nullptr) {
+                const DecoderCounters& c = decoder->counters();
+                snapshot.records = c.records;
+                snapshot.events = c.events;
+                snapshot.kernels_without_timing = c.kernels_without_timing;
+                snapshot.overhead_ns = c.overhead_ns;
+                snapshot.corrupt_buffers = c.corrupt_buffers;
+                snapshot.incomplete_at_flush = c.incomplete_at_flush;
+                snapshot.unreadable_bytes = c.unreadable_bytes;
+                snapshot.records_by_kind = c.by_kind;
+                snapshot.dropped = cupti_dropped.load();  // queue refusals: counted by the queue
+            }
+            if (pool != nullptr) snapshot.declined_buffers = pool->declined();
+            snapshot.foreign_buffers = foreign_buffers.load();
+            snapshot.clock_rate = clock.rate();
+            snapshot.foreign_clock = clock.foreign_clock();
+            snapshot.stalled = stalled.load();
+            if (fatal.load(std::memory_order_acquire) && !snapshot.degraded) {
+                snapshot.degraded = true;
+                snapshot.reasons.push_back(
+                    "cupti_activity: CUPTI reported a fatal error and shut itself down: " +
+                    fatal_message);
+            }
+        } catch (...) {
+        }
+    }
+
+    void control_loop() noexcept {
+        using Clock = std::chrono::steady_clock;
+        auto period = std::chrono::milliseconds(options.flush_period_ms > 0 ? options.flush_period_ms
+                                                                            : 250);
+        auto next_flush = Clock::now() + period;
+        auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
+        for (;;) {
+            std::uint64_t requested = 0;
+            bool stopping = false;
+            {
+                std::unique_lock<std::mutex> lock(completed_mutex);
+                control_cv.wait_until(lock, std::min(next_flush, next_housekeeping), [&] {
+                    return stop_thread || !completed.empty() || drain_requested != drain_done;
+                });
+                requested = drain_requested;
+                stopping = stop_thread;
+            }
+            auto now = Clock::now();
+            if (now >= next_flush) {
+                periodic_flush();
+                // Demand decays by an eighth a period (half-life ~1.3 s at 250 ms): a burst of
+                // threads that recurs every step keeps its buffers.
+                recent_demand = std::max(flush_demand.exchange(0, std::memory_order_relaxed),
+                                         recent_demand - recent_demand / 8);
+                next_flush = now + period;
+            }
+            drain();
+            top_up_pool();
+            if (now >= next_housekeeping) {
+                housekeeping();
+                next_housekeeping = now + std::chrono::seconds(1);
+            } else if (requested != drain_done) {
+                update_snapshot();  // someone waits on this drain (flush, pause): show what it brought
+            }
+            {
+                std::lock_guard<std::mutex> lock(completed_mutex);
+                drain_done = requested;
+            }
+            control_cv.notify_all();
+            if (stopping) return;
+        }
+    }
+
 
     // ---------------------------------------------------------------- lifecycle helpers
     Status enable_all(std::vector<std::string>& notes) noexcept;
@@ -444,242 +671,6 @@ void CUPTIAPI deep_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_C
 void CUPTIAPI probe_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) noexcept {}
 
 }  // namespace
-
-void CuptiActivitySource::Impl::on_callback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                                            const void* data) {
-    if (domain == CUPTI_CB_DOMAIN_STATE) {
-        if (cbid == CUPTI_CBID_STATE_FATAL_ERROR && data != nullptr) {
-            const auto* sd = static_cast<const CUpti_StateData*>(data);
-            std::lock_guard<std::mutex> lock(status_mutex);
-            fatal_message = sd->notification.message != nullptr ? sd->notification.message
-                                                                : "no message";
-            fatal.store(true, std::memory_order_release);
-        }
-        return;
-    }
-    if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
-    const auto* cd = static_cast<const CUpti_CallbackData*>(data);
-    if (cd == nullptr || cd->callbackSite != CUPTI_API_EXIT || deep_recorder == nullptr) return;
-    last_busy_ns.store(monotonic_now_ns(), std::memory_order_relaxed);  // the program uses CUDA
-    ApiDomain api_domain =
-        domain == CUPTI_CB_DOMAIN_RUNTIME_API ? ApiDomain::kRuntime : ApiDomain::kDriver;
-    const WhitelistedApi* entry = find_whitelisted_api(api_domain, cbid);
-    if (entry == nullptr) return;
-    DeepCall call;
-    call.time_ns = monotonic_now_ns();
-    call.correlation = cd->correlationId;
-    call.cbid = cbid;
-    call.domain = api_domain;
-    call.thread = current_tid();
-    if (cd->functionReturnValue != nullptr) {
-        call.return_code = *static_cast<const std::int32_t*>(cd->functionReturnValue);
-    }
-    // Parameter layouts: the argument lists of the CUDA 13.0 prototypes, in order (what
-    // generated_cuda_meta.h / generated_cuda_runtime_api_meta.h declare as *_params).
-    if (cd->functionParams != nullptr) {
-        if (entry->role == ApiRole::kAlloc) {
-            // Every whitelisted allocation call takes (out pointer, size, ...).
-            struct AllocParams {
-                void* out_pointer;
-                std::size_t size;
-            };
-            call.size = static_cast<const AllocParams*>(cd->functionParams)->size;
-        } else if (cbid == kCbidCuMemCreate) {
-            struct CreateParams {  // cuMemCreate(handle*, size, prop*, flags)
-                unsigned long long* handle;
-                std::size_t size;
-                const void* prop;
-                unsigned long long flags;
-            };
-            const auto* p = static_cast<const CreateParams*>(cd->functionParams);
-            call.size = p->size;
-            call.handle = (call.return_code == 0 && p->handle != nullptr) ? *p->handle : 0;
-        } else if (cbid == kCbidCuMemMap) {
-            struct MapParams {  // cuMemMap(ptr, size, offset, handle, flags)
-                unsigned long long ptr;
-                std::size_t size;
-                std::size_t offset;
-                unsigned long long handle;
-                unsigned long long flags;
-            };
-            const auto* p = static_cast<const MapParams*>(cd->functionParams);
-            call.address = p->ptr;
-            call.size = p->size;
-            call.offset = p->offset;
-            call.handle = p->handle;
-        } else if (cbid == kCbidCuMemUnmap) {
-            struct UnmapParams {  // cuMemUnmap(ptr, size)
-                unsigned long long ptr;
-                std::size_t size;
-            };
-            const auto* p = static_cast<const UnmapParams*>(cd->functionParams);
-            call.address = p->ptr;
-            call.size = p->size;
-        } else if (cbid == kCbidCuMemRelease) {
-            struct ReleaseParams {  // cuMemRelease(handle)
-                unsigned long long handle;
-            };
-            call.handle = static_cast<const ReleaseParams*>(cd->functionParams)->handle;
-        }
-    }
-    if (entry->role == ApiRole::kAlloc || cbid == kCbidCuMemMap) {
-        int n = backtrace(call.frames.data(), static_cast<int>(call.frames.size()));
-        call.frame_count = n > 0 ? static_cast<std::uint32_t>(n) : 0;
-    }
-    deep_recorder->record(call);
-}
-
-void CuptiActivitySource::Impl::push_marker(EventKind kind, std::uint64_t at_ns,
-                                            std::string_view reason) noexcept {
-    if (out == nullptr) return;
-    Event e;
-    e.kind = kind;
-    e.process = static_cast<std::uint32_t>(getpid());
-    e.thread = current_tid();
-    e.start_ns = e.end_ns = at_ns;
-    e.annotation.text = strings != nullptr && !reason.empty() ? strings->intern(reason) : kNoString;
-    (void)out->try_push(e);
-}
-
-void CuptiActivitySource::Impl::watch_tick() noexcept {
-    std::uint64_t now = monotonic_now_ns();
-    if (watch_reset_requested.exchange(false, std::memory_order_acq_rel)) watch.reset(now);
-    if (state.load(std::memory_order_acquire) != State::kActive) return;
-    StarvationWatch::Change change =
-        watch.tick(now, last_delivery_ns.load(std::memory_order_relaxed),
-                   last_busy_ns.load(std::memory_order_relaxed));
-    if (change == StarvationWatch::Change::kNone) return;
-    if (change == StarvationWatch::Change::kRecovered) {
-        stalled.store(false, std::memory_order_release);
-        push_marker(EventKind::kCaptureResumed, now, "CUPTI delivers records again");
-        std::lock_guard<std::mutex> lock(status_mutex);
-        try {
-            snapshot.notes.push_back("cupti_activity: CUPTI delivered nothing for " +
-                                     std::to_string((now - watch.stalled_since()) / 1'000'000'000ULL) +
-                                     " s while the GPU was busy; that window is marked unobserved");
-        } catch (...) {
-        }
-        stall_reason.clear();
-        return;
-    }
-    stalled.store(true, std::memory_order_release);
-    std::uint64_t silent_s = (now - watch.stalled_since()) / 1'000'000'000ULL;
-    std::string reason;
-    try {
-        reason = "cupti_activity: starved: no buffer request and no record from CUPTI for " +
-                 std::to_string(silent_s) +
-                 " s while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
-                 "client (libkineto in this process, on-demand tracing, Nsight Systems) has "
-                 "probably taken the activity API, so GPU activity is not being recorded";
-        std::uint64_t foreign = foreign_buffers.load(std::memory_order_relaxed);
-        if (foreign > 0) {
-            reason += "; " + std::to_string(foreign) + " of its buffers reached gpudiag";
-        }
-        reason += " (a single kernel running longer than " +
-                  std::to_string(watch.stall_ns() / 1'000'000'000ULL) + " s looks the same)";
-    } catch (...) {
-    }
-    push_marker(EventKind::kCapturePaused, watch.stalled_since(), "CUPTI stopped delivering");
-    std::lock_guard<std::mutex> lock(status_mutex);
-    stall_reason = std::move(reason);
-}
-
-void CuptiActivitySource::Impl::emit_counters() noexcept {
-    if (out == nullptr || decoder == nullptr) return;
-    const DecoderCounters& c = decoder->counters();
-    std::uint64_t dropped = cupti_dropped.load() + c.queue_refused + c.kernels_without_timing;
-    std::uint64_t now = monotonic_now_ns();
-    auto counter = [&](CounterKind kind, double value) {
-        Event e;
-        e.kind = EventKind::kCounter;
-        e.process = static_cast<std::uint32_t>(getpid());
-        e.start_ns = e.end_ns = now;
-        e.counter.counter = kind;
-        e.counter.value = value;
-        (void)out->try_push(e);
-    };
-    if (dropped != emitted_dropped) {
-        counter(CounterKind::kDroppedRecords, static_cast<double>(dropped));
-        emitted_dropped = dropped;
-    }
-    if (c.overhead_ns != emitted_overhead) {
-        counter(CounterKind::kCaptureOverheadNs, static_cast<double>(c.overhead_ns));
-        emitted_overhead = c.overhead_ns;
-    }
-}
-
-void CuptiActivitySource::Impl::update_snapshot() noexcept {
-    std::lock_guard<std::mutex> lock(status_mutex);
-    try {
-        if (decoder != nullptr) {
-            const DecoderCounters& c = decoder->counters();
-            snapshot.records = c.records;
-            snapshot.events = c.events;
-            snapshot.kernels_without_timing = c.kernels_without_timing;
-            snapshot.overhead_ns = c.overhead_ns;
-            snapshot.corrupt_buffers = c.corrupt_buffers;
-            snapshot.incomplete_at_flush = c.incomplete_at_flush;
-            snapshot.unreadable_bytes = c.unreadable_bytes;
-            snapshot.records_by_kind = c.by_kind;
-            snapshot.dropped = cupti_dropped.load();  // queue refusals: counted by the queue
-        }
-        if (pool != nullptr) snapshot.declined_buffers = pool->declined();
-        snapshot.foreign_buffers = foreign_buffers.load();
-        snapshot.clock_rate = clock.rate();
-        snapshot.foreign_clock = clock.foreign_clock();
-        snapshot.stalled = stalled.load();
-        if (fatal.load(std::memory_order_acquire) && !snapshot.degraded) {
-            snapshot.degraded = true;
-            snapshot.reasons.push_back(
-                "cupti_activity: CUPTI reported a fatal error and shut itself down: " +
-                fatal_message);
-        }
-    } catch (...) {
-    }
-}
-
-void CuptiActivitySource::Impl::control_loop() noexcept {
-    using Clock = std::chrono::steady_clock;
-    auto period = std::chrono::milliseconds(options.flush_period_ms > 0 ? options.flush_period_ms
-                                                                        : 250);
-    auto next_flush = Clock::now() + period;
-    auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
-    for (;;) {
-        std::uint64_t requested = 0;
-        bool stopping = false;
-        {
-            std::unique_lock<std::mutex> lock(completed_mutex);
-            control_cv.wait_until(lock, std::min(next_flush, next_housekeeping), [&] {
-                return stop_thread || !completed.empty() || drain_requested != drain_done;
-            });
-            requested = drain_requested;
-            stopping = stop_thread;
-        }
-        auto now = Clock::now();
-        if (now >= next_flush) {
-            periodic_flush();
-            // Demand decays by an eighth a period (half-life ~1.3 s at 250 ms): a burst of
-            // threads that recurs every step keeps its buffers.
-            recent_demand = std::max(flush_demand.exchange(0, std::memory_order_relaxed),
-                                     recent_demand - recent_demand / 8);
-            next_flush = now + period;
-        }
-        drain();
-        top_up_pool();
-        if (now >= next_housekeeping) {
-            housekeeping();
-            next_housekeeping = now + std::chrono::seconds(1);
-        } else if (requested != drain_done) {
-            update_snapshot();  // someone waits on this drain (flush, pause): show what it brought
-        }
-        {
-            std::lock_guard<std::mutex> lock(completed_mutex);
-            drain_done = requested;
-        }
-        control_cv.notify_all();
-        if (stopping) return;
-    }
-}
 
 std::string CuptiActivitySource::Impl::probe_owner() noexcept {
     // Subscribing and releasing at once is how CUPTI says who holds it: on error 39 it writes
@@ -798,13 +789,7 @@ void CuptiActivitySource::Impl::disable_all() noexcept {
             if (fn != nullptr) (void)fn(a->cbid, 0);
         }
     } else {
-        std::lock_guard<std::mutex> lock(status_mutex);
-        try {
-            snapshot.notes.push_back("cupti_activity: left CUPTI's activity kinds and API records "
-                                     "enabled: another client holds the activity API and may "
-                                     "use them");
-        } catch (...) {
-        }
+        left_settings_to_other.store(true, std::memory_order_relaxed);
     }
     enabled_kinds.clear();
     enabled_apis.clear();
@@ -961,7 +946,10 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
             s.snapshot.version = s.api->version;
             s.stall_reason.clear();
             s.flush_failure.clear();
+            s.stalls_recovered = 0;
+            s.starved_ns = 0;
         }
+        s.left_settings_to_other.store(false);
         std::vector<std::string> notes;
         result = s.enable_all(notes);
         if (!result.is_ok()) {
@@ -1143,6 +1131,17 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
         if (s.callback_failures.load() > 0 && !copy.degraded) {
             copy.notes.push_back("cupti_deep: " + std::to_string(s.callback_failures.load()) +
                                  " callbacks failed internally and were skipped");
+        }
+        if (s.stalls_recovered > 0) {
+            copy.notes.push_back("cupti_activity: CUPTI delivered nothing while the GPU was busy " +
+                                 std::to_string(s.stalls_recovered) + " time(s), " +
+                                 std::to_string(s.starved_ns / 1'000'000'000ULL) +
+                                 " s in all; those windows are marked unobserved");
+        }
+        if (s.left_settings_to_other.load()) {
+            copy.notes.push_back("cupti_activity: left CUPTI's activity kinds and API records "
+                                 "enabled: another client holds the activity API and may use "
+                                 "them");
         }
         if (s.lost_buffers.load() > 0) {
             copy.notes.push_back("cupti_activity: " + std::to_string(s.lost_buffers.load()) +

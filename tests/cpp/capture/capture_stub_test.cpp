@@ -628,6 +628,38 @@ TEST_F(CaptureStubTest, AClientTakingCuptiWithoutWarningIsReportedAsStarvation) 
     EXPECT_GT(gpudiag_stub_cupti_foreign_unknown_buffers(), 0u);  // gpudiag's, dropped by it
 }
 
+// One kernel longer than stall_seconds looks like starvation (its buffer is held back while
+// NVML sees the GPU busy); when its record arrives, capture recovers and the window closes.
+TEST_F(CaptureStubTest, AStallEndsWhenRecordsArriveAgain) {
+    detail::CuptiSourceOptions o;
+    o.flush_period_ms = 50;
+    o.stall_seconds = 2;
+    auto& source = detail::CuptiActivitySource::instance();
+    ASSERT_TRUE(source.start(o, queue_, strings_).is_ok());
+    static const char kName[] = "_Z4longv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto kernel = test::kernel_record(kName, now, now + 3'500'000'000ULL, 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 3'500), 1);
+    bool stalled = false;
+    bool recovered = false;
+    for (int i = 0; i < 70 && !recovered; ++i) {
+        source.note_gpu_busy();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        bool now_stalled = source.status().stalled;
+        stalled = stalled || now_stalled;
+        recovered = stalled && !now_stalled;
+    }
+    EXPECT_TRUE(stalled);
+    EXPECT_TRUE(recovered);
+    detail::CuptiSourceStatus st = source.status();
+    EXPECT_FALSE(st.degraded);
+    EXPECT_TRUE(contains(st.notes, "delivered nothing while the GPU was busy 1 time")) << joined(st.notes);
+    source.stop();
+    EXPECT_EQ(queue_.of_kind(EventKind::kCapturePaused).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kCaptureResumed).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);
+}
+
 TEST_F(CaptureStubTest, QuietWithoutGpuWorkIsNotStarvation) {
     detail::CuptiSourceOptions o;
     o.flush_period_ms = 50;
