@@ -625,7 +625,23 @@ TEST_F(CaptureStubTest, AClientTakingCuptiWithoutWarningIsReportedAsStarvation) 
     // The other client still traces the API calls it enabled (RUNTIME): gpudiag's per-cbid
     // switches must not cut cudaLaunchKernel out of its trace.
     EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);
-    EXPECT_GT(gpudiag_stub_cupti_foreign_unknown_buffers(), 0u);  // gpudiag's, dropped by it
+}
+
+// The buffer a thread holds when another client registers its callbacks completes into that
+// client's callback, which drops it as unknown: gpudiag counts it lost instead of waiting for it.
+TEST_F(CaptureStubTest, BuffersHandedToAnotherClientAreCountedLost) {
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // nothing returns the buffer before the other client arrives
+    auto backend = detail::make_capture_backend(o);
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    auto r = test::memory_record(true, 0xA100, 64, 1, gpudiag_stub_cupti_now());
+    ASSERT_EQ(gpudiag_stub_cupti_record(&r, sizeof r, 0), 1);  // this thread holds a buffer
+    gpudiag_stub_cupti_foreign_start(0);
+    backend->flush();
+    EXPECT_EQ(gpudiag_stub_cupti_foreign_unknown_buffers(), 1u);  // gpudiag's, dropped by it
+    backend->stop();
+    EXPECT_TRUE(queue_.of_kind(EventKind::kDeviceAlloc).empty());
+    EXPECT_TRUE(contains(backend->status().reasons, "never came back")) << joined(backend->status().reasons);
 }
 
 // One kernel longer than stall_seconds looks like starvation (its buffer is held back while
