@@ -179,7 +179,7 @@ def test_deep_mode_yields_cupti_to_every_profiler_run(fake_backend, monkeypatch)
     # Kineto subscribes to CUPTI once, when it first initialises, and never retries: while deep
     # mode holds the subscriber, even a CPU-only trace must find it free.
     prof_mod = torch.autograd.profiler
-    monkeypatch.setattr(prof_mod, "_prepare_profiler", lambda *a, **_: None)
+    monkeypatch.setattr(prof_mod, "_prepare_profiler", lambda *_, **__: None)
     monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *_, **__: None)
     cpu = torch.profiler.ProfilerActivity.CPU
     with gpudiag.session(_backend_factory=fake_backend):
