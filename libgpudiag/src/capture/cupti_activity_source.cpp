@@ -1120,6 +1120,7 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
     std::lock_guard<std::mutex> lock(s.status_mutex);
     try {
         CuptiSourceStatus copy = s.snapshot;
+        copy.last_gpu_busy_ns = s.last_busy_ns.load(std::memory_order_relaxed);
         if (!s.stall_reason.empty()) {
             copy.degraded = true;
             copy.reasons.push_back(s.stall_reason);

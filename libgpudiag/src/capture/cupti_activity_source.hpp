@@ -63,6 +63,7 @@ struct CuptiSourceStatus {
     bool stalled = false;                   ///< starved: another client has the activity API
     double clock_rate = 0.0;                ///< session ns per CUPTI tick; 0 until measured
     bool foreign_clock = false;             ///< CUPTI's clock is not ns: a timestamp callback
+    std::uint64_t last_gpu_busy_ns = 0;     ///< latest outside evidence of GPU work (0 = none)
     std::array<std::uint64_t, 64> records_by_kind{};
 };
 

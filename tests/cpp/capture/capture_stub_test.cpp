@@ -676,6 +676,28 @@ TEST_F(CaptureStubTest, AStallEndsWhenRecordsArriveAgain) {
     EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);
 }
 
+// NVML's utilization is the whole device's: it is evidence of this program's kernels only while
+// no other process holds memory there.
+TEST_F(CaptureStubTest, GpuUtilizationIsEvidenceOnlyOnAnUnsharedDevice) {
+    auto busy_after = [&](bool shared) {
+        gpudiag_stub_nvml_reset();
+        for (int gpu : {0, 1}) gpudiag_stub_nvml_set_processes(gpu, 1ULL << 30, shared ? 8ULL << 30 : 0, 1);
+        TestEventQueue queue;
+        SessionOptions o = options();
+        o.nvml_hz = 50;
+        auto backend = detail::make_capture_backend(o);
+        EXPECT_TRUE(backend->start(queue, strings_).is_ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the device's state known
+        std::uint64_t first = detail::CuptiActivitySource::instance().status().last_gpu_busy_ns;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::uint64_t later = detail::CuptiActivitySource::instance().status().last_gpu_busy_ns;
+        backend->stop();
+        return later > first;
+    };
+    EXPECT_TRUE(busy_after(false));  // 90 % utilization, this process alone on the GPUs
+    EXPECT_FALSE(busy_after(true));  // the same, with another process on both
+}
+
 TEST_F(CaptureStubTest, QuietWithoutGpuWorkIsNotStarvation) {
     detail::CuptiSourceOptions o;
     o.flush_period_ms = 50;
