@@ -35,7 +35,9 @@ void bind_event(py::module_& m) {
         .value("step_end", EventKind::kStepEnd)
         .value("out_of_memory", EventKind::kOutOfMemory)
         .value("annotation", EventKind::kAnnotation)
-        .value("counter", EventKind::kCounter);
+        .value("counter", EventKind::kCounter)
+        .value("capture_paused", EventKind::kCapturePaused)
+        .value("capture_resumed", EventKind::kCaptureResumed);
     m.def("event_kind_name", &event_kind_name);
 
     py::enum_<RangeCategory>(m, "RangeCategory")

@@ -87,6 +87,8 @@ class EventKind(_Enum):
     out_of_memory: EventKind
     annotation: EventKind
     counter: EventKind
+    capture_paused: EventKind
+    capture_resumed: EventKind
 
 class RangeCategory(_Enum):
     generic: RangeCategory

@@ -16,6 +16,8 @@ disables its own part. Rules that keep the host program safe:
   from inside the allocator).
 * torch.profiler and gpudiag share CUPTI: before Kineto prepares a trace with CUDA activities,
   the session yields CUPTI (pause_capture) and takes it back after the profiler is disabled.
+  While deep mode holds CUPTI's single subscriber it yields before every trace, CPU-only ones
+  too: Kineto subscribes once, when it first initialises, and never retries.
 * Patches are made on classes at session start and undone at stop, so loaders and optimizers
   created before the session are covered and nothing stays behind.
 """
@@ -36,6 +38,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from gpudiag import _core
 from gpudiag._errors import GpudiagError, UnavailableError
 from gpudiag._format import format_bytes
 
@@ -248,9 +251,12 @@ class Integration:
 
         def _prepare_profiler(*args: Any, **kwargs: Any) -> Any:
             activities = args[1] if len(args) > 1 else kwargs.get("activities", ())
-            if _uses_cuda(activities) and not integration._profiler_paused:
+            cuda = _uses_cuda(activities)
+            if not integration._profiler_paused and (cuda or integration._holds_cupti_subscriber()):
                 try:
-                    integration.session.pause_capture("torch.profiler is tracing CUDA")
+                    integration.session.pause_capture(
+                        "torch.profiler is tracing CUDA" if cuda
+                        else "torch.profiler needs CUPTI's subscriber")
                     integration._profiler_paused = True
                 except GpudiagError:
                     pass
@@ -267,6 +273,14 @@ class Integration:
 
         self._patch(module, "_prepare_profiler", _prepare_profiler)
         self._patch(module, "_disable_profiler", _disable_profiler)
+
+    def _holds_cupti_subscriber(self) -> bool:
+        # Deep mode's capture level is the one that holds CUPTI's subscriber.
+        try:
+            level = self.session.status().level
+        except GpudiagError:
+            return False
+        return bool(level == _core.CaptureLevel.cupti_deep)
 
     # -- DataLoader --
     def _install_dataloader(self) -> None:
@@ -516,7 +530,6 @@ def gather_report(report: Report) -> Report | None:
     """Under torch.distributed: every rank's report to rank 0, combined there into the job report
     (C++ cross-rank analysis). Rank 0 returns it; other ranks return None. Without an initialised
     process group the report is returned as it is."""
-    from gpudiag import _core
     from gpudiag.report import Report, to_native
 
     torch = sys.modules.get("torch")

@@ -21,6 +21,7 @@ class FakeNative:
         self.watches: dict[int, tuple[int, Callable[[int], None]]] = {}
         self.running_flag = False
         self.paused: list[str] = []
+        self.level = _core.CaptureLevel.no_gpu  # what status() reports
         self._lock = threading.Lock()
 
     def _log(self, name: str, *args: Any) -> None:
@@ -87,7 +88,9 @@ class FakeNative:
         return r
 
     def status(self) -> Any:
-        return _core.CaptureStatus()
+        st = _core.CaptureStatus()
+        st.level = self.level
+        return st
 
     def pause_capture(self, reason: str) -> None:
         self._log("pause_capture", reason)

@@ -53,6 +53,11 @@ enum class EventKind : std::uint8_t {
     kOutOfMemory = 60,   ///< OomPayload: an allocation request failed
     kAnnotation = 61,    ///< AnnotationPayload: a user note with an optional value
     kCounter = 62,       ///< CounterPayload: a sampled metric (NVML, allocator statistics)
+    /// AnnotationPayload (text = reason): GPU capture stops seeing activity from here (yielded
+    /// to another CUPTI client, or found starved of records), until kCaptureResumed. Analyses
+    /// treat the window as unobserved, never as idle GPU time.
+    kCapturePaused = 63,
+    kCaptureResumed = 64,  ///< AnnotationPayload: GPU capture sees activity again from here
 };
 
 /// Where memory lives (for copies and allocations).

@@ -106,6 +106,24 @@ std::uint64_t hash_text(const char* s) noexcept {
 
 std::uint64_t clamp_u32(std::int64_t v) noexcept { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
 
+// The 13.0 struct of each kind decoded here: a lower bound on the record's size in any 13.x.
+std::size_t min_record_size(CUpti_ActivityKind kind) noexcept {
+    switch (kind) {
+        case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
+        case CUPTI_ACTIVITY_KIND_MEMORY_POOL: return sizeof(CUpti_ActivityMemoryPool3);
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
+        case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
+        case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
+        case CUPTI_ACTIVITY_KIND_OVERHEAD: return sizeof(CUpti_ActivityOverhead3);
+        default: return sizeof(CUpti_Activity);
+    }
+}
+
 }  // namespace
 
 ActivityDecoder::ActivityDecoder(EventQueue& out, StringTable& strings,
@@ -121,19 +139,40 @@ void ActivityDecoder::push(const Event& e) noexcept {
 }
 
 void ActivityDecoder::decode_buffer(NextRecordFn next_record, std::uint8_t* buffer,
-                                    std::size_t valid) noexcept {
+                                    std::size_t valid, bool forced) noexcept {
     if (next_record == nullptr || buffer == nullptr || valid == 0) return;
+    forced_ = forced;
     CUpti_Activity* record = nullptr;
     for (;;) {
+        CUpti_Activity* previous = record;
         CUptiResult rc = next_record(buffer, valid, &record);
         if (rc == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // end of the valid bytes
-        if (rc != CUPTI_SUCCESS || record == nullptr) {
-            // CUPTI_ERROR_INVALID_KIND: a record it cannot size; nothing after it is reachable.
-            ++counters_.corrupt_buffers;
-            break;
+        if (rc == CUPTI_SUCCESS && record != nullptr) {
+            decode_record(record);
+            continue;
         }
-        decode_record(record);
+        // CUPTI's parser stops at a record it cannot size and never moves past it (checked
+        // against libcupti 13.0), so what follows in this buffer cannot be read. After a forced
+        // flush that is a record still in flight; otherwise the buffer is damaged.
+        if (rc == CUPTI_ERROR_INVALID_KIND && forced) {
+            ++counters_.incomplete_at_flush;
+            counters_.unreadable_bytes += unread_after(buffer, valid, previous);
+        } else {
+            ++counters_.corrupt_buffers;
+        }
+        break;
     }
+    forced_ = false;
+}
+
+std::uint64_t ActivityDecoder::unread_after(const std::uint8_t* buffer, std::size_t valid,
+                                            const CUpti_Activity* last_read) noexcept {
+    // The incomplete record follows the last readable one, whose size in the loaded CUPTI may
+    // exceed the 13.0 struct's (later versions append fields): an upper bound.
+    if (last_read == nullptr) return valid;
+    std::size_t at = static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(last_read) - buffer) +
+                     min_record_size(last_read->kind);
+    return at < valid ? valid - at : 0;
 }
 
 void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
@@ -270,7 +309,8 @@ void ActivityDecoder::on_memory_pool(const CUpti_ActivityMemoryPool3& r) {
 
 void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
     if (r.start == 0 && r.end == 0) {
-        ++counters_.kernels_without_timing;
+        // In a forced flush: still running. Otherwise CUPTI's device buffer was full.
+        ++(forced_ ? counters_.incomplete_at_flush : counters_.kernels_without_timing);
         return;
     }
     Event e = timed_device_event(EventKind::kKernel, r);

@@ -35,6 +35,13 @@ struct DecoderCounters {
     std::uint64_t overhead_records = 0;
     std::uint64_t overhead_ns = 0;            ///< CUPTI's own time, summed over OVERHEAD records
     std::uint64_t corrupt_buffers = 0;        ///< the parser stopped with an unexpected error
+    /// Records still in flight when a forced flush (pause, stop) returned them: kernels without
+    /// timestamps, or a record CUPTI's parser calls CUPTI_ERROR_INVALID_KIND ("incomplete").
+    std::uint64_t incomplete_at_flush = 0;
+    /// Bytes left unread behind incomplete records (an upper bound: the last readable record
+    /// may be larger in the loaded CUPTI than its 13.0 struct). CUPTI's parser cannot step over a record it cannot size, so complete
+    /// records behind one in the same buffer are lost; they are counted, never guessed at.
+    std::uint64_t unreadable_bytes = 0;
 };
 
 class ActivityDecoder {
@@ -44,8 +51,10 @@ public:
     ActivityDecoder(EventQueue& out, StringTable& strings, const ClockCalibration& clock) noexcept;
 
     /// Decodes every record of one completed buffer (`valid` bytes) with `next_record`.
+    /// `forced`: the buffer came back through a forced flush, so records may still be in flight.
     /// Thread-safety: one thread at a time. Callback-safe: no (interns, allocates).
-    void decode_buffer(NextRecordFn next_record, std::uint8_t* buffer, std::size_t valid) noexcept;
+    void decode_buffer(NextRecordFn next_record, std::uint8_t* buffer, std::size_t valid,
+                       bool forced = false) noexcept;
     /// Decodes one record (used by decode_buffer; tests feed hand-built records).
     void decode_record(const CUpti_Activity* record) noexcept;
 
@@ -57,6 +66,8 @@ public:
 
 private:
     void push(const Event& e) noexcept;
+    static std::uint64_t unread_after(const std::uint8_t* buffer, std::size_t valid,
+                                      const CUpti_Activity* last_read) noexcept;
     void on_memory(const CUpti_ActivityMemory4& r);
     void on_memory_pool(const CUpti_ActivityMemoryPool3& r);
     void on_kernel(const CUpti_ActivityKernel10& r);
@@ -88,6 +99,7 @@ private:
     const ClockCalibration& clock_;
     std::uint32_t pid_;
     DecoderCounters counters_;
+    bool forced_ = false;  // the buffer being decoded came from a forced flush
 
     // Bounded caches: each is cleared when full (a cache miss only costs an intern).
     struct NameEntry {

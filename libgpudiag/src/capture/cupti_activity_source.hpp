@@ -3,10 +3,11 @@
 // carry no user pointer and its activity state is process-global, so there is one instance).
 //
 // Threads: CUPTI calls buffer_requested on application threads and buffer_completed on its
-// worker (or inside our FlushAll); both only move buffer pointers. The source's control thread
+// worker (or inside a FlushAll); both only move buffer pointers. The source's control thread
 // flushes every flush period, decodes completed buffers (the only decoder), reads drop counts,
-// calibrates the clock and tops up the buffer pool. No gpudiag lock is ever held across a CUPTI
-// call: lifecycle calls serialise with a token taken and released around them, not a held mutex.
+// calibrates the clock, sizes the buffer pool to demand and watches for starvation. No gpudiag
+// lock is ever held across a CUPTI call: lifecycle calls serialise with a token taken and
+// released around them, not a held mutex.
 #pragma once
 
 #include <gpudiag/status.hpp>
@@ -29,6 +30,14 @@ struct CuptiSourceOptions {
     std::size_t buffer_bytes = std::size_t{1} << 20;  ///< CUPTI recommends 1-10 MB
     std::size_t initial_buffers = 8;
     std::size_t max_buffers = 64;          ///< 64 MiB at most; beyond it records are dropped
+    /// Starvation: no buffer request and no record for this long while the GPU is seen busy by
+    /// other means (NVML utilization, deep-mode API callbacks) means another CUPTI client took
+    /// the activity API. Buffers flush every period, so a program that still records into
+    /// gpudiag's buffers asks for or returns one within a second or two.
+    std::uint32_t stall_seconds = 15;
+    /// At pause and stop: how long FlushAll(0) is retried while CUPTI still holds buffers
+    /// (kernels running) before a forced flush hands them over incomplete.
+    std::uint32_t settle_ms = 150;
 };
 
 struct CuptiSourceStatus {
@@ -48,6 +57,13 @@ struct CuptiSourceStatus {
     std::uint64_t overhead_ns = 0;
     std::uint64_t declined_buffers = 0;
     std::uint64_t corrupt_buffers = 0;
+    std::uint64_t incomplete_at_flush = 0;  ///< records still in flight at a forced flush
+    std::uint64_t unreadable_bytes = 0;     ///< left unread behind them (upper bound)
+    std::uint64_t foreign_buffers = 0;      ///< another client's buffers handed to gpudiag, dropped
+    bool stalled = false;                   ///< starved: another client has the activity API
+    double clock_rate = 0.0;                ///< session ns per CUPTI tick; 0 until measured
+    bool foreign_clock = false;             ///< CUPTI's clock is not ns: a timestamp callback
+    std::uint64_t last_gpu_busy_ns = 0;     ///< latest outside evidence of GPU work (0 = none)
     std::array<std::uint64_t, 64> records_by_kind{};
 };
 
@@ -62,13 +78,20 @@ public:
     Status start(const CuptiSourceOptions& options, EventQueue& out, StringTable& strings) noexcept;
     /// Delivers buffered records now (FlushAll; `forced` also returns incomplete buffers).
     void flush(bool forced) noexcept;
-    /// Forced flush, disables every kind gpudiag enabled, stops the control thread.
+    /// Disables every kind gpudiag enabled, flushes as pause() does, reads the last drop
+    /// count, stops the control thread.
     void stop() noexcept;
-    /// Yields CUPTI to another client (torch.profiler): forced flush, kinds and whitelist off,
-    /// subscriber released. Errors: kFailedPrecondition when not started or already paused.
+    /// Yields CUPTI to another client (torch.profiler): kinds and whitelist off, buffers
+    /// flushed (FlushAll(0) until CUPTI holds none or settle_ms passed, then forced),
+    /// subscriber released, a kCapturePaused marker pushed.
+    /// Errors: kFailedPrecondition when not started or already paused.
     Status pause(std::string_view reason) noexcept;
     /// Re-registers the buffer callbacks (the other client replaced them) and re-enables.
     Status resume() noexcept;
+    /// Evidence, from outside CUPTI, that the program keeps the GPU busy (an NVML utilization
+    /// sample above zero): the starvation watch compares it with what CUPTI delivers.
+    /// Thread-safety: safe. Callback-safe: yes (one atomic store).
+    void note_gpu_busy() noexcept;
     [[nodiscard]] CuptiSourceStatus status() const noexcept;
 
     struct Impl;
@@ -77,6 +100,11 @@ private:
     CuptiActivitySource();
     Impl* impl_;  // process lifetime: CUPTI may call back after any stop
 };
+
+/// What a CUPTI error from enabling capture means, appended to the reason: " (CUPTI could not
+/// attach to the CUDA driver: ...)" for CUPTI_ERROR_NOT_INITIALIZED, "" for codes with nothing
+/// to add. `per_subscriber_api`: the loaded libcupti has the *_v2 activity functions.
+std::string cupti_failure_hint(int cupti_result, bool per_subscriber_api);
 
 /// A readable name for the CUPTI client CUPTI reports as the current owner
 /// ("PyTorch profiler (Kineto)", "Nsight Systems", ...), with the raw name appended.

@@ -14,17 +14,20 @@
 #  include "capture/cupti_api.hpp"
 #endif
 
+#include <array>
 #include <atomic>
 #include <mutex>
 
 namespace gpudiag::detail {
 namespace {
 
-// Counts what every source hands over, so status() has one figure for events and drops.
+// Counts what every source hands over, so status() has one figure for events and drops, and
+// passes NVML's word that kernels ran to the CUPTI source's starvation watch.
 class CountingQueue final : public EventQueue {
 public:
     void set_target(EventQueue* target) noexcept { target_.store(target); }
     bool try_push(const Event& event) noexcept override {
+        if (event.kind == EventKind::kCounter) note_gpu_activity(event);
         EventQueue* t = target_.load(std::memory_order_acquire);
         if (t != nullptr && t->try_push(event)) {
             pushed_.fetch_add(1, std::memory_order_relaxed);
@@ -37,9 +40,24 @@ public:
     [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
 
 private:
+    // NVML's utilization is the device's: it says this program's kernels ran only while no other
+    // process holds memory on the device. Unknown (this PID not in NVML's list, as inside a PID
+    // namespace) still counts: silence would otherwise never be questioned there.
+    void note_gpu_activity(const Event& e) noexcept {
+        if (e.device >= kMaxDevices) return;
+        if (e.counter.counter == CounterKind::kForeignProcessMemoryBytes) {
+            shared_[e.device].store(e.counter.value > 0, std::memory_order_relaxed);
+        } else if (e.counter.counter == CounterKind::kGpuUtilizationPercent &&
+                   e.counter.value > 0 && !shared_[e.device].load(std::memory_order_relaxed)) {
+            CuptiActivitySource::instance().note_gpu_busy();
+        }
+    }
+
+    static constexpr std::size_t kMaxDevices = 64;
     std::atomic<EventQueue*> target_{nullptr};
     std::atomic<std::uint64_t> pushed_{0};
     std::atomic<std::uint64_t> refused_{0};
+    std::array<std::atomic<bool>, kMaxDevices> shared_{};  // another process holds memory there
 };
 
 // Facts that do not depend on a running session.

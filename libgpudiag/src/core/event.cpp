@@ -31,6 +31,8 @@ const char* event_kind_name(EventKind kind) noexcept {
         case EventKind::kOutOfMemory: return "out_of_memory";
         case EventKind::kAnnotation: return "annotation";
         case EventKind::kCounter: return "counter";
+        case EventKind::kCapturePaused: return "capture_paused";
+        case EventKind::kCaptureResumed: return "capture_resumed";
     }
     return "unknown";
 }

@@ -151,7 +151,9 @@ void remap_strings(Event& e, const std::unordered_map<StringId, StringId>& remap
         case EventKind::kStepBegin:
         case EventKind::kStepEnd: fix(e.range.name); break;
         case EventKind::kOutOfMemory: fix(e.oom.site); break;
-        case EventKind::kAnnotation: fix(e.annotation.text); break;
+        case EventKind::kAnnotation:
+        case EventKind::kCapturePaused:
+        case EventKind::kCaptureResumed: fix(e.annotation.text); break;
         default: break;
     }
 }

@@ -232,6 +232,37 @@ TEST_F(ActivityDecoderTest, UnknownKindStopsTheWalkAndIsCounted) {
     EXPECT_EQ(decoder_.counters().corrupt_buffers, 1u);
 }
 
+// A forced flush (pause, stop) hands over records still in flight. The real parser stops at one
+// it cannot size and never moves past it (it leaves the record pointer in place), so the
+// records behind it are lost: counted as incomplete and unread, not as a damaged buffer.
+TEST_F(ActivityDecoderTest, AForcedFlushCountsARecordInFlightAsIncompleteNotCorrupt) {
+    static const char kName[] = "_Z4stepv";
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
+    auto running = test::kernel_record(kName, 0, 0, 2);
+    running.kind = CUPTI_ACTIVITY_KIND_INVALID;  // not yet marked complete
+    buf.add(running);
+    buf.add(test::memory_record(true, 0x2, 64, 3, kBase + 3));
+    decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size(), /*forced=*/true);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
+    EXPECT_EQ(decoder_.counters().incomplete_at_flush, 1u);
+    // What follows the first record: the running kernel and the allocation behind it.
+    EXPECT_EQ(decoder_.counters().unreadable_bytes,
+              sizeof(CUpti_ActivityKernel10) + sizeof(CUpti_ActivityMemory4));
+}
+
+TEST_F(ActivityDecoderTest, AForcedFlushCountsKernelsWithoutTimestampsAsIncomplete) {
+    static const char kName[] = "_Z4stepv";
+    RecordBuffer buf;
+    buf.add(test::kernel_record(kName, 0, 0, 1));  // still running when forced out
+    buf.add(test::kernel_record(kName, kBase + 10, kBase + 20, 2));
+    decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size(), /*forced=*/true);
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);  // the complete one after it
+    EXPECT_EQ(decoder_.counters().incomplete_at_flush, 1u);
+    EXPECT_EQ(decoder_.counters().kernels_without_timing, 0u);  // not a full device buffer
+}
+
 TEST_F(ActivityDecoderTest, TruncatedBufferYieldsTheCompleteRecordsOnly) {
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));

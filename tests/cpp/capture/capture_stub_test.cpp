@@ -18,15 +18,21 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
 
 extern "C" {
 void gpudiag_stub_cupti_reset();
-void gpudiag_stub_cupti_set_enable_result(int result);
+void gpudiag_stub_cupti_set_global_result(int result);
+void gpudiag_stub_cupti_set_kind_result(int kind, int result);
+void gpudiag_stub_cupti_set_flush_result(int result);
+void gpudiag_stub_cupti_set_forced_invalid_kind(int on);
 void gpudiag_stub_cupti_set_subscriber_holder(const char* name);
+int gpudiag_stub_cupti_record(const void* record, size_t bytes, int in_flight_ms);
 void gpudiag_stub_cupti_queue_buffer(const void* records, size_t bytes);
+uint64_t gpudiag_stub_cupti_now();
 int gpudiag_stub_cupti_kind_enabled(int kind);
 int gpudiag_stub_cupti_kind_ever_enabled(int kind);
 int gpudiag_stub_cupti_api_enabled(int runtime, unsigned cbid);
@@ -36,11 +42,15 @@ int gpudiag_stub_cupti_has_subscriber();
 int gpudiag_stub_cupti_callback_enabled(int domain, unsigned cbid);
 int gpudiag_stub_cupti_register_calls();
 int gpudiag_stub_cupti_forced_flushes();
+int gpudiag_stub_cupti_worker_completions();
 void gpudiag_stub_cupti_add_dropped(size_t n);
 int gpudiag_stub_cupti_invoke_callback(int domain, unsigned cbid, const void* data);
-void gpudiag_stub_cupti_take_over_callbacks();
 int gpudiag_stub_cupti_hold_buffers(int n);
 void gpudiag_stub_cupti_release_held();
+void gpudiag_stub_cupti_install_cycle_clock();
+void gpudiag_stub_cupti_foreign_start(int install_cycle_clock);
+void gpudiag_stub_cupti_foreign_stop();
+size_t gpudiag_stub_cupti_foreign_unknown_buffers();
 void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
                            unsigned limit_mw);
 void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected, unsigned long long uncorrected);
@@ -76,12 +86,6 @@ std::string joined(const std::vector<std::string>& v) {
     std::string out;
     for (const auto& s : v) out += s + "\n";
     return out;
-}
-
-std::uint64_t realtime_ns() {
-    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          std::chrono::system_clock::now().time_since_epoch())
-                                          .count());
 }
 
 SessionOptions options(bool deep = false) {
@@ -146,7 +150,8 @@ TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
     EXPECT_EQ(gpudiag_stub_cupti_api_enabled(0, 551), 1);  // cuMemMap
     EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 3), 0);    // cudaGetDevice... not whitelisted
     EXPECT_EQ(gpudiag_stub_cupti_all_sync_records(), 0);
-    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), 1);
+    // Never "buffers come zeroed": the attribute is process-wide and other clients' are not.
+    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), -1);
     EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 0);  // activity needs no subscriber
 
     CaptureStatus st = backend->status();
@@ -157,14 +162,14 @@ TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
     backend->stop();
     EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);
     EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
-    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), -1);
     EXPECT_FALSE(backend->status().capturing);
 }
 
 TEST_F(CaptureStubTest, FlushDeliversRecordsAsEventsOnTheSessionClock) {
     auto backend = detail::make_capture_backend(options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
-    std::uint64_t now = realtime_ns();
+    std::uint64_t now = gpudiag_stub_cupti_now();
     static const char kName[] = "_Z4stepv";
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0xA000, 1 << 20, 5, now));
@@ -192,25 +197,32 @@ TEST_F(CaptureStubTest, RecordsStillBufferedAtStopArriveThroughTheForcedFlush) {
     auto backend = detail::make_capture_backend(options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     RecordBuffer buf;
-    buf.add(test::memory_record(false, 0xB000, 4096, 9, realtime_ns()));
+    buf.add(test::memory_record(false, 0xB000, 4096, 9, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     int forced = gpudiag_stub_cupti_forced_flushes();
     backend->stop();
-    EXPECT_GT(gpudiag_stub_cupti_forced_flushes(), forced);
     EXPECT_EQ(queue_.of_kind(EventKind::kDeviceFree).size(), 1u);
+    // Its records were complete: FlushAll(0) brought it back, no forced flush was needed.
+    EXPECT_EQ(gpudiag_stub_cupti_forced_flushes(), forced);
 }
 
 TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
     auto backend = detail::make_capture_backend(options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
-    // GIVEN CUPTI threads holding every buffer of the pool (per-thread buffers)
-    int held = gpudiag_stub_cupti_hold_buffers(1000);
+    // GIVEN CUPTI threads holding every buffer of the pool (per-thread buffers), which grows
+    // with the demand up to its cap
+    int held = 0;
+    for (int got = 1; got > 0;) {
+        got = gpudiag_stub_cupti_hold_buffers(100);
+        held += got;
+        std::this_thread::sleep_for(std::chrono::milliseconds(60));  // a top-up or two
+    }
     EXPECT_GT(held, 0);
     EXPECT_LE(held, 64);  // the pool's cap
     // WHEN more records arrive: the request callback declines, CUPTI drops and counts
     RecordBuffer buf;
-    buf.add(test::memory_record(true, 0xC000, 64, 1, realtime_ns()));
-    buf.add(test::memory_record(true, 0xC100, 64, 2, realtime_ns()));
+    buf.add(test::memory_record(true, 0xC000, 64, 1, gpudiag_stub_cupti_now()));
+    buf.add(test::memory_record(true, 0xC100, 64, 2, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     gpudiag_stub_cupti_add_dropped(5);
     backend->flush();
@@ -225,27 +237,43 @@ TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
 }
 
 TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
-    gpudiag_stub_cupti_set_enable_result(CUPTI_ERROR_UNKNOWN);
+    // CUPTI documents NOT_INITIALIZED for a driver it cannot attach to: missing, or too old.
+    gpudiag_stub_cupti_set_global_result(CUPTI_ERROR_NOT_INITIALIZED);
     auto backend = detail::make_capture_backend(options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());  // a missing GPU is not an error
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml) << joined(st.reasons);
-    EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed: CUPTI_ERROR_UNKNOWN"))
+    EXPECT_TRUE(contains(st.reasons, "cuptiActivityRegisterCallbacks failed: CUPTI_ERROR_NOT_INITIALIZED"))
         << joined(st.reasons);
-    EXPECT_TRUE(contains(st.reasons, "no CUDA driver or device"));
+    EXPECT_TRUE(contains(st.reasons, "older than this CUPTI")) << joined(st.reasons);
     EXPECT_EQ(backend->pause("torch.profiler").code(), StatusCode::kFailedPrecondition);
     backend->stop();
     EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);
 }
 
-TEST_F(CaptureStubTest, CuptiOwnedByAnotherToolIsNamed) {
-    gpudiag_stub_cupti_set_enable_result(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+TEST_F(CaptureStubTest, AKindCuptiRefusesNamesTheSubscribersHolder) {
+    // cuptiActivityEnable's documented refusal is NOT_COMPATIBLE; whoever holds the subscriber
+    // (here a tool the program was launched under) is the likely reason and is named.
+    gpudiag_stub_cupti_set_kind_result(CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ERROR_NOT_COMPATIBLE);
     gpudiag_stub_cupti_set_subscriber_holder("Nsight Systems");
     auto backend = detail::make_capture_backend(options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml);
-    EXPECT_TRUE(contains(st.reasons, "CUPTI is owned by Nsight Systems")) << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed: CUPTI_ERROR_NOT_COMPATIBLE"))
+        << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "subscriber is held by Nsight Systems")) << joined(st.reasons);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, ARefusedSecondaryKindIsANoteNotALostLevel) {
+    gpudiag_stub_cupti_set_kind_result(CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ERROR_INVALID_KIND);
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    CaptureStatus st = backend->status();
+    EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons, "OVERHEAD records unavailable (CUPTI_ERROR_INVALID_KIND)"))
+        << joined(st.reasons);
     backend->stop();
 }
 
@@ -310,7 +338,7 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
     ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_DRIVER_API, 551, &cd), 1);
     // WHEN the allocation's activity record arrives
     RecordBuffer buf;
-    buf.add(test::memory_record(true, 0xD000, 1 << 20, 300, realtime_ns()));
+    buf.add(test::memory_record(true, 0xD000, 1 << 20, 300, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     backend->flush();
     // THEN it carries the call site, and the mapping its physical bytes
@@ -331,7 +359,7 @@ TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
     auto backend = detail::make_capture_backend(options(/*deep=*/true));
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     RecordBuffer before;
-    before.add(test::memory_record(true, 0xE000, 64, 1, realtime_ns()));
+    before.add(test::memory_record(true, 0xE000, 64, 1, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(before.data(), before.size());
     int registrations = gpudiag_stub_cupti_register_calls();
 
@@ -347,8 +375,11 @@ TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
     EXPECT_EQ(st.paused_reason, "torch.profiler");
     EXPECT_EQ(backend->pause("again").code(), StatusCode::kFailedPrecondition);
 
-    // The profiler registers its own buffer callbacks while it runs.
-    gpudiag_stub_cupti_take_over_callbacks();
+    // The profiler registers its own buffer callbacks while it runs, and turns its kinds off
+    // when it stops.
+    gpudiag_stub_cupti_foreign_start(0);
+    gpudiag_stub_cupti_foreign_stop();
+    registrations = gpudiag_stub_cupti_register_calls();
 
     // WHEN it has stopped
     ASSERT_TRUE(backend->resume().is_ok());
@@ -357,7 +388,7 @@ TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
     EXPECT_EQ(gpudiag_stub_cupti_has_subscriber(), 1);
     EXPECT_FALSE(backend->status().paused);
     RecordBuffer after;
-    after.add(test::memory_record(true, 0xE100, 64, 2, realtime_ns()));
+    after.add(test::memory_record(true, 0xE100, 64, 2, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(after.data(), after.size());
     backend->flush();
     EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 2u);
@@ -388,6 +419,348 @@ TEST_F(CaptureStubTest, OneCuptiSessionPerProcess) {
     EXPECT_TRUE(contains(st.reasons, "another gpudiag session")) << joined(st.reasons);
     second->stop();
     first->stop();
+}
+
+// ---------------------------------------------------------------- CUPTI's threads and flushes
+
+std::uint64_t monotonic_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Per-thread buffers asked for on application threads, full ones completed on CUPTI's worker
+// while the control thread drains: nothing is lost or decoded twice.
+TEST_F(CaptureStubTest, BuffersFromManyThreadsArriveThroughCuptisWorkerAndFlushes) {
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // buffers come back full, through CUPTI's worker, then at stop
+    auto backend = detail::make_capture_backend(o);
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    constexpr int kThreads = 4;
+    constexpr int kPerThread = 12'000;  // more than one 1 MiB buffer's worth each
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([t] {
+            for (int i = 0; i < kPerThread; ++i) {
+                auto r = test::memory_record(true, 0x100000ULL * (t + 1) + i, 256,
+                                             static_cast<std::uint32_t>(t * kPerThread + i),
+                                             gpudiag_stub_cupti_now());
+                while (gpudiag_stub_cupti_record(&r, sizeof r, 0) == 0) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // pool caught up
+                }
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    backend->stop();
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), std::size_t{kThreads * kPerThread});
+    EXPECT_GT(gpudiag_stub_cupti_worker_completions(), 0);  // full buffers came back asynchronously
+}
+
+// A kernel still running when the session stops: FlushAll(0) holds its buffer back, gpudiag waits
+// for it instead of forcing it out at once, and the kernel arrives with its timing.
+TEST_F(CaptureStubTest, StopWaitsForKernelsStillRunningAndLosesNoBuffer) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    static const char kName[] = "_Z4stepv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto alloc = test::memory_record(true, 0xF000, 64, 1, now);
+    auto kernel = test::kernel_record(kName, now + 1000, now + 41'000'000, 2);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&alloc, sizeof alloc, 0), 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 40), 1);  // done in 40 ms
+    backend->stop();
+    auto kernels = queue_.of_kind(EventKind::kKernel);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0].duration_ns(), 41'000'000u - 1000u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    auto st = detail::CuptiActivitySource::instance().status();
+    EXPECT_EQ(st.incomplete_at_flush, 0u);
+    EXPECT_EQ(st.kernels_without_timing, 0u);
+}
+
+// A kernel that outlasts the settling time is forced out incomplete: counted as such (not as a
+// damaged buffer), and the complete records before it are decoded.
+TEST_F(CaptureStubTest, KernelsOutlastingTheSettleTimeAreCountedIncompleteAtPause) {
+    gpudiag_stub_cupti_set_forced_invalid_kind(1);
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    static const char kName[] = "_Z4longv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto before = test::memory_record(true, 0xF100, 64, 1, now);
+    auto kernel = test::kernel_record(kName, now + 1000, now + 9'000'000'000ULL, 2);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&before, sizeof before, 0), 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 60'000), 1);  // a minute
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
+    auto waited = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(waited, std::chrono::seconds(2));  // bounded: settle time, then forced
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    auto st = detail::CuptiActivitySource::instance().status();
+    EXPECT_EQ(st.incomplete_at_flush, 1u);
+    EXPECT_EQ(st.corrupt_buffers, 0u);
+    EXPECT_TRUE(contains(st.notes, "still in flight")) << joined(st.notes);
+    ASSERT_TRUE(backend->resume().is_ok());
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, PauseAndResumeMarkTheUnobservedWindow) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    std::uint64_t t0 = monotonic_ns();
+    ASSERT_TRUE(backend->pause("torch.profiler is tracing CUDA").is_ok());
+    ASSERT_TRUE(backend->resume().is_ok());
+    std::uint64_t t1 = monotonic_ns();
+    backend->stop();
+    auto paused = queue_.of_kind(EventKind::kCapturePaused);
+    auto resumed = queue_.of_kind(EventKind::kCaptureResumed);
+    ASSERT_EQ(paused.size(), 1u);
+    ASSERT_EQ(resumed.size(), 1u);
+    EXPECT_EQ(strings_.lookup(paused[0].annotation.text), "torch.profiler is tracing CUDA");
+    EXPECT_GE(paused[0].start_ns, t0);
+    EXPECT_LE(paused[0].start_ns, resumed[0].start_ns);
+    EXPECT_LE(resumed[0].start_ns, t1);
+}
+
+// ---------------------------------------------------------------- CUPTI's clock
+// Kineto registers a timestamp callback returning CPU cycles: from then on CUPTI stamps every
+// client's records in cycles. Times and durations must still come out in nanoseconds.
+TEST_F(CaptureStubTest, ACycleCounterClockStillGivesNanoseconds) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    gpudiag_stub_cupti_install_cycle_clock();
+    std::this_thread::sleep_for(std::chrono::milliseconds(450));  // clock pairs at drains
+    static const char kName[] = "_Z4stepv";
+    std::uint64_t mono_at = monotonic_ns();
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto kernel = test::kernel_record(kName, now, now + 2'900'000, 1);  // 1 ms at 2.9 GHz
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 0), 1);
+    backend->flush();
+    auto kernels = queue_.of_kind(EventKind::kKernel);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_NEAR(static_cast<double>(kernels[0].duration_ns()), 1e6, 2e4);
+    EXPECT_NEAR(static_cast<double>(kernels[0].start_ns), static_cast<double>(mono_at), 2e6);
+    CaptureStatus st = backend->status();
+    EXPECT_TRUE(contains(st.reasons, "ns per tick")) << joined(st.reasons);
+    EXPECT_TRUE(detail::CuptiActivitySource::instance().status().foreign_clock);
+    backend->stop();
+}
+
+// The profiler (paused around by gpudiag) installed its clock while gpudiag was paused: the
+// first records after resume are mapped right, because resume takes a clock pair.
+TEST_F(CaptureStubTest, ResumeRecalibratesTheClockAfterAProfilerRun) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
+    gpudiag_stub_cupti_foreign_start(/*install_cycle_clock=*/1);
+    gpudiag_stub_cupti_foreign_stop();
+    ASSERT_TRUE(backend->resume().is_ok());
+    static const char kName[] = "_Z4stepv";
+    std::uint64_t mono_at = monotonic_ns();
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto kernel = test::kernel_record(kName, now, now + 2'900'000, 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 0), 1);
+    backend->flush();
+    auto kernels = queue_.of_kind(EventKind::kKernel);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_NEAR(static_cast<double>(kernels[0].duration_ns()), 1e6, 2e4);
+    EXPECT_NEAR(static_cast<double>(kernels[0].start_ns), static_cast<double>(mono_at), 2e6);
+    backend->stop();
+}
+
+// ---------------------------------------------------------------- other CUPTI clients
+// A client that was tracing when the session started: its outstanding buffer completes into
+// gpudiag's callback. Its owner may free it at once, so it is counted and never read.
+TEST_F(CaptureStubTest, AnotherClientsBuffersAreCountedAndDroppedUnread) {
+    gpudiag_stub_cupti_foreign_start(0);
+    static const char kName[] = "_Z7foreignv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto kernel = test::kernel_record(kName, now, now + 1000, 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 0), 1);  // into its buffer
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    backend->flush();
+    EXPECT_TRUE(queue_.of_kind(EventKind::kKernel).empty());
+    EXPECT_EQ(detail::CuptiActivitySource::instance().status().foreign_buffers, 1u);
+    EXPECT_TRUE(contains(backend->status().reasons, "dropped unread")) << joined(backend->status().reasons);
+    backend->stop();
+}
+
+// libkineto in a C++ service, or on-demand tracing, takes CUPTI without telling gpudiag: its
+// callbacks replace gpudiag's, then it turns its kinds off. gpudiag must notice that its buffers
+// stopped while the GPU is busy, say capture is degraded and why, mark the window unobserved,
+// and leave CUPTI's settings to the client that holds it.
+TEST_F(CaptureStubTest, AClientTakingCuptiWithoutWarningIsReportedAsStarvation) {
+    detail::CuptiSourceOptions o;
+    o.flush_period_ms = 50;
+    o.stall_seconds = 2;
+    auto& source = detail::CuptiActivitySource::instance();
+    ASSERT_TRUE(source.start(o, queue_, strings_).is_ok());
+    std::atomic<bool> running{true};
+    std::thread app([&] {  // a training loop: kernels, and NVML seeing the GPU busy
+        static const char kName[] = "_Z4stepv";
+        while (running.load()) {
+            std::uint64_t now = gpudiag_stub_cupti_now();
+            auto k = test::kernel_record(kName, now, now + 1000, 1);
+            (void)gpudiag_stub_cupti_record(&k, sizeof k, 0);
+            source.note_gpu_busy();
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(source.status().stalled);
+    gpudiag_stub_cupti_foreign_start(0);
+    bool stalled = false;
+    for (int i = 0; i < 80 && !stalled; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        stalled = source.status().stalled;
+    }
+    running.store(false);
+    app.join();
+    ASSERT_TRUE(stalled);
+    detail::CuptiSourceStatus st = source.status();
+    EXPECT_TRUE(st.degraded);
+    EXPECT_TRUE(contains(st.reasons, "starved")) << joined(st.reasons);
+    EXPECT_EQ(queue_.of_kind(EventKind::kCapturePaused).size(), 1u);
+    source.stop();
+    // The other client still traces the API calls it enabled (RUNTIME): gpudiag's per-cbid
+    // switches must not cut cudaLaunchKernel out of its trace.
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);
+}
+
+// The buffer a thread holds when another client registers its callbacks completes into that
+// client's callback, which drops it as unknown: gpudiag counts it lost instead of waiting for it.
+TEST_F(CaptureStubTest, BuffersHandedToAnotherClientAreCountedLost) {
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // nothing returns the buffer before the other client arrives
+    auto backend = detail::make_capture_backend(o);
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    auto r = test::memory_record(true, 0xA100, 64, 1, gpudiag_stub_cupti_now());
+    ASSERT_EQ(gpudiag_stub_cupti_record(&r, sizeof r, 0), 1);  // this thread holds a buffer
+    gpudiag_stub_cupti_foreign_start(0);
+    backend->flush();
+    EXPECT_EQ(gpudiag_stub_cupti_foreign_unknown_buffers(), 1u);  // gpudiag's, dropped by it
+    backend->stop();
+    EXPECT_TRUE(queue_.of_kind(EventKind::kDeviceAlloc).empty());
+    EXPECT_TRUE(contains(backend->status().reasons, "never came back")) << joined(backend->status().reasons);
+}
+
+// One kernel longer than stall_seconds looks like starvation (its buffer is held back while
+// NVML sees the GPU busy); when its record arrives, capture recovers and the window closes.
+TEST_F(CaptureStubTest, AStallEndsWhenRecordsArriveAgain) {
+    detail::CuptiSourceOptions o;
+    o.flush_period_ms = 50;
+    o.stall_seconds = 2;
+    auto& source = detail::CuptiActivitySource::instance();
+    ASSERT_TRUE(source.start(o, queue_, strings_).is_ok());
+    static const char kName[] = "_Z4longv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    auto kernel = test::kernel_record(kName, now, now + 3'500'000'000ULL, 1);
+    ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 3'500), 1);
+    bool stalled = false;
+    bool recovered = false;
+    for (int i = 0; i < 70 && !recovered; ++i) {
+        source.note_gpu_busy();
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        bool now_stalled = source.status().stalled;
+        stalled = stalled || now_stalled;
+        recovered = stalled && !now_stalled;
+    }
+    EXPECT_TRUE(stalled);
+    EXPECT_TRUE(recovered);
+    detail::CuptiSourceStatus st = source.status();
+    EXPECT_FALSE(st.degraded);
+    EXPECT_TRUE(contains(st.notes, "delivered nothing while the GPU was busy 1 time")) << joined(st.notes);
+    source.stop();
+    EXPECT_EQ(queue_.of_kind(EventKind::kCapturePaused).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kCaptureResumed).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);
+}
+
+// NVML's utilization is the whole device's: it is evidence of this program's kernels only while
+// no other process holds memory there.
+TEST_F(CaptureStubTest, GpuUtilizationIsEvidenceOnlyOnAnUnsharedDevice) {
+    auto busy_after = [&](bool shared) {
+        gpudiag_stub_nvml_reset();
+        for (int gpu : {0, 1}) gpudiag_stub_nvml_set_processes(gpu, 1ULL << 30, shared ? 8ULL << 30 : 0, 1);
+        TestEventQueue queue;
+        SessionOptions o = options();
+        o.nvml_hz = 50;
+        auto backend = detail::make_capture_backend(o);
+        EXPECT_TRUE(backend->start(queue, strings_).is_ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(150));  // the device's state known
+        std::uint64_t first = detail::CuptiActivitySource::instance().status().last_gpu_busy_ns;
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        std::uint64_t later = detail::CuptiActivitySource::instance().status().last_gpu_busy_ns;
+        backend->stop();
+        return later > first;
+    };
+    EXPECT_TRUE(busy_after(false));  // 90 % utilization, this process alone on the GPUs
+    EXPECT_FALSE(busy_after(true));  // the same, with another process on both
+}
+
+TEST_F(CaptureStubTest, QuietWithoutGpuWorkIsNotStarvation) {
+    detail::CuptiSourceOptions o;
+    o.flush_period_ms = 50;
+    o.stall_seconds = 2;
+    auto& source = detail::CuptiActivitySource::instance();
+    ASSERT_TRUE(source.start(o, queue_, strings_).is_ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(3300));  // an idle program
+    EXPECT_FALSE(source.status().stalled);
+    EXPECT_FALSE(source.status().degraded);
+    source.stop();
+}
+
+// A CUPTI that shut itself down (no subscriber means no FATAL_ERROR callback by default) shows
+// as FlushAll failing: capture is reported degraded instead of silently empty.
+TEST_F(CaptureStubTest, FlushAllFailingRepeatedlyDegradesCapture) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    gpudiag_stub_cupti_set_flush_result(CUPTI_ERROR_UNKNOWN);
+    CaptureStatus st;
+    for (int i = 0; i < 40; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        st = backend->status();
+        if (st.level != CaptureLevel::kCuptiActivity) break;
+    }
+    EXPECT_NE(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons, "cuptiActivityFlushAll failed")) << joined(st.reasons);
+    gpudiag_stub_cupti_set_flush_result(CUPTI_SUCCESS);
+    backend->stop();
+}
+
+// ---------------------------------------------------------------- drops and the pool
+TEST_F(CaptureStubTest, TheLastDropsAreReadAtStop) {
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    gpudiag_stub_cupti_add_dropped(3);  // well before the next once-a-second read
+    backend->stop();
+    EXPECT_GE(backend->status().dropped, 3u);
+}
+
+// Per-thread buffers: each CUDA-calling thread needs one per flush period. The pool grows to
+// that demand at the next drain, not a second later.
+TEST_F(CaptureStubTest, ThePoolGrowsToTheThreadsDemandWithinAPeriod) {
+    SessionOptions o = options();
+    o.flush_period_ms = 60'000;  // only the explicit flushes below: each round is one interval
+    auto backend = detail::make_capture_backend(o);
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    auto round = [] {
+        std::vector<std::thread> threads;
+        for (int t = 0; t < 24; ++t) {
+            threads.emplace_back([t] {
+                auto r = test::memory_record(true, 0x9000 + t, 64, 1, gpudiag_stub_cupti_now());
+                (void)gpudiag_stub_cupti_record(&r, sizeof r, 0);
+            });
+        }
+        for (auto& th : threads) th.join();
+    };
+    round();
+    backend->flush();
+    std::uint64_t declined_first = detail::CuptiActivitySource::instance().status().declined_buffers;
+    round();
+    backend->flush();
+    EXPECT_EQ(detail::CuptiActivitySource::instance().status().declined_buffers, declined_first);
+    backend->stop();
 }
 
 TEST_F(CaptureStubTest, NvmlSamplerFeedsTheHealthFindings) {

@@ -9,9 +9,11 @@
 #include "capture/cupti_activity_source.hpp"
 #include "capture/deep_call_recorder.hpp"
 #include "capture/nvml_sampler.hpp"
+#include "capture/starvation_watch.hpp"
 #include "core/clock.hpp"
 #include "test_event_queue.hpp"
 
+#include <cupti.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,35 +38,95 @@ bool contains(const std::vector<std::string>& v, const std::string& needle) {
 }
 
 // ---------------------------------------------------------------- clock
-TEST(ClockCalibrationTest, UsesTheLatestPairAtOrBeforeTheRecord) {
+TEST(ClockCalibrationTest, InterpolatesBetweenThePairsAroundARecord) {
     ClockCalibration c;
-    c.add_pair(1'000, 1'001'010);  // offset +1'000'010
-    c.add_pair(2'000, 1'001'500);  // offset +999'500: the realtime clock stepped forward
-    EXPECT_EQ(c.to_monotonic(1'500), 1'001'510u);
-    EXPECT_EQ(c.to_monotonic(2'500), 1'002'000u);
-    EXPECT_EQ(c.to_monotonic(500), 1'000'510u);  // older than every pair: the oldest applies
-    EXPECT_EQ(c.to_monotonic(0), 0u);            // unknown stays unknown
+    c.add_pair(1'000'000'000, 5'000'000'000);
+    c.add_pair(2'000'000'000, 6'000'000'000);
+    EXPECT_EQ(c.to_monotonic(1'500'000'000), 5'500'000'000u);
+    EXPECT_EQ(c.to_monotonic(2'500'000'000), 6'500'000'000u);  // after the last: the fitted slope
+    EXPECT_EQ(c.to_monotonic(500'000'000), 4'500'000'000u);    // before the first: likewise
+    EXPECT_EQ(c.to_monotonic(0), 0u);                          // unknown stays unknown
 }
 
-TEST(ClockCalibrationTest, ASourceClockSteppingBackRestartsTheTable) {
+// Kineto's timestamp callback makes CUPTI stamp raw CPU cycles. Durations and times must come
+// out in nanoseconds all the same, and the status must say CUPTI's clock is foreign.
+TEST(ClockCalibrationTest, CpuCycleTimestampsMapWithTheirSlope) {
     ClockCalibration c;
-    c.add_pair(5'000, 100);
-    c.add_pair(6'000, 1'100);
-    c.add_pair(1'000, 2'000);  // NTP stepped CLOCK_REALTIME back
+    const double ghz = 2.9;  // cycles per ns
+    for (std::uint64_t i = 0; i < 8; ++i) {
+        std::uint64_t mono = 1'000'000'000 + i * 250'000'000;
+        c.add_pair(static_cast<std::uint64_t>(static_cast<double>(mono) * ghz) + 77, mono);
+    }
+    auto cycles = [&](std::uint64_t mono) { return static_cast<std::uint64_t>(static_cast<double>(mono) * ghz) + 77; };
+    // A 1 ms kernel between pairs, and one after the last pair.
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(cycles(1'301'000'000)) - c.to_monotonic(cycles(1'300'000'000))),
+                1e6, 2.0);
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(cycles(2'900'000'000))), 2.9e9, 2.0);
+    EXPECT_NEAR(c.rate(), 1.0 / ghz, 1e-9);
+    EXPECT_TRUE(c.foreign_clock());
+}
+
+TEST(ClockCalibrationTest, CuptisOwnClockIsNotForeign) {
+    ClockCalibration c;
+    for (std::uint64_t i = 0; i < 8; ++i) {
+        // CLOCK_REALTIME vs MONOTONIC: same rate, each pair off by up to half a bracket.
+        std::uint64_t jitter = (i % 3) * 5'000;
+        c.add_pair(1'700'000'000'000'000'000ULL + i * 250'000'000 + jitter, 1'000 + i * 250'000'000);
+    }
+    EXPECT_NEAR(c.rate(), 1.0, ClockCalibration::kForeignRateTolerance / 10);
+    EXPECT_FALSE(c.foreign_clock());
+}
+
+TEST(ClockCalibrationTest, NoRateBeforeThePairsSpanEnoughTime) {
+    ClockCalibration c;
+    c.add_pair(1'000, 1'000);
+    c.add_pair(101'000'000, 101'000'000);  // 100 ms apart: too little to judge a clock's rate
+    EXPECT_EQ(c.rate(), 0.0);
+    EXPECT_FALSE(c.foreign_clock());
+}
+
+// A timestamp callback installed mid-session: records stamped before it still arrive, carrying
+// the old clock, and map through the regime they were stamped in.
+TEST(ClockCalibrationTest, RecordsOfThePreviousClockStillMapAfterAChange) {
+    ClockCalibration c;
+    const std::uint64_t epoch = 1'700'000'000'000'000'000ULL;
+    c.add_pair(epoch + 0, 10'000'000'000);
+    c.add_pair(epoch + 1'000'000'000, 11'000'000'000);
+    // From 11 s on, CUPTI returns cycles at 3 per ns (far below CLOCK_REALTIME's values).
+    c.add_pair(33'000'000'000, 11'000'000'000 + 1);
+    c.add_pair(36'000'000'000, 12'000'000'000);
+    EXPECT_EQ(c.regime_changes(), 1u);
+    EXPECT_EQ(c.pairs(), 2u);
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(epoch + 900'000'000)), 10.9e9, 2.0);  // old clock
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(34'500'000'000)), 11.5e9, 2.0);      // new clock
+}
+
+TEST(ClockCalibrationTest, ARealtimeStepStartsANewRegime) {
+    ClockCalibration c;
+    c.add_pair(5'000'000'000, 100'000'000);
+    c.add_pair(6'000'000'000, 1'100'000'000);
+    c.add_pair(1'000'000'000, 2'100'000'000);  // NTP stepped CLOCK_REALTIME back 6 s
     EXPECT_EQ(c.pairs(), 1u);
-    EXPECT_EQ(c.to_monotonic(1'500), 2'500u);
+    EXPECT_EQ(c.regime_changes(), 1u);
+    EXPECT_EQ(c.to_monotonic(1'500'000'000), 2'600'000'000u);
+    // Once the regime has a rate, a forward step of a second is a segment at another rate.
+    c.add_pair(1'200'000'000, 2'300'000'000);
+    c.add_pair(2'400'000'000, 2'500'000'000);  // 200 ms of session time, 1.2 s of CUPTI time
+    EXPECT_EQ(c.regime_changes(), 2u);
 }
 
 TEST(ClockCalibrationTest, KeepsABoundedHistory) {
     ClockCalibration c;
-    for (std::uint64_t i = 1; i <= 1000; ++i) c.add_pair(i * 1000, i * 1000 + 7);
+    for (std::uint64_t i = 1; i <= 1000; ++i) c.add_pair(i * 1'000'000, i * 1'000'000 + 7);
     EXPECT_EQ(c.pairs(), 64u);
-    EXPECT_EQ(c.to_monotonic(999'500), 999'507u);
+    EXPECT_EQ(c.to_monotonic(999'500'000), 999'500'007u);
 }
 
 TEST(ClockCalibrationTest, SampleAgainstRealtimeMatchesTheSessionClock) {
     ClockCalibration c;
-    ASSERT_TRUE(c.sample(&detail::read_realtime_clock));
+    bool sampled = false;
+    for (int i = 0; i < 50 && !sampled; ++i) sampled = c.sample(&detail::read_realtime_clock);
+    ASSERT_TRUE(sampled);
     std::uint64_t mono = c.to_monotonic(detail::realtime_now_ns());
     std::uint64_t now = detail::monotonic_now_ns();
     EXPECT_LT(mono > now ? mono - now : now - mono, 50'000'000u);  // within 50 ms
@@ -75,6 +137,55 @@ TEST(ClockCalibrationTest, WithoutPairsUsesTheLiveOffset) {
     std::uint64_t mono = c.to_monotonic(detail::realtime_now_ns());
     std::uint64_t now = detail::monotonic_now_ns();
     EXPECT_LT(mono > now ? mono - now : now - mono, 50'000'000u);
+}
+
+// ---------------------------------------------------------------- starvation watch
+constexpr std::uint64_t kSec = 1'000'000'000ULL;
+
+TEST(StarvationWatchTest, QuietWithoutEvidenceOfGpuWorkIsNoStall) {
+    detail::StarvationWatch w(10 * kSec);
+    w.reset(0);
+    for (std::uint64_t t = 1; t <= 60; ++t) {
+        EXPECT_EQ(w.tick(t * kSec, 0, 0), detail::StarvationWatch::Change::kNone) << t;
+    }
+    EXPECT_FALSE(w.stalled());
+}
+
+TEST(StarvationWatchTest, SilenceWhileTheGpuIsBusyIsAStallUntilRecordsFlowAgain) {
+    detail::StarvationWatch w(10 * kSec);
+    w.reset(0);
+    std::uint64_t last_delivery = 3 * kSec;
+    detail::StarvationWatch::Change c = detail::StarvationWatch::Change::kNone;
+    std::uint64_t t = 1;
+    for (; t <= 30 && c == detail::StarvationWatch::Change::kNone; ++t) {
+        std::uint64_t delivery = std::min(t, std::uint64_t{3}) * kSec;
+        c = w.tick(t * kSec, delivery, t * kSec - kSec / 2);  // NVML saw kernels every second
+    }
+    EXPECT_EQ(c, detail::StarvationWatch::Change::kStalled);
+    EXPECT_EQ(t - 1, 13u);  // 10 s after the last delivery
+    EXPECT_EQ(w.stalled_since(), last_delivery);
+    EXPECT_EQ(w.tick(14 * kSec, last_delivery, 14 * kSec), detail::StarvationWatch::Change::kNone);
+    EXPECT_EQ(w.tick(15 * kSec, 15 * kSec, 15 * kSec), detail::StarvationWatch::Change::kRecovered);
+    EXPECT_FALSE(w.stalled());
+}
+
+TEST(StarvationWatchTest, ARareBusySampleIsNotEnough) {
+    detail::StarvationWatch w(10 * kSec);
+    w.reset(0);
+    for (std::uint64_t t = 1; t <= 30; ++t) {
+        std::uint64_t busy = t == 5 ? 5 * kSec : 0;  // one busy sample in the whole silence
+        EXPECT_EQ(w.tick(t * kSec, 0, busy), detail::StarvationWatch::Change::kNone) << t;
+    }
+}
+
+TEST(CuptiFailureHintTest, ExplainsTheCodesCuptiActivityEnableReturns) {
+    EXPECT_NE(detail::cupti_failure_hint(CUPTI_ERROR_NOT_INITIALIZED, false).find("older than this CUPTI"),
+              std::string::npos);
+    std::string v2 = detail::cupti_failure_hint(CUPTI_ERROR_NOT_COMPATIBLE, true);
+    EXPECT_NE(v2.find("per-subscriber"), std::string::npos);
+    EXPECT_EQ(detail::cupti_failure_hint(CUPTI_ERROR_NOT_COMPATIBLE, false).find("per-subscriber"),
+              std::string::npos);
+    EXPECT_EQ(detail::cupti_failure_hint(CUPTI_SUCCESS, false), "");
 }
 
 // ---------------------------------------------------------------- buffer pool
@@ -93,12 +204,11 @@ TEST(ActivityBufferPoolTest, AcquireNeverAllocatesAndDeclinesWhenEmpty) {
     EXPECT_EQ(pool.outstanding(), 2u);
     pool.top_up(2);
     EXPECT_EQ(pool.allocated(), 3u);  // capped
-    std::memset(a, 0xAB, 100);
-    EXPECT_TRUE(pool.release(a, 100));
-    EXPECT_TRUE(std::all_of(a, a + 4096, [](std::uint8_t x) { return x == 0; }));
+    EXPECT_TRUE(pool.release(a));
+    EXPECT_EQ(pool.free_count(), 2u);
     std::uint8_t foreign[16];
-    EXPECT_FALSE(pool.release(foreign, 16));
-    EXPECT_TRUE(pool.release(b, 0));
+    EXPECT_FALSE(pool.release(foreign));
+    EXPECT_TRUE(pool.release(b));
     pool.trim();
     EXPECT_EQ(pool.allocated(), 0u);
 }
@@ -110,7 +220,7 @@ TEST(ActivityBufferPoolTest, TrimKeepsBuffersCuptiStillHolds) {
     pool.trim();
     EXPECT_EQ(pool.allocated(), 1u);
     EXPECT_TRUE(pool.owns(held));
-    EXPECT_TRUE(pool.release(held, 10));
+    EXPECT_TRUE(pool.release(held));
 }
 
 TEST(ActivityBufferPoolTest, ConcurrentAcquireReleaseKeepsEveryBufferExclusive) {
@@ -124,8 +234,9 @@ TEST(ActivityBufferPoolTest, ConcurrentAcquireReleaseKeepsEveryBufferExclusive) 
                 std::uint8_t* b = pool.acquire();
                 if (b == nullptr) continue;
                 if (b[0] != 0) in_use_violations.fetch_add(1);
-                b[0] = 1;
-                pool.release(b, 1);
+                b[0] = 1;  // mine: no other thread may be handed this buffer now
+                b[0] = 0;
+                pool.release(b);
             }
         });
     }

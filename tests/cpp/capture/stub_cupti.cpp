@@ -1,47 +1,136 @@
 // SPDX-License-Identifier: Apache-2.0
-// A stand-in libcupti for tests without a GPU: exports the CUPTI functions gpudiag resolves,
-// records what gpudiag enables, and delivers hand-built activity records through the buffer
-// callbacks gpudiag registered. Test hooks: the gpudiag_stub_cupti_* functions.
+// A stand-in libcupti for tests without a GPU. It models the behaviour of CUPTI 13's activity API
+// that gpudiag depends on, as the CUDA 13.0 headers (cupti_activity.h, cupti_callbacks.h,
+// cupti_result.h) document it:
+//
+// * Buffers: per-thread by default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1): a thread
+//   asks for a buffer (the registered request callback, on that thread) at its first record and
+//   keeps it; a full buffer goes to CUPTI's worker thread, which completes it asynchronously once
+//   its records are complete. PER_THREAD = 0 shares one buffer.
+// * cuptiActivityFlushAll(0) completes, on the caller, every buffer whose records are complete,
+//   full or not, and withholds the rest. FORCED completes all; a record still in flight comes back
+//   either with zero timestamps or as a record the parser calls CUPTI_ERROR_INVALID_KIND (which
+//   it cannot step over: the real libcupti 13.0 parser leaves the record pointer where it was).
+// * Completion goes to whichever callbacks are registered *then*: another client that registered
+//   its own (Kineto) receives gpudiag's outstanding buffers, and drops them as unknown.
+// * Records of disabled kinds are not made. cuptiActivityEnable(RUNTIME/DRIVER) overrides the
+//   per-cbid settings made before it, as the header says.
+// * cuptiActivityRegisterTimestampCallback replaces the clock of every record and of
+//   cuptiGetTimestamp ("normalized to correspond with" the records); the foreign client can
+//   install one returning raw cycles, as Kineto does.
+// * Error codes are the ones the header lists per function: cuptiActivityEnable returns
+//   NOT_INITIALIZED (driver missing or older than CUPTI), NOT_COMPATIBLE (KERNEL with
+//   CONCURRENT_KERNEL) or INVALID_KIND; cuptiSubscribe returns MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
+//   with the holder's name; cuptiActivityFlushAll without callbacks, INVALID_OPERATION.
+//
+// Test hooks: the gpudiag_stub_cupti_* functions at the end.
 #include <cupti.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <time.h>
 
 namespace {
 
+using SteadyClock = std::chrono::steady_clock;
+
+struct InFlight {
+    std::size_t offset;  // of a kernel record whose timestamps are not known yet
+    SteadyClock::time_point done_at;
+    std::uint64_t start;
+    std::uint64_t end;
+};
+
+struct Buffer {
+    std::uint8_t* data = nullptr;
+    std::size_t size = 0;
+    std::size_t used = 0;
+    std::vector<InFlight> in_flight;
+};
+
+// Kineto's kinds (CuptiActivityApi::enableCuptiActivities for a CUDA trace).
+constexpr CUpti_ActivityKind kForeignKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_OVERHEAD,          CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+constexpr std::size_t kForeignBufferBytes = 64 * 1024;
+
 struct StubState {
     std::mutex mutex;
+    std::condition_variable worker_cv;
+    std::thread worker;
+    bool worker_started = false;
+
     CUpti_BuffersCallbackRequestFunc request = nullptr;
     CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+    CUpti_BuffersCallbackCompleteFunc client_complete = nullptr;  // the library under test's
     int register_calls = 0;
     std::set<int> kinds;
     std::set<int> kinds_ever;
-    std::set<unsigned> runtime_apis;
-    std::set<unsigned> driver_apis;
+    bool runtime_all = false;
+    bool driver_all = false;
+    std::map<unsigned, bool> runtime_cbids;
+    std::map<unsigned, bool> driver_cbids;
     int all_sync_records = -1;
-    int zeroed = -1;
-    CUptiResult enable_result = CUPTI_SUCCESS;
-    std::string holder;  // non-empty: subscribe fails with 39 naming it
+    int zeroed = -1;     // -1: never set by anyone
+    int per_thread = 1;  // the documented default
+    CUpti_TimestampCallbackFunc timestamp = nullptr;
+
+    CUptiResult global_result = CUPTI_SUCCESS;  // NOT_INITIALIZED: no usable driver
+    std::map<int, CUptiResult> kind_results;
+    CUptiResult flush_result = CUPTI_SUCCESS;
+    bool forced_invalid_kind = false;  // how FORCED renders records in flight
+
+    std::string holder;  // non-empty: a foreign subscriber (or tool) reported under this name
     CUpti_CallbackFunc subscriber = nullptr;
     void* subscriber_data = nullptr;
     std::set<std::pair<int, unsigned>> callbacks;
-    std::vector<std::vector<uint8_t>> pending;  // one buffer per entry
-    std::vector<std::pair<uint8_t*, size_t>> held;
-    size_t dropped = 0;
+
+    std::map<std::thread::id, Buffer> thread_buffers;
+    Buffer shared_buffer;
+    std::deque<Buffer> full;  // for the worker
+    std::vector<std::pair<std::uint8_t*, std::size_t>> held;
+    std::size_t dropped = 0;
     int flushes = 0;
     int forced_flushes = 0;
+    int worker_completions = 0;
+
+    std::set<std::uint8_t*> foreign_buffers;
+    std::size_t foreign_records = 0;
+    std::size_t foreign_unknown_buffers = 0;
 };
 
 StubState& state() {
-    static StubState s;
-    return s;
+    static auto* s = new StubState;  // leaked: the worker thread outlives static destruction
+    return *s;
 }
 
-size_t record_size(CUpti_ActivityKind kind) {
+std::uint64_t clock_ns(clockid_t id) {
+    timespec ts{};
+    clock_gettime(id, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// Raw cycles of a 2.9 GHz counter, as Kineto's TSC timestamp callback returns.
+std::uint64_t CUPTIAPI cycle_counter() { return clock_ns(CLOCK_MONOTONIC_RAW) / 10 * 29; }
+
+std::uint64_t now_locked(const StubState& s) {
+    return s.timestamp != nullptr ? s.timestamp() : clock_ns(CLOCK_REALTIME);
+}
+
+std::size_t record_size(CUpti_ActivityKind kind) {
     switch (kind) {
         case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
         case CUPTI_ACTIVITY_KIND_MEMORY_POOL: return sizeof(CUpti_ActivityMemoryPool3);
@@ -59,34 +148,249 @@ size_t record_size(CUpti_ActivityKind kind) {
     }
 }
 
-// Delivers one buffer's worth of records through gpudiag's callbacks (no lock held: the
-// complete callback may call back into the stub).
-void deliver(const std::vector<uint8_t>& records, CUpti_BuffersCallbackRequestFunc request,
-             CUpti_BuffersCallbackCompleteFunc complete, size_t record_count) {
-    uint8_t* buffer = nullptr;
-    size_t size = 0;
-    size_t max_records = 0;
-    request(&buffer, &size, &max_records);
-    if (buffer == nullptr || size < records.size()) {
-        std::lock_guard<std::mutex> lock(state().mutex);
-        state().dropped += record_count;
-        return;
-    }
-    std::memcpy(buffer, records.data(), records.size());
-    complete(nullptr, 0, buffer, size, records.size());
-}
-
-size_t count_records(const std::vector<uint8_t>& bytes) {
-    size_t n = 0;
-    size_t off = 0;
-    while (off + sizeof(CUpti_Activity) <= bytes.size()) {
-        auto kind = reinterpret_cast<const CUpti_Activity*>(bytes.data() + off)->kind;
-        size_t sz = record_size(kind);
+std::size_t count_records(const std::uint8_t* bytes, std::size_t valid) {
+    std::size_t n = 0;
+    for (std::size_t off = 0; off + sizeof(CUpti_Activity) <= valid; ++n) {
+        std::size_t sz = record_size(reinterpret_cast<const CUpti_Activity*>(bytes + off)->kind);
         if (sz == 0) break;
         off += sz;
-        ++n;
     }
     return n;
+}
+
+bool kind_recorded(const StubState& s, const CUpti_Activity* record) {
+    auto per_cbid = [](const std::map<unsigned, bool>& cbids, bool all, unsigned cbid) {
+        auto it = cbids.find(cbid);
+        return it != cbids.end() ? it->second : all;
+    };
+    switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+            return per_cbid(s.runtime_cbids, s.runtime_all,
+                            reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+            return per_cbid(s.driver_cbids, s.driver_all,
+                            reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: return s.kinds.count(CUPTI_ACTIVITY_KIND_MEMCPY) != 0;
+        default: return s.kinds.count(record->kind) != 0;
+    }
+}
+
+// Writes the timestamps of kernels that finished by `now`; true when none is in flight.
+bool settle(Buffer& b, SteadyClock::time_point now) {
+    auto still = b.in_flight.begin();
+    for (auto it = b.in_flight.begin(); it != b.in_flight.end(); ++it) {
+        if (it->done_at <= now) {
+            auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(b.data + it->offset);
+            k->start = it->start;
+            k->end = it->end;
+        } else {
+            *still++ = *it;
+        }
+    }
+    b.in_flight.erase(still, b.in_flight.end());
+    return b.in_flight.empty();
+}
+
+// A forced flush hands over records in flight as they are: zero timestamps, or not yet marked
+// with their kind.
+void force(StubState& s, Buffer& b) {
+    if (s.forced_invalid_kind) {
+        for (const InFlight& f : b.in_flight) {
+            reinterpret_cast<CUpti_Activity*>(b.data + f.offset)->kind = CUPTI_ACTIVITY_KIND_INVALID;
+        }
+    }
+    b.in_flight.clear();
+}
+
+void deliver(CUpti_BuffersCallbackCompleteFunc complete, std::vector<Buffer>& out) {
+    for (Buffer& b : out) {
+        if (complete != nullptr) complete(nullptr, 0, b.data, b.size, b.used);
+    }
+    out.clear();
+}
+
+// CUPTI's worker thread: completes full buffers once their records are complete.
+void worker_loop() {
+    StubState& s = state();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    for (;;) {
+        auto now = SteadyClock::now();
+        auto wake = now + std::chrono::milliseconds(50);
+        std::vector<Buffer> ready;
+        for (auto it = s.full.begin(); it != s.full.end();) {
+            if (settle(*it, now)) {
+                ready.push_back(*it);
+                it = s.full.erase(it);
+            } else {
+                for (const InFlight& f : it->in_flight) wake = std::min(wake, f.done_at);
+                ++it;
+            }
+        }
+        if (!ready.empty()) {
+            s.worker_completions += static_cast<int>(ready.size());
+            CUpti_BuffersCallbackCompleteFunc complete = s.complete;
+            lock.unlock();
+            deliver(complete, ready);
+            lock.lock();
+            continue;
+        }
+        s.worker_cv.wait_until(lock, wake);
+    }
+}
+
+void start_worker_locked(StubState& s) {
+    if (s.worker_started) return;
+    s.worker_started = true;
+    s.worker = std::thread(worker_loop);
+    s.worker.detach();
+}
+
+// Appends one record to the calling thread's buffer (or the shared one), asking the registered
+// request callback for a buffer on this thread when it has none or the record does not fit.
+int emit(const void* bytes, std::size_t size, int in_flight_ms) {
+    StubState& s = state();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    const auto* record = static_cast<const CUpti_Activity*>(bytes);
+    if (s.global_result != CUPTI_SUCCESS || !kind_recorded(s, record)) return 0;
+    auto slot = [&]() -> Buffer& {
+        return s.per_thread != 0 ? s.thread_buffers[std::this_thread::get_id()] : s.shared_buffer;
+    };
+    if (slot().data != nullptr && slot().used + size > slot().size) {
+        s.full.push_back(slot());
+        slot() = Buffer{};
+        s.worker_cv.notify_all();
+    }
+    if (slot().data == nullptr) {
+        CUpti_BuffersCallbackRequestFunc request = s.request;
+        std::uint8_t* data = nullptr;
+        std::size_t got = 0;
+        std::size_t max_records = 0;
+        if (request != nullptr) {
+            lock.unlock();  // the client's callback runs on this thread, with no stub lock held
+            request(&data, &got, &max_records);
+            lock.lock();
+        }
+        if (data == nullptr || got < size) {
+            ++s.dropped;  // declined: CUPTI drops the record and counts it
+            return 0;
+        }
+        if (slot().data != nullptr) {  // another thread filled the shared slot meanwhile
+            s.full.push_back(Buffer{data, got, 0, {}});
+        } else {
+            slot() = Buffer{data, got, 0, {}};
+        }
+    }
+    Buffer& b = slot();
+    std::memcpy(b.data + b.used, bytes, size);
+    if (in_flight_ms > 0 && size >= sizeof(CUpti_ActivityKernel10)) {
+        auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(b.data + b.used);
+        b.in_flight.push_back(InFlight{b.used, SteadyClock::now() + std::chrono::milliseconds(in_flight_ms),
+                                       k->start, k->end});
+        k->start = 0;
+        k->end = 0;
+    }
+    b.used += size;
+    return 1;
+}
+
+// Takes every buffer a flush returns (FlushAll: all complete ones; forced: all).
+std::vector<Buffer> take_flushable(StubState& s, bool forced) {
+    std::vector<Buffer> out;
+    auto now = SteadyClock::now();
+    auto take = [&](Buffer& b) {
+        if (b.data == nullptr || b.used == 0) return false;
+        if (!settle(b, now)) {
+            if (!forced) return false;  // FlushAll(0) withholds buffers with incomplete records
+            force(s, b);
+        }
+        out.push_back(b);
+        b = Buffer{};
+        return true;
+    };
+    for (auto it = s.thread_buffers.begin(); it != s.thread_buffers.end();) {
+        it = take(it->second) ? s.thread_buffers.erase(it) : std::next(it);
+    }
+    take(s.shared_buffer);
+    for (auto it = s.full.begin(); it != s.full.end();) {
+        it = take(*it) ? s.full.erase(it) : std::next(it);
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------- the foreign client (Kineto)
+void CUPTIAPI foreign_request(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    auto* b = static_cast<std::uint8_t*>(std::calloc(1, kForeignBufferBytes));
+    {
+        std::lock_guard<std::mutex> lock(state().mutex);
+        if (b != nullptr) state().foreign_buffers.insert(b);
+    }
+    *buffer = b;
+    *size = b != nullptr ? kForeignBufferBytes : 0;
+    *max_records = 0;
+}
+
+void CUPTIAPI foreign_complete(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
+                               std::size_t valid) {
+    StubState& s = state();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    if (s.foreign_buffers.erase(buffer) == 0) {
+        ++s.foreign_unknown_buffers;  // "unknown buffer": logged and dropped, never returned
+        return;
+    }
+    s.foreign_records += count_records(buffer, valid);
+    lock.unlock();
+    std::free(buffer);
+}
+
+CUptiResult enable_locked(StubState& s, CUpti_ActivityKind kind) {
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (auto it = s.kind_results.find(kind); it != s.kind_results.end()) return it->second;
+    if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) {
+        return CUPTI_ERROR_INVALID_KIND;
+    }
+    bool serial = kind == CUPTI_ACTIVITY_KIND_KERNEL;
+    bool concurrent = kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+    if ((serial && s.kinds.count(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != 0) ||
+        (concurrent && s.kinds.count(CUPTI_ACTIVITY_KIND_KERNEL) != 0)) {
+        return CUPTI_ERROR_NOT_COMPATIBLE;
+    }
+    s.kinds.insert(kind);
+    s.kinds_ever.insert(kind);
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        s.runtime_all = true;
+        s.runtime_cbids.clear();  // the kind overrides earlier per-cbid settings
+    } else if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+        s.driver_all = true;
+        s.driver_cbids.clear();
+    }
+    return CUPTI_SUCCESS;
+}
+
+void disable_locked(StubState& s, CUpti_ActivityKind kind) {
+    s.kinds.erase(kind);
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        s.runtime_all = false;
+        s.runtime_cbids.clear();
+    } else if (kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+        s.driver_all = false;
+        s.driver_cbids.clear();
+    }
+}
+
+CUptiResult flush_all(std::uint32_t flag) {
+    StubState& s = state();
+    std::unique_lock<std::mutex> lock(s.mutex);
+    bool forced = (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0;
+    ++s.flushes;
+    if (forced) ++s.forced_flushes;
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (s.flush_result != CUPTI_SUCCESS) return s.flush_result;
+    if (s.request == nullptr || s.complete == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+    std::vector<Buffer> out = take_flushable(s, forced);
+    CUpti_BuffersCallbackCompleteFunc complete = s.complete;
+    lock.unlock();  // completion runs on the caller, with no stub lock held
+    deliver(complete, out);
+    return CUPTI_SUCCESS;
 }
 
 }  // namespace
@@ -94,142 +398,162 @@ size_t count_records(const std::vector<uint8_t>& bytes) {
 extern "C" {
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
+    if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     *version = 130001;
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
+    if (str == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     switch (result) {
         case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
+        case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
+        case CUPTI_ERROR_INVALID_OPERATION: *str = "CUPTI_ERROR_INVALID_OPERATION"; break;
+        case CUPTI_ERROR_MAX_LIMIT_REACHED: *str = "CUPTI_ERROR_MAX_LIMIT_REACHED"; break;
+        case CUPTI_ERROR_NOT_COMPATIBLE: *str = "CUPTI_ERROR_NOT_COMPATIBLE"; break;
+        case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
+        case CUPTI_ERROR_INVALID_KIND: *str = "CUPTI_ERROR_INVALID_KIND"; break;
+        case CUPTI_ERROR_NOT_SUPPORTED: *str = "CUPTI_ERROR_NOT_SUPPORTED"; break;
+        case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: *str = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"; break;
         case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
             *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
             break;
         case CUPTI_ERROR_UNKNOWN: *str = "CUPTI_ERROR_UNKNOWN"; break;
-        default: *str = "CUPTI_ERROR_STUB"; break;
+        default: return CUPTI_ERROR_INVALID_PARAMETER;
     }
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
                                                     CUpti_BuffersCallbackCompleteFunc complete) {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    state().request = request;
-    state().complete = complete;
-    ++state().register_calls;
+    if (request == nullptr || complete == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    s.request = request;
+    s.complete = complete;
+    if (complete != &foreign_complete) s.client_complete = complete;
+    ++s.register_calls;
+    start_worker_locked(s);
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (state().enable_result != CUPTI_SUCCESS) return state().enable_result;
-    state().kinds.insert(kind);
-    state().kinds_ever.insert(kind);
-    return CUPTI_SUCCESS;
+    return enable_locked(state(), kind);
 }
 
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    state().kinds.erase(kind);
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) {
+        return CUPTI_ERROR_INVALID_KIND;
+    }
+    disable_locked(s, kind);
     return CUPTI_SUCCESS;
 }
 
+// Like libcupti 13.0's: on a record it cannot size it returns INVALID_KIND and leaves `record`
+// where it was, so nothing behind it can be reached.
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
-    size_t offset = 0;
+    if (buffer == nullptr || record == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    std::size_t offset = 0;
     if (*record != nullptr) {
-        offset = static_cast<size_t>(reinterpret_cast<uint8_t*>(*record) - buffer);
-        size_t sz = record_size((*record)->kind);
+        std::size_t sz = record_size((*record)->kind);
         if (sz == 0) return CUPTI_ERROR_INVALID_KIND;
-        offset += sz;
+        offset = static_cast<std::size_t>(reinterpret_cast<uint8_t*>(*record) - buffer) + sz;
     }
     if (offset + sizeof(CUpti_Activity) > valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
     auto* next = reinterpret_cast<CUpti_Activity*>(buffer + offset);
-    size_t sz = record_size(next->kind);
+    std::size_t sz = record_size(next->kind);
     if (sz == 0) return CUPTI_ERROR_INVALID_KIND;
     if (offset + sz > valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
     *record = next;
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
-    std::vector<std::vector<uint8_t>> pending;
-    CUpti_BuffersCallbackRequestFunc request;
-    CUpti_BuffersCallbackCompleteFunc complete;
-    {
-        std::lock_guard<std::mutex> lock(state().mutex);
-        ++state().flushes;
-        if ((flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) != 0) ++state().forced_flushes;
-        pending.swap(state().pending);
-        request = state().request;
-        complete = state().complete;
-    }
-    if (request == nullptr || complete == nullptr) return CUPTI_SUCCESS;
-    for (const auto& p : pending) deliver(p, request, complete, count_records(p));
-    return CUPTI_SUCCESS;
-}
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) { return flush_all(flag); }
 
 CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
+    if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> lock(state().mutex);
+    if (state().global_result != CUPTI_SUCCESS) return state().global_result;
     *dropped = state().dropped;
-    state().dropped = 0;  // CUPTI resets the count on read
+    state().dropped = 0;  // reset on read
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiGetTimestamp(uint64_t* timestamp) {
-    *timestamp = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::system_clock::now().time_since_epoch())
-            .count());
+    if (timestamp == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    std::lock_guard<std::mutex> lock(state().mutex);
+    *timestamp = now_locked(state());
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn) {
+    if (fn == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (state().global_result != CUPTI_SUCCESS) return state().global_result;
+    state().timestamp = fn;
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER && *size == 1) {
-        state().zeroed = *static_cast<uint8_t*>(value);
+    if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER ||
+        attr == CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER) {
+        if (*size < 1) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+        int v = *static_cast<uint8_t*>(value);
+        (attr == CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER ? s.zeroed : s.per_thread) = v;
     }
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (enable != 0) {
-        state().runtime_apis.insert(cbid);
-    } else {
-        state().runtime_apis.erase(cbid);
-    }
+    if (state().global_result != CUPTI_SUCCESS) return state().global_result;
+    state().runtime_cbids[cbid] = enable != 0;
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
-    if (enable != 0) {
-        state().driver_apis.insert(cbid);
-    } else {
-        state().driver_apis.erase(cbid);
-    }
+    if (state().global_result != CUPTI_SUCCESS) return state().global_result;
+    state().driver_cbids[cbid] = enable != 0;
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
+    if (state().global_result != CUPTI_SUCCESS) return state().global_result;
     state().all_sync_records = enable;
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                        void* userdata, CUpti_SubscriberParams* params) {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    if (!state().holder.empty() || state().subscriber != nullptr) {
+    if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (params != nullptr && params->structSize < CUpti_SubscriberParams_STRUCT_SIZE) {
+        return CUPTI_ERROR_INVALID_PARAMETER;
+    }
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (!s.holder.empty() || s.subscriber != nullptr) {
         if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
-            std::string name = state().holder.empty() ? "CUPTI for gpudiag" : state().holder;
+            std::string name = s.holder.empty() ? "CUPTI for gpudiag" : s.holder;
             std::strncpy(params->oldSubscriberName, name.c_str(), params->oldSubscriberSize - 1);
             params->oldSubscriberName[params->oldSubscriberSize - 1] = '\0';
         }
         return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
     }
-    state().subscriber = callback;
-    state().subscriber_data = userdata;
-    *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&state());
+    s.subscriber = callback;
+    s.subscriber_data = userdata;
+    *subscriber = reinterpret_cast<CUpti_SubscriberHandle>(&s);
     return CUPTI_SUCCESS;
 }
 
@@ -238,7 +562,8 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Ca
     return cuptiSubscribe_v2(subscriber, callback, userdata, nullptr);
 }
 
-CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle) {
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle handle) {
+    if (handle == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> lock(state().mutex);
     state().subscriber = nullptr;
     state().subscriber_data = nullptr;
@@ -246,8 +571,9 @@ CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle) {
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle, CUpti_CallbackDomain domain,
-                                         CUpti_CallbackId cbid) {
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle handle,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if (handle == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> lock(state().mutex);
     if (enable != 0) {
         state().callbacks.insert({domain, cbid});
@@ -259,36 +585,103 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
 
 // ------------------------------------------------------------------ test hooks
 void gpudiag_stub_cupti_reset() {
-    std::lock_guard<std::mutex> lock(state().mutex);
     StubState& s = state();
-    s.kinds.clear();
-    s.kinds_ever.clear();
-    s.runtime_apis.clear();
-    s.driver_apis.clear();
-    s.all_sync_records = -1;
-    s.zeroed = -1;
-    s.enable_result = CUPTI_SUCCESS;
-    s.holder.clear();
-    s.callbacks.clear();
-    s.pending.clear();
-    s.dropped = 0;
-    s.flushes = 0;
-    s.forced_flushes = 0;
-    s.register_calls = 0;
+    std::vector<Buffer> back;
+    CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(s.mutex);
+        // Buffers still held go back to their owner empty, as a final flush would.
+        for (auto& [id, b] : s.thread_buffers) back.push_back(b);
+        if (s.shared_buffer.data != nullptr) back.push_back(s.shared_buffer);
+        for (Buffer& b : s.full) back.push_back(b);
+        for (auto& [data, size] : s.held) back.push_back(Buffer{data, size, 0, {}});
+        for (Buffer& b : back) b.used = 0;
+        s.thread_buffers.clear();
+        s.shared_buffer = Buffer{};
+        s.full.clear();
+        s.held.clear();
+        complete = s.client_complete;
+        s.kinds.clear();
+        s.kinds_ever.clear();
+        s.runtime_all = s.driver_all = false;
+        s.runtime_cbids.clear();
+        s.driver_cbids.clear();
+        s.all_sync_records = -1;
+        s.zeroed = -1;
+        s.per_thread = 1;
+        s.timestamp = nullptr;
+        s.global_result = CUPTI_SUCCESS;
+        s.kind_results.clear();
+        s.flush_result = CUPTI_SUCCESS;
+        s.forced_invalid_kind = false;
+        s.holder.clear();
+        s.callbacks.clear();
+        s.dropped = 0;
+        s.flushes = s.forced_flushes = s.register_calls = s.worker_completions = 0;
+        s.foreign_records = s.foreign_unknown_buffers = 0;
+    }
+    for (Buffer& b : back) {
+        // A foreign client's own buffer goes back to it; gpudiag's to whoever is registered.
+        bool foreign = false;
+        {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            foreign = s.foreign_buffers.count(b.data) != 0;
+        }
+        if (foreign) {
+            foreign_complete(nullptr, 0, b.data, b.size, 0);
+        } else if (complete != nullptr) {
+            complete(nullptr, 0, b.data, b.size, 0);
+        }
+    }
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (std::uint8_t* b : s.foreign_buffers) std::free(b);  // dropped by gpudiag, as it should
+    s.foreign_buffers.clear();
+    s.foreign_records = s.foreign_unknown_buffers = 0;
 }
-void gpudiag_stub_cupti_set_enable_result(int result) {
+
+// Every cuptiActivityEnable / cuptiActivityRegisterCallbacks / ... returns `result`
+// (CUPTI_ERROR_NOT_INITIALIZED: no driver, or one older than this CUPTI).
+void gpudiag_stub_cupti_set_global_result(int result) {
     std::lock_guard<std::mutex> lock(state().mutex);
-    state().enable_result = static_cast<CUptiResult>(result);
+    state().global_result = static_cast<CUptiResult>(result);
+}
+void gpudiag_stub_cupti_set_kind_result(int kind, int result) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().kind_results[kind] = static_cast<CUptiResult>(result);
+}
+void gpudiag_stub_cupti_set_flush_result(int result) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().flush_result = static_cast<CUptiResult>(result);
+}
+void gpudiag_stub_cupti_set_forced_invalid_kind(int on) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().forced_invalid_kind = on != 0;
 }
 void gpudiag_stub_cupti_set_subscriber_holder(const char* name) {
     std::lock_guard<std::mutex> lock(state().mutex);
     state().holder = name != nullptr ? name : "";
 }
-void gpudiag_stub_cupti_queue_buffer(const void* records, size_t bytes) {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    const auto* p = static_cast<const uint8_t*>(records);
-    state().pending.emplace_back(p, p + bytes);
+// A record made on the calling thread (an application thread). `in_flight_ms` > 0: a kernel
+// still running, complete that many ms from now. Returns 1 when recorded.
+int gpudiag_stub_cupti_record(const void* record, size_t bytes, int in_flight_ms) {
+    return emit(record, bytes, in_flight_ms);
 }
+// Records a buffer's worth of hand-built records on the calling thread.
+void gpudiag_stub_cupti_queue_buffer(const void* records, size_t bytes) {
+    const auto* p = static_cast<const std::uint8_t*>(records);
+    for (std::size_t off = 0; off + sizeof(CUpti_Activity) <= bytes;) {
+        std::size_t sz = record_size(reinterpret_cast<const CUpti_Activity*>(p + off)->kind);
+        if (sz == 0) break;
+        emit(p + off, sz, 0);
+        off += sz;
+    }
+}
+// CUPTI's clock now: what a record made now carries.
+uint64_t gpudiag_stub_cupti_now() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return now_locked(state());
+}
+uint64_t gpudiag_stub_cupti_cycles_per_1000ns() { return 2900; }
 int gpudiag_stub_cupti_kind_enabled(int kind) {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().kinds.count(kind) != 0 ? 1 : 0;
@@ -297,9 +690,13 @@ int gpudiag_stub_cupti_kind_ever_enabled(int kind) {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().kinds_ever.count(kind) != 0 ? 1 : 0;
 }
+// Whether records of this API would be made now (per-cbid setting, else the kind).
 int gpudiag_stub_cupti_api_enabled(int runtime, unsigned cbid) {
     std::lock_guard<std::mutex> lock(state().mutex);
-    return (runtime != 0 ? state().runtime_apis : state().driver_apis).count(cbid) != 0 ? 1 : 0;
+    const StubState& s = state();
+    const auto& cbids = runtime != 0 ? s.runtime_cbids : s.driver_cbids;
+    auto it = cbids.find(cbid);
+    return (it != cbids.end() ? it->second : (runtime != 0 ? s.runtime_all : s.driver_all)) ? 1 : 0;
 }
 int gpudiag_stub_cupti_all_sync_records() {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -321,9 +718,17 @@ int gpudiag_stub_cupti_register_calls() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().register_calls;
 }
+int gpudiag_stub_cupti_flushes() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().flushes;
+}
 int gpudiag_stub_cupti_forced_flushes() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().forced_flushes;
+}
+int gpudiag_stub_cupti_worker_completions() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().worker_completions;
 }
 void gpudiag_stub_cupti_add_dropped(size_t n) {
     std::lock_guard<std::mutex> lock(state().mutex);
@@ -343,25 +748,20 @@ int gpudiag_stub_cupti_invoke_callback(int domain, unsigned cbid, const void* da
     cb(userdata, static_cast<CUpti_CallbackDomain>(domain), cbid, data);
     return 1;
 }
-// Another client (torch.profiler) registering its own buffer callbacks.
-void gpudiag_stub_cupti_take_over_callbacks() {
-    std::lock_guard<std::mutex> lock(state().mutex);
-    state().request = nullptr;
-    state().complete = nullptr;
-}
-// Takes `n` buffers from gpudiag's request callback and keeps them (per-thread buffers held by
-// busy CUDA threads); returns how many were granted.
+// Takes `n` buffers from the request callback on this thread and keeps them (per-thread buffers
+// held by busy CUDA threads); returns how many were granted.
 int gpudiag_stub_cupti_hold_buffers(int n) {
-    CUpti_BuffersCallbackRequestFunc request;
-    {
-        std::lock_guard<std::mutex> lock(state().mutex);
-        request = state().request;
-    }
     int granted = 0;
-    for (int i = 0; i < n && request != nullptr; ++i) {
-        uint8_t* buffer = nullptr;
-        size_t size = 0;
-        size_t max_records = 0;
+    for (int i = 0; i < n; ++i) {
+        CUpti_BuffersCallbackRequestFunc request;
+        {
+            std::lock_guard<std::mutex> lock(state().mutex);
+            request = state().request;
+        }
+        if (request == nullptr) break;
+        std::uint8_t* buffer = nullptr;
+        std::size_t size = 0;
+        std::size_t max_records = 0;
         request(&buffer, &size, &max_records);
         if (buffer == nullptr) continue;
         std::lock_guard<std::mutex> lock(state().mutex);
@@ -370,18 +770,51 @@ int gpudiag_stub_cupti_hold_buffers(int n) {
     }
     return granted;
 }
-// Returns the held buffers empty.
+// Completes the held buffers, empty.
 void gpudiag_stub_cupti_release_held() {
-    std::vector<std::pair<uint8_t*, size_t>> held;
+    std::vector<Buffer> held;
     CUpti_BuffersCallbackCompleteFunc complete;
     {
         std::lock_guard<std::mutex> lock(state().mutex);
-        held.swap(state().held);
+        for (auto& [data, size] : state().held) held.push_back(Buffer{data, size, 0, {}});
+        state().held.clear();
         complete = state().complete;
     }
-    for (auto& [buffer, size] : held) {
-        if (complete != nullptr) complete(nullptr, 0, buffer, size, 0);
-    }
+    deliver(complete, held);
+}
+// Another client registers a CPU-cycle timestamp callback (process-wide, never removed).
+void gpudiag_stub_cupti_install_cycle_clock() {
+    (void)cuptiActivityRegisterTimestampCallback(&cycle_counter);
+}
+// Another client starts tracing CUDA the way Kineto does: optionally installs its cycle-counter
+// timestamp callback (process-wide, never removed), registers its own buffer callbacks (from now
+// on every completed buffer goes to it, gpudiag's outstanding ones included) and enables its
+// kinds (RUNTIME and DRIVER override gpudiag's per-cbid settings).
+void gpudiag_stub_cupti_foreign_start(int install_cycle_clock) {
+    if (install_cycle_clock != 0) (void)cuptiActivityRegisterTimestampCallback(&cycle_counter);
+    (void)cuptiActivityRegisterCallbacks(&foreign_request, &foreign_complete);
+    std::lock_guard<std::mutex> lock(state().mutex);
+    for (CUpti_ActivityKind k : kForeignKinds) (void)enable_locked(state(), k);
+}
+// ... and stops: a forced flush (to its callbacks), its kinds off -- gpudiag's among them --
+// and per-thread buffers off, as Kineto leaves them. Its callbacks stay registered.
+void gpudiag_stub_cupti_foreign_stop() {
+    (void)flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::lock_guard<std::mutex> lock(state().mutex);
+    for (CUpti_ActivityKind k : kForeignKinds) disable_locked(state(), k);
+    state().per_thread = 0;
+}
+size_t gpudiag_stub_cupti_foreign_records() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().foreign_records;
+}
+size_t gpudiag_stub_cupti_foreign_unknown_buffers() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().foreign_unknown_buffers;
+}
+int gpudiag_stub_cupti_per_thread() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().per_thread;
 }
 
 }  // extern "C"

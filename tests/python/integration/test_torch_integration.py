@@ -18,7 +18,7 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset
 
 import gpudiag
-from gpudiag import torch_integration
+from gpudiag import _core, torch_integration
 
 ITEM_DELAY_S = 0.020
 BATCH = 2
@@ -173,6 +173,22 @@ def test_profiler_with_cuda_activities_pauses_and_resumes_capture(fake_backend,
     assert calls.index("pause_capture") < calls.index("resume_capture")
     assert fake_backend.last.paused == ["torch.profiler is tracing CUDA"]
     assert seen == [("prepare", {cuda}), "disable"]
+
+
+def test_deep_mode_yields_cupti_to_every_profiler_run(fake_backend, monkeypatch) -> None:
+    # Kineto subscribes to CUPTI once, when it first initialises, and never retries: while deep
+    # mode holds the subscriber, even a CPU-only trace must find it free.
+    prof_mod = torch.autograd.profiler
+    monkeypatch.setattr(prof_mod, "_prepare_profiler", lambda *_, **__: None)
+    monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *_, **__: None)
+    cpu = torch.profiler.ProfilerActivity.CPU
+    with gpudiag.session(_backend_factory=fake_backend):
+        fake_backend.last.level = _core.CaptureLevel.cupti_deep
+        prof_mod._prepare_profiler(object(), {cpu})
+        prof_mod._disable_profiler()
+    calls = fake_backend.last.names()
+    assert calls.index("pause_capture") < calls.index("resume_capture")
+    assert fake_backend.last.paused == ["torch.profiler needs CUPTI's subscriber"]
 
 
 class FakeCuda:

@@ -27,6 +27,7 @@ constexpr std::size_t kMaxOpenRanges = 256;      // per thread
 constexpr std::size_t kMaxThreads = 4096;
 constexpr std::size_t kStepRows = 256;           // rows of the per-step table
 constexpr std::size_t kSeriesPoints = 512;
+constexpr std::size_t kMaxUnobservedWindows = 4096;  // capture pauses kept apart
 
 bool contains_ci(std::string_view text, std::string_view needle) {
     auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
@@ -125,6 +126,35 @@ void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
     ended_ = true;
 }
 
+void TimelineAnalyzer::add_unobserved(std::uint64_t start, std::uint64_t end) {
+    // Pauses arrive in time order; past the cap the last window absorbs the new one (more is
+    // excluded, never less).
+    if (!unobserved_.empty() && start <= unobserved_.back().end) {
+        unobserved_.back().end = std::max(unobserved_.back().end, end);
+    } else if (unobserved_.size() >= kMaxUnobservedWindows) {
+        unobserved_.back().end = std::max(unobserved_.back().end, end);
+    } else {
+        unobserved_.push_back(Span{start, end});
+    }
+}
+
+TimelineAnalyzer::ObservedGap TimelineAnalyzer::observed_gap(std::uint64_t a,
+                                                             std::uint64_t b) const {
+    ObservedGap g{b - a, a};
+    auto hide = [&](std::uint64_t ws, std::uint64_t we) {
+        if (ws >= b || we <= a) return;
+        std::uint64_t lo = std::max(ws, a);
+        std::uint64_t hi = std::min(we, b);
+        g.observed -= hi - lo;
+        g.tail_start = std::max(g.tail_start, hi);
+    };
+    auto first = std::lower_bound(unobserved_.begin(), unobserved_.end(), a,
+                                  [](const Span& w, std::uint64_t t) { return w.end <= t; });
+    for (auto it = first; it != unobserved_.end() && it->start < b; ++it) hide(it->start, it->end);
+    if (paused_since_ != UINT64_MAX) hide(paused_since_, UINT64_MAX);  // still paused
+    return g;
+}
+
 void TimelineAnalyzer::on_event(const Event& e) {
     if (e.device == kNoDevice && e.start_ns != 0) {
         host_first_ns_ = std::min(host_first_ns_, e.start_ns);
@@ -170,6 +200,15 @@ void TimelineAnalyzer::on_event(const Event& e) {
         }
         case EventKind::kStepBegin:
             on_step(static_cast<std::int64_t>(e.range.id), e.start_ns, UINT64_MAX);
+            break;
+        case EventKind::kCapturePaused:
+            if (paused_since_ == UINT64_MAX) paused_since_ = e.start_ns;
+            break;
+        case EventKind::kCaptureResumed:
+            if (paused_since_ != UINT64_MAX) {
+                add_unobserved(paused_since_, std::max(e.start_ns, paused_since_));
+                paused_since_ = UINT64_MAX;
+            }
             break;
         case EventKind::kStepEnd: {
             // Close the most recent open step (with the same number when one matches).
@@ -446,6 +485,7 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
         if (gap < kKernelWaitThresholdNs) return IdleKind::kKernelWait;
         return IdleKind::kOther;
     };
+    constexpr auto kOtherIdle = static_cast<std::size_t>(IdleKind::kOther);
 
     // HTA's per-stream view: the gap to the previous activity on the same stream.
     std::uint32_t stream_id = v.streams.size() < kMaxStreams || v.streams.count(e.stream) != 0
@@ -454,8 +494,10 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
     StreamState& ss = v.streams[stream_id];
     StreamStats& sst = p.unattributed ? ss.unattributed : bucket_ref(ss.buckets, p.bucket);
     if (ss.started && s > ss.prev_end) {
-        std::uint64_t gap = s - ss.prev_end;
-        sst.idle_by_kind[static_cast<std::size_t>(classify(ss.prev_end, gap))] += gap;
+        ObservedGap g = observed_gap(ss.prev_end, s);
+        std::uint64_t tail = s - g.tail_start;
+        if (tail > 0) sst.idle_by_kind[static_cast<std::size_t>(classify(g.tail_start, tail))] += tail;
+        sst.idle_by_kind[kOtherIdle] += g.observed - tail;
     }
     ss.started = true;
     ss.prev_end = en;
@@ -471,24 +513,33 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
         v.frontier = en;
         st.busy_ns += en - s;
     } else if (s > v.frontier) {
-        std::uint64_t gap = s - v.frontier;
-        IdleKind kind = classify(v.frontier, gap);
-        st.idle_ns += gap;
-        st.idle_by_kind[static_cast<std::size_t>(kind)] += gap;
-        ++st.gaps;
-        st.longest_gap_ns = std::max(st.longest_gap_ns, gap);
-        IdleCause cause = IdleCause::kCpu;
-        if (kind == IdleKind::kHostWait) {
-            GpuTimeStats causes;
-            attribute_host_wait(v.frontier, s, p.launch, causes);
-            std::size_t top = 0;
-            for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-                st.cause_ns[c] += causes.cause_ns[c];
-                if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
+        // Time while capture was paused is unobserved, not idle: only the rest is classified,
+        // the part after the last pause by the usual rules, earlier parts as "other".
+        ObservedGap g = observed_gap(v.frontier, s);
+        st.unobserved_ns += (s - v.frontier) - g.observed;
+        std::uint64_t tail = s - g.tail_start;
+        if (g.observed > 0) {
+            IdleKind kind = tail > 0 ? classify(g.tail_start, tail) : IdleKind::kOther;
+            st.idle_ns += g.observed;
+            st.idle_by_kind[static_cast<std::size_t>(kind)] += tail;
+            st.idle_by_kind[kOtherIdle] += g.observed - tail;
+            ++st.gaps;
+            st.longest_gap_ns = std::max(st.longest_gap_ns, g.observed);
+            IdleCause cause = IdleCause::kCpu;
+            if (kind == IdleKind::kHostWait) {
+                GpuTimeStats causes;
+                attribute_host_wait(g.tail_start, s, p.launch, causes);
+                std::size_t top = 0;
+                for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+                    st.cause_ns[c] += causes.cause_ns[c];
+                    if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
+                }
+                cause = static_cast<IdleCause>(top);
             }
-            cause = static_cast<IdleCause>(top);
+            if (observed && gap_observer_ && tail > 0) {
+                gap_observer_(Gap{e.device, g.tail_start, s, kind, cause});
+            }
         }
-        if (observed && gap_observer_) gap_observer_(Gap{e.device, v.frontier, s, kind, cause});
         st.busy_ns += en - s;
         v.frontier = en;
     } else if (en > v.frontier) {
@@ -758,6 +809,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         fig("host_wait_ns", static_cast<double>(g.idle_by_kind[0]), "ns", "host wait");
         fig("kernel_wait_ns", static_cast<double>(g.idle_by_kind[1]), "ns", "kernel wait");
         fig("other_wait_ns", static_cast<double>(g.idle_by_kind[2]), "ns", "other idle");
+        fig("unobserved_ns", static_cast<double>(g.unobserved_ns), "ns",
+            "GPU time not observed (capture paused), excluded from idle");
         for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
             std::string key = std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
             sec.figures.push_back(Figure{key, share(g.cause_ns[c], g.idle_ns), "fraction",
@@ -892,6 +945,11 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     }
     report.sections.push_back(std::move(sec));
     report.notes.push_back("Timeline window: " + s.window_description + ".");
+    if (s.gpu.unobserved_ns > 0) {
+        report.notes.push_back("GPU capture was paused for " + format_duration_ns(static_cast<double>(s.gpu.unobserved_ns)) +
+                               " (another CUPTI client such as torch.profiler held it, or capture "
+                               "stalled); that time is excluded from the idle figures.");
+    }
     if (steps_dropped_ > 0) {
         report.notes.push_back("Only the first " + std::to_string(kMaxSteps) +
                                " steps are broken out; " + std::to_string(steps_dropped_) +

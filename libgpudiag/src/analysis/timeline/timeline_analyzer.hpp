@@ -116,6 +116,13 @@ private:
     void on_host_range(const Event& e, std::uint64_t start, std::uint64_t end,
                        RangeCategory category, StringId name, std::uint64_t id);
     void on_step(std::int64_t number, std::uint64_t start, std::uint64_t end);
+    // Capture pauses: windows in which GPU activity was not observed.
+    struct ObservedGap {
+        std::uint64_t observed;    // the gap's length less its unobserved parts
+        std::uint64_t tail_start;  // start of the observed part that ends the gap
+    };
+    void add_unobserved(std::uint64_t start, std::uint64_t end);
+    [[nodiscard]] ObservedGap observed_gap(std::uint64_t a, std::uint64_t b) const;
     void add_span(SpanQueue& queue, std::uint64_t start, std::uint64_t end);
     void attribute_host_wait(std::uint64_t gap_start, std::uint64_t gap_end,
                              std::uint64_t launch, GpuTimeStats& st) const;
@@ -155,6 +162,8 @@ private:
     // Open NVTX-style ranges per thread, to pair kRangeBegin with kRangeEnd.
     std::unordered_map<std::uint64_t, std::vector<Event>> open_ranges_;
     std::vector<std::size_t> open_steps_;  // indexes into steps_ of steps begun but not ended
+    std::vector<Span> unobserved_;          // closed capture pauses, in time order
+    std::uint64_t paused_since_ = UINT64_MAX;  // an open pause (kCapturePaused not yet resumed)
 
     // Host totals over the whole input.
     std::uint64_t host_first_ns_ = UINT64_MAX;

@@ -33,7 +33,8 @@ enum class WorkClass : std::uint8_t { kCompute = 0, kCommunication = 1, kMemory 
 /// Figures that add up across steps. Times are nanoseconds on the device's clock.
 struct GpuTimeStats {
     std::uint64_t busy_ns = 0;   ///< union of all GPU activity
-    std::uint64_t idle_ns = 0;   ///< gaps in that union
+    std::uint64_t idle_ns = 0;   ///< gaps in that union, less unobserved time
+    std::uint64_t unobserved_ns = 0;  ///< gaps while capture was paused: neither busy nor idle
     std::array<std::uint64_t, 3> idle_by_kind{};           ///< IdleKind
     std::array<std::uint64_t, kIdleCauseCount> cause_ns{};  ///< host-wait time by cause
     std::array<std::uint64_t, 3> class_ns{};                ///< union per WorkClass
@@ -52,6 +53,7 @@ struct GpuTimeStats {
     void add(const GpuTimeStats& o) noexcept {
         busy_ns += o.busy_ns;
         idle_ns += o.idle_ns;
+        unobserved_ns += o.unobserved_ns;
         for (std::size_t i = 0; i < idle_by_kind.size(); ++i) idle_by_kind[i] += o.idle_by_kind[i];
         for (std::size_t i = 0; i < cause_ns.size(); ++i) cause_ns[i] += o.cause_ns[i];
         for (std::size_t i = 0; i < class_ns.size(); ++i) class_ns[i] += o.class_ns[i];

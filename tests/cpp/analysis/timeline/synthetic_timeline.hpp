@@ -74,6 +74,19 @@ public:
         range(start, dur, RangeCategory::kStep, "ProfilerStep#" + std::to_string(number),
               static_cast<std::uint64_t>(number));
     }
+    /// GPU capture yielded (kCapturePaused) or came back (kCaptureResumed), as the live CUPTI
+    /// source marks it.
+    void capture_paused(std::uint64_t at_time, const std::string& reason = "torch.profiler") {
+        Event e = at(at_time, 0);
+        e.kind = EventKind::kCapturePaused;
+        e.annotation.text = strings.intern(reason);
+        events.push_back(e);
+    }
+    void capture_resumed(std::uint64_t at_time) {
+        Event e = at(at_time, 0);
+        e.kind = EventKind::kCaptureResumed;
+        events.push_back(e);
+    }
     void input_wait(std::uint64_t start, std::uint64_t dur) {
         range(start, dur, RangeCategory::kInputWait,
               "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");

@@ -253,5 +253,54 @@ TEST(TimelineSynthetic, NoGpuActivityGivesASectionAndNoFindings) {
     EXPECT_TRUE(r->findings.empty());
 }
 
+TEST(TimelineSynthetic, ACapturePauseIsUnobservedNotIdle) {
+    // GIVEN a busy GPU, capture yielded to torch.profiler for 200 ms, then busy again
+    SyntheticTimeline t;
+    for (int k = 0; k < 50; ++k) t.kernel(k * kMs + kMs, kMs, k * kMs + 500 * kUs);
+    t.capture_paused(51 * kMs);
+    t.capture_resumed(251 * kMs);
+    for (int k = 0; k < 50; ++k) t.kernel(252 * kMs + k * kMs, kMs, 251 * kMs + k * kMs + 500 * kUs);
+    // WHEN analysed
+    auto r = t.analyze(AnalysisWindow::kAll);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    // THEN the paused window is neither busy nor idle: the GPU was not watched. Only the 1 ms
+    // between the resume and the next kernel was seen idle.
+    EXPECT_EQ(timeline_figure(*r, "unobserved_ns"), 200.0 * kMs);
+    EXPECT_EQ(timeline_figure(*r, "idle_ns"), 1.0 * kMs);
+    EXPECT_EQ(timeline_figure(*r, "busy_ns"), 100.0 * kMs);
+    EXPECT_TRUE(r->findings.empty()) << r->findings.front().id;
+    bool noted = false;
+    for (const auto& n : r->notes) noted = noted || n.find("paused") != std::string::npos;
+    EXPECT_TRUE(noted);
+}
+
+TEST(TimelineSynthetic, IdleTimeObservedAroundAPauseStaysIdle) {
+    // GIVEN the GPU idle 10 ms before a pause, and 15 ms after it until the host launches again
+    SyntheticTimeline t;
+    t.kernel(kMs, 49 * kMs, 500 * kUs);      // busy until 50 ms
+    t.capture_paused(60 * kMs);
+    t.capture_resumed(160 * kMs);
+    t.kernel(175 * kMs, kMs, 170 * kMs);     // launched 10 ms after the resume
+    auto r = t.analyze(AnalysisWindow::kAll);
+    ASSERT_TRUE(r.is_ok());
+    // THEN only the 100 ms pause is excluded; what was seen idle stays idle, and the part after
+    // the resume is the host's doing (its launch came late)
+    EXPECT_EQ(timeline_figure(*r, "unobserved_ns"), 100.0 * kMs);
+    EXPECT_EQ(timeline_figure(*r, "idle_ns"), 25.0 * kMs);
+    EXPECT_EQ(timeline_figure(*r, "host_wait_ns"), 15.0 * kMs);
+    EXPECT_EQ(timeline_figure(*r, "other_wait_ns"), 10.0 * kMs);
+}
+
+TEST(TimelineSynthetic, APauseNeverResumedHidesEverythingAfterIt) {
+    SyntheticTimeline t;
+    t.kernel(kMs, 9 * kMs, 500 * kUs);
+    t.capture_paused(10 * kMs, "stalled");
+    t.kernel(500 * kMs, kMs, 499 * kMs);  // a late record from before the stall was noticed
+    auto r = t.analyze(AnalysisWindow::kAll);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(timeline_figure(*r, "idle_ns"), 0);
+    EXPECT_EQ(timeline_figure(*r, "unobserved_ns"), 490.0 * kMs);
+}
+
 }  // namespace
 }  // namespace gpudiag::testing

@@ -250,6 +250,12 @@ TEST_F(CaptureGpuTest, PausedCaptureSeesNothingAndResumes) {
     auto kernels = queue_.of_kind(gpudiag::EventKind::kKernel);
     std::printf("kernels after pause(50 unseen)+resume(20): %zu\n", kernels.size());
     EXPECT_EQ(kernels.size(), 20u);
+    // The unobserved window is marked, and the clock puts every later kernel after its end.
+    auto paused = queue_.of_kind(gpudiag::EventKind::kCapturePaused);
+    auto resumed = queue_.of_kind(gpudiag::EventKind::kCaptureResumed);
+    ASSERT_EQ(paused.size(), 1u);
+    ASSERT_EQ(resumed.size(), 1u);
+    for (const auto& k : kernels) EXPECT_GT(k.start_ns, resumed[0].start_ns);
 }
 
 }  // namespace
