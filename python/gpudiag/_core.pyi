@@ -74,6 +74,10 @@ class EventKind(_Enum):
     segment_free: EventKind
     block_alloc: EventKind
     block_free: EventKind
+    host_alloc: EventKind
+    host_free: EventKind
+    managed_alloc: EventKind
+    managed_free: EventKind
     kernel: EventKind
     memcpy: EventKind
     memset: EventKind
@@ -119,6 +123,7 @@ class CounterKind(_Enum):
     framework_ooms: CounterKind
     framework_inactive_split_bytes: CounterKind
     dropped_records: CounterKind
+    untimed_kernels: CounterKind
 
 class DeviceInfo:
     ordinal: int

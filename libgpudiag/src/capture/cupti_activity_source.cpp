@@ -227,6 +227,7 @@ struct CuptiActivitySource::Impl {
         call.cbid = cbid;
         call.domain = api_domain;
         call.thread = current_tid();
+        call.context = cd->contextUid;
         if (cd->functionReturnValue != nullptr) {
             call.return_code = *static_cast<const std::int32_t*>(cd->functionReturnValue);
         }
@@ -298,8 +299,11 @@ struct CuptiActivitySource::Impl {
     void drain() noexcept {
         if (deep_recorder != nullptr && out != nullptr && strings != nullptr) {
             deep_recorder->drain(*out, *strings,
-                                 [this](std::uint32_t correlation, StringId site, std::uint64_t bytes) {
-                                     if (decoder != nullptr) decoder->note_site(correlation, site, bytes);
+                                 [this](std::uint32_t correlation, StringId site,
+                                        std::uint64_t bytes, std::uint32_t context) {
+                                     if (decoder != nullptr) {
+                                         decoder->note_site(correlation, site, bytes, context);
+                                     }
                                  });
         }
         std::vector<Completed> batch;

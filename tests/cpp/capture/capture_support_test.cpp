@@ -161,7 +161,8 @@ TEST(DeepCallRecorderTest, VirtualMemoryMappingsAreAccountedByPhysicalBytes) {
     rec.record(vmm_call(detail::kCbidCuMemUnmap, 0x10000000, 4 << 20, 0));  // both at once
     rec.record(vmm_call(detail::kCbidCuMemRelease, 0, 0, 0xA));
     std::vector<std::pair<std::uint32_t, std::uint64_t>> sites;
-    rec.drain(q, strings, [&](std::uint32_t c, StringId, std::uint64_t b) { sites.emplace_back(c, b); });
+    rec.drain(q, strings,
+              [&](std::uint32_t c, StringId, std::uint64_t b, std::uint32_t) { sites.emplace_back(c, b); });
     auto maps = q.of_kind(EventKind::kVmMap);
     ASSERT_EQ(maps.size(), 2u);
     EXPECT_EQ(maps[0].memory.bytes, 2u << 20);
@@ -195,7 +196,7 @@ TEST(DeepCallRecorderTest, AllocationsReportSitesOutsideTheCudaStack) {
     rec.record(c);
     StringId site = kNoString;
     std::uint64_t bytes = 0;
-    rec.drain(q, strings, [&](std::uint32_t corr, StringId s, std::uint64_t b) {
+    rec.drain(q, strings, [&](std::uint32_t corr, StringId s, std::uint64_t b, std::uint32_t) {
         EXPECT_EQ(corr, 77u);
         site = s;
         bytes = b;
