@@ -27,6 +27,7 @@ void bind_capture(py::module_& m) {
         .def_readwrite("paused_reason", &CaptureStatus::paused_reason)
         .def_readwrite("events", &CaptureStatus::events)
         .def_readwrite("dropped", &CaptureStatus::dropped)
+        .def_readwrite("kernels_without_timing", &CaptureStatus::kernels_without_timing)
         .def_readwrite("cupti_library", &CaptureStatus::cupti_library)
         .def_readwrite("cupti_version", &CaptureStatus::cupti_version)
         .def_readwrite("driver_version", &CaptureStatus::driver_version)

@@ -216,6 +216,7 @@ class CaptureStatus:
     paused_reason: str
     events: int
     dropped: int
+    kernels_without_timing: int
     cupti_library: str
     cupti_version: int
     driver_version: str

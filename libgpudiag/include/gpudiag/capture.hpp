@@ -30,7 +30,10 @@ struct CaptureStatus {
     bool paused = false;           ///< yielded CUPTI to another client (torch.profiler)
     std::string paused_reason;
     std::uint64_t events = 0;      ///< delivered since start
-    std::uint64_t dropped = 0;     ///< lost to full buffers since start
+    std::uint64_t dropped = 0;     ///< lost to full buffers since start, each loss counted once
+    /// Kernels CUPTI reported without start and end (its device timestamp buffer was full):
+    /// seen and counted, but absent from GPU busy time. Not included in `dropped`.
+    std::uint64_t kernels_without_timing = 0;
     std::string cupti_library;     ///< path of the libcupti in use, "" when none
     std::uint32_t cupti_version = 0;
     std::string driver_version;

@@ -202,12 +202,22 @@ struct Session::Impl final : detail::EventQueue {
         SourceSummary s;
         auto stats = channel.stats();
         s.events = stats.pushed;
-        s.dropped = stats.dropped;
-        if (backend) s.dropped += backend->status().dropped;
+        s.dropped = stats.dropped;  // the hand-off's refusals, from every source
+        std::uint64_t untimed = 0;
+        if (backend) {
+            CaptureStatus capture = backend->status();
+            s.dropped += capture.dropped;  // lost before the hand-off (CUPTI, NVTX)
+            untimed = capture.kernels_without_timing;
+        }
         if (s.dropped > 0) {
             s.notes.push_back(std::to_string(s.dropped) +
                               " events were dropped because the hand-off or capture buffers were "
                               "full; raise SessionOptions::queue_capacity or flush more often.");
+        }
+        if (untimed > 0) {
+            s.notes.push_back(std::to_string(untimed) +
+                              " kernels were seen without timing (CUPTI's device timestamp buffer "
+                              "was full): they are missing from GPU busy time.");
         }
         if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
         return s;

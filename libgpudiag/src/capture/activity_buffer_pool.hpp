@@ -4,8 +4,7 @@
 // CUPTI asks for a buffer on the application thread that produced the first record
 // (bufferRequested), so acquire() never allocates: it pops a pre-allocated, zeroed buffer, or
 // returns null, which makes CUPTI drop (and count) the records. Growth up to the cap happens
-// only in top_up(), on gpudiag's control thread. Buffers are recycled, zeroed up to the bytes
-// CUPTI used, so CUPTI can be told not to zero them itself (ZEROED_OUT_ACTIVITY_BUFFER).
+// only in top_up(), on gpudiag's control thread. Buffers are recycled zeroed whole.
 #pragma once
 
 #include <cstddef>
@@ -26,8 +25,8 @@ public:
     /// A free buffer, or null when none is free (counted in declined()).
     /// Thread-safety: safe. Callback-safe: yes (short lock, no allocation).
     std::uint8_t* acquire() noexcept;
-    /// Returns a buffer from acquire(), zeroing its first `used` bytes. Buffers this pool did
-    /// not hand out are ignored (returns false). Thread-safety: safe.
+    /// Returns a buffer from acquire() (`used` bytes valid), zeroing all of it. Buffers this
+    /// pool did not hand out are ignored (returns false). Thread-safety: safe.
     bool release(std::uint8_t* buffer, std::size_t used) noexcept;
     /// Allocates until `low_water` buffers are free or the cap is reached (control thread).
     void top_up(std::size_t low_water) noexcept;

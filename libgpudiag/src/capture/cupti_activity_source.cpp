@@ -166,6 +166,7 @@ struct CuptiActivitySource::Impl {
     std::unique_ptr<DeepCallRecorder> deep_recorder;  // kept once created: late callbacks
     std::uint64_t emitted_dropped = 0;
     std::uint64_t emitted_overhead = 0;
+    std::uint64_t emitted_untimed = 0;
 
     // ---- what is enabled (lifecycle-token holder only) ----
     std::vector<CUpti_ActivityKind> enabled_kinds;
@@ -329,16 +330,20 @@ struct CuptiActivitySource::Impl {
         }
     }
 
+    // CUPTI resets its drop count on each read: every read is added.
+    void read_dropped() noexcept {
+        if (api == nullptr) return;
+        // Read outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock came
+        // from reading it inside the completion callback under its own mutex).
+        std::size_t n = 0;
+        if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
+            cupti_dropped.fetch_add(n, std::memory_order_relaxed);
+        }
+    }
+
     void housekeeping() noexcept {
         (void)clock.sample(&read_cupti_clock);
-        if (state.load(std::memory_order_acquire) == State::kActive && api != nullptr) {
-            // Read outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock
-            // came from reading it inside the completion callback under its own mutex).
-            std::size_t n = 0;
-            if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
-                cupti_dropped.fetch_add(n, std::memory_order_relaxed);
-            }
-        }
+        if (state.load(std::memory_order_acquire) == State::kActive) read_dropped();
         if (pool != nullptr) pool->top_up(kLowWaterBuffers);
         emit_counters();
         update_snapshot();
@@ -347,7 +352,9 @@ struct CuptiActivitySource::Impl {
     void emit_counters() noexcept {
         if (out == nullptr || decoder == nullptr) return;
         const DecoderCounters& c = decoder->counters();
-        std::uint64_t dropped = cupti_dropped.load() + c.queue_refused + c.kernels_without_timing;
+        // Records CUPTI lost. Queue refusals are the session's to count (its channel does), and
+        // untimed kernels were seen: each has its own figure, none is counted twice.
+        std::uint64_t dropped = cupti_dropped.load();
         std::uint64_t now = monotonic_now_ns();
         auto counter = [&](CounterKind kind, double value) {
             Event e;
@@ -365,6 +372,10 @@ struct CuptiActivitySource::Impl {
         if (c.overhead_ns != emitted_overhead) {
             counter(CounterKind::kCaptureOverheadNs, static_cast<double>(c.overhead_ns));
             emitted_overhead = c.overhead_ns;
+        }
+        if (c.kernels_without_timing != emitted_untimed) {
+            counter(CounterKind::kUntimedKernels, static_cast<double>(c.kernels_without_timing));
+            emitted_untimed = c.kernels_without_timing;
         }
     }
 
@@ -707,6 +718,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.cupti_dropped.store(0);
         s.emitted_dropped = 0;
         s.emitted_overhead = 0;
+        s.emitted_untimed = 0;
         {
             std::lock_guard<std::mutex> lock(s.status_mutex);
             s.snapshot = CuptiSourceStatus();
@@ -782,6 +794,7 @@ void CuptiActivitySource::stop() noexcept {
         s.thread_running = false;
     }
     s.drain();  // the control thread is gone: this thread is the only decoder now
+    s.read_dropped();  // the last second's drops, since the last housekeeping
     s.emit_counters();
     s.update_snapshot();
     s.state.store(Impl::State::kStopped, std::memory_order_release);

@@ -196,10 +196,11 @@ public:
             st.paused = cupti.paused;
             st.paused_reason = cupti.paused_reason;
             st.events = counting_.pushed();
-            // Refused by the queue (every source), lost inside CUPTI, kernels whose timing CUPTI
-            // lost, NVTX ranges deeper or more numerous than tracked.
-            st.dropped = counting_.refused() + cupti.dropped + cupti.kernels_without_timing +
-                         NvtxReceiver::instance().dropped();
+            // Lost inside CUPTI and NVTX ranges deeper or more numerous than tracked. Refusals
+            // of the session's queue are not added here: the queue counts those itself, and
+            // the session adds its own count (counting_.refused() would count them twice).
+            st.dropped = cupti.dropped + NvtxReceiver::instance().dropped();
+            st.kernels_without_timing = cupti.kernels_without_timing;
             if (sampler_ != nullptr && st.device_count == 0) {
                 st.device_count = static_cast<int>(sampler_->devices().size());
             }

@@ -14,6 +14,7 @@
 
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
+#include <gpudiag/session.hpp>
 
 #include <gtest/gtest.h>
 
@@ -222,6 +223,53 @@ TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
     EXPECT_FALSE(queue_.counters(CounterKind::kDroppedRecords).empty());
     gpudiag_stub_cupti_release_held();
     backend->stop();
+}
+
+// Every loss is counted once: the session's hand-off counts what it refused, CUPTI what it
+// lost, and nothing is counted by both.
+TEST_F(CaptureStubTest, QueueRefusalsAreCountedOnce) {
+    SessionOptions o = options();
+    o.queue_capacity = 64;
+    auto session = Session::create(o);
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    // GIVEN one CUPTI buffer of 200 records arriving at once into a hand-off of 64
+    RecordBuffer buf;
+    for (std::uint64_t i = 0; i < 200; ++i) {
+        buf.add(test::memory_record(true, 0x10000 + i * 0x1000, 4096, static_cast<std::uint32_t>(i),
+                                    realtime_ns()));
+    }
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    ASSERT_TRUE((*session)->report().is_ok());
+    ASSERT_TRUE((*session)->stop().is_ok());
+    // THEN delivered plus dropped is what CUPTI handed over
+    CaptureStatus st = (*session)->status();
+    EXPECT_GT(st.dropped, 0u);
+    EXPECT_EQ(st.events + st.dropped, 200u) << st.events << " delivered, " << st.dropped << " dropped";
+    auto report = (*session)->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->capture.events + report->capture.dropped, 200u);
+}
+
+TEST_F(CaptureStubTest, KernelsWithoutTimingAreReportedApartFromDrops) {
+    auto session = Session::create(options());
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    static const char kName[] = "_Z4stepv";
+    RecordBuffer buf;
+    std::uint64_t now = realtime_ns();
+    buf.add(test::kernel_record(kName, now, now + 1000, 1));
+    for (std::uint32_t i = 0; i < 3; ++i) buf.add(test::kernel_record(kName, 0, 0, 2 + i));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    ASSERT_TRUE((*session)->stop().is_ok());
+    CaptureStatus st = (*session)->status();
+    EXPECT_EQ(st.dropped, 0u);
+    EXPECT_EQ(st.kernels_without_timing, 3u);
+    auto report = (*session)->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->capture.dropped, 0u);
+    EXPECT_TRUE(contains(report->capture.notes, "3 kernels were seen without timing"))
+        << joined(report->capture.notes);
 }
 
 TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
