@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudiag {
@@ -39,6 +40,13 @@ struct CaptureStatus {
     std::string driver_version;
     int device_count = 0;
 };
+
+/// Adds a directory where live capture looks for an NVIDIA library that is not already in the
+/// process (libcupti.so.13), after $GPUDIAG_CUPTI_PATH and before the system's places. The
+/// Python package names the nvidia/cu13/lib of a pip-installed CUDA here, so that gpudiag loads
+/// the very file PyTorch loads, never a second copy. At most 16 directories; duplicates are
+/// ignored. Thread-safety: safe. Errors: none.
+GPUDIAG_API void add_library_search_dir(std::string_view directory) noexcept;
 
 /// Probes the machine without starting capture (loads libraries, touches no CUDA context).
 /// Thread-safety: safe. Errors: none; what is missing is in `reasons`.
