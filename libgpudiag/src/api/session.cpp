@@ -22,9 +22,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace gpudiag {
 namespace {
@@ -107,6 +109,36 @@ private:
     WatchId next_id_ = 1;
 };
 
+// Sessions still running when the process exits (a program that returns from main, or a Python
+// interpreter that shuts down, without stop()). An exit handler stops them while the libraries
+// they use are still loaded: capture first (its last buffers into the recording), then the
+// recording is finished, so it is complete rather than cut off mid-chunk.
+class RunningSessions {
+public:
+    static RunningSessions& instance() {
+        static auto* sessions = new RunningSessions;  // leaked: used from the exit handler
+        return *sessions;
+    }
+
+    void add(Session::Impl* impl) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_.push_back(impl);
+        if (!handler_registered_) handler_registered_ = std::atexit(&stop_all_at_exit) == 0;
+    }
+
+    void remove(Session::Impl* impl) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_.erase(std::remove(running_.begin(), running_.end(), impl), running_.end());
+    }
+
+private:
+    static void stop_all_at_exit() noexcept;
+
+    std::mutex mutex_;
+    std::vector<Session::Impl*> running_;
+    bool handler_registered_ = false;
+};
+
 }  // namespace
 
 struct Session::Impl final : detail::EventQueue {
@@ -141,7 +173,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     Status start() {
-        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        std::lock_guard<std::timed_mutex> lifecycle(lifecycle_mutex);
         if (running.load()) return failed_precondition("the session is already running");
         if (stopped_once) {
             return failed_precondition("a session runs once; create a new one to capture again");
@@ -172,11 +204,29 @@ struct Session::Impl final : detail::EventQueue {
         started_ns = detail::monotonic_now_ns();
         running.store(true);
         worker = std::thread([this] { worker_loop(); });
+        RunningSessions::instance().add(this);
         return Status::ok();
     }
 
     Status stop() {
-        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        std::lock_guard<std::timed_mutex> lifecycle(lifecycle_mutex);
+        Status st = stop_locked();
+        RunningSessions::instance().remove(this);
+        return st;
+    }
+
+    // At process exit (the registry's lock held, so the session cannot be destroyed meanwhile):
+    // a thread stuck inside start() or stop() must not hang the exit, so the wait is bounded.
+    void stop_at_exit() noexcept {
+        try {
+            std::unique_lock<std::timed_mutex> lifecycle(lifecycle_mutex, std::defer_lock);
+            if (!lifecycle.try_lock_for(std::chrono::seconds(2))) return;
+            (void)stop_locked(/*at_exit=*/true);
+        } catch (...) {
+        }
+    }
+
+    Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
@@ -184,7 +234,17 @@ struct Session::Impl final : detail::EventQueue {
             running.store(false);
         }
         wake.notify_all();
-        if (worker.joinable()) worker.join();
+        if (worker.joinable()) {
+            // exit() called on the worker (a report callback ending the program) cannot join
+            // itself, and at exit a worker stuck in a user callback (one waiting for a Python
+            // interpreter that is gone) must not hang the process: both are left behind.
+            bool own_thread = worker.get_id() == std::this_thread::get_id();
+            if (own_thread || (at_exit && !worker_finished_within(std::chrono::seconds(5)))) {
+                worker.detach();
+            } else {
+                worker.join();
+            }
+        }
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
         final_summary = summary();
@@ -228,7 +288,21 @@ struct Session::Impl final : detail::EventQueue {
         }
     }
 
+    bool worker_finished_within(std::chrono::seconds limit) {
+        std::unique_lock<std::mutex> lock(wake_mutex);
+        return wake.wait_for(lock, limit, [this] { return worker_finished; });
+    }
+
     void worker_loop() {
+        run_worker();
+        {
+            std::lock_guard<std::mutex> lock(wake_mutex);
+            worker_finished = true;
+        }
+        wake.notify_all();
+    }
+
+    void run_worker() {
         auto period = std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1));
         auto next_report = std::chrono::steady_clock::now() +
                            std::chrono::milliseconds(options.report_period_ms);
@@ -328,11 +402,12 @@ struct Session::Impl final : detail::EventQueue {
         Impl& impl_;
     } fanout{*this};
 
-    std::mutex lifecycle_mutex;
+    std::timed_mutex lifecycle_mutex;
     std::mutex sink_mutex;
     std::mutex wake_mutex;
     std::condition_variable wake;
     std::atomic<bool> running{false};
+    bool worker_finished = false;  // guarded by wake_mutex
     std::thread worker;
     bool stopped_once = false;
     bool ended = false;
@@ -340,6 +415,16 @@ struct Session::Impl final : detail::EventQueue {
     std::string degraded_reason;
     std::uint64_t started_ns = 0;
 };
+
+void RunningSessions::stop_all_at_exit() noexcept {
+    RunningSessions& r = instance();
+    try {
+        std::lock_guard<std::mutex> lock(r.mutex_);
+        for (Session::Impl* impl : r.running_) impl->stop_at_exit();
+        r.running_.clear();
+    } catch (...) {
+    }
+}
 
 Session::Session(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 Session::~Session() = default;
