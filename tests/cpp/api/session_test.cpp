@@ -3,6 +3,8 @@
 // worker, the analyzers and the recording exactly as live CUPTI events would.
 #include <gpudiag/gpudiag.hpp>
 
+#include "api/record_path.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -242,6 +244,16 @@ TEST(Session, StatusNamesALevelAndReasons) {
     ASSERT_TRUE(s->start().is_ok());
     EXPECT_TRUE(s->status().capturing);
     ASSERT_TRUE(s->stop().is_ok());
+}
+
+// Under `gpudiag run --` every rank and child reads one GPUDIAG_RECORD: each process writes
+// its own file, named with its pid.
+TEST(InjectionRecordPath, EachProcessGetsItsOwnFile) {
+    using detail::per_process_record_path;
+    EXPECT_EQ(per_process_record_path("/tmp/run.gpudiag", 4242), "/tmp/run-4242.gpudiag");
+    EXPECT_EQ(per_process_record_path("gpudiag.gpudiag", 7), "gpudiag-7.gpudiag");
+    EXPECT_EQ(per_process_record_path("/tmp/rank%p/out.gpudiag", 9), "/tmp/rank9/out.gpudiag");
+    EXPECT_EQ(per_process_record_path("/tmp/a.b/run", 5), "/tmp/a.b/run-5");  // no extension
 }
 
 }  // namespace
