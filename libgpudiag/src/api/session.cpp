@@ -122,20 +122,28 @@ public:
 
     void add(Session::Impl* impl) {
         std::lock_guard<std::mutex> lock(mutex_);
-        running_.push_back(impl);
+        running_.push_back(Entry{impl, ::getpid()});
         if (!handler_registered_) handler_registered_ = std::atexit(&stop_all_at_exit) == 0;
     }
 
     void remove(Session::Impl* impl) {
         std::lock_guard<std::mutex> lock(mutex_);
-        running_.erase(std::remove(running_.begin(), running_.end(), impl), running_.end());
+        running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                      [impl](const Entry& e) { return e.impl == impl; }),
+                       running_.end());
     }
 
 private:
     static void stop_all_at_exit() noexcept;
 
+    // A forked child inherits the list and the handler but none of the sessions' threads, and
+    // shares their recordings' files: it stops only sessions it started itself.
+    struct Entry {
+        Session::Impl* impl;
+        pid_t pid;
+    };
     std::mutex mutex_;
-    std::vector<Session::Impl*> running_;
+    std::vector<Entry> running_;
     bool handler_registered_ = false;
 };
 
@@ -228,6 +236,11 @@ struct Session::Impl final : detail::EventQueue {
 
     Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
+        bool own_thread = worker.joinable() && worker.get_id() == std::this_thread::get_id();
+        if (own_thread && !at_exit) {
+            return failed_precondition("stop() cannot run inside the session's own report or "
+                                       "watch callback");
+        }
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
@@ -238,7 +251,6 @@ struct Session::Impl final : detail::EventQueue {
             // exit() called on the worker (a report callback ending the program) cannot join
             // itself, and at exit a worker stuck in a user callback (one waiting for a Python
             // interpreter that is gone) must not hang the process: both are left behind.
-            bool own_thread = worker.get_id() == std::this_thread::get_id();
             if (own_thread || (at_exit && !worker_finished_within(std::chrono::seconds(5)))) {
                 worker.detach();
             } else {
@@ -420,7 +432,10 @@ void RunningSessions::stop_all_at_exit() noexcept {
     RunningSessions& r = instance();
     try {
         std::lock_guard<std::mutex> lock(r.mutex_);
-        for (Session::Impl* impl : r.running_) impl->stop_at_exit();
+        pid_t self = ::getpid();
+        for (const auto& entry : r.running_) {
+            if (entry.pid == self) entry.impl->stop_at_exit();
+        }
         r.running_.clear();
     } catch (...) {
     }

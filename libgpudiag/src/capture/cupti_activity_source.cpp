@@ -106,8 +106,10 @@ std::uint32_t current_tid() noexcept {
 std::string hint_for(CUptiResult rc) {
     switch (rc) {
         case CUPTI_ERROR_UNKNOWN:
-        case CUPTI_ERROR_NOT_INITIALIZED:
             return " (libcupti reports this when no CUDA driver or device is usable)";
+        case CUPTI_ERROR_NOT_INITIALIZED:
+            return " (libcupti reports this when no CUDA driver or device is usable, or when the "
+                   "driver is older than this CUPTI)";
         case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
             return " (GPU performance counters or tracing are restricted for this user)";
         case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
