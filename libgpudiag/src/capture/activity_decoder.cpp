@@ -500,6 +500,13 @@ std::uint16_t ActivityDecoder::device_of_call(std::uint32_t thread, const CallIn
     return several_devices_ ? kNoDevice : only_device_;
 }
 
+std::uint16_t ActivityDecoder::device_of_context(std::uint32_t context) const noexcept {
+    if (auto it = context_devices_.find(context); context != 0 && it != context_devices_.end()) {
+        return it->second;
+    }
+    return several_devices_ ? kNoDevice : only_device_;
+}
+
 void ActivityDecoder::on_overhead(const CUpti_ActivityOverhead3& r) {
     ++counters_.overhead_records;
     if (r.end > r.start) counters_.overhead_ns += r.end - r.start;

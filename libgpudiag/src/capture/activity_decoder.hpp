@@ -60,6 +60,10 @@ public:
     void note_site(std::uint32_t correlation, StringId site, std::uint64_t requested_bytes,
                    std::uint32_t context = 0) noexcept;
 
+    /// The device of a CUPTI context id seen in device records, else the only device the process
+    /// used, else kNoDevice.
+    [[nodiscard]] std::uint16_t device_of_context(std::uint32_t context) const noexcept;
+
     [[nodiscard]] const DecoderCounters& counters() const noexcept { return counters_; }
 
 private:

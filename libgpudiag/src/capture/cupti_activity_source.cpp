@@ -307,6 +307,10 @@ struct CuptiActivitySource::Impl {
                                      if (decoder != nullptr) {
                                          decoder->note_site(correlation, site, bytes, context);
                                      }
+                                 },
+                                 [this](std::uint32_t context) {
+                                     return decoder != nullptr ? decoder->device_of_context(context)
+                                                               : kNoDevice;
                                  });
         }
         std::vector<Completed> batch;

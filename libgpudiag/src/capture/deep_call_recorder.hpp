@@ -47,6 +47,8 @@ class DeepCallRecorder {
 public:
     /// Receives (correlation, call site, requested bytes, context id) of each allocation call.
     using NoteSite = std::function<void(std::uint32_t, StringId, std::uint64_t, std::uint32_t)>;
+    /// The device of a CUPTI context id, kNoDevice when unknown.
+    using DeviceOf = std::function<std::uint16_t(std::uint32_t)>;
 
     explicit DeepCallRecorder(std::size_t capacity = 4096);
 
@@ -55,9 +57,10 @@ public:
     void record(const DeepCall& call) noexcept;
 
     /// Control thread: processes every recorded call. `note_site` receives allocation call
-    /// sites, requested sizes and contexts; VM events go to `out`.
+    /// sites, requested sizes and contexts; VM events go to `out`, on the device `device_of`
+    /// gives for the call's context (without it, or unknown, the books cannot place them).
     void drain(EventQueue& out, StringTable& strings,
-               const NoteSite& note_site) noexcept;
+               const NoteSite& note_site, const DeviceOf& device_of = {}) noexcept;
 
     [[nodiscard]] std::uint64_t dropped() const noexcept;
     /// Physical bytes mapped through cuMemMap and not yet unmapped.
@@ -65,7 +68,7 @@ public:
 
 private:
     void process(const DeepCall& c, EventQueue& out, StringTable& strings,
-                 const NoteSite& note_site);
+                 const NoteSite& note_site, const DeviceOf& device_of);
 
     struct Mapping {
         std::uint64_t bytes;
