@@ -409,37 +409,30 @@ void ActivityDecoder::on_api(const CUpti_ActivityAPI& r, ApiDomain domain) {
 }
 
 void ActivityDecoder::on_allocation_call(const Event& call, const WhitelistedApi& api) {
-    const std::uint32_t correlation = call.api.correlation;
-    const CallInfo info = call_info(correlation);  // size and context: deep mode only
+    const CallInfo info = call_info(call.api.correlation);  // size and context: deep mode only
     forget_stale_ooms(call.thread, call.start_ns);
-    auto same_request = [&](const PendingOom& p) {
-        return p.marker.thread == call.thread && p.api == &api &&
-               (p.marker.oom.requested_bytes == 0 || info.requested_bytes == 0 ||
-                p.marker.oom.requested_bytes == info.requested_bytes);
-    };
-    if (call.api.return_code != kCudaOutOfMemory) {
-        if (call.api.return_code != 0) return;
-        if (auto it = call_devices_.find(correlation); it != call_devices_.end()) {
-            join_thread_device(correlation, call.thread, it->second);
-        } else if (api.role == ApiRole::kAlloc) {
-            put_bounded(call_threads_, kMaxJoined, correlation, call.thread);
-        }
-        // The caller retried a failed request and it worked: that failure was no OOM for it.
-        auto it = std::find_if(pending_ooms_.begin(), pending_ooms_.end(), same_request);
-        if (it == pending_ooms_.end()) return;
-        Event withdrawn = it->marker;
-        withdrawn.flags = static_cast<std::uint8_t>(withdrawn.flags | kEventFlagRetrySucceeded);
-        withdrawn.start_ns = withdrawn.end_ns = call.end_ns;
-        pending_ooms_.erase(it);
-        ++counters_.retried_allocations;
-        push(withdrawn);
-        return;
+    if (call.api.return_code == kCudaOutOfMemory) {
+        on_failed_allocation(call, api, info);
+    } else if (call.api.return_code == 0) {
+        on_allocation_success(call, api, info);
     }
+}
+
+bool ActivityDecoder::PendingOom::same_request(const Event& call, const WhitelistedApi& other,
+                                               std::uint64_t requested) const noexcept {
+    std::uint64_t mine = marker.oom.requested_bytes;
+    return marker.thread == call.thread && api == &other &&
+           (mine == 0 || requested == 0 || mine == requested);  // a size unknown matches any
+}
+
+void ActivityDecoder::on_failed_allocation(const Event& call, const WhitelistedApi& api,
+                                           const CallInfo& info) {
     ++counters_.failed_allocations;
     // The same request failing again means the caller's retry did not help: the earlier
     // failure stands as an out-of-memory error and is no longer withdrawn.
-    pending_ooms_.erase(std::remove_if(pending_ooms_.begin(), pending_ooms_.end(), same_request),
-                        pending_ooms_.end());
+    std::erase_if(pending_ooms_, [&](const PendingOom& p) {
+        return p.same_request(call, api, info.requested_bytes);
+    });
     MemoryKind memory = allocated_memory(api);
     Event oom;
     oom.kind = EventKind::kOutOfMemory;
@@ -450,20 +443,38 @@ void ActivityDecoder::on_allocation_call(const Event& call, const WhitelistedApi
     oom.start_ns = oom.end_ns = call.end_ns;
     oom.oom.site = info.site;
     oom.oom.requested_bytes = info.requested_bytes;
-    oom.oom.correlation = correlation;
+    oom.oom.correlation = call.api.correlation;
     push(oom);
     if (pending_ooms_.size() >= kMaxPendingOoms) pending_ooms_.erase(pending_ooms_.begin());
     pending_ooms_.push_back(PendingOom{oom, &api});
 }
 
+void ActivityDecoder::on_allocation_success(const Event& call, const WhitelistedApi& api,
+                                            const CallInfo& info) {
+    const std::uint32_t correlation = call.api.correlation;
+    if (auto it = call_devices_.find(correlation); it != call_devices_.end()) {
+        join_thread_device(correlation, call.thread, it->second);
+    } else if (api.role == ApiRole::kAlloc) {
+        put_bounded(call_threads_, kMaxJoined, correlation, call.thread);
+    }
+    // The caller retried a failed request and it worked: that failure was no OOM for it.
+    auto it = std::find_if(pending_ooms_.begin(), pending_ooms_.end(), [&](const PendingOom& p) {
+        return p.same_request(call, api, info.requested_bytes);
+    });
+    if (it == pending_ooms_.end()) return;
+    Event withdrawn = it->marker;
+    withdrawn.flags = static_cast<std::uint8_t>(withdrawn.flags | kEventFlagRetrySucceeded);
+    withdrawn.start_ns = withdrawn.end_ns = call.end_ns;
+    pending_ooms_.erase(it);
+    ++counters_.retried_allocations;
+    push(withdrawn);
+}
+
 void ActivityDecoder::forget_stale_ooms(std::uint32_t thread, std::uint64_t now_ns) {
     // Records of one thread arrive in order: a call past the window ends that thread's chance.
-    pending_ooms_.erase(std::remove_if(pending_ooms_.begin(), pending_ooms_.end(),
-                                       [&](const PendingOom& p) {
-                                           return p.marker.thread == thread &&
-                                                  now_ns > p.marker.start_ns + kRetryWindowNs;
-                                       }),
-                        pending_ooms_.end());
+    std::erase_if(pending_ooms_, [&](const PendingOom& p) {
+        return p.marker.thread == thread && now_ns > p.marker.start_ns + kRetryWindowNs;
+    });
 }
 
 void ActivityDecoder::note_device(std::uint16_t device, std::uint32_t context) {

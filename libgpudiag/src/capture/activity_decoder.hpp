@@ -89,6 +89,8 @@ private:
     CallInfo call_info(std::uint32_t correlation) const;
     // Out-of-memory markers: the device of a failed call, and the caller's retry.
     void on_allocation_call(const Event& call, const WhitelistedApi& api);
+    void on_failed_allocation(const Event& call, const WhitelistedApi& api, const CallInfo& info);
+    void on_allocation_success(const Event& call, const WhitelistedApi& api, const CallInfo& info);
     void note_device(std::uint16_t device, std::uint32_t context);
     void join_thread_device(std::uint32_t correlation, std::uint32_t thread, std::uint16_t device);
     [[nodiscard]] std::uint16_t device_of_call(std::uint32_t thread, const CallInfo& info) const;
@@ -129,6 +131,9 @@ private:
     struct PendingOom {
         Event marker;
         const WhitelistedApi* api;
+        /// The same call of the same thread asking for as much (a size unknown matches any).
+        [[nodiscard]] bool same_request(const Event& call, const WhitelistedApi& other,
+                                        std::uint64_t requested) const noexcept;
     };
     std::vector<PendingOom> pending_ooms_;
 };
