@@ -181,7 +181,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     Status start() {
-        std::lock_guard<std::timed_mutex> lifecycle(lifecycle_mutex);
+        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
         if (running.load()) return failed_precondition("the session is already running");
         if (stopped_once) {
             return failed_precondition("a session runs once; create a new one to capture again");
@@ -217,7 +217,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     Status stop() {
-        std::lock_guard<std::timed_mutex> lifecycle(lifecycle_mutex);
+        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
         Status st = stop_locked();
         RunningSessions::instance().remove(this);
         return st;
@@ -227,8 +227,13 @@ struct Session::Impl final : detail::EventQueue {
     // a thread stuck inside start() or stop() must not hang the exit, so the wait is bounded.
     void stop_at_exit() noexcept {
         try {
-            std::unique_lock<std::timed_mutex> lifecycle(lifecycle_mutex, std::defer_lock);
-            if (!lifecycle.try_lock_for(std::chrono::seconds(2))) return;
+            // Polled rather than a timed lock: plain try_lock is what every sanitizer models.
+            std::unique_lock<std::mutex> lifecycle(lifecycle_mutex, std::defer_lock);
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            while (!lifecycle.try_lock()) {
+                if (std::chrono::steady_clock::now() >= deadline) return;
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
             (void)stop_locked(/*at_exit=*/true);
         } catch (...) {
         }
@@ -414,7 +419,7 @@ struct Session::Impl final : detail::EventQueue {
         Impl& impl_;
     } fanout{*this};
 
-    std::timed_mutex lifecycle_mutex;
+    std::mutex lifecycle_mutex;
     std::mutex sink_mutex;
     std::mutex wake_mutex;
     std::condition_variable wake;
