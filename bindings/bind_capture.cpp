@@ -27,12 +27,16 @@ void bind_capture(py::module_& m) {
         .def_readwrite("paused_reason", &CaptureStatus::paused_reason)
         .def_readwrite("events", &CaptureStatus::events)
         .def_readwrite("dropped", &CaptureStatus::dropped)
+        .def_readwrite("kernels_without_timing", &CaptureStatus::kernels_without_timing)
         .def_readwrite("cupti_library", &CaptureStatus::cupti_library)
         .def_readwrite("cupti_version", &CaptureStatus::cupti_version)
         .def_readwrite("driver_version", &CaptureStatus::driver_version)
         .def_readwrite("device_count", &CaptureStatus::device_count);
 
     m.def("capture_level_name", &capture_level_name);
+    m.def("add_library_search_dir", [](const std::string& directory) {
+        add_library_search_dir(directory);
+    }, "Adds a directory where live capture looks for libcupti.so.13 before the system's.");
     m.def("probe_capture", &probe_capture, py::call_guard<py::gil_scoped_release>(),
           "Probes the machine without starting capture or creating a CUDA context.");
 }

@@ -23,6 +23,10 @@ void bind_event(py::module_& m) {
         .value("segment_free", EventKind::kSegmentFree)
         .value("block_alloc", EventKind::kBlockAlloc)
         .value("block_free", EventKind::kBlockFree)
+        .value("host_alloc", EventKind::kHostAlloc)
+        .value("host_free", EventKind::kHostFree)
+        .value("managed_alloc", EventKind::kManagedAlloc)
+        .value("managed_free", EventKind::kManagedFree)
         .value("kernel", EventKind::kKernel)
         .value("memcpy", EventKind::kMemcpy)
         .value("memset", EventKind::kMemset)
@@ -70,7 +74,8 @@ void bind_event(py::module_& m) {
         .value("framework_alloc_retries", CounterKind::kFrameworkAllocRetries)
         .value("framework_ooms", CounterKind::kFrameworkOoms)
         .value("framework_inactive_split_bytes", CounterKind::kFrameworkInactiveSplitBytes)
-        .value("dropped_records", CounterKind::kDroppedRecords);
+        .value("dropped_records", CounterKind::kDroppedRecords)
+        .value("untimed_kernels", CounterKind::kUntimedKernels);
 
     py::class_<MemoryPayload>(m, "MemoryPayload")
         .def_readwrite("address", &MemoryPayload::address)

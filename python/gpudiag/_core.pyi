@@ -20,6 +20,7 @@ def analyze_job(ranks: list[Report], options: AnalysisOptions = ...) -> Report: 
 def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
 def probe_capture() -> CaptureStatus: ...
+def add_library_search_dir(directory: str) -> None: ...
 
 class _Enum:
     name: str
@@ -74,6 +75,10 @@ class EventKind(_Enum):
     segment_free: EventKind
     block_alloc: EventKind
     block_free: EventKind
+    host_alloc: EventKind
+    host_free: EventKind
+    managed_alloc: EventKind
+    managed_free: EventKind
     kernel: EventKind
     memcpy: EventKind
     memset: EventKind
@@ -121,6 +126,7 @@ class CounterKind(_Enum):
     framework_ooms: CounterKind
     framework_inactive_split_bytes: CounterKind
     dropped_records: CounterKind
+    untimed_kernels: CounterKind
 
 class DeviceInfo:
     ordinal: int
@@ -213,6 +219,7 @@ class CaptureStatus:
     paused_reason: str
     events: int
     dropped: int
+    kernels_without_timing: int
     cupti_library: str
     cupti_version: int
     driver_version: str

@@ -9,6 +9,7 @@ would create a context until the program's own first CUDA use.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import sys
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Union, overload
 from gpudiag import _core
 from gpudiag._errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from gpudiag._format import parse_size
+from gpudiag._libraries import register_nvidia_library_dirs
 from gpudiag._steps import StepClock
 from gpudiag.report import Report
 
@@ -141,6 +143,7 @@ class Session:
             if _current is not None:
                 raise FailedPreconditionError(
                     "another gpudiag session is running in this process; stop it first")
+            register_nvidia_library_dirs()  # before CUPTI loads: the file torch will map
             native = self._backend_factory(self._options())
             native.start()
             self._native = native
@@ -148,6 +151,10 @@ class Session:
             self._running = True
             self._final_report = None
             _current = self
+            # Registered again at each start so it runs before exit handlers registered since
+            # (atexit runs them last in, first out), while what the session uses still works.
+            atexit.unregister(_stop_at_exit)
+            atexit.register(_stop_at_exit)
         if self.torch is not False:
             from gpudiag import torch_integration
 
@@ -336,6 +343,16 @@ class Session:
     def native(self) -> Any:
         """The ``gpudiag._core.Session`` (None before start)."""
         return self._native
+
+
+def _stop_at_exit() -> None:
+    """Stops the session a program leaves running at interpreter exit: PyTorch's hooks come off
+    and the recording is finished while the interpreter and CUDA still work (the native
+    library's own exit handler runs only after the interpreter is gone)."""
+    s = _current
+    if s is not None and s.running:
+        with contextlib.suppress(Exception):  # an exit handler must not fail the exit
+            s.stop()
 
 
 # ---- module-level API over the current session ---------------------------------------------------

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpudiag import _core
+from gpudiag._libraries import register_nvidia_library_dirs
 
 
 @dataclass
@@ -59,6 +60,7 @@ def status() -> Status:
     live = _session.native_sessions_available()
     st = Status(version=str(_core.__version__), capture_level="no_gpu", live_sessions=live)
     if hasattr(_core, "probe_capture"):
+        register_nvidia_library_dirs()
         probe = _core.probe_capture()
         st.capture_level = str(_core.capture_level_name(probe.level))
         st.reasons = list(probe.reasons)

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpudiag {
@@ -30,12 +31,22 @@ struct CaptureStatus {
     bool paused = false;           ///< yielded CUPTI to another client (torch.profiler)
     std::string paused_reason;
     std::uint64_t events = 0;      ///< delivered since start
-    std::uint64_t dropped = 0;     ///< lost to full buffers since start
+    std::uint64_t dropped = 0;     ///< lost to full buffers since start, each loss counted once
+    /// Kernels CUPTI reported without start and end (its device timestamp buffer was full):
+    /// seen and counted, but absent from GPU busy time. Not included in `dropped`.
+    std::uint64_t kernels_without_timing = 0;
     std::string cupti_library;     ///< path of the libcupti in use, "" when none
     std::uint32_t cupti_version = 0;
     std::string driver_version;
     int device_count = 0;
 };
+
+/// Adds a directory where live capture looks for an NVIDIA library that is not already in the
+/// process (libcupti.so.13), after $GPUDIAG_CUPTI_PATH and before the system's places. The
+/// Python package names the nvidia/cu13/lib of a pip-installed CUDA here, so that gpudiag loads
+/// the very file PyTorch loads, never a second copy. At most 16 directories; duplicates are
+/// ignored. Thread-safety: safe. Errors: none.
+GPUDIAG_API void add_library_search_dir(std::string_view directory) noexcept;
 
 /// Probes the machine without starting capture (loads libraries, touches no CUDA context).
 /// Thread-safety: safe. Errors: none; what is missing is in `reasons`.

@@ -37,6 +37,14 @@ enum class EventKind : std::uint8_t {
     kBlockAlloc = 10,    ///< a framework block handed to the program; bytes = rounded,
                          ///< aux = requested, extra = segment id (0 = unknown)
     kBlockFree = 11,
+    // ---- memory CUDA allocates that is not device memory (payload: MemoryPayload) ----
+    kHostAlloc = 12,     ///< host memory through CUDA (cudaMallocHost, cudaHostAlloc,
+                         ///< cudaHostRegister); flags = kPinned (page-locked) or kPageable.
+                         ///< Host RAM: never counted as GPU memory
+    kHostFree = 13,
+    kManagedAlloc = 14,  ///< unified memory (cudaMallocManaged, __managed__): migrates between
+                         ///< host and devices on demand, so it is counted apart from both
+    kManagedFree = 15,
     // ---- GPU activity ----
     kKernel = 20,        ///< KernelPayload
     kMemcpy = 21,        ///< CopyPayload
@@ -125,6 +133,8 @@ enum class CounterKind : std::uint16_t {
     kFrameworkInactiveSplitBytes = 24,
     kDroppedRecords = 30,           ///< capture losses reported by the source
     kCaptureOverheadNs = 31,        ///< CUPTI's own time (its OVERHEAD records), cumulative
+    kUntimedKernels = 32,           ///< kernels CUPTI saw but could not time (device timestamp
+                                    ///< buffer full), cumulative: seen, not lost
 };
 
 /// Bits of a kThrottleReasons counter's value: why the clocks were lowered. The values are NVML's
@@ -198,7 +208,7 @@ struct OomPayload {
     std::uint64_t free_bytes;     ///< free device memory the failing allocator saw, if known
     std::uint64_t total_bytes;    ///< device capacity, if known
     StringId site;
-    std::uint32_t reserved;
+    std::uint32_t correlation;    ///< CUPTI correlation id of the failed call, 0 when none
 };
 
 struct AnnotationPayload {
@@ -216,8 +226,17 @@ struct CounterPayload {
     std::uint64_t reserved[2];
 };
 
-/// Bits of Event::flags. Memory events keep their MemoryKind in the low four bits.
+/// Bits of Event::flags. Memory events keep their MemoryKind in the low four bits, and so do
+/// kOutOfMemory markers (the kind of memory the failed request asked for; kUnknown = device).
 inline constexpr std::uint8_t kMemoryKindMask = 0x0F;
+/// kOutOfMemory: a failed allocation call whose caller may retry it (a caching allocator frees
+/// its cache and tries again), so not yet an out-of-memory error for the program. A later
+/// kOutOfMemory with kEventFlagRetrySucceeded and the same OomPayload::correlation withdraws it.
+inline constexpr std::uint8_t kEventFlagRetryable = 0x10;
+/// kOutOfMemory: the same request then succeeded on the same thread: the retryable marker with
+/// this correlation was an allocator retry, not an out-of-memory error (shares its bit with
+/// kEventFlagExpandable, which only segment events carry).
+inline constexpr std::uint8_t kEventFlagRetrySucceeded = 0x20;
 /// kSegmentAlloc/kSegmentFree: pages mapped into or unmapped from an expandable segment (torch
 /// segment_map/segment_unmap); the range extends or shrinks the segment that contains it.
 inline constexpr std::uint8_t kEventFlagExpandable = 0x20;
@@ -263,7 +282,7 @@ static_assert(std::is_standard_layout_v<Event>, "Event must have a standard layo
 
 /// True for kinds whose payload is MemoryPayload.
 constexpr bool is_memory_event(EventKind k) noexcept {
-    return k >= EventKind::kDeviceAlloc && k <= EventKind::kBlockFree;
+    return k >= EventKind::kDeviceAlloc && k <= EventKind::kManagedFree;
 }
 
 /// True for work that occupies a GPU (kernels, copies, memsets).

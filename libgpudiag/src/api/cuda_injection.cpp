@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The CUDA injection entry point: CUDA_INJECTION64_PATH=/path/libgpudiag.so makes the CUDA
 // driver load gpudiag during cuInit and call InitializeInjection(), so `gpudiag run -- ./app`
-// diagnoses an unmodified program. The session records to $GPUDIAG_RECORD (default
-// gpudiag-<pid>.gpudiag) and, when the program exits, writes the text report to
+// diagnoses an unmodified program. The session records to $GPUDIAG_RECORD with this process'
+// pid in the name ("%p" places it, else it goes before the extension: every rank and child
+// reads the same variable; default gpudiag-<pid>.gpudiag) and, when the program exits, writes
+// the text report to
 // $GPUDIAG_REPORT (default: stderr; a path ending in .json gets the JSON report).
 // Other settings: GPUDIAG_DEEP=1 (allocation call sites), GPUDIAG_NVML_HZ (default 2).
 //
@@ -12,6 +14,8 @@
 // atexit handler earlier (handlers run in reverse order).
 #include <gpudiag/report.hpp>
 #include <gpudiag/session.hpp>
+
+#include "api/record_path.hpp"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -73,7 +77,7 @@ int initialise() noexcept {
     try {
         SessionOptions options;
         options.record_path =
-            env_or("GPUDIAG_RECORD", "gpudiag-" + std::to_string(static_cast<long>(getpid())) + ".gpudiag");
+            per_process_record_path(env_or("GPUDIAG_RECORD", "gpudiag.gpudiag"), getpid());
         options.deep = env_or("GPUDIAG_DEEP", "0") == "1";
         options.nvml_hz = std::strtod(env_or("GPUDIAG_NVML_HZ", "2").c_str(), nullptr);
         options.properties.emplace_back("capture", "cuda_injection");

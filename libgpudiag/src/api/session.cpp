@@ -22,9 +22,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace gpudiag {
 namespace {
@@ -107,6 +109,44 @@ private:
     WatchId next_id_ = 1;
 };
 
+// Sessions still running when the process exits (a program that returns from main, or a Python
+// interpreter that shuts down, without stop()). An exit handler stops them while the libraries
+// they use are still loaded: capture first (its last buffers into the recording), then the
+// recording is finished, so it is complete rather than cut off mid-chunk.
+class RunningSessions {
+public:
+    static RunningSessions& instance() {
+        static auto* sessions = new RunningSessions;  // leaked: used from the exit handler
+        return *sessions;
+    }
+
+    void add(Session::Impl* impl) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_.push_back(Entry{impl, ::getpid()});
+        if (!handler_registered_) handler_registered_ = std::atexit(&stop_all_at_exit) == 0;
+    }
+
+    void remove(Session::Impl* impl) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                      [impl](const Entry& e) { return e.impl == impl; }),
+                       running_.end());
+    }
+
+private:
+    static void stop_all_at_exit() noexcept;
+
+    // A forked child inherits the list and the handler but none of the sessions' threads, and
+    // shares their recordings' files: it stops only sessions it started itself.
+    struct Entry {
+        Session::Impl* impl;
+        pid_t pid;
+    };
+    std::mutex mutex_;
+    std::vector<Entry> running_;
+    bool handler_registered_ = false;
+};
+
 }  // namespace
 
 struct Session::Impl final : detail::EventQueue {
@@ -172,19 +212,56 @@ struct Session::Impl final : detail::EventQueue {
         started_ns = detail::monotonic_now_ns();
         running.store(true);
         worker = std::thread([this] { worker_loop(); });
+        RunningSessions::instance().add(this);
         return Status::ok();
     }
 
     Status stop() {
         std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        Status st = stop_locked();
+        RunningSessions::instance().remove(this);
+        return st;
+    }
+
+    // At process exit (the registry's lock held, so the session cannot be destroyed meanwhile):
+    // a thread stuck inside start() or stop() must not hang the exit, so the wait is bounded.
+    void stop_at_exit() noexcept {
+        try {
+            // Polled rather than a timed lock: plain try_lock is what every sanitizer models.
+            std::unique_lock<std::mutex> lifecycle(lifecycle_mutex, std::defer_lock);
+            auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            while (!lifecycle.try_lock()) {
+                if (std::chrono::steady_clock::now() >= deadline) return;
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+            (void)stop_locked(/*at_exit=*/true);
+        } catch (...) {
+        }
+    }
+
+    Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
+        bool own_thread = worker.joinable() && worker.get_id() == std::this_thread::get_id();
+        if (own_thread && !at_exit) {
+            return failed_precondition("stop() cannot run inside the session's own report or "
+                                       "watch callback");
+        }
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
             running.store(false);
         }
         wake.notify_all();
-        if (worker.joinable()) worker.join();
+        if (worker.joinable()) {
+            // exit() called on the worker (a report callback ending the program) cannot join
+            // itself, and at exit a worker stuck in a user callback (one waiting for a Python
+            // interpreter that is gone) must not hang the process: both are left behind.
+            if (own_thread || (at_exit && !worker_finished_within(std::chrono::seconds(5)))) {
+                worker.detach();
+            } else {
+                worker.join();
+            }
+        }
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
         final_summary = summary();
@@ -202,12 +279,22 @@ struct Session::Impl final : detail::EventQueue {
         SourceSummary s;
         auto stats = channel.stats();
         s.events = stats.pushed;
-        s.dropped = stats.dropped;
-        if (backend) s.dropped += backend->status().dropped;
+        s.dropped = stats.dropped;  // the hand-off's refusals, from every source
+        std::uint64_t untimed = 0;
+        if (backend) {
+            CaptureStatus capture = backend->status();
+            s.dropped += capture.dropped;  // lost before the hand-off (CUPTI, NVTX)
+            untimed = capture.kernels_without_timing;
+        }
         if (s.dropped > 0) {
             s.notes.push_back(std::to_string(s.dropped) +
                               " events were dropped because the hand-off or capture buffers were "
                               "full; raise SessionOptions::queue_capacity or flush more often.");
+        }
+        if (untimed > 0) {
+            s.notes.push_back(std::to_string(untimed) +
+                              " kernels were seen without timing (CUPTI's device timestamp buffer "
+                              "was full): they are missing from GPU busy time.");
         }
         if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
         return s;
@@ -218,7 +305,21 @@ struct Session::Impl final : detail::EventQueue {
         }
     }
 
+    bool worker_finished_within(std::chrono::seconds limit) {
+        std::unique_lock<std::mutex> lock(wake_mutex);
+        return wake.wait_for(lock, limit, [this] { return worker_finished; });
+    }
+
     void worker_loop() {
+        run_worker();
+        {
+            std::lock_guard<std::mutex> lock(wake_mutex);
+            worker_finished = true;
+        }
+        wake.notify_all();
+    }
+
+    void run_worker() {
         auto period = std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1));
         auto next_report = std::chrono::steady_clock::now() +
                            std::chrono::milliseconds(options.report_period_ms);
@@ -323,6 +424,7 @@ struct Session::Impl final : detail::EventQueue {
     std::mutex wake_mutex;
     std::condition_variable wake;
     std::atomic<bool> running{false};
+    bool worker_finished = false;  // guarded by wake_mutex
     std::thread worker;
     bool stopped_once = false;
     bool ended = false;
@@ -330,6 +432,19 @@ struct Session::Impl final : detail::EventQueue {
     std::string degraded_reason;
     std::uint64_t started_ns = 0;
 };
+
+void RunningSessions::stop_all_at_exit() noexcept {
+    RunningSessions& r = instance();
+    try {
+        std::lock_guard<std::mutex> lock(r.mutex_);
+        pid_t self = ::getpid();
+        for (const auto& entry : r.running_) {
+            if (entry.pid == self) entry.impl->stop_at_exit();
+        }
+        r.running_.clear();
+    } catch (...) {
+    }
+}
 
 Session::Session(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 Session::~Session() = default;

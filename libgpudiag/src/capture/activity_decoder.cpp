@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // ActivityDecoder. Field-by-field mapping of CUPTI 13.0 records to Events:
 //
-//   MEMORY2            -> kDeviceAlloc/kDeviceFree, or kPoolAlloc/kPoolFree when the record
-//                         names a stream-ordered pool (aux = pool address); flags = MemoryKind;
-//                         extra = correlation id. A pool whose size changed since the last
-//                         record also yields kPoolResize (bytes = pool size, aux = utilized).
+//   MEMORY2            -> by memory kind: DEVICE, DEVICE_STATIC and ARRAY (device memory)
+//                         become kDeviceAlloc/kDeviceFree, or kPoolAlloc/kPoolFree when the
+//                         record names a stream-ordered pool (aux = pool address); PINNED and
+//                         PAGEABLE become kHostAlloc/kHostFree, MANAGED(_STATIC)
+//                         kManagedAlloc/kManagedFree; UNKNOWN is counted, not booked.
+//                         flags = MemoryKind; extra = correlation id. A pool whose size changed
+//                         since the last record also yields kPoolResize (bytes = pool size,
+//                         aux = utilized).
 //   MEMORY_POOL        -> kPoolResize (created / trimmed; destroyed reports size 0)
 //   CONCURRENT_KERNEL  -> kKernel; start == end == 0 means CUPTI lost the timing (device buffer
 //                         full): counted, never emitted as a zero-length kernel
@@ -12,7 +16,9 @@
 //   MEMSET             -> kMemset
 //   SYNCHRONIZATION    -> kSync
 //   RUNTIME / DRIVER   -> kApiCall (name, cbid, correlation, return code); a failed allocation
-//                         call returning out-of-memory also yields kOutOfMemory
+//                         call returning out-of-memory also yields a retryable kOutOfMemory
+//                         (device, requested size when deep mode knows it), withdrawn when the
+//                         same request then succeeds on the same thread (an allocator retry)
 //   OVERHEAD           -> counted (CUPTI's own cost, reported as a counter by the source)
 #include "capture/activity_decoder.hpp"
 
@@ -23,6 +29,7 @@
 #  include <cxxabi.h>
 #  include <unistd.h>
 
+#  include <algorithm>
 #  include <cstdlib>
 #  include <cstring>
 #  include <string>
@@ -48,6 +55,35 @@ constexpr std::size_t kMaxCachedNames = 16384;
 constexpr std::size_t kMaxPools = 1024;
 constexpr std::size_t kMaxSites = 65536;
 constexpr std::uint32_t kCudaOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+constexpr std::size_t kMaxJoined = 4096;        // correlation -> thread/device entries kept
+constexpr std::size_t kMaxThreads = 4096;
+constexpr std::size_t kMaxPendingOoms = 64;
+// A caching allocator that fails a request frees its cache (a device synchronisation and one
+// cudaFree per cached segment) and asks again; a success of the same request on the same
+// thread within this window is that retry. Generous, so a slow cache release still counts.
+constexpr std::uint64_t kRetryWindowNs = 2'000'000'000;
+
+// Where the memory of a MEMORY2 record lives.
+enum class Book { kDevice, kHost, kManaged, kUnknown };
+
+Book book_of(std::uint32_t cupti_kind) noexcept {
+    switch (cupti_kind) {
+        case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+        case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC:
+        case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return Book::kDevice;
+        case CUPTI_ACTIVITY_MEMORY_KIND_PINNED:
+        case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return Book::kHost;
+        case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+        case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return Book::kManaged;
+        default: return Book::kUnknown;
+    }
+}
+
+template <typename Map, typename Key, typename Value>
+void put_bounded(Map& map, std::size_t cap, const Key& key, const Value& value) {
+    if (map.size() >= cap && map.find(key) == map.end()) map.clear();  // a miss only costs a join
+    map[key] = value;
+}
 
 MemoryKind memory_kind(std::uint32_t cupti_kind) noexcept {
     switch (cupti_kind) {
@@ -240,10 +276,22 @@ Event ActivityDecoder::timed_device_event(EventKind kind, const Record& r) const
 void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
     bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
     if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
-    bool pooled = r.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
+    Book book = book_of(r.memoryKind);
+    if (book == Book::kUnknown) {
+        ++counters_.memory_unknown_kind;  // booking it anywhere would be a guess
+        return;
+    }
+    bool pooled = book == Book::kDevice &&
+                  r.memoryPoolConfig.memoryPoolType != CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID;
     Event e;
-    e.kind = pooled ? (alloc ? EventKind::kPoolAlloc : EventKind::kPoolFree)
-                    : (alloc ? EventKind::kDeviceAlloc : EventKind::kDeviceFree);
+    switch (book) {
+        case Book::kHost: e.kind = alloc ? EventKind::kHostAlloc : EventKind::kHostFree; break;
+        case Book::kManaged: e.kind = alloc ? EventKind::kManagedAlloc : EventKind::kManagedFree; break;
+        default:
+            e.kind = pooled ? (alloc ? EventKind::kPoolAlloc : EventKind::kPoolFree)
+                            : (alloc ? EventKind::kDeviceAlloc : EventKind::kDeviceFree);
+            break;
+    }
     e.flags = static_cast<std::uint8_t>(memory_kind(r.memoryKind));
     e.device = device_of(r.deviceId);
     e.stream = stream_of(r.streamId);
@@ -255,6 +303,14 @@ void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
     e.memory.site = call_info(r.correlationId).site;
     e.memory.extra = r.correlationId;
     push(e);
+    note_device(e.device, r.contextId);
+    if (alloc && book == Book::kDevice) {
+        if (auto it = call_threads_.find(r.correlationId); it != call_threads_.end()) {
+            join_thread_device(r.correlationId, it->second, e.device);
+        } else {
+            put_bounded(call_devices_, kMaxJoined, r.correlationId, e.device);
+        }
+    }
     if (pooled && r.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
         note_pool_size(e, r.memoryPoolConfig.address, r.memoryPoolConfig.pool.size,
                        r.memoryPoolConfig.utilizedSize, r.correlationId);
@@ -324,6 +380,7 @@ void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
                                                        clamp_u32(r.dynamicSharedMemory));
     e.kernel.registers = r.registersPerThread;
     push(e);
+    note_device(e.device, r.contextId);
 }
 
 void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
@@ -335,6 +392,7 @@ void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
     e.copy.dst_kind = memory_kind(r.dstKind);
     e.copy.is_async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) != 0 ? 1 : 0;
     push(e);
+    note_device(e.device, r.contextId);
 }
 
 void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
@@ -355,6 +413,7 @@ void ActivityDecoder::on_memset(const CUpti_ActivityMemset4& r) {
     e.copy.dst_kind = memory_kind(r.memoryKind);
     e.copy.is_async = (r.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) != 0 ? 1 : 0;
     push(e);
+    note_device(e.device, r.contextId);
 }
 
 void ActivityDecoder::on_sync(const CUpti_ActivitySynchronization2& r) {
@@ -383,20 +442,120 @@ void ActivityDecoder::on_api(const CUpti_ActivityAPI& r, ApiDomain domain) {
     e.api.domain = domain;
     e.api.return_code = r.returnValue;
     push(e);
-    if (r.returnValue == kCudaOutOfMemory) {
-        const WhitelistedApi* api = find_whitelisted_api(domain, r.cbid);
-        if (api != nullptr && (api->role == ApiRole::kAlloc || api->role == ApiRole::kVmm)) {
-            Event oom;
-            oom.kind = EventKind::kOutOfMemory;
-            oom.process = e.process;
-            oom.thread = e.thread;
-            oom.start_ns = oom.end_ns = e.end_ns;
-            CallInfo info = call_info(r.correlationId);  // known in deep mode only
-            oom.oom.site = info.site;
-            oom.oom.requested_bytes = info.requested_bytes;
-            push(oom);
+    const WhitelistedApi* api = find_whitelisted_api(domain, r.cbid);
+    if (api != nullptr && (api->role == ApiRole::kAlloc || api->role == ApiRole::kVmm)) {
+        on_allocation_call(e, *api);
+    }
+}
+
+void ActivityDecoder::on_allocation_call(const Event& call, const WhitelistedApi& api) {
+    const CallInfo info = call_info(call.api.correlation);  // size and context: deep mode only
+    forget_stale_ooms(call.thread, call.start_ns);
+    if (call.api.return_code == kCudaOutOfMemory) {
+        on_failed_allocation(call, api, info);
+    } else if (call.api.return_code == 0) {
+        on_allocation_success(call, api, info);
+    }
+}
+
+bool ActivityDecoder::PendingOom::same_request(const Event& call, const WhitelistedApi& other,
+                                               std::uint64_t requested) const noexcept {
+    std::uint64_t mine = marker.oom.requested_bytes;
+    return marker.thread == call.thread && api == &other &&
+           (mine == 0 || requested == 0 || mine == requested);  // a size unknown matches any
+}
+
+void ActivityDecoder::on_failed_allocation(const Event& call, const WhitelistedApi& api,
+                                           const CallInfo& info) {
+    ++counters_.failed_allocations;
+    // The same request failing again means the caller's retry did not help: the earlier
+    // failure stands as an out-of-memory error and is no longer withdrawn.
+    std::erase_if(pending_ooms_, [&](const PendingOom& p) {
+        return p.same_request(call, api, info.requested_bytes);
+    });
+    MemoryKind memory = allocated_memory(api);
+    Event oom;
+    oom.kind = EventKind::kOutOfMemory;
+    oom.flags = static_cast<std::uint8_t>(static_cast<std::uint8_t>(memory) | kEventFlagRetryable);
+    oom.device = memory == MemoryKind::kPinned ? kNoDevice : device_of_call(call.thread, info);
+    oom.process = call.process;
+    oom.thread = call.thread;
+    oom.start_ns = oom.end_ns = call.end_ns;
+    oom.oom.site = info.site;
+    oom.oom.requested_bytes = info.requested_bytes;
+    oom.oom.correlation = call.api.correlation;
+    push(oom);
+    if (pending_ooms_.size() >= kMaxPendingOoms) pending_ooms_.erase(pending_ooms_.begin());
+    pending_ooms_.push_back(PendingOom{oom, &api});
+}
+
+void ActivityDecoder::on_allocation_success(const Event& call, const WhitelistedApi& api,
+                                            const CallInfo& info) {
+    const std::uint32_t correlation = call.api.correlation;
+    if (auto it = call_devices_.find(correlation); it != call_devices_.end()) {
+        join_thread_device(correlation, call.thread, it->second);
+    } else if (api.role == ApiRole::kAlloc) {
+        put_bounded(call_threads_, kMaxJoined, correlation, call.thread);
+    }
+    // The caller retried a failed request and it worked: that failure was no OOM for it.
+    auto it = std::find_if(pending_ooms_.begin(), pending_ooms_.end(), [&](const PendingOom& p) {
+        return p.same_request(call, api, info.requested_bytes);
+    });
+    if (it == pending_ooms_.end()) return;
+    Event withdrawn = it->marker;
+    withdrawn.flags = static_cast<std::uint8_t>(withdrawn.flags | kEventFlagRetrySucceeded);
+    withdrawn.start_ns = withdrawn.end_ns = call.end_ns;
+    pending_ooms_.erase(it);
+    ++counters_.retried_allocations;
+    push(withdrawn);
+}
+
+void ActivityDecoder::forget_stale_ooms(std::uint32_t thread, std::uint64_t now_ns) {
+    // Records of one thread arrive in order: a call past the window ends that thread's chance.
+    std::erase_if(pending_ooms_, [&](const PendingOom& p) {
+        return p.marker.thread == thread && now_ns > p.marker.start_ns + kRetryWindowNs;
+    });
+}
+
+void ActivityDecoder::note_device(std::uint16_t device, std::uint32_t context) {
+    if (device == kNoDevice) return;
+    if (only_device_ == kNoDevice) {
+        only_device_ = device;
+    } else if (device != only_device_) {
+        several_devices_ = true;
+    }
+    if (context != 0) {
+        auto it = context_devices_.find(context);
+        if (it == context_devices_.end() || it->second != device) {
+            put_bounded(context_devices_, kMaxJoined, context, device);
         }
     }
+}
+
+void ActivityDecoder::join_thread_device(std::uint32_t correlation, std::uint32_t thread,
+                                         std::uint16_t device) {
+    call_threads_.erase(correlation);
+    call_devices_.erase(correlation);
+    put_bounded(thread_devices_, kMaxThreads, thread, device);
+}
+
+std::uint16_t ActivityDecoder::device_of_call(std::uint32_t thread, const CallInfo& info) const {
+    // The call's own context (deep mode), else the device this thread last allocated on, else
+    // the only device the process used.
+    if (info.context != 0) {
+        if (auto it = context_devices_.find(info.context); it != context_devices_.end()) {
+            return it->second;
+        }
+    }
+    if (auto it = thread_devices_.find(thread); it != thread_devices_.end()) return it->second;
+    return several_devices_ ? kNoDevice : only_device_;
+}
+
+std::uint16_t ActivityDecoder::device_of_context(std::uint32_t context) const noexcept {
+    if (auto it = context_devices_.find(context); context != 0 && it != context_devices_.end()) {
+        return it->second;
+    }
+    return several_devices_ ? kNoDevice : only_device_;
 }
 
 void ActivityDecoder::on_overhead(const CUpti_ActivityOverhead3& r) {
@@ -438,13 +597,13 @@ StringId ActivityDecoder::api_name(ApiDomain domain, std::uint32_t cbid) {
 }
 
 void ActivityDecoder::note_site(std::uint32_t correlation, StringId site,
-                                std::uint64_t requested_bytes) noexcept {
+                                std::uint64_t requested_bytes, std::uint32_t context) noexcept {
     try {
         if (sites_.size() >= kMaxSites) {  // forget the oldest: its records were long decoded
             sites_.erase(site_order_.front());
             site_order_.pop_front();
         }
-        if (sites_.emplace(correlation, CallInfo{site, requested_bytes}).second) {
+        if (sites_.emplace(correlation, CallInfo{site, requested_bytes, context}).second) {
             site_order_.push_back(correlation);
         }
     } catch (...) {

@@ -21,6 +21,7 @@
 #  include <cstdint>
 #  include <deque>
 #  include <unordered_map>
+#  include <vector>
 
 namespace gpudiag::detail {
 
@@ -42,7 +43,12 @@ struct DecoderCounters {
     /// may be larger in the loaded CUPTI than its 13.0 struct). CUPTI's parser cannot step over a record it cannot size, so complete
     /// records behind one in the same buffer are lost; they are counted, never guessed at.
     std::uint64_t unreadable_bytes = 0;
+    std::uint64_t memory_unknown_kind = 0;    ///< MEMORY2 records of no known memory kind: not booked
+    std::uint64_t failed_allocations = 0;     ///< allocation calls that returned out-of-memory
+    std::uint64_t retried_allocations = 0;    ///< of those, requests that then succeeded on retry
 };
+
+struct WhitelistedApi;
 
 class ActivityDecoder {
 public:
@@ -58,9 +64,14 @@ public:
     /// Decodes one record (used by decode_buffer; tests feed hand-built records).
     void decode_record(const CUpti_Activity* record) noexcept;
 
-    /// Deep mode: the call site and requested size of the allocation with this correlation id
-    /// (memory records and out-of-memory markers carry them).
-    void note_site(std::uint32_t correlation, StringId site, std::uint64_t requested_bytes) noexcept;
+    /// Deep mode: the call site, requested size and CUPTI context id of the allocation with this
+    /// correlation id (memory records and out-of-memory markers carry them).
+    void note_site(std::uint32_t correlation, StringId site, std::uint64_t requested_bytes,
+                   std::uint32_t context = 0) noexcept;
+
+    /// The device of a CUPTI context id seen in device records, else the only device the process
+    /// used, else kNoDevice.
+    [[nodiscard]] std::uint16_t device_of_context(std::uint32_t context) const noexcept;
 
     [[nodiscard]] const DecoderCounters& counters() const noexcept { return counters_; }
 
@@ -84,8 +95,17 @@ private:
     struct CallInfo {
         StringId site;
         std::uint64_t requested_bytes;
+        std::uint32_t context;
     };
     CallInfo call_info(std::uint32_t correlation) const;
+    // Out-of-memory markers: the device of a failed call, and the caller's retry.
+    void on_allocation_call(const Event& call, const WhitelistedApi& api);
+    void on_failed_allocation(const Event& call, const WhitelistedApi& api, const CallInfo& info);
+    void on_allocation_success(const Event& call, const WhitelistedApi& api, const CallInfo& info);
+    void note_device(std::uint16_t device, std::uint32_t context);
+    void join_thread_device(std::uint32_t correlation, std::uint32_t thread, std::uint16_t device);
+    [[nodiscard]] std::uint16_t device_of_call(std::uint32_t thread, const CallInfo& info) const;
+    void forget_stale_ooms(std::uint32_t thread, std::uint64_t now_ns);
     [[nodiscard]] std::uint64_t ts(std::uint64_t cupti_ns) const noexcept {
         return clock_.to_monotonic(cupti_ns);
     }
@@ -111,6 +131,23 @@ private:
     std::unordered_map<std::uint64_t, std::uint64_t> pool_sizes_;  // pool address -> size
     std::unordered_map<std::uint32_t, CallInfo> sites_;
     std::deque<std::uint32_t> site_order_;
+    // Where allocations happen: API records carry the thread and MEMORY2 records the device,
+    // joined by correlation id (either may be decoded first).
+    std::unordered_map<std::uint32_t, std::uint32_t> call_threads_;   // correlation -> thread
+    std::unordered_map<std::uint32_t, std::uint16_t> call_devices_;   // correlation -> device
+    std::unordered_map<std::uint32_t, std::uint16_t> thread_devices_;  // thread -> last device
+    std::unordered_map<std::uint32_t, std::uint16_t> context_devices_;  // CUPTI context -> device
+    std::uint16_t only_device_ = kNoDevice;  // the one device seen, while there is only one
+    bool several_devices_ = false;
+    // Failed allocation calls whose caller may still retry them successfully.
+    struct PendingOom {
+        Event marker;
+        const WhitelistedApi* api;
+        /// The same call of the same thread asking for as much (a size unknown matches any).
+        [[nodiscard]] bool same_request(const Event& call, const WhitelistedApi& other,
+                                        std::uint64_t requested) const noexcept;
+    };
+    std::vector<PendingOom> pending_ooms_;
 };
 
 }  // namespace gpudiag::detail

@@ -103,6 +103,14 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2 == 243);
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx == 652);
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2 == 800);
 static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz == 612);
+static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020 == 25);
+static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020 == 27);
+static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaHostRegister_v4000 == 152);
+static_assert(CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000 == 206);
+static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc == 39);
+static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2 == 294);
+static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged == 371);
+static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2 == 379);
 #endif
 
 }  // namespace
@@ -114,6 +122,27 @@ const WhitelistedApi* find_whitelisted_api(ApiDomain domain, std::uint32_t cbid)
         if (api.domain == domain && api.cbid == cbid) return &api;
     }
     return nullptr;
+}
+
+MemoryKind allocated_memory(const WhitelistedApi& api) noexcept {
+    if (api.domain == ApiDomain::kRuntime) {
+        switch (api.cbid) {
+            case 25:   // cudaMallocHost
+            case 27:   // cudaHostAlloc
+            case 152:  // cudaHostRegister
+                return MemoryKind::kPinned;
+            case 206: return MemoryKind::kManaged;  // cudaMallocManaged
+            default: return MemoryKind::kDevice;
+        }
+    }
+    switch (api.cbid) {
+        case 39:   // cuMemHostAlloc
+        case 294:  // cuMemAllocHost
+        case 379:  // cuMemHostRegister
+            return MemoryKind::kPinned;
+        case 371: return MemoryKind::kManaged;  // cuMemAllocManaged
+        default: return MemoryKind::kDevice;
+    }
 }
 
 }  // namespace gpudiag::detail

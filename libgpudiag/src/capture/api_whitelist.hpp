@@ -27,6 +27,11 @@ std::span<const WhitelistedApi> api_whitelist() noexcept;
 /// The entry for (domain, cbid), or null.
 const WhitelistedApi* find_whitelisted_api(ApiDomain domain, std::uint32_t cbid) noexcept;
 
+/// The memory an allocation call asks for: kPinned for page-locked host memory (cudaMallocHost,
+/// cudaHostAlloc, cudaHostRegister and their driver forms), kManaged for unified memory, else
+/// kDevice.
+MemoryKind allocated_memory(const WhitelistedApi& api) noexcept;
+
 // Driver cbids of the virtual-memory calls (CUDA 13.0 cupti_driver_cbid.h).
 inline constexpr std::uint32_t kCbidCuMemCreate = 549;
 inline constexpr std::uint32_t kCbidCuMemRelease = 550;

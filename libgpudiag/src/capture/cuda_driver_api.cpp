@@ -54,7 +54,7 @@ std::string format_gpu_uuid(const std::array<unsigned char, 16>& b) {
 }
 
 const CudaDriverApi* cuda_driver_api(std::string* why_not) noexcept {
-    return load_api_once<CudaDriverApi>(&load, "libcuda", why_not);
+    return load_api<CudaDriverApi>(&load, "libcuda", why_not);
 }
 
 }  // namespace gpudiag::detail

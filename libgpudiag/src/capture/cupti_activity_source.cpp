@@ -219,6 +219,7 @@ struct CuptiActivitySource::Impl {
     std::uint64_t recent_demand = 0;  // buffers needed between two flushes, slowly decaying
     std::uint32_t flush_failures = 0;
     StarvationWatch watch;
+    std::uint64_t emitted_untimed = 0;
 
     // ---- what is enabled (lifecycle-token holder only) ----
     std::vector<CUpti_ActivityKind> enabled_kinds;
@@ -297,6 +298,7 @@ struct CuptiActivitySource::Impl {
         call.cbid = cbid;
         call.domain = api_domain;
         call.thread = current_tid();
+        call.context = cd->contextUid;
         if (cd->functionReturnValue != nullptr) {
             call.return_code = *static_cast<const std::int32_t*>(cd->functionReturnValue);
         }
@@ -383,8 +385,15 @@ struct CuptiActivitySource::Impl {
         take_clock_pair();
         if (deep_recorder != nullptr && out != nullptr && strings != nullptr) {
             deep_recorder->drain(*out, *strings,
-                                 [this](std::uint32_t correlation, StringId site, std::uint64_t bytes) {
-                                     if (decoder != nullptr) decoder->note_site(correlation, site, bytes);
+                                 [this](std::uint32_t correlation, StringId site,
+                                        std::uint64_t bytes, std::uint32_t context) {
+                                     if (decoder != nullptr) {
+                                         decoder->note_site(correlation, site, bytes, context);
+                                     }
+                                 },
+                                 [this](std::uint32_t context) {
+                                     return decoder != nullptr ? decoder->device_of_context(context)
+                                                               : kNoDevice;
                                  });
         }
         std::vector<Completed> batch;
@@ -462,6 +471,17 @@ struct CuptiActivitySource::Impl {
         }
     }
 
+    // CUPTI resets its drop count on each read: every read is added.
+    void read_dropped() noexcept {
+        if (api == nullptr) return;
+        // Read outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock came
+        // from reading it inside the completion callback under its own mutex).
+        std::size_t n = 0;
+        if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
+            cupti_dropped.fetch_add(n, std::memory_order_relaxed);
+        }
+    }
+
     void housekeeping() noexcept {
         if (state.load(std::memory_order_acquire) == State::kActive && api != nullptr) read_dropped();
         watch_tick();
@@ -523,7 +543,9 @@ struct CuptiActivitySource::Impl {
     void emit_counters() noexcept {
         if (out == nullptr || decoder == nullptr) return;
         const DecoderCounters& c = decoder->counters();
-        std::uint64_t dropped = cupti_dropped.load() + c.queue_refused + c.kernels_without_timing;
+        // Records CUPTI lost. Queue refusals are the session's to count (its channel does), and
+        // untimed kernels were seen: each has its own figure, none is counted twice.
+        std::uint64_t dropped = cupti_dropped.load();
         std::uint64_t now = monotonic_now_ns();
         auto counter = [&](CounterKind kind, double value) {
             Event e;
@@ -541,6 +563,10 @@ struct CuptiActivitySource::Impl {
         if (c.overhead_ns != emitted_overhead) {
             counter(CounterKind::kCaptureOverheadNs, static_cast<double>(c.overhead_ns));
             emitted_overhead = c.overhead_ns;
+        }
+        if (c.kernels_without_timing != emitted_untimed) {
+            counter(CounterKind::kUntimedKernels, static_cast<double>(c.kernels_without_timing));
+            emitted_untimed = c.kernels_without_timing;
         }
     }
 
@@ -939,6 +965,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.watch.reset(monotonic_now_ns());
         s.stalled.store(false);
         s.last_busy_ns.store(0);
+        s.emitted_untimed = 0;
         {
             std::lock_guard<std::mutex> lock(s.status_mutex);
             s.snapshot = CuptiSourceStatus();
@@ -1024,6 +1051,7 @@ void CuptiActivitySource::stop() noexcept {
         s.thread_running = false;
     }
     s.drain();  // the control thread is gone: this thread is the only decoder now
+    s.read_dropped();  // the last second's drops, since the last housekeeping
     s.emit_counters();
     s.update_snapshot();
     s.state.store(Impl::State::kStopped, std::memory_order_release);

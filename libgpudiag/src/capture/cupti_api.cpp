@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// CuptiApi: loading. CUPTI 13.x only: record layouts and the cbid tables gpudiag reads are the
-// 13.0 ones; CUPTI 12 (API version <= 28) numbers versions differently and is refused.
+// CuptiApi: loading. One CUPTI per process: two CUPTIs attached to one driver is undefined (hangs,
+// crashes, silent loss), so a libcupti already mapped, whatever its name or path, is the one
+// used, or none is. Record layouts and cbid tables are the 13.0 ones: only CUPTI 13.x is
+// decoded (decodes_cupti_version says so, in one place).
 #include "capture/cupti_api.hpp"
 #include "capture/cuda_driver_api.hpp"
 
@@ -8,19 +10,39 @@
 
 #  include "capture/dynamic_library.hpp"
 
+#  include <dlfcn.h>
+
 #  include <cstdlib>
 
 namespace gpudiag::detail {
 namespace {
 
-// CUPTI 13 reports xxyyzz (major, minor, patch): 130001 = CUDA 13.0 Update 1.
+// CUPTI 13 reports xxyyzz (major, minor, patch): 130001 = CUDA 13.0 Update 1. CUPTI 12 and
+// older report a small API version number instead (CUPTI_API_VERSION).
 constexpr std::uint32_t kMinVersion = 130000;
 constexpr std::uint32_t kMaxVersionExclusive = 140000;
 
+// The one place that says which CUPTI versions gpudiag decodes; widen it with the decoder.
+bool decodes_cupti_version(std::uint32_t version) {
+    return version >= kMinVersion && version < kMaxVersionExclusive;
+}
+
+std::string describe_version(std::uint32_t version) {
+    if (version >= 100000) return "CUPTI " + std::to_string(version / 10000) + " (API version " +
+                                  std::to_string(version) + ")";
+    return "CUPTI API version " + std::to_string(version) + " (CUPTI 12 or older)";
+}
+
+const char* const kDecodedCupti = "gpudiag decodes CUPTI 13.x records only";
+
 LibrarySearch cupti_search() {
     LibrarySearch s;
-    s.reuse_names = {"libcupti.so.13", "libcupti.so"};
     s.env_var = "GPUDIAG_CUPTI_PATH";
+    // Directories the embedding program named (the pip CUDA PyTorch uses) before the system's,
+    // so a later import of the framework maps the same file instead of a second CUPTI.
+    for (const std::string& dir : library_search_dirs()) {
+        s.candidates.push_back(dir + "/libcupti.so.13");
+    }
     s.candidates.push_back("libcupti.so.13");
     if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
         s.candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
@@ -44,6 +66,39 @@ bool resolve(void* handle, const char* name, Fn& out, std::string& missing) {
 
 using Loaded = ApiLoadResult<CuptiApi>;
 
+// The CUPTI version of a mapped library, 0 when it cannot tell.
+std::uint32_t version_of(void* handle) {
+    auto get_version = find_symbol<decltype(&cuptiGetVersion)>(handle, "cuptiGetVersion");
+    std::uint32_t version = 0;
+    if (get_version == nullptr || get_version(&version) != CUPTI_SUCCESS) return 0;
+    return version;
+}
+
+// A libcupti someone already mapped (a framework, a profiler): the first one gpudiag can
+// decode, or a refusal that names what is there. Never a second copy next to it.
+LoadedLibrary adopt_mapped(const std::vector<std::string>& mapped, std::string& why_not) {
+    LoadedLibrary out;
+    std::string refused;
+    for (const std::string& path : mapped) {
+        void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        if (handle == nullptr) continue;
+        std::uint32_t version = version_of(handle);
+        if (decodes_cupti_version(version)) {
+            out.handle = handle;
+            out.path = path;
+            out.reused = true;
+            return out;
+        }
+        if (!refused.empty()) refused += ", ";
+        refused += path + " (" + (version != 0 ? describe_version(version)
+                                               : std::string("version unknown")) + ")";
+    }
+    why_not = "this process already has " + (refused.empty() ? mapped.front() : refused) +
+              " loaded; " + kDecodedCupti + " and does not load a second CUPTI beside it (two "
+              "in one process are undefined)";
+    return out;
+}
+
 Loaded load() {
     Loaded r;
     std::string why;
@@ -55,7 +110,8 @@ Loaded load() {
         return r;
     }
     why.clear();
-    LoadedLibrary lib = load_library(cupti_search(), why);
+    std::vector<std::string> mapped = mapped_libraries("libcupti.so");
+    LoadedLibrary lib = !mapped.empty() ? adopt_mapped(mapped, why) : load_library(cupti_search(), why);
     if (lib.handle == nullptr) {
         r.why_not = "libcupti: " + why;
         return r;
@@ -95,9 +151,9 @@ Loaded load() {
         return r;
     }
     a.version = version;
-    if (version < kMinVersion || version >= kMaxVersionExclusive) {
-        r.why_not = "libcupti at " + a.path + " reports API version " + std::to_string(version) +
-                    "; gpudiag reads CUPTI 13.x records (130000..139999)";
+    if (!decodes_cupti_version(version)) {
+        r.why_not = "libcupti at " + a.path + " is " + describe_version(version) + "; " +
+                    kDecodedCupti;
         return r;
     }
     r.ok = true;
@@ -120,7 +176,7 @@ std::string CuptiApi::result_name(CUptiResult result) const noexcept {
 }
 
 const CuptiApi* cupti_api(std::string* why_not) noexcept {
-    return load_api_once<CuptiApi>(&load, "libcupti", why_not);
+    return load_api<CuptiApi>(&load, "libcupti", why_not);
 }
 
 }  // namespace gpudiag::detail

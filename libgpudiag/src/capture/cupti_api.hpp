@@ -43,10 +43,11 @@ struct CuptiApi {
     [[nodiscard]] std::string result_name(CUptiResult result) const noexcept;
 };
 
-/// The process' CUPTI, loaded once: a libcupti.so.13 already in the process, else
-/// $GPUDIAG_CUPTI_PATH, else libcupti.so.13 from the loader path, $CUDA_HOME and /usr/local/cuda.
-/// Null when unusable, with the reason in `why_not`. Thread-safety: safe (loads once).
-/// Callback-safe: no.
+/// The process' CUPTI: a libcupti already mapped in the process (any name or path; refused,
+/// never doubled, when it is not CUPTI 13), else $GPUDIAG_CUPTI_PATH, else libcupti.so.13 from
+/// the directories given to add_library_search_dir, the loader path, $CUDA_HOME and
+/// /usr/local/cuda. Null when unusable, with the reason in `why_not`; a failure is tried again
+/// once the process has loaded more libraries. Thread-safety: safe. Callback-safe: no.
 const CuptiApi* cupti_api(std::string* why_not = nullptr) noexcept;
 
 }  // namespace gpudiag::detail

@@ -36,14 +36,14 @@ std::uint64_t DeepCallRecorder::dropped() const noexcept {
 }
 
 void DeepCallRecorder::drain(EventQueue& out, StringTable& strings,
-                             const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site) noexcept {
+                             const NoteSite& note_site, const DeviceOf& device_of) noexcept {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         draining_.swap(ring_);  // both keep their reserved capacity
     }
     for (const DeepCall& c : draining_) {
         try {
-            process(c, out, strings, note_site);
+            process(c, out, strings, note_site, device_of);
         } catch (...) {
             // Out of memory while symbolizing: this call loses its site, capture goes on.
         }
@@ -52,7 +52,7 @@ void DeepCallRecorder::drain(EventQueue& out, StringTable& strings,
 }
 
 void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& strings,
-                               const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site) {
+                               const NoteSite& note_site, const DeviceOf& device_of) {
     const WhitelistedApi* api = find_whitelisted_api(c.domain, c.cbid);
     if (api == nullptr) return;
     StringId site = kNoString;
@@ -63,11 +63,12 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
     Event e;
     e.process = static_cast<std::uint32_t>(getpid());
     e.thread = c.thread;
+    e.device = device_of ? device_of(c.context) : kNoDevice;
     e.start_ns = e.end_ns = c.time_ns;
     if (api->role == ApiRole::kAlloc) {
         // The decoder emits the memory record (and an out-of-memory marker from the failed
         // call's API record) with this site and size.
-        if (note_site) note_site(c.correlation, site, c.size);
+        if (note_site) note_site(c.correlation, site, c.size, c.context);
         return;
     }
     if (api->role != ApiRole::kVmm || c.return_code != 0) return;
@@ -96,7 +97,7 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
             e.memory.site = site;
             e.memory.extra = c.correlation;
             (void)out.try_push(e);
-            if (note_site) note_site(c.correlation, site, c.size);
+            if (note_site) note_site(c.correlation, site, c.size, c.context);
             break;
         }
         case kCbidCuMemUnmap: {

@@ -34,6 +34,7 @@ struct DeepCall {
     ApiDomain domain = ApiDomain::kUnknown;
     std::int32_t return_code = 0;
     std::uint32_t thread = 0;
+    std::uint32_t context = 0;      ///< CUPTI's context id (records carry it as contextId)
     std::uint64_t size = 0;         ///< requested / mapped bytes
     std::uint64_t address = 0;      ///< mapped virtual address (cuMemMap/cuMemUnmap)
     std::uint64_t offset = 0;       ///< offset into the physical allocation (cuMemMap)
@@ -44,16 +45,22 @@ struct DeepCall {
 
 class DeepCallRecorder {
 public:
+    /// Receives (correlation, call site, requested bytes, context id) of each allocation call.
+    using NoteSite = std::function<void(std::uint32_t, StringId, std::uint64_t, std::uint32_t)>;
+    /// The device of a CUPTI context id, kNoDevice when unknown.
+    using DeviceOf = std::function<std::uint16_t(std::uint32_t)>;
+
     explicit DeepCallRecorder(std::size_t capacity = 4096);
 
     /// Application thread: keeps `call` if there is room. Callback-safe: yes (short lock, no
     /// allocation: the ring is reserved up front).
     void record(const DeepCall& call) noexcept;
 
-    /// Control thread: processes every recorded call. `note_site(correlation, site, bytes)`
-    /// receives allocation call sites and requested sizes; VM events go to `out`.
+    /// Control thread: processes every recorded call. `note_site` receives allocation call
+    /// sites, requested sizes and contexts; VM events go to `out`, on the device `device_of`
+    /// gives for the call's context (without it, or unknown, the books cannot place them).
     void drain(EventQueue& out, StringTable& strings,
-               const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site) noexcept;
+               const NoteSite& note_site, const DeviceOf& device_of = {}) noexcept;
 
     [[nodiscard]] std::uint64_t dropped() const noexcept;
     /// Physical bytes mapped through cuMemMap and not yet unmapped.
@@ -61,7 +68,7 @@ public:
 
 private:
     void process(const DeepCall& c, EventQueue& out, StringTable& strings,
-                 const std::function<void(std::uint32_t, StringId, std::uint64_t)>& note_site);
+                 const NoteSite& note_site, const DeviceOf& device_of);
 
     struct Mapping {
         std::uint64_t bytes;

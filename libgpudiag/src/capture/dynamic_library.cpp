@@ -5,9 +5,29 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <gpudiag/capture.hpp>
+
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
 
 namespace gpudiag::detail {
+namespace {
+
+constexpr std::size_t kMaxSearchDirs = 16;
+
+struct SearchDirs {
+    std::mutex mutex;
+    std::vector<std::string> dirs;
+    std::atomic<std::uint64_t> added{0};
+};
+
+SearchDirs& search_dirs() {
+    static auto* dirs = new SearchDirs;  // leaked: capture may run during static teardown
+    return *dirs;
+}
+
+}  // namespace
 
 void* find_symbol_address(void* handle, const char* name) noexcept {
     if (handle == nullptr) return nullptr;
@@ -88,4 +108,70 @@ LoadedLibrary load_library(const LibrarySearch& search, std::string& why_not) no
     return out;
 }
 
+std::vector<std::string> mapped_libraries(const std::string& prefix) noexcept {
+    struct Scan {
+        const std::string* prefix;
+        std::vector<std::string> found;
+    } scan{&prefix, {}};
+    try {
+        dl_iterate_phdr(
+            [](dl_phdr_info* info, std::size_t, void* data) -> int {
+                auto& s = *static_cast<Scan*>(data);
+                if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') return 0;
+                const char* slash = std::strrchr(info->dlpi_name, '/');
+                const char* base = slash != nullptr ? slash + 1 : info->dlpi_name;
+                if (std::strncmp(base, s.prefix->c_str(), s.prefix->size()) == 0) {
+                    s.found.emplace_back(info->dlpi_name);
+                }
+                return 0;
+            },
+            &scan);
+    } catch (...) {
+    }
+    return std::move(scan.found);
+}
+
+std::vector<std::string> library_search_dirs() noexcept {
+    SearchDirs& d = search_dirs();
+    try {
+        std::lock_guard<std::mutex> lock(d.mutex);
+        return d.dirs;
+    } catch (...) {
+        return {};
+    }
+}
+
+std::uint64_t library_environment_generation() noexcept {
+    std::uint64_t adds = 0;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t size, void* data) -> int {
+            // dlpi_adds counts every object the process ever loaded (glibc >= 2.4, musl).
+            if (size >= offsetof(dl_phdr_info, dlpi_adds) + sizeof info->dlpi_adds) {
+                *static_cast<std::uint64_t*>(data) = info->dlpi_adds;
+            }
+            return 1;  // the counter is the same in every entry
+        },
+        &adds);
+    return adds + (search_dirs().added.load(std::memory_order_acquire) << 32);
+}
+
 }  // namespace gpudiag::detail
+
+namespace gpudiag {
+
+void add_library_search_dir(std::string_view directory) noexcept {
+    if (directory.empty()) return;
+    detail::SearchDirs& d = detail::search_dirs();
+    try {
+        std::lock_guard<std::mutex> lock(d.mutex);
+        for (const auto& known : d.dirs) {
+            if (known == directory) return;
+        }
+        if (d.dirs.size() >= detail::kMaxSearchDirs) return;
+        d.dirs.emplace_back(directory);
+        d.added.fetch_add(1, std::memory_order_release);
+    } catch (...) {
+    }
+}
+
+}  // namespace gpudiag

@@ -3,6 +3,8 @@
 // library has no NEEDED entry on any of them and reuses the copy a framework already loaded.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -53,17 +55,49 @@ struct ApiLoadResult {
     std::string why_not;  ///< set when !ok
 };
 
-/// The process-wide table of `Api`, made by `load` on the first call and kept until the process
-/// exits (never freed: other threads may still call through it). Null when unusable, with the
-/// reason in `why_not`. `library_name` names the library if even the attempt fails.
-/// Thread-safety: safe. Callback-safe: no (the first call loads).
+/// Paths of the libraries mapped into this process whose file name starts with `prefix`
+/// ("libcupti.so" finds libcupti.so.13.0.85 however it was loaded: by SONAME, by path, as a
+/// dependency), in load order. Thread-safety: safe. Callback-safe: no (takes the loader lock).
+std::vector<std::string> mapped_libraries(const std::string& prefix) noexcept;
+
+/// Directories given to add_library_search_dir(), in order.
+std::vector<std::string> library_search_dirs() noexcept;
+
+/// Changes whenever the process may have more libraries to offer: it loaded objects, or was
+/// given search directories. Thread-safety: safe.
+std::uint64_t library_environment_generation() noexcept;
+
+/// The process-wide table of `Api`, made by `load`. A success is kept until the process exits
+/// (never freed: other threads may still call through it). A failure is not kept for good:
+/// `load` runs again once library_environment_generation() has moved (a framework imported
+/// after the first attempt may have brought the library). Null when unusable, with the reason
+/// in `why_not`; `library_name` names the library if even the attempt fails.
+/// Thread-safety: safe. Callback-safe: no (may load).
 template <typename Api>
-const Api* load_api_once(ApiLoadResult<Api> (*load)(), const char* library_name,
-                         std::string* why_not) noexcept {
-    static std::once_flag once;
-    static ApiLoadResult<Api>* loaded = nullptr;
+const Api* load_api(ApiLoadResult<Api> (*load)(), const char* library_name,
+                    std::string* why_not) noexcept {
+    static std::atomic<const Api*> loaded{nullptr};
+    static std::mutex mutex;
+    static std::string* failure = nullptr;  // leaked, like the table: read after static teardown
+    static std::uint64_t failed_at = 0;
+    static bool tried = false;
+    if (const Api* api = loaded.load(std::memory_order_acquire)) return api;
     try {
-        std::call_once(once, [load] { loaded = new ApiLoadResult<Api>(load()); });
+        std::lock_guard<std::mutex> lock(mutex);
+        if (const Api* api = loaded.load(std::memory_order_acquire)) return api;
+        if (!tried || library_environment_generation() != failed_at) {
+            auto* result = new ApiLoadResult<Api>(load());
+            tried = true;
+            if (result->ok) {
+                loaded.store(&result->api, std::memory_order_release);
+                return &result->api;
+            }
+            failed_at = library_environment_generation();  // after load: it may have mapped some
+            if (failure == nullptr) failure = new std::string;
+            *failure = std::move(result->why_not);
+            delete result;
+        }
+        if (why_not != nullptr) *why_not = *failure;
     } catch (...) {
         if (why_not != nullptr) {
             try {
@@ -71,19 +105,8 @@ const Api* load_api_once(ApiLoadResult<Api> (*load)(), const char* library_name,
             } catch (...) {
             }
         }
-        return nullptr;
     }
-    if (loaded == nullptr) return nullptr;
-    if (!loaded->ok) {
-        if (why_not != nullptr) {
-            try {
-                *why_not = loaded->why_not;
-            } catch (...) {
-            }
-        }
-        return nullptr;
-    }
-    return &loaded->api;
+    return nullptr;
 }
 
 }  // namespace gpudiag::detail

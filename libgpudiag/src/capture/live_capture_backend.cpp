@@ -4,6 +4,7 @@
 // adapter, and probe_capture().
 #include "capture/capture_backend.hpp"
 #include "capture/capture_levels.hpp"
+#include "capture/capture_owner.hpp"
 #include "capture/cuda_driver_api.hpp"
 #include "capture/cupti_activity_source.hpp"
 #include "capture/nvml_api.hpp"
@@ -130,23 +131,36 @@ public:
                     }
                 }
             }
-            if (capture_gpu_) {
-                CuptiSourceOptions o;
-                o.deep = deep_;
-                o.flush_period_ms = flush_period_ms_ > 0 ? flush_period_ms_ : 250;
-                Status st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
-                cupti_started_ = st.is_ok();
-                if (!cupti_started_) {
-                    std::lock_guard<std::mutex> lock(state_mutex_);
-                    cupti_failure_ = st.message();
-                }
-            }
+            if (capture_gpu_) start_cupti(strings);
             running_ = true;
             phase_.store(Phase::kRunning);
             return Status::ok();
         } catch (...) {
             phase_.store(Phase::kIdle);
             return internal_error("capture: out of memory while starting");
+        }
+    }
+
+    void start_cupti(StringTable& strings) {
+        // Another gpudiag copy in the process (the injected library, the Python module) may
+        // capture already: CUPTI's callbacks are process-global, so this one must not.
+        Status st = claim_capture_ownership();
+        if (st.is_ok()) {
+            CuptiSourceOptions o;
+            o.deep = deep_;
+            o.flush_period_ms = flush_period_ms_ > 0 ? flush_period_ms_ : 250;
+            st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
+            // Refused for another session of this copy: the claim is that session's too.
+            if (!st.is_ok() && !CuptiActivitySource::instance().status().active) {
+                release_capture_ownership();
+            }
+        } else {
+            st = Status(st.code(), "cupti_activity: " + st.message());
+        }
+        cupti_started_ = st.is_ok();
+        if (!cupti_started_) {
+            std::lock_guard<std::mutex> lock(state_mutex_);
+            cupti_failure_ = st.message();
         }
     }
 
@@ -160,6 +174,7 @@ public:
         // CUPTI first: its forced flush still delivers into the session's queue.
         if (cupti_started_) {
             CuptiActivitySource::instance().stop();  // no gpudiag lock held
+            release_capture_ownership();
             CuptiSourceStatus last = CuptiActivitySource::instance().status();
             std::lock_guard<std::mutex> lock(state_mutex_);
             last_cupti_ = std::move(last);
@@ -214,10 +229,11 @@ public:
             st.paused = cupti.paused;
             st.paused_reason = cupti.paused_reason;
             st.events = counting_.pushed();
-            // Refused by the queue (every source), lost inside CUPTI, kernels whose timing CUPTI
-            // lost, NVTX ranges deeper or more numerous than tracked.
-            st.dropped = counting_.refused() + cupti.dropped + cupti.kernels_without_timing +
-                         NvtxReceiver::instance().dropped();
+            // Lost inside CUPTI and NVTX ranges deeper or more numerous than tracked. Refusals
+            // of the session's queue are not added here: the queue counts those itself, and
+            // the session adds its own count (counting_.refused() would count them twice).
+            st.dropped = cupti.dropped + NvtxReceiver::instance().dropped();
+            st.kernels_without_timing = cupti.kernels_without_timing;
             if (sampler_ != nullptr && st.device_count == 0) {
                 st.device_count = static_cast<int>(sampler_->devices().size());
             }

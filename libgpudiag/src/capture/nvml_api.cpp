@@ -85,7 +85,7 @@ std::string NvmlApi::error_name(nvml::Return r) const {
 }
 
 const NvmlApi* nvml_api(std::string* why_not) noexcept {
-    return load_api_once<NvmlApi>(&load, "NVML", why_not);
+    return load_api<NvmlApi>(&load, "NVML", why_not);
 }
 
 }  // namespace gpudiag::detail

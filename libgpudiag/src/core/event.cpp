@@ -18,6 +18,10 @@ const char* event_kind_name(EventKind kind) noexcept {
         case EventKind::kSegmentFree: return "segment_free";
         case EventKind::kBlockAlloc: return "block_alloc";
         case EventKind::kBlockFree: return "block_free";
+        case EventKind::kHostAlloc: return "host_alloc";
+        case EventKind::kHostFree: return "host_free";
+        case EventKind::kManagedAlloc: return "managed_alloc";
+        case EventKind::kManagedFree: return "managed_free";
         case EventKind::kKernel: return "kernel";
         case EventKind::kMemcpy: return "memcpy";
         case EventKind::kMemset: return "memset";

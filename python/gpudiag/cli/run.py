@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import runpy
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -36,8 +38,10 @@ Run a program under gpudiag, write its recording and print the diagnosis.
   gpudiag run -m mypackage.train         a Python module
   gpudiag run -- ./my_cuda_program args  any program (CUDA injection)
 
-The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); the report is printed
-(to stderr, so the program's own output stays clean) and written as JSON next to it."""
+The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); a program whose several
+processes use CUDA (ranks, workers) leaves one per process, named <stem>-<pid>.gpudiag, analysed
+together. The report is printed (to stderr, so the program's own output stays clean) and written
+as JSON next to it."""
 
 INJECTION_VARIABLES = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
 
@@ -84,11 +88,17 @@ def run(args: argparse.Namespace) -> int:
     return _run_program(args, target)
 
 
-def _finish(report: Report, args: argparse.Namespace, record: Path, program_status: int) -> int:
+def _finish(report: Report, args: argparse.Namespace, record: Path, program_status: int,
+            recordings: list[Path] | None = None) -> int:
     json_path = args.json or str(record.with_suffix(".report.json"))
     args.json = json_path
     code = emit_report(report, args, out=sys.stderr)
-    print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
+    if recordings is not None and len(recordings) > 1:
+        names = ", ".join(str(r) for r in recordings)
+        print(f"gpudiag: {len(recordings)} recordings (one per process): {names}; "
+              f"report {json_path}", file=sys.stderr)
+    else:
+        print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
     if program_status != 0:
         print(f"gpudiag: the program exited with status {program_status}", file=sys.stderr)
         return EXIT_PROGRAM_FAILED
@@ -144,16 +154,39 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     env = dict(os.environ)
     for variable in INJECTION_VARIABLES:
         env[variable] = str(library)
+    # Every process that initialises CUDA writes its own <stem>-<pid> file (ranks and child
+    # processes all read this one variable).
     env["GPUDIAG_RECORD"] = str(record)
+    started = time.time() - 1.0  # file times come from a coarser clock
     try:
         status = subprocess.run(command, env=env, check=False).returncode
     except FileNotFoundError:
         from gpudiag.cli import UsageError
 
         raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
-    if not record.is_file():
+    recordings = _process_recordings(record, started)
+    if not recordings:
         raise UnavailableError(
-            f"the program wrote no recording ({record}): it never initialised CUDA, or this "
-            "machine has no GPU driver for the injection to load into"
+            f"the program wrote no recording ({_per_process_name(record)}): it never initialised "
+            "CUDA, or this machine has no GPU driver for the injection to load into"
             + (f"; it exited with status {status}" if status else ""))
-    return _finish(analyze([record]), args, record, status)
+    if len(recordings) == 1:
+        recordings[0].replace(record)  # one process: the recording is where it was asked for
+        recordings = [record]
+    return _finish(analyze(recordings), args, record, status, recordings)
+
+
+def _per_process_name(record: Path) -> str:
+    return str(record.with_name(f"{record.stem}-<pid>{record.suffix}"))
+
+
+def _process_recordings(record: Path, since: float) -> list[Path]:
+    """The recordings this run's processes wrote (<stem>-<pid><suffix>, not older than the
+    run), by pid."""
+    pattern = re.compile(re.escape(record.stem) + r"-(\d+)" + re.escape(record.suffix) + "$")
+    found: list[tuple[int, Path]] = []
+    for path in record.parent.iterdir():
+        match = pattern.match(path.name)
+        if match and path.is_file() and path.stat().st_mtime >= since:
+            found.append((int(match.group(1)), path))
+    return [path for _, path in sorted(found)]

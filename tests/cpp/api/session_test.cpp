@@ -3,8 +3,11 @@
 // worker, the analyzers and the recording exactly as live CUPTI events would.
 #include <gpudiag/gpudiag.hpp>
 
+#include "api/record_path.hpp"
+
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -242,6 +245,49 @@ TEST(Session, StatusNamesALevelAndReasons) {
     ASSERT_TRUE(s->start().is_ok());
     EXPECT_TRUE(s->status().capturing);
     ASSERT_TRUE(s->stop().is_ok());
+}
+
+// A forked child (a worker process) that exits runs the exit handlers it inherited, but the
+// session is its parent's: the child must neither stop it nor write into its recording.
+TEST(Session, AForkedChildLeavesItsParentsSessionAlone) {
+    std::string path = ::testing::TempDir() + "gpudiag_fork_" + std::to_string(getpid()) + ".gpudiag";
+    SessionOptions o = cpu_options();
+    o.record_path = path;
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    for (std::uint64_t i = 0; i < 10; ++i) {
+        s->step_begin(i);
+        s->step_end(i);
+    }
+    auto begun = std::chrono::steady_clock::now();
+    std::fflush(nullptr);  // the child must not print what the parent buffered
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) std::exit(0);  // runs the inherited exit handlers
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    EXPECT_LT(std::chrono::steady_clock::now() - begun, std::chrono::seconds(2));  // no stuck waits
+    EXPECT_TRUE(s->running());
+    s->step_begin(10);
+    ASSERT_TRUE(s->stop().is_ok());
+    auto info = read_recording_info(path);
+    ASSERT_TRUE(info.is_ok()) << info.status().to_string();
+    EXPECT_TRUE(info->closed_cleanly);
+    EXPECT_FALSE(info->truncated);
+    EXPECT_TRUE(info->notes.empty()) << info->notes.front();
+    EXPECT_EQ(info->events, 21u);
+    std::remove(path.c_str());
+}
+
+// Under `gpudiag run --` every rank and child reads one GPUDIAG_RECORD: each process writes
+// its own file, named with its pid.
+TEST(InjectionRecordPath, EachProcessGetsItsOwnFile) {
+    using detail::per_process_record_path;
+    EXPECT_EQ(per_process_record_path("/tmp/run.gpudiag", 4242), "/tmp/run-4242.gpudiag");
+    EXPECT_EQ(per_process_record_path("gpudiag.gpudiag", 7), "gpudiag-7.gpudiag");
+    EXPECT_EQ(per_process_record_path("/tmp/rank%p/out.gpudiag", 9), "/tmp/rank9/out.gpudiag");
+    EXPECT_EQ(per_process_record_path("/tmp/a.b/run", 5), "/tmp/a.b/run-5");  // no extension
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include "real_cupti.hpp"
 #include "test_event_queue.hpp"
 
+#include <gpudiag/analyze.hpp>
+#include <gpudiag/report.hpp>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -57,7 +60,7 @@ TEST_F(ActivityDecoderTest, MemoryRecordsBecomeDeviceAndPoolEvents) {
     decode(buf);
     // THEN
     auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
-    ASSERT_EQ(allocs.size(), 2u);
+    ASSERT_EQ(allocs.size(), 1u);  // the pinned one is host memory
     EXPECT_EQ(allocs[0].memory.address, 0x7f0000000000u);
     EXPECT_EQ(allocs[0].memory.bytes, 1u << 20);
     EXPECT_EQ(allocs[0].memory.extra, 11u);
@@ -65,7 +68,7 @@ TEST_F(ActivityDecoderTest, MemoryRecordsBecomeDeviceAndPoolEvents) {
     EXPECT_EQ(allocs[0].start_ns, mono(kBase + 100));
     EXPECT_EQ(allocs[0].process, 4242u);
     EXPECT_EQ(allocs[0].stream, kNoStream);
-    EXPECT_EQ(allocs[1].flags, static_cast<std::uint8_t>(MemoryKind::kPinned));
+    ASSERT_EQ(queue_.of_kind(EventKind::kHostAlloc).size(), 1u);
     ASSERT_EQ(queue_.of_kind(EventKind::kDeviceFree).size(), 1u);
     auto pool_allocs = queue_.of_kind(EventKind::kPoolAlloc);
     ASSERT_EQ(pool_allocs.size(), 1u);
@@ -77,6 +80,85 @@ TEST_F(ActivityDecoderTest, MemoryRecordsBecomeDeviceAndPoolEvents) {
     EXPECT_EQ(resizes[0].memory.aux, 4096u);
     EXPECT_EQ(decoder_.counters().records, 4u);
     EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
+}
+
+// What cudaMalloc, a __device__ variable, a CUDA array, cudaMallocHost, cudaHostRegister of
+// pageable memory, cudaMallocManaged and a __managed__ variable look like in MEMORY2.
+RecordBuffer every_memory_kind() {
+    struct Case {
+        CUpti_ActivityMemoryKind kind;
+        std::uint64_t address;
+        std::uint64_t bytes;
+    };
+    const Case cases[] = {
+        {CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 0x7f0000000000, 64ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC, 0x7f0010000000, 1ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, 0x7f0020000000, 2ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 0x200000000, 512ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, 0x300000000, 4ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_MANAGED, 0x7f8000000000, 256ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC, 0x7f8010000000, 8ull << 20},
+        {CUPTI_ACTIVITY_MEMORY_KIND_UNKNOWN, 0x7f9000000000, 16ull << 20},
+    };
+    RecordBuffer buf;
+    std::uint32_t correlation = 100;
+    for (const Case& c : cases) {
+        buf.add(test::memory_record(true, c.address, c.bytes, correlation, kBase + correlation,
+                                    c.kind));
+        ++correlation;
+    }
+    return buf;
+}
+
+TEST_F(ActivityDecoderTest, DeviceHostAndManagedMemoryAreKeptApart) {
+    RecordBuffer buf = every_memory_kind();
+    // The pinned buffer is freed again.
+    buf.add(test::memory_record(false, 0x200000000, 512ull << 20, 120, kBase + 500,
+                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED));
+    decode(buf);
+    auto device = queue_.of_kind(EventKind::kDeviceAlloc);
+    ASSERT_EQ(device.size(), 3u);  // DEVICE, DEVICE_STATIC, ARRAY
+    EXPECT_EQ(device[0].flags, static_cast<std::uint8_t>(MemoryKind::kDevice));
+    EXPECT_EQ(device[1].flags, static_cast<std::uint8_t>(MemoryKind::kDevice));
+    EXPECT_EQ(device[2].flags, static_cast<std::uint8_t>(MemoryKind::kArray));
+    auto host = queue_.of_kind(EventKind::kHostAlloc);
+    ASSERT_EQ(host.size(), 2u);
+    EXPECT_EQ(host[0].flags, static_cast<std::uint8_t>(MemoryKind::kPinned));
+    EXPECT_EQ(host[0].memory.bytes, 512ull << 20);
+    EXPECT_EQ(host[1].flags, static_cast<std::uint8_t>(MemoryKind::kPageable));
+    ASSERT_EQ(queue_.of_kind(EventKind::kHostFree).size(), 1u);
+    auto managed = queue_.of_kind(EventKind::kManagedAlloc);
+    ASSERT_EQ(managed.size(), 2u);
+    EXPECT_EQ(managed[0].flags, static_cast<std::uint8_t>(MemoryKind::kManaged));
+    EXPECT_TRUE(queue_.of_kind(EventKind::kDeviceFree).empty());
+    EXPECT_EQ(decoder_.counters().memory_unknown_kind, 1u);  // counted, booked nowhere
+}
+
+TEST_F(ActivityDecoderTest, PinnedAndManagedMemoryAreOwnLinesOfTheMemoryReport) {
+    RecordBuffer buf = every_memory_kind();
+    decode(buf);
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    const Section* memory = report->section("memory");
+    ASSERT_NE(memory, nullptr);
+    auto figure = [&](const char* key) {
+        const Figure* f = memory->figure(key);
+        return f != nullptr ? f->value : -1.0;
+    };
+    // Device memory: the cudaMalloc, the static variable and the array, nothing else.
+    EXPECT_EQ(figure("outside_framework_bytes"), double((64ull + 1 + 2) << 20));
+    EXPECT_EQ(figure("peak_used_bytes"), double((64ull + 1 + 2) << 20));
+    EXPECT_EQ(figure("pinned_host_bytes"), double(512ull << 20));
+    EXPECT_EQ(figure("peak_pinned_host_bytes"), double(512ull << 20));
+    EXPECT_EQ(figure("managed_bytes"), double(264ull << 20));
+    EXPECT_EQ(figure("pageable_host_bytes"), double(4ull << 20));
+    std::string text = render_text(*report);
+    auto line = text.find("pinned host memory (host RAM, not GPU memory)");
+    ASSERT_NE(line, std::string::npos) << text;
+    std::string pinned_line = text.substr(line, text.find('\n', line) - line);
+    EXPECT_NE(pinned_line.find("512.0 MiB"), std::string::npos) << pinned_line;
+    std::string json = render_json(*report);
+    EXPECT_NE(json.find("\"pinned_host_bytes\""), std::string::npos);
 }
 
 TEST_F(ActivityDecoderTest, PoolResizeOnlyWhenThePoolSizeChanges) {
@@ -219,6 +301,142 @@ TEST_F(ActivityDecoderTest, DeepModeSitesAndRequestSizesAttachByCorrelation) {
     ASSERT_EQ(ooms.size(), 1u);
     EXPECT_EQ(ooms[0].oom.requested_bytes, 1u << 30);
     EXPECT_EQ(ooms[0].oom.site, site);
+}
+
+// A runtime allocation call record on `thread` (cudaMalloc unless told otherwise).
+CUpti_ActivityAPI alloc_call(std::uint32_t thread, std::uint32_t correlation, std::uint64_t t,
+                             bool out_of_memory, std::uint32_t cbid = 20) {
+    CUpti_ActivityAPI r = test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, cbid, t, t + 100,
+                                           correlation, out_of_memory ? 2 : 0);
+    r.threadId = thread;
+    return r;
+}
+
+CUpti_ActivityMemory4 device_alloc(std::uint64_t address, std::uint32_t device,
+                                   std::uint32_t correlation, std::uint64_t t) {
+    auto r = test::memory_record(true, address, 1 << 20, correlation, t);
+    r.deviceId = device;
+    r.contextId = 10 + device;
+    return r;
+}
+
+TEST_F(ActivityDecoderTest, OutOfMemoryCarriesTheDeviceTheThreadLastAllocatedOn) {
+    RecordBuffer buf;
+    // GIVEN thread 7 allocating on device 1 (the MEMORY2 record before its API record) and
+    // thread 8 on device 2 (the other way round), so the process uses several devices
+    buf.add(device_alloc(0xA000, 1, 70, kBase + 1));
+    buf.add(alloc_call(7, 70, kBase + 1, false));
+    buf.add(alloc_call(8, 71, kBase + 2, false));
+    buf.add(device_alloc(0xB000, 2, 71, kBase + 2));
+    // WHEN each thread's next cudaMalloc fails, and one of a thread that never allocated
+    buf.add(alloc_call(8, 72, kBase + 10, true));
+    buf.add(alloc_call(7, 73, kBase + 11, true));
+    buf.add(alloc_call(9, 74, kBase + 12, true));
+    decode(buf);
+    // THEN each marker names its thread's device; the third cannot be placed
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 3u);
+    EXPECT_EQ(ooms[0].device, 2);
+    EXPECT_EQ(ooms[0].thread, 8u);
+    EXPECT_EQ(ooms[0].oom.correlation, 72u);
+    EXPECT_NE(ooms[0].flags & kEventFlagRetryable, 0);
+    EXPECT_EQ(ooms[0].flags & kMemoryKindMask, static_cast<int>(MemoryKind::kDevice));
+    EXPECT_EQ(ooms[1].device, 1);
+    EXPECT_EQ(ooms[2].device, kNoDevice);
+    EXPECT_EQ(decoder_.counters().failed_allocations, 3u);
+}
+
+TEST_F(ActivityDecoderTest, OutOfMemoryTakesTheDeviceOfItsContextAndTheSizeInDeepMode) {
+    // GIVEN a kernel on device 3 in context 13, and deep mode's note of the failed call
+    RecordBuffer buf;
+    auto kernel = test::kernel_record("_Z1kv", kBase + 1, kBase + 2, 80);
+    kernel.deviceId = 3;
+    kernel.contextId = 13;
+    buf.add(kernel);
+    auto other = test::kernel_record("_Z1kv", kBase + 3, kBase + 4, 81);
+    other.deviceId = 0;
+    other.contextId = 10;
+    buf.add(other);
+    decoder_.note_site(82, strings_.intern("train.cpp:10"), 3ull << 30, /*context=*/13);
+    buf.add(alloc_call(7, 82, kBase + 5, true));
+    decode(buf);
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 1u);
+    EXPECT_EQ(ooms[0].device, 3);
+    EXPECT_EQ(ooms[0].oom.requested_bytes, 3ull << 30);
+}
+
+TEST_F(ActivityDecoderTest, ARetryThatSucceedsWithdrawsTheMarker) {
+    // GIVEN a caching allocator's pattern: cudaMalloc fails, the cache is freed, it succeeds
+    RecordBuffer buf;
+    buf.add(device_alloc(0xA000, 0, 90, kBase + 1));
+    buf.add(alloc_call(7, 90, kBase + 1, false));
+    buf.add(alloc_call(7, 91, kBase + 1'000, true));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 22, kBase + 2'000, kBase + 2'100, 92));
+    buf.add(device_alloc(0xC000, 0, 93, kBase + 500'000'000));
+    buf.add(alloc_call(7, 93, kBase + 500'000'000, false));
+    decode(buf);
+    // THEN the marker is withdrawn by correlation
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 2u);
+    EXPECT_NE(ooms[0].flags & kEventFlagRetryable, 0);
+    EXPECT_EQ(ooms[0].flags & kEventFlagRetrySucceeded, 0);
+    EXPECT_NE(ooms[1].flags & kEventFlagRetrySucceeded, 0);
+    EXPECT_EQ(ooms[1].oom.correlation, 91u);
+    EXPECT_EQ(ooms[1].thread, 7u);
+    EXPECT_EQ(decoder_.counters().retried_allocations, 1u);
+    // AND the memory analysis reports no out-of-memory error, only the retry
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->finding("out_of_memory"), nullptr);
+    bool noted = false;
+    for (const auto& n : report->notes) noted |= n.find("succeeded when their caller retried") != std::string::npos;
+    EXPECT_TRUE(noted);
+}
+
+TEST_F(ActivityDecoderTest, AFailureStandsWhenTheRetryFailsOrNoSuccessFollowsInTime) {
+    RecordBuffer buf;
+    buf.add(device_alloc(0xA000, 0, 100, kBase + 1));
+    buf.add(alloc_call(7, 100, kBase + 1, false));
+    // Thread 7: fails, fails again (the retry did not help), then a later success.
+    buf.add(alloc_call(7, 101, kBase + 1'000, true));
+    buf.add(alloc_call(7, 102, kBase + 2'000, true));
+    buf.add(alloc_call(7, 103, kBase + 3'000, false));
+    // Thread 8: fails; its next success comes long after any retry.
+    buf.add(alloc_call(8, 104, kBase + 4'000, true));
+    buf.add(alloc_call(8, 105, kBase + 10'000'000'000ull, false));
+    // Thread 9: fails; a different call succeeds (cudaMallocHost, not the failed cudaMalloc).
+    buf.add(alloc_call(9, 106, kBase + 5'000, true));
+    buf.add(alloc_call(9, 107, kBase + 6'000, false, /*cudaMallocHost*/ 25));
+    decode(buf);
+    std::vector<std::uint32_t> withdrawn;
+    for (const Event& e : queue_.of_kind(EventKind::kOutOfMemory)) {
+        if ((e.flags & kEventFlagRetrySucceeded) != 0) withdrawn.push_back(e.oom.correlation);
+    }
+    EXPECT_EQ(withdrawn, std::vector<std::uint32_t>{102});  // only the retried second failure
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    const Finding* oom = report->finding("out_of_memory");
+    ASSERT_NE(oom, nullptr);
+    EXPECT_EQ(oom->device, 0);
+    EXPECT_NE(oom->title.find("request size unknown"), std::string::npos) << oom->title;
+}
+
+TEST_F(ActivityDecoderTest, AFailedPinnedHostAllocationIsNoDeviceOutOfMemory) {
+    RecordBuffer buf;
+    buf.add(device_alloc(0xA000, 0, 110, kBase + 1));
+    buf.add(alloc_call(7, 111, kBase + 2, true, /*cudaHostAlloc*/ 27));
+    decode(buf);
+    auto ooms = queue_.of_kind(EventKind::kOutOfMemory);
+    ASSERT_EQ(ooms.size(), 1u);
+    EXPECT_EQ(ooms[0].device, kNoDevice);
+    EXPECT_EQ(ooms[0].flags & kMemoryKindMask, static_cast<int>(MemoryKind::kPinned));
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->finding("out_of_memory"), nullptr);
+    bool noted = false;
+    for (const auto& n : report->notes) noted |= n.find("host memory ran out, not GPU memory") != std::string::npos;
+    EXPECT_TRUE(noted);
 }
 
 TEST_F(ActivityDecoderTest, UnknownKindStopsTheWalkAndIsCounted) {

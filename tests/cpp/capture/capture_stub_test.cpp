@@ -14,6 +14,14 @@
 
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
+#include <gpudiag/gpudiag.h>
+#include <gpudiag/recording.hpp>
+#include <gpudiag/session.hpp>
+
+#include <dlfcn.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -234,6 +242,88 @@ TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
     EXPECT_FALSE(queue_.counters(CounterKind::kDroppedRecords).empty());
     gpudiag_stub_cupti_release_held();
     backend->stop();
+}
+
+// Every loss is counted once: the session's hand-off counts what it refused, CUPTI what it
+// lost, and nothing is counted by both.
+TEST_F(CaptureStubTest, QueueRefusalsAreCountedOnce) {
+    SessionOptions o = options();
+    o.queue_capacity = 64;
+    auto session = Session::create(o);
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    // GIVEN one CUPTI buffer of 200 records arriving at once into a hand-off of 64
+    RecordBuffer buf;
+    for (std::uint64_t i = 0; i < 200; ++i) {
+        buf.add(test::memory_record(true, 0x10000 + i * 0x1000, 4096, static_cast<std::uint32_t>(i),
+                                    realtime_ns()));
+    }
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    ASSERT_TRUE((*session)->report().is_ok());
+    ASSERT_TRUE((*session)->stop().is_ok());
+    // THEN delivered plus dropped is what CUPTI handed over
+    CaptureStatus st = (*session)->status();
+    EXPECT_GT(st.dropped, 0u);
+    EXPECT_EQ(st.events + st.dropped, 200u) << st.events << " delivered, " << st.dropped << " dropped";
+    auto report = (*session)->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->capture.events + report->capture.dropped, 200u);
+}
+
+TEST_F(CaptureStubTest, KernelsWithoutTimingAreReportedApartFromDrops) {
+    auto session = Session::create(options());
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    static const char kName[] = "_Z4stepv";
+    RecordBuffer buf;
+    std::uint64_t now = realtime_ns();
+    buf.add(test::kernel_record(kName, now, now + 1000, 1));
+    for (std::uint32_t i = 0; i < 3; ++i) buf.add(test::kernel_record(kName, 0, 0, 2 + i));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    ASSERT_TRUE((*session)->stop().is_ok());
+    CaptureStatus st = (*session)->status();
+    EXPECT_EQ(st.dropped, 0u);
+    EXPECT_EQ(st.kernels_without_timing, 3u);
+    auto report = (*session)->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->capture.dropped, 0u);
+    EXPECT_TRUE(contains(report->capture.notes, "3 kernels were seen without timing"))
+        << joined(report->capture.notes);
+}
+
+// A program that returns from main without stop(): on the way out the session is stopped,
+// capture first, and the recording finished; the process neither crashes nor hangs.
+TEST_F(CaptureStubTest, ExitingWithoutStopFinishesTheRecording) {
+    std::string path = ::testing::TempDir() + "gpudiag_exit_" + std::to_string(getpid()) + ".gpudiag";
+    std::remove(path.c_str());
+    pid_t child = 0;
+    char* argv[] = {const_cast<char*>(GPUDIAG_SESSION_EXIT_APP), path.data(), nullptr};
+    ASSERT_EQ(posix_spawn(&child, GPUDIAG_SESSION_EXIT_APP, nullptr, nullptr, argv, environ), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ASSERT_EQ(WEXITSTATUS(status), 0);
+    auto info = read_recording_info(path);
+    ASSERT_TRUE(info.is_ok()) << info.status().to_string();
+    EXPECT_TRUE(info->closed_cleanly);
+    EXPECT_FALSE(info->truncated);
+    // Every record CUPTI still held when main returned reached the recording.
+    RecordingReader reader;
+    ASSERT_TRUE(reader.open(path).is_ok());
+    struct Count final : EventSink {
+        std::uint64_t allocs = 0, steps = 0;
+        void consume(std::span<const Event> events) override {
+            for (const Event& e : events) {
+                allocs += e.kind == EventKind::kDeviceAlloc ? 1 : 0;
+                steps += e.kind == EventKind::kStepEnd ? 1 : 0;
+            }
+        }
+    } count;
+    StringTable strings;
+    ASSERT_TRUE(reader.read(count, strings).is_ok());
+    EXPECT_EQ(count.allocs, 100u);
+    EXPECT_EQ(count.steps, 1u);
+    std::remove(path.c_str());
 }
 
 TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
@@ -761,6 +851,89 @@ TEST_F(CaptureStubTest, ThePoolGrowsToTheThreadsDemandWithinAPeriod) {
     backend->flush();
     EXPECT_EQ(detail::CuptiActivitySource::instance().status().declined_buffers, declined_first);
     backend->stop();
+}
+
+// The shared libgpudiag (as `gpudiag run --` injects it), beside this program's static copy,
+// driven through its C API.
+struct OtherGpudiagCopy {
+    void* lib = dlopen(GPUDIAG_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    template <typename Fn>
+    Fn fn(const char* name) const {
+        return reinterpret_cast<Fn>(lib != nullptr ? dlsym(lib, name) : nullptr);
+    }
+    decltype(&gpudiag_session_options_init) options_init = fn<decltype(options_init)>("gpudiag_session_options_init");
+    decltype(&gpudiag_session_create) create = fn<decltype(create)>("gpudiag_session_create");
+    decltype(&gpudiag_session_start) start = fn<decltype(start)>("gpudiag_session_start");
+    decltype(&gpudiag_session_status) status = fn<decltype(status)>("gpudiag_session_status");
+    decltype(&gpudiag_session_report) report = fn<decltype(report)>("gpudiag_session_report");
+    decltype(&gpudiag_session_destroy) destroy = fn<decltype(destroy)>("gpudiag_session_destroy");
+    decltype(&gpudiag_free) free_text = fn<decltype(free_text)>("gpudiag_free");
+
+    gpudiag_session_t* start_session() const {
+        gpudiag_session_options_t o;
+        options_init(&o);
+        o.nvml_hz = 0;
+        gpudiag_session_t* s = nullptr;
+        if (create(&o, &s) != GPUDIAG_OK || start(s) != GPUDIAG_OK) return nullptr;
+        return s;
+    }
+    std::string level(gpudiag_session_t* s) const {
+        const char* l = nullptr;
+        return status(s, &l, nullptr, nullptr) == GPUDIAG_OK && l != nullptr ? l : "";
+    }
+    std::string report_text(gpudiag_session_t* s) const {
+        char* text = nullptr;
+        if (report(s, GPUDIAG_FORMAT_TEXT, &text) != GPUDIAG_OK || text == nullptr) return "";
+        std::string out(text);
+        free_text(text);
+        return out;
+    }
+};
+
+TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
+    OtherGpudiagCopy other;
+    ASSERT_NE(other.lib, nullptr) << dlerror();
+    ASSERT_NE(other.destroy, nullptr);
+    // GIVEN this copy capturing
+    auto backend = detail::make_capture_backend(options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    ASSERT_EQ(backend->status().level, CaptureLevel::kCuptiActivity);
+    int registrations = gpudiag_stub_cupti_register_calls();
+    // WHEN the other copy starts a session that asks for GPU capture
+    gpudiag_session_t* session = other.start_session();
+    ASSERT_NE(session, nullptr);
+    // THEN it says why it does not capture, and leaves CUPTI alone
+    EXPECT_NE(other.level(session), "cupti_activity");
+    std::string text = other.report_text(session);
+    EXPECT_NE(text.find("another gpudiag copy in this process owns CUPTI capture"), std::string::npos)
+        << text;
+    EXPECT_EQ(gpudiag_stub_cupti_register_calls(), registrations);
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0xF000, 64, 1, realtime_ns()));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+    backend->flush();
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
+    other.destroy(session);
+    backend->stop();
+
+    // AND the other way round: the other copy first, this one refused
+    session = other.start_session();
+    ASSERT_NE(session, nullptr);
+    EXPECT_EQ(other.level(session), "cupti_activity");
+    auto second = detail::make_capture_backend(options());
+    ASSERT_TRUE(second->start(queue_, strings_).is_ok());
+    CaptureStatus st = second->status();
+    EXPECT_NE(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons, "another gpudiag copy in this process owns CUPTI capture"))
+        << joined(st.reasons);
+    EXPECT_TRUE(contains(st.reasons, "libgpudiag.so")) << joined(st.reasons);
+    second->stop();
+    other.destroy(session);
+    // Once it is gone, this copy captures again.
+    auto third = detail::make_capture_backend(options());
+    ASSERT_TRUE(third->start(queue_, strings_).is_ok());
+    EXPECT_EQ(third->status().level, CaptureLevel::kCuptiActivity);
+    third->stop();
 }
 
 TEST_F(CaptureStubTest, NvmlSamplerFeedsTheHealthFindings) {

@@ -256,6 +256,7 @@ detail::DeepCall vmm_call(std::uint32_t cbid, std::uint64_t address, std::uint64
     c.handle = handle;
     c.offset = offset;
     c.time_ns = 1000 + cbid;
+    c.context = 5;
     return c;
 }
 
@@ -272,16 +273,20 @@ TEST(DeepCallRecorderTest, VirtualMemoryMappingsAreAccountedByPhysicalBytes) {
     rec.record(vmm_call(detail::kCbidCuMemUnmap, 0x10000000, 4 << 20, 0));  // both at once
     rec.record(vmm_call(detail::kCbidCuMemRelease, 0, 0, 0xA));
     std::vector<std::pair<std::uint32_t, std::uint64_t>> sites;
-    rec.drain(q, strings, [&](std::uint32_t c, StringId, std::uint64_t b) { sites.emplace_back(c, b); });
+    rec.drain(q, strings,
+              [&](std::uint32_t c, StringId, std::uint64_t b, std::uint32_t) { sites.emplace_back(c, b); },
+              [](std::uint32_t context) { return context == 5 ? std::uint16_t{3} : kNoDevice; });
     auto maps = q.of_kind(EventKind::kVmMap);
     ASSERT_EQ(maps.size(), 2u);
     EXPECT_EQ(maps[0].memory.bytes, 2u << 20);
     EXPECT_EQ(maps[0].memory.aux, 2u << 20);
     EXPECT_EQ(maps[1].memory.aux, 1u << 20);  // 2 MiB mapped at offset 1 MiB of a 2 MiB chunk
+    EXPECT_EQ(maps[0].device, 3);  // the device of the calls' context: the books can place them
     auto unmaps = q.of_kind(EventKind::kVmUnmap);
     ASSERT_EQ(unmaps.size(), 1u);
     EXPECT_EQ(unmaps[0].memory.bytes, 4u << 20);
     EXPECT_EQ(unmaps[0].memory.aux, 3u << 20);
+    EXPECT_EQ(unmaps[0].device, 3);
     EXPECT_EQ(rec.mapped_physical_bytes(), 0u);
     EXPECT_EQ(sites.size(), 2u);  // each map reports its correlation and size
 }
@@ -306,7 +311,7 @@ TEST(DeepCallRecorderTest, AllocationsReportSitesOutsideTheCudaStack) {
     rec.record(c);
     StringId site = kNoString;
     std::uint64_t bytes = 0;
-    rec.drain(q, strings, [&](std::uint32_t corr, StringId s, std::uint64_t b) {
+    rec.drain(q, strings, [&](std::uint32_t corr, StringId s, std::uint64_t b, std::uint32_t) {
         EXPECT_EQ(corr, 77u);
         site = s;
         bytes = b;

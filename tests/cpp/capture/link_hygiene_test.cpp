@@ -53,7 +53,15 @@ TEST(LinkHygieneTest, PythonExtensionNeedsNoNvidiaLibrary) {
 TEST(LinkHygieneTest, ExportsTheInjectionEntryPoints) {
     if (run("command -v nm").empty()) GTEST_SKIP() << "nm is not installed";
     std::string symbols = run(std::string("nm -D --defined-only '") + GPUDIAG_SHARED_LIBRARY + "'");
-    EXPECT_NE(symbols.find(" T InitializeInjectionNvtx2"), std::string::npos);
+    EXPECT_NE(symbols.find(" T InitializeInjectionNvtx2\n"), std::string::npos);
+    EXPECT_NE(symbols.find(" T InitializeInjection\n"), std::string::npos);  // CUDA's entry point
+}
+
+// The marker other gpudiag copies in the process look for before capturing (capture_owner.hpp).
+TEST(LinkHygieneTest, ExportsTheCaptureOwnershipMarker) {
+    if (run("command -v nm").empty()) GTEST_SKIP() << "nm is not installed";
+    std::string symbols = run(std::string("nm -D --defined-only '") + GPUDIAG_SHARED_LIBRARY + "'");
+    EXPECT_NE(symbols.find(" gpudiag_capture_owner_v1\n"), std::string::npos) << symbols;
 }
 
 }  // namespace

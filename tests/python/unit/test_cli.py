@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -183,3 +184,49 @@ def test_progress_bar_waits_then_draws(monkeypatch) -> None:
     bar.close()
     assert "50.0 %" in stream.getvalue()
     assert stream.getvalue().endswith("\n")
+
+
+def _recording_program(tmp_path: Path, processes: int) -> Path:
+    """A program that records as the injected library would: each process writes
+    GPUDIAG_RECORD with its pid in the name."""
+    script = tmp_path / "ranks.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, subprocess, sys
+        import gpudiag
+        stem, ext = os.path.splitext(os.environ["GPUDIAG_RECORD"])
+        s = gpudiag.start(f"{{stem}}-{{os.getpid()}}{{ext}}", torch=False, capture_gpu=False,
+                          nvml_hz=0)
+        s.step(0)
+        gpudiag.stop()
+        if len(sys.argv) == 1:
+            for _ in range({processes - 1}):
+                subprocess.run([sys.executable, __file__, "child"], check=True)
+    """))
+    return script
+
+
+def test_run_program_with_one_process_leaves_the_recording_asked_for(monkeypatch, tmp_path,
+                                                                    capsys) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    record = tmp_path / "one.gpudiag"
+    cli.main(["run", "--record", str(record), "--", sys.executable,
+              str(_recording_program(tmp_path, 1))])
+    assert record.is_file()
+    assert sorted(p.name for p in tmp_path.glob("one*.gpudiag")) == ["one.gpudiag"]
+    assert f"recording {record}" in capsys.readouterr().err
+
+
+def test_run_program_with_several_processes_keeps_one_recording_each(monkeypatch, tmp_path,
+                                                                      capsys) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    record = tmp_path / "job.gpudiag"
+    cli.main(["run", "--record", str(record), "--", sys.executable,
+              str(_recording_program(tmp_path, 3))])
+    per_process = sorted(tmp_path.glob("job-*.gpudiag"))
+    assert len(per_process) == 3
+    assert not record.exists()
+    assert "3 recordings (one per process)" in capsys.readouterr().err

@@ -96,19 +96,39 @@ void MemoryAnalyzer::consume(std::span<const Event> events) {
 void MemoryAnalyzer::end(const SourceSummary& /*summary*/) {}
 
 void MemoryAnalyzer::on_oom(const Event& e) {
-    ++ooms_seen_;
     memory_events_ = true;
-    if (e.device == kNoDevice) return;
-    // Callers such as cuDNN's algorithm search catch an OOM and retry, so one real failure can
-    // be reported many times: keep one explanation per request size and device per second.
-    for (const auto& x : ooms_) {
-        if (x.device == e.device && x.requested_bytes == e.oom.requested_bytes &&
-            e.start_ns - last_oom_ns_ < 1'000'000'000ull) {
-            return;
-        }
+    if ((e.flags & kEventFlagRetrySucceeded) != 0) {
+        withdraw_oom(e);
+        return;
     }
-    if (ooms_.size() >= kMaxOomExplanations) return;
-    if (e.oom.total_bytes != 0) ledger_.set_capacity(e.device, e.oom.total_bytes);
+    ++ooms_seen_;
+    Counted counted = Counted::kDuplicate;
+    auto memory = static_cast<MemoryKind>(e.flags & kMemoryKindMask);
+    std::uint16_t device = e.device;
+    if (device == kNoDevice && memory != MemoryKind::kPinned && memory != MemoryKind::kPageable) {
+        // A marker whose device the capture could not tell: the device, if the books hold one.
+        std::vector<std::uint16_t> devices = ledger_.devices();
+        if (devices.size() == 1) device = devices.front();
+    }
+    if (memory == MemoryKind::kPinned || memory == MemoryKind::kPageable) {
+        ++host_ooms_;  // host RAM ran out, not the GPU: no device explanation applies
+        counted = Counted::kHost;
+    } else if (device == kNoDevice) {
+        ++unplaced_ooms_;
+        counted = Counted::kUnplaced;
+    } else {
+        std::size_t before = ooms_.size();
+        explain_at(e, device);
+        if (ooms_.size() > before) counted = Counted::kExplained;
+    }
+    if ((e.flags & kEventFlagRetryable) != 0 && e.oom.correlation != 0) {
+        if (retryable_.size() >= 64) retryable_.erase(retryable_.begin());
+        retryable_.push_back(Retryable{e.thread, e.oom.correlation, counted});
+    }
+}
+
+void MemoryAnalyzer::explain_at(const Event& e, std::uint16_t device) {
+    auto since = [](std::uint64_t a, std::uint64_t b) { return a > b ? a - b : b - a; };
     OomContext ctx;
     // torch records the driver's free bytes in the oom trace entry; 0 means "not recorded"
     // only when the source says nothing else, so a genuine 0 free is kept when total is known.
@@ -116,8 +136,54 @@ void MemoryAnalyzer::on_oom(const Event& e) {
     ctx.device_free_bytes = e.oom.free_bytes;
     ctx.expandable_segments = expandable_;
     ctx.strings = strings_;
-    ooms_.push_back(explain_oom(e.oom.requested_bytes, e.device, ledger_, ctx));
-    last_oom_ns_ = e.start_ns;
+    OomSeen seen{e.start_ns, e.thread,
+                 (e.flags & kEventFlagRetryable) != 0 ? e.oom.correlation : 0u};
+    // Callers such as cuDNN's algorithm search catch an OOM and retry, and one failure can be
+    // seen both by CUPTI and by the framework: keep one explanation per device and request
+    // size per second (a marker without a size matches any), the one that knows the size.
+    for (std::size_t i = 0; i < ooms_.size(); ++i) {
+        OomExplanation& x = ooms_[i];
+        bool same_size = x.requested_bytes == e.oom.requested_bytes || x.requested_bytes == 0 ||
+                         e.oom.requested_bytes == 0;
+        if (x.device != device || !same_size ||
+            since(e.start_ns, oom_seen_[i].time_ns) >= 1'000'000'000ull) {
+            continue;
+        }
+        if (x.requested_bytes == 0 && e.oom.requested_bytes != 0) {
+            if (e.oom.total_bytes != 0) ledger_.set_capacity(device, e.oom.total_bytes);
+            x = explain_oom(e.oom.requested_bytes, device, ledger_, ctx);
+            oom_seen_[i] = seen;
+        }
+        return;
+    }
+    if (ooms_.size() >= kMaxOomExplanations) return;
+    if (e.oom.total_bytes != 0) ledger_.set_capacity(device, e.oom.total_bytes);
+    ooms_.push_back(explain_oom(e.oom.requested_bytes, device, ledger_, ctx));
+    oom_seen_.push_back(seen);
+}
+
+void MemoryAnalyzer::withdraw_oom(const Event& e) {
+    auto it = std::find_if(retryable_.begin(), retryable_.end(), [&](const Retryable& r) {
+        return r.thread == e.thread && r.correlation == e.oom.correlation;
+    });
+    if (it == retryable_.end()) return;  // its marker came before the input began
+    ++retried_ooms_;
+    if (ooms_seen_ > 0) --ooms_seen_;
+    switch (it->counted) {
+        case Counted::kHost: --host_ooms_; break;
+        case Counted::kUnplaced: --unplaced_ooms_; break;
+        case Counted::kExplained:
+            for (std::size_t i = 0; i < oom_seen_.size(); ++i) {
+                if (oom_seen_[i].correlation == it->correlation && oom_seen_[i].thread == it->thread) {
+                    ooms_.erase(ooms_.begin() + static_cast<std::ptrdiff_t>(i));
+                    oom_seen_.erase(oom_seen_.begin() + static_cast<std::ptrdiff_t>(i));
+                    break;
+                }
+            }
+            break;
+        case Counted::kDuplicate: break;
+    }
+    retryable_.erase(it);
 }
 
 std::string MemoryAnalyzer::site_name(StringId id) const {
@@ -183,6 +249,18 @@ void MemoryAnalyzer::contribute(Report& report) {
         "free in fully free segments (empty_cache returns them)");
     fig("outside_framework_bytes", d(sum.outside_device), "bytes",
         "device memory held outside the framework's allocator");
+    if (const HostMemoryTotals& h = ledger_.host_totals(); h.seen) {
+        // Shown only where the input reports such allocations (CUPTI does; snapshots do not):
+        // a zero from a source that cannot see them would be an all-clear for data not seen.
+        fig("pinned_host_bytes", d(h.pinned), "bytes", "pinned host memory (host RAM, not GPU memory)");
+        fig("peak_pinned_host_bytes", d(h.peak_pinned), "bytes", "peak pinned host memory");
+        fig("managed_bytes", d(h.managed), "bytes",
+            "managed memory (migrates on demand; not counted as device memory)");
+        fig("peak_managed_bytes", d(h.peak_managed), "bytes", "peak managed memory");
+        if (h.peak_pageable != 0) {
+            fig("pageable_host_bytes", d(h.pageable), "bytes", "pageable host memory CUDA reported");
+        }
+    }
     if (sum.capacity != 0) fig("capacity_bytes", d(sum.capacity), "bytes", "device capacity");
     fig("peak_allocated_bytes", d(peak_sum.allocated_rounded), "bytes", "peak allocated (rounded)");
     fig("peak_reserved_bytes", d(peak_sum.reserved), "bytes", "peak reserved");
@@ -363,8 +441,11 @@ void MemoryAnalyzer::contribute(Report& report) {
         f.id = "out_of_memory";
         f.severity = Severity::kCritical;
         f.device = x.device;
-        f.title = "Out of memory: " + bu(x.requested_bytes) + " on device " +
-                  std::to_string(x.device) + " (" + oom_cause_name(x.cause) + ")";
+        f.title = "Out of memory" +
+                  (x.requested_bytes != 0 ? ": " + bu(x.requested_bytes) : std::string()) +
+                  " on device " + std::to_string(x.device) +
+                  (x.requested_bytes != 0 ? std::string() : std::string(", request size unknown")) +
+                  " (" + oom_cause_name(x.cause) + ")";
         f.summary = x.summary;
         f.figures = {{"requested_bytes", d(x.requested_bytes), "bytes", "requested"},
                      {"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"},
@@ -384,9 +465,26 @@ void MemoryAnalyzer::contribute(Report& report) {
         f.advice = x.advice;
         report.findings.push_back(std::move(f));
     }
-    if (ooms_seen_ > ooms_.size()) {
-        report.notes.push_back(std::to_string(ooms_seen_) + " out-of-memory events; " +
+    if (ooms_seen_ > ooms_.size() + host_ooms_ + unplaced_ooms_) {
+        report.notes.push_back(std::to_string(ooms_seen_ - host_ooms_ - unplaced_ooms_) +
+                               " out-of-memory events on devices; " +
                                std::to_string(ooms_.size()) + " distinct ones explained");
+    }
+    if (host_ooms_ > 0) {
+        report.notes.push_back(std::to_string(host_ooms_) +
+                               " pinned host allocations (cudaMallocHost, cudaHostAlloc, "
+                               "cudaHostRegister) failed: host memory ran out, not GPU memory");
+    }
+    if (unplaced_ooms_ > 0) {
+        report.notes.push_back(std::to_string(unplaced_ooms_) +
+                               " allocations failed on a device the capture could not tell "
+                               "(several devices in use, none seen for the failing thread); "
+                               "they are not explained");
+    }
+    if (retried_ooms_ > 0) {
+        report.notes.push_back(std::to_string(retried_ooms_) +
+                               " failed allocations succeeded when their caller retried them "
+                               "(a caching allocator freeing its cache): not out-of-memory errors");
     }
     for (std::uint16_t dev : devices) {
         add_device_findings(report, dev);

@@ -30,6 +30,8 @@ public:
 
 private:
     void on_oom(const Event& e);
+    void explain_at(const Event& e, std::uint16_t device);
+    void withdraw_oom(const Event& e);
     void add_device_findings(Report& report, std::uint16_t device);
     void add_leak_finding(Report& report, std::uint16_t device);
     [[nodiscard]] std::string site_name(StringId id) const;
@@ -39,8 +41,25 @@ private:
     bool expandable_ = false;
     bool memory_events_ = false;
     std::vector<OomExplanation> ooms_;
-    std::uint64_t ooms_seen_ = 0;
-    std::uint64_t last_oom_ns_ = 0;
+    struct OomSeen {  // beside each explanation
+        std::uint64_t time_ns;
+        std::uint32_t thread;
+        std::uint32_t correlation;  // of a retryable marker, 0 otherwise
+    };
+    std::vector<OomSeen> oom_seen_;
+    // Retryable markers not withdrawn yet, and where each was counted (bounded: a marker is
+    // withdrawn within seconds or never).
+    enum class Counted : std::uint8_t { kExplained, kDuplicate, kHost, kUnplaced };
+    struct Retryable {
+        std::uint32_t thread;
+        std::uint32_t correlation;
+        Counted counted;
+    };
+    std::vector<Retryable> retryable_;
+    std::uint64_t ooms_seen_ = 0;   ///< out-of-memory markers, withdrawn ones excluded
+    std::uint64_t host_ooms_ = 0;   ///< of which page-locked host allocations
+    std::uint64_t unplaced_ooms_ = 0;  ///< of which on a device the input does not name
+    std::uint64_t retried_ooms_ = 0;   ///< withdrawn: the caller's retry succeeded
 };
 
 }  // namespace gpudiag::detail

@@ -44,6 +44,32 @@ std::uint64_t requested_of(const LiveRecord& r) {
 }
 std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 
+// The kind of memory an allocation event books, or kDevice for the device books. Recordings
+// made before host and managed memory had event kinds of their own carry them as
+// kDeviceAlloc/kDeviceFree with the MemoryKind in flags; they are booked by that kind too.
+MemoryKind booked_kind(const Event& e) {
+    auto flagged = static_cast<MemoryKind>(e.flags & kMemoryKindMask);
+    switch (e.kind) {
+        case EventKind::kHostAlloc:
+        case EventKind::kHostFree:
+            return flagged == MemoryKind::kPageable ? MemoryKind::kPageable : MemoryKind::kPinned;
+        case EventKind::kManagedAlloc:
+        case EventKind::kManagedFree: return MemoryKind::kManaged;
+        case EventKind::kDeviceAlloc:
+        case EventKind::kDeviceFree:
+            if (flagged == MemoryKind::kPinned || flagged == MemoryKind::kPageable ||
+                flagged == MemoryKind::kManaged) {
+                return flagged;
+            }
+            return MemoryKind::kDevice;
+        default: return MemoryKind::kDevice;
+    }
+}
+
+bool is_allocation(EventKind k) {
+    return k == EventKind::kHostAlloc || k == EventKind::kManagedAlloc || k == EventKind::kDeviceAlloc;
+}
+
 bool tracks_phase(RangeCategory c) {
     return c == RangeCategory::kPhase || c == RangeCategory::kGeneric ||
            c == RangeCategory::kInputWait || c == RangeCategory::kUserAnnotation ||
@@ -471,6 +497,59 @@ void MemoryLedger::pool_resize(Device& d, const Event& e) {
     d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
 }
 
+// ---- host and managed memory (process-wide) ----
+
+void MemoryLedger::host_alloc(const Event& e, MemoryKind kind) {
+    const MemoryPayload& m = e.memory;
+    if (m.address == 0) {
+        ++dropped_;
+        return;
+    }
+    host_totals_.seen = true;
+    LiveRecord r;
+    r.address = m.address;
+    r.set(m.bytes, static_cast<std::uint16_t>(kind));
+    LiveRecord old;
+    if (!host_.insert(r, &old)) {
+        // Allocated again without a free in between (a lost free): retire the old one first.
+        host_.insert(old);
+        host_free(e);
+        host_.insert(r);
+    }
+    HostMemoryTotals& h = host_totals_;
+    ++h.live;
+    switch (kind) {
+        case MemoryKind::kPageable:
+            h.pageable += r.size();
+            h.peak_pageable = std::max(h.peak_pageable, h.pageable);
+            break;
+        case MemoryKind::kManaged:
+            h.managed += r.size();
+            h.peak_managed = std::max(h.peak_managed, h.managed);
+            break;
+        default:
+            h.pinned += r.size();
+            h.peak_pinned = std::max(h.peak_pinned, h.pinned);
+            break;
+    }
+}
+
+void MemoryLedger::host_free(const Event& e) {
+    host_totals_.seen = true;
+    LiveRecord r;
+    if (!host_.erase(e.memory.address, &r)) {
+        ++unmatched_frees_;
+        return;
+    }
+    HostMemoryTotals& h = host_totals_;
+    if (h.live > 0) --h.live;
+    switch (static_cast<MemoryKind>(r.flags())) {
+        case MemoryKind::kPageable: h.pageable = sub(h.pageable, r.size()); break;
+        case MemoryKind::kManaged: h.managed = sub(h.managed, r.size()); break;
+        default: h.pinned = sub(h.pinned, r.size()); break;
+    }
+}
+
 // ---- counters, steps, ranges ----
 
 void MemoryLedger::counter(const Event& e) {
@@ -691,6 +770,14 @@ void MemoryLedger::apply(const Event& e) {
         end.thread = open_ranges_.back().thread;
         range_end(end);
     }
+    if (MemoryKind kind = booked_kind(e); kind != MemoryKind::kDevice) {
+        if (is_allocation(e.kind)) {
+            host_alloc(e, kind);
+        } else {
+            host_free(e);
+        }
+        return;
+    }
     switch (e.kind) {
         case EventKind::kBlockAlloc:
         case EventKind::kBlockFree:
@@ -784,7 +871,8 @@ void MemoryLedger::apply(std::span<const Event> events) {
         // pure function to the optimiser, and a call to it whose result is unused is dropped.
         if (i + kAhead < n) {
             const Event& next = events[i + kAhead];
-            if (is_memory_event(next.kind) && next.kind != EventKind::kPoolResize &&
+            if (is_memory_event(next.kind) && next.kind < EventKind::kHostAlloc &&
+                next.kind != EventKind::kPoolResize &&
                 next.kind != EventKind::kSegmentAlloc && next.kind != EventKind::kSegmentFree) {
                 if (const Device* d = find_device(next.device)) {
                     bool block = next.kind == EventKind::kBlockAlloc || next.kind == EventKind::kBlockFree;
@@ -1021,7 +1109,7 @@ bool MemoryLedger::has_steps(std::uint16_t ordinal) const {
 
 std::size_t MemoryLedger::memory_bytes() const {
     std::size_t total = sizeof(*this) + site_usage_.capacity() * sizeof(SiteUsage) +
-                        site_slots_.size() * 32;
+                        site_slots_.size() * 32 + host_.memory_bytes();
     for (const auto& v : site_checkpoints_) total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
     for (const Device* d : devices_) {
         if (d == nullptr) continue;

@@ -69,6 +69,20 @@ struct LedgerTotals {
     }
 };
 
+/// Memory CUDA allocated that is not device memory, for the whole process: page-locked host
+/// memory is host RAM, and unified memory lives wherever it was last touched. Neither is
+/// counted in any device's totals.
+struct HostMemoryTotals {
+    std::uint64_t pinned = 0;    ///< page-locked host memory (cudaMallocHost, cudaHostAlloc, registered)
+    std::uint64_t pageable = 0;  ///< pageable host memory CUPTI reported an allocation of
+    std::uint64_t managed = 0;   ///< unified memory (cudaMallocManaged, __managed__)
+    std::uint64_t peak_pinned = 0;
+    std::uint64_t peak_pageable = 0;
+    std::uint64_t peak_managed = 0;
+    std::uint64_t live = 0;      ///< live allocations in these books
+    bool seen = false;           ///< any host or managed allocation event arrived
+};
+
 /// Highest levels seen on one device.
 struct LedgerPeaks {
     std::uint64_t allocated_rounded = 0;
@@ -170,6 +184,7 @@ public:
     // ---- queries ----
     [[nodiscard]] std::vector<std::uint16_t> devices() const;
     [[nodiscard]] LedgerTotals totals(std::uint16_t device) const;
+    [[nodiscard]] const HostMemoryTotals& host_totals() const noexcept { return host_totals_; }
     [[nodiscard]] LedgerPeaks peaks(std::uint16_t device) const;
     [[nodiscard]] DeviceLayout layout(std::uint16_t device) const;
     [[nodiscard]] std::vector<MemorySeriesPoint> series(std::uint16_t device) const;
@@ -206,6 +221,8 @@ private:
     void segment_free(Device& d, const Event& e);
     void driver_alloc(Device& d, const Event& e);
     void driver_free(Device& d, const Event& e);
+    void host_alloc(const Event& e, MemoryKind kind);
+    void host_free(const Event& e);
     void pool_resize(Device& d, const Event& e);
     void counter(const Event& e);
     void step_begin(Device& d, std::uint64_t id, std::uint64_t t);
@@ -236,6 +253,8 @@ private:
         bool valid = false;
     };
     std::array<SiteCacheEntry, 256> site_cache_{};
+    AddressTable host_;  // host and managed allocations; record flags = MemoryKind
+    HostMemoryTotals host_totals_;
     std::uint64_t unmatched_frees_ = 0;
     std::uint64_t dropped_ = 0;
 };

@@ -65,6 +65,16 @@ std::string site_list(const std::vector<std::pair<std::string, std::uint64_t>>& 
     return out;
 }
 
+// The books at the failure, for the summaries.
+std::string state_text(const OomExplanation& x, const LedgerTotals& t, const DeviceLayout& layout) {
+    return "reserved " + bytes(t.reserved) + ", allocated " + bytes(t.allocated_rounded) +
+           ", free inside segments " + bytes(layout.free_in_segments) + " (largest block " +
+           bytes(layout.largest_free) + ")" +
+           (x.device_free_known ? ", free on the device " + bytes(x.device_free_bytes)
+                                : std::string()) +
+           (t.outside() > 0 ? ", outside the framework " + bytes(t.outside()) : std::string());
+}
+
 }  // namespace
 
 std::uint64_t torch_round_size(std::uint64_t b) {
@@ -110,18 +120,24 @@ OomExplanation explain_oom(std::uint64_t request, std::uint16_t device, const Me
     }
     x.pinning_sites = pinning_sites(ledger, device, layout, ctx.strings);
 
+    if (request == 0) {
+        // A failed call seen without its arguments (CUPTI activity records carry none): every
+        // cause below compares the request with free space, so none can be judged.
+        x.rounded_bytes = x.segment_bytes = 0;
+        x.cause = OomCause::kUnknown;
+        x.summary = "An allocation of unknown size failed on device " + std::to_string(device) +
+                    " (" + state_text(x, t, layout) + "). Without the request size the cause "
+                    "cannot be told apart.";
+        x.advice.push_back("Capture with deep mode (SessionOptions::deep, GPUDIAG_DEEP=1) or the "
+                           "PyTorch integration, which record the size and call site of each "
+                           "allocation.");
+        return x;
+    }
     const std::uint64_t r = x.rounded_bytes;
     const std::uint64_t dev_free = x.device_free_bytes;
     const std::string head = "A request of " + bytes(request) + " on device " +
                              std::to_string(device) + " ";
-    const std::string state = "reserved " + bytes(t.reserved) + ", allocated " +
-                              bytes(t.allocated_rounded) + ", free inside segments " +
-                              bytes(layout.free_in_segments) + " (largest block " +
-                              bytes(layout.largest_free) + ")" +
-                              (x.device_free_known ? ", free on the device " + bytes(dev_free)
-                                                   : std::string()) +
-                              (t.outside() > 0 ? ", outside the framework " + bytes(t.outside())
-                                               : std::string());
+    const std::string state = state_text(x, t, layout);
 
     if (layout.largest_free >= r) {
         x.cause = OomCause::kFreeBlockAvailable;

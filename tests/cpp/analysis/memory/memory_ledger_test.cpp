@@ -397,5 +397,31 @@ TEST(MemoryLedger, DistinctDevicesAreCappedWithCountedDrops) {
     EXPECT_EQ(l.totals(12).reserved, 0u);
 }
 
+// Host and managed allocations go to process-wide books, whatever device the record names,
+// and never into a device's totals.
+TEST(MemoryLedger, HostAndManagedMemoryAreBookedApartFromDevices) {
+    MemoryLedger l;
+    auto pinned = static_cast<std::uint8_t>(MemoryKind::kPinned);
+    auto managed = static_cast<std::uint8_t>(MemoryKind::kManaged);
+    l.apply(mem(EventKind::kDeviceAlloc, 1, 0x7f0000000000, 64 * kMiB));
+    l.apply(mem(EventKind::kHostAlloc, 2, 0x200000000, 512 * kMiB, kNoString, 0, pinned));
+    l.apply(mem(EventKind::kHostAlloc, 3, 0x300000000, 8 * kMiB, kNoString, kNoDevice,
+                static_cast<std::uint8_t>(MemoryKind::kPageable)));
+    l.apply(mem(EventKind::kManagedAlloc, 4, 0x7f8000000000, 256 * kMiB, kNoString, 1, managed));
+    l.apply(mem(EventKind::kHostFree, 5, 0x200000000, 0, kNoString, 0, pinned));
+    l.apply(mem(EventKind::kHostAlloc, 6, 0x210000000, 128 * kMiB, kNoString, 0, pinned));
+    l.apply(mem(EventKind::kHostFree, 7, 0x999000000, 0, kNoString, 0, pinned));  // never seen
+    EXPECT_EQ(l.devices(), (std::vector<std::uint16_t>{0}));  // device 1 only had managed memory
+    EXPECT_EQ(l.totals(0).outside(), 64 * kMiB);
+    const HostMemoryTotals& h = l.host_totals();
+    EXPECT_TRUE(h.seen);
+    EXPECT_EQ(h.pinned, 128 * kMiB);
+    EXPECT_EQ(h.peak_pinned, 512 * kMiB);
+    EXPECT_EQ(h.pageable, 8 * kMiB);
+    EXPECT_EQ(h.managed, 256 * kMiB);
+    EXPECT_EQ(h.live, 3u);
+    EXPECT_EQ(l.unmatched_frees(), 1u);
+}
+
 }  // namespace
 }  // namespace gpudiag::detail

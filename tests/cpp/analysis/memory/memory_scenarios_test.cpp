@@ -203,5 +203,114 @@ TEST(MemoryScenario, NearOom) {
     EXPECT_EQ(r->finding("near_oom")->severity, Severity::kCritical);
 }
 
+
+// Page-locked host memory (a pin_memory DataLoader, torch's host caching allocator) is host
+// RAM: it must not fill the device, be called outside the framework, or push it near OOM.
+TEST(MemoryScenario, PinnedHostMemoryIsNeverDeviceMemory) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 7 * kGiB));
+    ev.push_back(mem(EventKind::kBlockAlloc, 2, 0x10000000, 7 * kGiB));
+    auto pinned = static_cast<std::uint8_t>(MemoryKind::kPinned);
+    ev.push_back(mem(EventKind::kHostAlloc, 3, 0x200000000, 2 * kGiB, kNoString, 0, pinned));
+    // As recordings made before host memory had its own kind carry it.
+    ev.push_back(mem(EventKind::kDeviceAlloc, 4, 0x300000000, 4 * kGiB, kNoString, 0, pinned));
+    ev.push_back(mem(EventKind::kManagedAlloc, 5, 0x7f8000000000, kGiB, kNoString, 0,
+                     static_cast<std::uint8_t>(MemoryKind::kManaged)));
+    ev.push_back(mem(EventKind::kDeviceFree, 6, 0x300000000, 0, kNoString, 0, pinned));
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->finding("memory_outside_framework"), nullptr) << render_text(*r);
+    EXPECT_EQ(r->finding("near_oom"), nullptr) << render_text(*r);  // 7 of 8 GiB
+    const Section* memory = r->section("memory");
+    ASSERT_NE(memory, nullptr);
+    EXPECT_EQ(memory->figure("outside_framework_bytes")->value, 0.0);
+    EXPECT_EQ(memory->figure("peak_used_bytes")->value, double(7 * kGiB));
+    EXPECT_EQ(memory->figure("pinned_host_bytes")->value, double(2 * kGiB));
+    EXPECT_EQ(memory->figure("peak_pinned_host_bytes")->value, double(6 * kGiB));
+    EXPECT_EQ(memory->figure("managed_bytes")->value, double(kGiB));
+}
+
+// Inputs that cannot see host allocations get no host line: a zero would claim what was not seen.
+TEST(MemoryScenario, NoHostMemoryLineWithoutHostAllocationEvents) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, kGiB));
+    auto r = analyze_events(ev, SourceInfo{}, strings);
+    ASSERT_TRUE(r.is_ok());
+    ASSERT_NE(r->section("memory"), nullptr);
+    EXPECT_EQ(r->section("memory")->figure("pinned_host_bytes"), nullptr);
+}
+
+Event out_of_memory(std::uint64_t t, std::uint16_t device, std::uint64_t requested,
+                    std::uint8_t flags = 0, std::uint32_t correlation = 0) {
+    Event e;
+    e.kind = EventKind::kOutOfMemory;
+    e.device = device;
+    e.flags = flags;
+    e.thread = 7;
+    e.start_ns = e.end_ns = t;
+    e.oom.requested_bytes = requested;
+    e.oom.correlation = correlation;
+    return e;
+}
+
+// CUPTI sees a failed cudaMalloc without knowing which device the caller meant; with one device
+// in the books it is that one, and the failure is explained like any other.
+TEST(MemoryScenario, AnOomWithoutADeviceIsExplainedOnTheOnlyDevice) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 6 * kGiB, kNoString, 3));
+    ev.push_back(mem(EventKind::kBlockAlloc, 2, 0x10000000, 6 * kGiB, kNoString, 3));
+    ev.push_back(out_of_memory(3, kNoDevice, 4 * kGiB, kEventFlagRetryable, 55));
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{3, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    const Finding* oom = r->finding("out_of_memory");
+    ASSERT_NE(oom, nullptr) << render_text(*r);
+    EXPECT_EQ(oom->device, 3);
+    EXPECT_NE(oom->title.find("4.0 GiB"), std::string::npos) << oom->title;
+    EXPECT_NE(oom->title.find("too_little_memory"), std::string::npos) << oom->title;
+}
+
+// The framework's OOM hook and CUPTI see one failure twice; the one that knows the size stays.
+TEST(MemoryScenario, OneFailureSeenTwiceIsExplainedOnceWithItsSize) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 6 * kGiB));
+    ev.push_back(mem(EventKind::kBlockAlloc, 2, 0x10000000, 6 * kGiB));
+    ev.push_back(out_of_memory(1'000, 0, 0, kEventFlagRetryable, 56));  // CUPTI: size unknown
+    ev.push_back(out_of_memory(900, 0, 3 * kGiB));  // torch's hook, stamped a little earlier
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    int explained = 0;
+    for (const auto& f : r->findings) explained += f.id == "out_of_memory" ? 1 : 0;
+    EXPECT_EQ(explained, 1);
+    EXPECT_NE(r->finding("out_of_memory")->title.find("3.0 GiB"), std::string::npos);
+}
+
+// A withdrawn marker (the caller's retry succeeded) leaves no finding behind; others stay.
+TEST(MemoryScenario, AWithdrawnRetryableOomIsNoFinding) {
+    StringTable strings;
+    std::vector<Event> ev;
+    ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 6 * kGiB));
+    ev.push_back(out_of_memory(2, 0, kGiB, kEventFlagRetryable, 57));
+    ev.push_back(out_of_memory(3, 0, kGiB, kEventFlagRetryable | kEventFlagRetrySucceeded, 57));
+    SourceInfo info;
+    info.devices.push_back(DeviceInfo{0, "sim", 8 * kGiB, ""});
+    auto r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->finding("out_of_memory"), nullptr) << render_text(*r);
+    ev.push_back(out_of_memory(5'000'000'000, 0, 2 * kGiB, kEventFlagRetryable, 58));
+    r = analyze_events(ev, info, strings);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_NE(r->finding("out_of_memory"), nullptr);
+}
+
 }  // namespace
 }  // namespace gpudiag
