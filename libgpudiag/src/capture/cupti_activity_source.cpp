@@ -436,15 +436,6 @@ struct CuptiActivitySource::Impl {
         pool->top_up(static_cast<std::size_t>(std::min<std::uint64_t>(want, options.max_buffers)));
     }
 
-    void read_dropped() noexcept {
-        // Outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock came from
-        // reading it inside the completion callback under its own mutex).
-        std::size_t n = 0;
-        if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
-            cupti_dropped.fetch_add(n, std::memory_order_relaxed);
-        }
-    }
-
     void periodic_flush() noexcept {
         if (state.load(std::memory_order_acquire) != State::kActive ||
             fatal.load(std::memory_order_acquire)) {

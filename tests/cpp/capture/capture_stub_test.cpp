@@ -256,7 +256,7 @@ TEST_F(CaptureStubTest, QueueRefusalsAreCountedOnce) {
     RecordBuffer buf;
     for (std::uint64_t i = 0; i < 200; ++i) {
         buf.add(test::memory_record(true, 0x10000 + i * 0x1000, 4096, static_cast<std::uint32_t>(i),
-                                    realtime_ns()));
+                                    gpudiag_stub_cupti_now()));
     }
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     ASSERT_TRUE((*session)->report().is_ok());
@@ -276,7 +276,7 @@ TEST_F(CaptureStubTest, KernelsWithoutTimingAreReportedApartFromDrops) {
     ASSERT_TRUE((*session)->start().is_ok());
     static const char kName[] = "_Z4stepv";
     RecordBuffer buf;
-    std::uint64_t now = realtime_ns();
+    std::uint64_t now = gpudiag_stub_cupti_now();
     buf.add(test::kernel_record(kName, now, now + 1000, 1));
     for (std::uint32_t i = 0; i < 3; ++i) buf.add(test::kernel_record(kName, 0, 0, 2 + i));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
@@ -909,7 +909,7 @@ TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
         << text;
     EXPECT_EQ(gpudiag_stub_cupti_register_calls(), registrations);
     RecordBuffer buf;
-    buf.add(test::memory_record(true, 0xF000, 64, 1, realtime_ns()));
+    buf.add(test::memory_record(true, 0xF000, 64, 1, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     backend->flush();
     EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 1u);
