@@ -2,6 +2,7 @@
 // What-if results as plain text (the CLI's output) and as JSON.
 #include <gpudiag/whatif.hpp>
 
+#include "analysis/allocator/allocator_whatif.hpp"
 #include "support/format.hpp"
 #include "support/json_writer.hpp"
 
@@ -11,7 +12,6 @@
 namespace gpudiag {
 namespace {
 
-using detail::format_bytes;
 using detail::strprintf;
 
 // 1234567 -> "1,234,567"
@@ -25,7 +25,7 @@ std::string grouped(std::uint64_t v) {
     return out;
 }
 
-std::string bytes(std::uint64_t b) { return format_bytes(static_cast<double>(b)); }
+std::string bytes(std::uint64_t b) { return detail::whatif_bytes(b); }
 
 std::string row_name(const WhatIfOutcome& o) {
     if (o.label == "recorded") return "recorded (reproduction)";
@@ -33,8 +33,9 @@ std::string row_name(const WhatIfOutcome& o) {
     return o.change.empty() ? o.label : o.change;
 }
 
+// Against the baseline; the reproduction started elsewhere, so it is not compared.
 std::string relative(const WhatIfOutcome& o, const WhatIfOutcome& base) {
-    if (&o == &base || base.peak_reserved_bytes == 0) return "";
+    if (&o == &base || o.label == "recorded" || base.peak_reserved_bytes == 0) return "";
     const double d = (static_cast<double>(o.peak_reserved_bytes) - static_cast<double>(base.peak_reserved_bytes)) /
                      static_cast<double>(base.peak_reserved_bytes);
     return strprintf("%+.1f %%", d * 100.0);
@@ -81,16 +82,17 @@ void table_text(const WhatIfResult& r, std::string& out) {
     const WhatIfOutcome& base = r.outcomes.size() > 1 ? r.outcomes[1] : r.outcomes[0];
     std::size_t width = 8;
     for (const auto& o : r.outcomes) width = std::max(width, row_name(o).size());
-    out += strprintf("%-*s  %13s  %9s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width), "settings",
-                     "peak reserved", "vs base", "stranded peak", "cudaMalloc", "cudaFree", "maps/unmaps",
-                     "out of memory");
+    out += strprintf("%-*s  %13s  %8s  %11s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width), "settings",
+                     "peak reserved", "vs base", "peak in use", "stranded peak", "cudaMalloc", "cudaFree",
+                     "maps/unmaps", "out of memory");
     for (const auto& o : r.outcomes) {
         std::string maps = o.page_maps + o.page_unmaps == 0
                                ? "-"
                                : grouped(o.page_maps) + "/" + grouped(o.page_unmaps);
-        out += strprintf("%-*s  %13s  %9s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width),
+        out += strprintf("%-*s  %13s  %8s  %11s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width),
                          row_name(o).c_str(), bytes(o.peak_reserved_bytes).c_str(), relative(o, base).c_str(),
-                         bytes(o.peak_stranded_bytes).c_str(), grouped(o.device_mallocs).c_str(),
+                         bytes(o.peak_allocated_bytes).c_str(), bytes(o.peak_stranded_bytes).c_str(),
+                         grouped(o.device_mallocs).c_str(),
                          grouped(o.device_frees).c_str(), maps.c_str(), oom_cell(o).c_str());
     }
 }

@@ -6,6 +6,7 @@
 #include "support/format.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace gpudiag::detail {
 namespace {
@@ -89,7 +90,7 @@ std::vector<Variant> sweep_variants(const AllocatorSettings& recorded, bool frac
     return out;
 }
 
-std::string bytes_text(std::uint64_t b) { return format_bytes(static_cast<double>(b)); }
+std::string bytes_text(std::uint64_t b) { return whatif_bytes(b); }
 
 // Lower peak first; then fewer driver calls (cheaper); then the order tried.
 const WhatIfOutcome* best_of(const std::vector<const WhatIfOutcome*>& rows) {
@@ -283,6 +284,19 @@ void fill_reproduction(const DeviceHistory& h, const ReplayOutcome& out, WhatIfR
 }
 
 }  // namespace
+
+std::string whatif_bytes(std::uint64_t bytes) {
+    static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = static_cast<double>(bytes);
+    std::size_t unit = 0;
+    while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
+        v /= 1024.0;
+        ++unit;
+    }
+    if (unit == 0) return std::to_string(bytes) + " B";
+    const int decimals = v < 10 ? 2 : v < 100 ? 1 : 0;
+    return strprintf("%.*f %s", decimals, v, kUnits[unit]);
+}
 
 Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOptions& options) {
     Plan plan;

@@ -12,6 +12,10 @@
 
 namespace gpudiag::detail {
 
+/// Bytes with three significant digits ("1.77 GiB", "228 MiB"): what-if figures differ by a few
+/// percent, which one decimal of a GiB would hide.
+std::string whatif_bytes(std::uint64_t bytes);
+
 /// Runs the what-if on a history collected from a source. Errors as whatif_file.
 Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOptions& options);
 
