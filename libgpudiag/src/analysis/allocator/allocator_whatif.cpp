@@ -134,9 +134,16 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const 
         a.best_change = best->change;
         a.best_peak_reserved_bytes = best->peak_reserved_bytes;
         a.oom_avoided = true;
-        a.sentence = "With " + best->change + " the out-of-memory failure would not recur: the peak "
-                     "reserved would be " + bytes_text(best->peak_reserved_bytes) +
-                     (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) + ".";
+        if (a.recorded_oom) {
+            a.sentence = "With " + best->change + " the out-of-memory failure would not recur: the peak "
+                         "reserved would be " + bytes_text(best->peak_reserved_bytes) +
+                         (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) + ".";
+        } else {
+            a.sentence = "Within " + bytes_text(capacity) + " the recorded settings run out of memory at "
+                         "history entry " + std::to_string(baseline.oom_entry + 1) + " (a " +
+                         bytes_text(baseline.oom_request_bytes) + " request); with " + best->change +
+                         " the program fits, with a peak reserved of " + bytes_text(best->peak_reserved_bytes) + ".";
+        }
         return a;
     }
     if (best == nullptr || best->peak_reserved_bytes >= baseline.peak_reserved_bytes) {
@@ -153,6 +160,13 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const 
                  " instead of " + peak_now + " (" + format_percent(saved / static_cast<double>(baseline.peak_reserved_bytes)) +
                  " less).";
     return a;
+}
+
+// "key=value" as PYTORCH_CUDA_ALLOC_CONF writes it ("key:value").
+std::string conf_form(std::string text) {
+    const std::size_t eq = text.find('=');
+    if (eq != std::string::npos && text.find(':') > eq) text[eq] = ':';
+    return text;
 }
 
 struct Plan {
@@ -175,7 +189,7 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
     for (const std::string& s : options.settings) {
         GPUDIAG_RETURN_IF_ERROR(apply_allocator_conf(chosen.settings, s));
         if (!chosen.change.empty()) chosen.change += ',';
-        chosen.change += s;
+        chosen.change += conf_form(s);
     }
     plan.limits.capacity_bytes = options.capacity_bytes;
     plan.limits.device_total_bytes = options.device_total_bytes;
@@ -186,7 +200,10 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
     }
     if (!options.settings.empty()) plan.variants.push_back(chosen);
     if (options.sweep) {
-        for (Variant& v : sweep_variants(plan.recorded, plan.fraction_applies)) plan.variants.push_back(std::move(v));
+        for (Variant& v : sweep_variants(plan.recorded, plan.fraction_applies)) {
+            // A sweep row equal to the chosen settings would only repeat it.
+            if (options.settings.empty() || !(v.settings == chosen.settings)) plan.variants.push_back(std::move(v));
+        }
     }
     plan.start = plan.device->start.empty() ? WhatIfStart::kRecordedState : WhatIfStart::kLiveBlocks;
     return Status::ok();
@@ -341,7 +358,10 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     r.advice = conclude(r.outcomes[1], tried, options.capacity_bytes, r.reproduction.exact).sentence;
 
     add_notes(history, plan, r);
-    if (r.history_from_start && r.outcomes[1].peak_reserved_bytes != r.outcomes[0].peak_reserved_bytes) {
+    // The baseline differs from the reproduction only by its addresses when no limit applies.
+    const bool comparable = r.history_from_start && options.capacity_bytes == 0 && r.outcomes[1].replayed_to_end &&
+                            r.outcomes[0].replayed_to_end;
+    if (comparable && r.outcomes[1].peak_reserved_bytes != r.outcomes[0].peak_reserved_bytes) {
         r.notes.push_back("With invented segment addresses the recorded settings peak at " +
                           bytes_text(r.outcomes[1].peak_reserved_bytes) + " instead of " +
                           bytes_text(r.outcomes[0].peak_reserved_bytes) +
