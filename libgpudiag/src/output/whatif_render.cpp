@@ -103,6 +103,8 @@ std::string render_text(const WhatIfResult& r) {
     out += "History: " + grouped(r.history_entries) + " entries (" + grouped(r.allocations) + " allocations)";
     if (r.history_from_start) {
         out += " from the device's first segment on.\n";
+    } else if (r.segments_before_history == 0) {
+        out += "; the state before it is unknown (no segments recorded).\n";
     } else {
         out += ", starting after " + grouped(r.segments_before_history) + " segments and " +
                grouped(r.live_blocks_before_history) + " live blocks existed (rebuilt from the final state).\n";

@@ -227,7 +227,7 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
         r.notes.push_back("The recorded settings could not be read (" + history.settings_problem() +
                           "); torch's defaults were assumed.");
     }
-    if (!r.history_from_start) {
+    if (r.segments_before_history > 0) {
         r.notes.push_back(
             "The history starts after " + std::to_string(r.segments_before_history) +
             " segments existed (a trace ring buffer keeps only the last entries); the state at its "
@@ -324,7 +324,8 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     r.device = h.device;
     r.history_entries = h.ops.size();
     r.allocations = h.allocations;
-    r.history_from_start = h.start.empty();
+    // Only a source that records segments shows that nothing existed before its history.
+    r.history_from_start = h.start.empty() && h.has_segment_records;
     r.segments_before_history = h.start.size();
     r.live_blocks_before_history = live_blocks(h);
     r.settings_recorded = history.settings_recorded();
@@ -358,6 +359,17 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     r.advice = conclude(r.outcomes[1], tried, options.capacity_bytes, r.reproduction.exact).sentence;
 
     add_notes(history, plan, r);
+    if (!h.has_segment_records) {
+        r.notes.insert(r.notes.begin(),
+                       "The input records block allocations but not the allocator's segments, so "
+                       "what was allocated before it started is unknown: the replay starts from an "
+                       "empty allocator and its figures cover the allocations the input holds.");
+    }
+    if (reproduced.unknown_frees > 0) {
+        r.notes.push_back(std::to_string(reproduced.unknown_frees) +
+                          " frees name blocks the replay does not hold (allocated before the history "
+                          "and not in the recorded state): they were skipped.");
+    }
     // The baseline differs from the reproduction only by its addresses when no limit applies.
     const bool comparable = r.history_from_start && options.capacity_bytes == 0 && r.outcomes[1].replayed_to_end &&
                             r.outcomes[0].replayed_to_end;
