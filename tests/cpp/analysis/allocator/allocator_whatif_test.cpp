@@ -295,6 +295,34 @@ TEST(AllocatorWhatIf, RebuildsTheStateBeforeALateHistory) {
     EXPECT_EQ(r->outcomes[1].start, WhatIfStart::kLiveBlocks);
 }
 
+TEST(AllocatorWhatIf, ReproducesExpandableSegmentsPageByPage) {
+    // What torch records under expandable_segments:True for a 30 MiB then a 15 MiB request, both
+    // freed, then torch.cuda.empty_cache(): pages mapped as the segment grows, unmapped at once.
+    auto page_event = [](EventKind kind, std::uint64_t address, std::uint64_t bytes) {
+        return memory(kind, address, bytes, kEventFlagExpandable);
+    };
+    std::vector<Event> e;
+    e.push_back(page_event(EventKind::kSegmentAlloc, kA, 40 * MiB));
+    e.push_back(alloc(kA, 30 * MiB));
+    e.push_back(page_event(EventKind::kSegmentAlloc, kA + 40 * MiB, 20 * MiB));
+    e.push_back(alloc(kA + 30 * MiB, 15 * MiB));
+    free_block(e, kA, 30 * MiB);
+    free_block(e, kA + 30 * MiB, 15 * MiB);
+    e.push_back(page_event(EventKind::kSegmentFree, kA, 60 * MiB));
+    SourceInfo info = snapshot_info();
+    info.properties[2].second = "true";  // expandable_segments
+    StringTable strings;
+    auto r = whatif_events(e, info, strings);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_EQ(r->recorded_settings, "expandable_segments:True");
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    EXPECT_EQ(r->reproduction.matching_segment_actions, 3u);
+    EXPECT_EQ(r->reproduction.modelled_peak_reserved_bytes, 60 * MiB);
+    EXPECT_EQ(r->outcomes[0].page_maps, 2u);
+    EXPECT_EQ(r->outcomes[0].page_unmaps, 1u);
+    EXPECT_EQ(r->outcomes[0].final_reserved_bytes, 0u);
+}
+
 TEST(AllocatorWhatIf, RefusesInputsWithoutHistoryAndBadSettings) {
     std::vector<Event> state_only = {synthetic(segment(kA, 20 * MiB)), synthetic(alloc(kA, 5 * MiB))};
     EXPECT_EQ(whatif(state_only).status().code(), StatusCode::kFailedPrecondition);
