@@ -271,7 +271,7 @@ bool CachingAllocatorModel::free_requested(std::uint64_t handle) {
 
 bool CachingAllocatorModel::free(std::uint64_t handle) {
     auto it = live_.find(handle);
-    if (it == live_.end()) return false;
+    if (it == live_.end()) return completed_early_.erase(handle) != 0;
     Block* b = it->second;
     live_.erase(it);
     if (b->allocated) {
@@ -469,6 +469,7 @@ void CachingAllocatorModel::release_cached_blocks() {
     pending.swap(pending_);
     for (Block* b : pending) {
         live_.erase(b->handle);
+        completed_early_.insert(b->handle);
         free_block(b);
     }
     release_blocks(*large_);
@@ -679,90 +680,104 @@ void CachingAllocatorModel::release_expandable_segment(Block* b) {
 
 // ---- the state before a history ----
 
-Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream,
-                                            bool small, bool expandable, std::vector<InitialBlock> blocks) {
-    if (bytes == 0) return invalid_argument("a segment of 0 bytes");
-    std::sort(blocks.begin(), blocks.end(),
-              [](const InitialBlock& a, const InitialBlock& b) { return a.address < b.address; });
-    const std::uint64_t end = address + bytes;
-    // Sizes: at least the rounded request; an unsplit large-pool block also owns a remainder of
-    // 1 MiB or less, and an oversize block its whole free range (torch would not split them).
-    std::vector<std::uint64_t> sizes(blocks.size());
+// Sizes of blocks live before a history: at least the rounded request; an unsplit large-pool
+// block also owns a remainder of 1 MiB or less, and an oversize block its whole free range
+// (torch would not have split them off).
+Status CachingAllocatorModel::initial_sizes(std::uint64_t end, bool small, bool expandable,
+                                            const std::vector<InitialBlock>& blocks,
+                                            std::vector<std::uint64_t>& sizes) const {
+    sizes.assign(blocks.size(), 0);
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         const InitialBlock& b = blocks[i];
         const std::uint64_t limit = i + 1 < blocks.size() ? blocks[i + 1].address : end;
         std::uint64_t size = std::max(b.bytes, round_size(std::max<std::uint64_t>(b.requested, 1)));
-        if (b.address < address || b.address >= limit || limit - b.address < size) {
-            return invalid_argument("blocks overlap or leave their segment");
-        }
+        if (b.address >= limit || limit - b.address < size) return invalid_argument("blocks overlap or leave their segment");
         if (!small && !expandable && !settings_.expandable_segments) {
             const std::uint64_t gap = limit - b.address - size;
             if (gap <= kSmallSize || size >= settings_.max_split_size) size = limit - b.address;
         }
         sizes[i] = size;
     }
+    return Status::ok();
+}
+
+// The expandable segment a mapped range [address, end) belongs to (a new one starting there when
+// none covers it); the unmapped block covering the range is cut around it. `before` and `after`
+// are the neighbours the range's blocks will sit between.
+Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t stream, std::uint64_t address,
+                                                 std::uint64_t end, Expandable*& es, Block*& before,
+                                                 Block*& after) {
+    for (auto& e : expandables_) {
+        if (e->stream == stream && e->small == pool.small && address >= e->base && end <= e->base + e->bytes) {
+            es = e.get();
+        }
+    }
+    if (es == nullptr) {
+        auto fresh = std::make_unique<Expandable>();
+        fresh->page = pool.small ? kSmallBuffer : settings_.large_segment_size;
+        const std::uint64_t span = std::max(device_total() + device_total() / 8, end - address);
+        fresh->bytes = (span + fresh->page - 1) / fresh->page * fresh->page;
+        fresh->base = address;
+        fresh->stream = stream;
+        fresh->small = pool.small;
+        es = fresh.get();
+        expandables_.push_back(std::move(fresh));
+        Block* all = new_block();
+        all->ptr = es->base;
+        all->size = es->bytes;
+        all->stream = stream;
+        all->pool = &pool;
+        all->expandable = es;
+        all->mapped = false;
+        pool.unmapped.insert(all);
+    }
+    Block* gap = nullptr;
+    for (Block* u : pool.unmapped) {
+        if (u->expandable == es && u->ptr <= address && u->ptr + u->size >= end) gap = u;
+    }
+    if (gap == nullptr) return invalid_argument("expandable ranges overlap");
+    pool.unmapped.erase(gap);
+    before = gap->prev;
+    after = gap->next;
+    if (gap->ptr < address) {
+        Block* head = new_block();
+        *head = *gap;
+        head->size = address - gap->ptr;
+        head->prev = before;
+        if (before != nullptr) before->next = head;
+        pool.unmapped.insert(head);
+        before = head;
+    }
+    if (gap->ptr + gap->size > end) {
+        Block* tail = new_block();
+        *tail = *gap;
+        tail->ptr = end;
+        tail->size = gap->ptr + gap->size - end;
+        tail->next = after;
+        if (after != nullptr) after->prev = tail;
+        pool.unmapped.insert(tail);
+        after = tail;
+    }
+    delete_block(gap);
+    return Status::ok();
+}
+
+Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream,
+                                            bool small, bool expandable, std::vector<InitialBlock> blocks) {
+    if (bytes == 0) return invalid_argument("a segment of 0 bytes");
+    std::sort(blocks.begin(), blocks.end(),
+              [](const InitialBlock& a, const InitialBlock& b) { return a.address < b.address; });
+    const std::uint64_t end = address + bytes;
+    if (!blocks.empty() && blocks.front().address < address) return invalid_argument("blocks leave their segment");
+    std::vector<std::uint64_t> sizes;
+    GPUDIAG_RETURN_IF_ERROR(initial_sizes(end, small, expandable, blocks, sizes));
     Pool& pool = pool_for(small);
     Expandable* es = nullptr;
-    Block* before = nullptr;  // the block the new range follows in its segment
+    Block* before = nullptr;
     Block* after = nullptr;
-    if (expandable) {
-        for (auto& e : expandables_) {
-            if (e->stream == stream && e->small == small && address >= e->base && end <= e->base + e->bytes) {
-                es = e.get();
-            }
-        }
-        if (es == nullptr) {
-            auto fresh = std::make_unique<Expandable>();
-            fresh->page = small ? kSmallBuffer : settings_.large_segment_size;
-            const std::uint64_t span = std::max(device_total() + device_total() / 8, bytes);
-            fresh->bytes = (span + fresh->page - 1) / fresh->page * fresh->page;
-            fresh->base = address;
-            fresh->stream = stream;
-            fresh->small = small;
-            es = fresh.get();
-            expandables_.push_back(std::move(fresh));
-            Block* all = new_block();
-            all->ptr = es->base;
-            all->size = es->bytes;
-            all->stream = stream;
-            all->pool = &pool;
-            all->expandable = es;
-            all->mapped = false;
-            pool.unmapped.insert(all);
-        }
-        // Carve the range out of the unmapped block that covers it.
-        Block* gap = nullptr;
-        for (Block* u : pool.unmapped) {
-            if (u->expandable == es && u->ptr <= address && u->ptr + u->size >= end) gap = u;
-        }
-        if (gap == nullptr) return invalid_argument("expandable ranges overlap");
-        pool.unmapped.erase(gap);
-        before = gap->prev;
-        after = gap->next;
-        if (gap->ptr < address) {
-            Block* head = new_block();
-            *head = *gap;
-            head->size = address - gap->ptr;
-            head->prev = before;
-            if (before != nullptr) before->next = head;
-            pool.unmapped.insert(head);
-            before = head;
-        }
-        if (gap->ptr + gap->size > end) {
-            Block* tail = new_block();
-            *tail = *gap;
-            tail->ptr = end;
-            tail->size = gap->ptr + gap->size - end;
-            tail->next = after;
-            if (after != nullptr) after->prev = tail;
-            pool.unmapped.insert(tail);
-            after = tail;
-        }
-        delete_block(gap);
-    }
-    // Lay out the range: live blocks where given, free blocks in between.
+    if (expandable) GPUDIAG_RETURN_IF_ERROR(carve_mapped_range(pool, stream, address, end, es, before, after));
+    // The range: live blocks where given, free blocks in between.
     std::vector<Block*> chain;
-    std::uint64_t cursor = address;
     auto piece = [&](std::uint64_t ptr, std::uint64_t size) {
         Block* p = new_block();
         p->ptr = ptr;
@@ -773,6 +788,7 @@ Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t
         chain.push_back(p);
         return p;
     };
+    std::uint64_t cursor = address;
     for (std::size_t i = 0; i < blocks.size(); ++i) {
         if (blocks[i].address > cursor) piece(cursor, blocks[i].address - cursor);
         Block* b = piece(blocks[i].address, sizes[i]);
@@ -791,14 +807,14 @@ Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t
     if (after != nullptr) after->prev = chain.back();
     add_reserved(bytes);
     for (Block* b : chain) {
-        if (b->allocated || b->pending) {
-            live_[b->handle] = b;
-            stats_.active += b->size;
-            if (b->allocated) stats_.allocated += b->size;
-            if (b->pending) pending_.push_back(b);
-        } else {
+        if (!b->allocated && !b->pending) {
             pool_insert(b);
+            continue;
         }
+        live_[b->handle] = b;
+        stats_.active += b->size;
+        if (b->allocated) stats_.allocated += b->size;
+        if (b->pending) pending_.push_back(b);
     }
     note_peaks();
     return Status::ok();

@@ -32,6 +32,7 @@
 #include <memory_resource>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -125,8 +126,8 @@ public:
     /// The program freed it, but other streams may still use it: not reusable yet. False when
     /// the handle is not live.
     bool free_requested(std::uint64_t handle);
-    /// The free completes (at once, or once the streams caught up). False when not live (a
-    /// pending free already completed by a cache release).
+    /// The free completes (at once, or once the streams caught up); true too when a cache
+    /// release already completed it. False when the handle is not known.
     bool free(std::uint64_t handle);
     /// torch.cuda.empty_cache(): completes pending frees and releases every unsplit cached
     /// segment and every free expandable page.
@@ -207,6 +208,12 @@ private:
     void release_expandable_segment(Block* b);
     Expandable* new_expandable(Pool& pool, std::uint32_t stream);
 
+    // The state before a history.
+    Status initial_sizes(std::uint64_t end, bool small, bool expandable, const std::vector<InitialBlock>& blocks,
+                         std::vector<std::uint64_t>& sizes) const;
+    Status carve_mapped_range(Pool& pool, std::uint32_t stream, std::uint64_t address, std::uint64_t end,
+                              Expandable*& es, Block*& before, Block*& after);
+
     void add_reserved(std::uint64_t bytes);
     void sub_reserved(std::uint64_t bytes);
     void note_peaks();
@@ -223,6 +230,7 @@ private:
     std::vector<std::unique_ptr<Expandable>> expandables_;
     std::unordered_map<std::uint64_t, Block*> live_;  // handle -> allocated or pending block
     std::vector<Block*> pending_;                     // freed, waiting for other streams
+    std::unordered_set<std::uint64_t> completed_early_;  // pending frees a cache release completed
     ModelStats stats_;
     bool log_actions_ = false;
     std::vector<DeviceAction> actions_;

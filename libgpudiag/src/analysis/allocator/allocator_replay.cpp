@@ -108,9 +108,11 @@ ReplayOutcome replay(const DeviceHistory& h, const ReplayConfig& config) {
                 ++out.allocations;
                 const std::uint64_t ptr = model.malloc(op.handle, op.bytes, op.stream);
                 if (ptr == 0) {
+                    if (!out.new_oom) {
+                        out.oom_entry = i;
+                        out.oom_request = op.bytes;
+                    }
                     out.new_oom = true;
-                    out.oom_entry = i;
-                    out.oom_request = op.bytes;
                     if (config.stop_at_new_oom) out.replayed_to_end = false;
                 } else if (ptr == op.handle) {
                     ++out.at_recorded_address;
@@ -121,7 +123,6 @@ ReplayOutcome replay(const DeviceHistory& h, const ReplayConfig& config) {
                 if (!model.free_requested(op.handle)) ++out.unknown_frees;
                 break;
             case HistoryOp::Kind::kFree:
-                // False also when a cache release already completed this pending free.
                 if (!model.free(op.handle)) ++out.unknown_frees;
                 break;
             case HistoryOp::Kind::kReleaseCache: model.empty_cache(); break;

@@ -189,8 +189,10 @@ TEST(AllocatorModel, PendingFreesAreNotReusedUntilTheyComplete) {
     // A cache release waits for the streams: it completes pending frees.
     t.m.free_requested(3);
     t.m.empty_cache();
-    EXPECT_FALSE(t.m.free(3));
     EXPECT_EQ(t.m.live_blocks(), 1u);
+    EXPECT_TRUE(t.m.free(3));  // the recorded completion comes later: nothing left to do
+    EXPECT_FALSE(t.m.free(3));
+    EXPECT_FALSE(t.m.free(99));
 }
 
 TEST(AllocatorModel, StreamsKeepTheirOwnBlocks) {
