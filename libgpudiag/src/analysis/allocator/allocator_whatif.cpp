@@ -6,6 +6,7 @@
 #include "support/format.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 namespace gpudiag::detail {
@@ -71,20 +72,20 @@ WhatIfOutcome to_outcome(const Variant& v, WhatIfStart start, const ReplayOutcom
     return o;
 }
 
-// The usual advice, one change at a time over the recorded settings.
-std::vector<Variant> sweep_variants(const AllocatorSettings& recorded, bool fraction_applies) {
+// The usual advice, one change at a time over the base settings.
+std::vector<Variant> sweep_variants(const AllocatorSettings& base, bool fraction_applies) {
     std::vector<Variant> out;
     auto add = [&](const std::string& change) {
         Variant v;
         v.label = "sweep";
         v.change = change;
-        v.settings = recorded;
-        if (!apply_allocator_conf(v.settings, change).is_ok() || v.settings == recorded) return;
+        v.settings = base;
+        if (!apply_allocator_conf(v.settings, change).is_ok() || v.settings == base) return;
         out.push_back(std::move(v));
     };
-    add(recorded.expandable_segments ? "expandable_segments:False" : "expandable_segments:True");
+    add(base.expandable_segments ? "expandable_segments:False" : "expandable_segments:True");
     for (const char* mb : {"128", "256", "512"}) add(std::string("max_split_size_mb:") + mb);
-    if (recorded.max_split_size != kNoSplitLimit) add("max_split_size_mb:none");
+    if (base.max_split_size != kNoSplitLimit) add("max_split_size_mb:none");
     add("roundup_power2_divisions:4");
     if (fraction_applies) add("garbage_collection_threshold:0.8");
     return out;
@@ -172,6 +173,9 @@ std::string conf_form(std::string text) {
 struct Plan {
     const DeviceHistory* device = nullptr;
     AllocatorSettings recorded;
+    /// What the baseline and the sweep vary from: the recorded settings under the chosen memory
+    /// fraction (a limit on the program, like the capacity, not a placement choice).
+    AllocatorSettings base;
     std::vector<Variant> variants;  // chosen and sweep
     DeviceLimits limits;
     bool fraction_applies = false;
@@ -198,9 +202,11 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
         return invalid_argument("per_process_memory_fraction is a fraction of the device's memory: "
                                 "give the capacity or the device's total memory too");
     }
-    if (!options.settings.empty()) plan.variants.push_back(chosen);
+    plan.base = plan.recorded;
+    plan.base.memory_fraction = chosen.settings.memory_fraction;
+    if (!options.settings.empty() && !(chosen.settings == plan.base)) plan.variants.push_back(chosen);
     if (options.sweep) {
-        for (Variant& v : sweep_variants(plan.recorded, plan.fraction_applies)) {
+        for (Variant& v : sweep_variants(plan.base, plan.fraction_applies)) {
             // A sweep row equal to the chosen settings would only repeat it.
             if (options.settings.empty() || !(v.settings == chosen.settings)) plan.variants.push_back(std::move(v));
         }
@@ -250,6 +256,12 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
         r.notes.push_back("Each recorded out-of-memory failure is replayed against the memory the "
                           "allocator could reach at that moment (what it held plus what the driver "
                           "reported free); elsewhere no limit is assumed.");
+    }
+    if (plan.base.memory_fraction < 1.0) {
+        char fraction[32];
+        std::snprintf(fraction, sizeof fraction, "%g", plan.base.memory_fraction);
+        r.notes.push_back(std::string("per_process_memory_fraction:") + fraction +
+                          " caps the baseline and every row after it (the reproduction runs as recorded).");
     }
     if (!plan.fraction_applies) {
         r.notes.push_back("garbage_collection_threshold acts only with a per-process memory fraction "
@@ -349,8 +361,8 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     r.outcomes.push_back(to_outcome(recorded, WhatIfStart::kRecordedState, reproduced));
 
     // The baseline: the recorded settings replayed the way the tried ones are.
-    Variant baseline{"baseline", "", plan.recorded};
-    r.outcomes.push_back(to_outcome(baseline, plan.start, replay(h, config_for(plan, plan.recorded))));
+    Variant baseline{"baseline", "", plan.base};
+    r.outcomes.push_back(to_outcome(baseline, plan.start, replay(h, config_for(plan, plan.base))));
     for (const Variant& v : plan.variants) {
         r.outcomes.push_back(to_outcome(v, plan.start, replay(h, config_for(plan, v.settings))));
     }
