@@ -23,6 +23,12 @@
 //    (and pending frees) -> retry -> fail.
 // Not modelled: CUDA graph private pools and MemPools (their allocations are treated as the
 // default pool's), the free-memory callbacks, and IPC.
+//
+// Versions (read: torch ~2.2, ~2.4 and ~2.10 sources): the placement rules above are the same
+// throughout. Later versions made configurable what was fixed (max_non_split_rounding_mb,
+// large_segment_size_mb; defaults as before), skip expandable blocks when releasing oversize
+// ones, and cap memory only for fractions below 1 (earlier, whenever a fraction was set); the
+// model follows the later behaviour. The corpus snapshots come from torch 2.6-2.10.
 #pragma once
 
 #include "analysis/allocator/allocator_settings.hpp"
