@@ -30,4 +30,5 @@ PYBIND11_MODULE(_core, m) {
     gpudiag::python::bind_capture(m);
     gpudiag::python::bind_event(m);
     gpudiag::python::bind_session(m);
+    gpudiag::python::bind_whatif(m);
 }

@@ -43,6 +43,7 @@ from gpudiag._session import (
     watch_memory,
 )
 from gpudiag._status import Status, status
+from gpudiag._whatif import whatif
 from gpudiag.report import Finding, Report
 
 __version__: str = str(_core.__version__)
@@ -75,6 +76,7 @@ __all__ = [
     "step",
     "stop",
     "watch_memory",
+    "whatif",
 ]
 
 

@@ -32,7 +32,8 @@ enum class EventKind : std::uint8_t {
     kPoolResize = 5,     ///< a pool's reserved size changed; bytes = reserved, aux = utilized
     kVmMap = 6,          ///< virtual-memory map (cuMemMap); bytes = mapped, aux = physical bytes
     kVmUnmap = 7,
-    kSegmentAlloc = 8,   ///< a framework allocator reserved a segment (torch caching allocator)
+    kSegmentAlloc = 8,   ///< a framework allocator reserved a segment (torch caching allocator);
+                         ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known
     kSegmentFree = 9,
     kBlockAlloc = 10,    ///< a framework block handed to the program; bytes = rounded,
                          ///< aux = requested, extra = segment id (0 = unknown)
@@ -279,6 +280,11 @@ struct Event {
 static_assert(sizeof(Event) == 64, "Event must stay 64 bytes: rings and recordings store it raw");
 static_assert(std::is_trivially_copyable_v<Event>, "Event must be trivially copyable");
 static_assert(std::is_standard_layout_v<Event>, "Event must have a standard layout");
+
+/// kSegmentAlloc's aux: which pool of torch's caching allocator the segment belongs to.
+inline constexpr std::uint64_t kSegmentPoolUnknown = 0;
+inline constexpr std::uint64_t kSegmentPoolSmall = 1;  ///< requests up to 1 MiB
+inline constexpr std::uint64_t kSegmentPoolLarge = 2;
 
 /// True for kinds whose payload is MemoryPayload.
 constexpr bool is_memory_event(EventKind k) noexcept {

@@ -13,3 +13,4 @@
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
 #include <gpudiag/version.hpp>
+#include <gpudiag/whatif.hpp>

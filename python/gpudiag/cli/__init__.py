@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``gpudiag`` command line: one module per subcommand (run, analyze, export, demo)."""
+"""The ``gpudiag`` command line: one module per subcommand (run, analyze, export, whatif, demo)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from gpudiag import __version__
-    from gpudiag.cli import analyze, demo, export, run
+    from gpudiag.cli import analyze, demo, export, run, whatif
 
     parser = _Parser(
         prog="gpudiag",
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpudiag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (run, analyze, export, demo):
+    for module in (run, analyze, export, whatif, demo):
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
                            epilog=EXIT_CODES_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)

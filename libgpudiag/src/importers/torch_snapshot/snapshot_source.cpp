@@ -48,6 +48,13 @@ struct TracedAddress {
     std::uint32_t allocs = 0;  // allocations of this address in the trace
 };
 
+// A segment whose first traced event is its free: it existed before the trace window.
+struct SegmentFreedBefore {
+    std::uint64_t address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t stream = 0;
+};
+
 struct DeviceHistory {
     std::uint64_t entries = 0;
     std::uint64_t first_ns = 0;
@@ -55,7 +62,7 @@ struct DeviceHistory {
     std::unordered_map<std::uint64_t, TracedAddress> blocks;
     std::unordered_map<std::uint64_t, bool> segments;  // first event was a free
     std::vector<SnapshotBlock> freed_before;            // allocated before the window
-    std::vector<std::pair<std::uint64_t, std::uint64_t>> segments_freed_before;  // addr, size
+    std::vector<SegmentFreedBefore> segments_freed_before;
     std::vector<std::pair<std::uint64_t, std::int64_t>> map_deltas;  // addr, +mapped/-unmapped
 };
 
@@ -105,7 +112,7 @@ public:
             case TraceAction::kSegmentAlloc: h.segments.try_emplace(e.address, false); break;
             case TraceAction::kSegmentFree:
                 if (h.segments.try_emplace(e.address, true).second) {
-                    h.segments_freed_before.emplace_back(e.address, e.size);
+                    h.segments_freed_before.push_back(SegmentFreedBefore{e.address, e.size, e.stream});
                 }
                 break;
             case TraceAction::kSegmentMap:
@@ -357,12 +364,12 @@ private:
                     }
                 }
                 emit_segment_alloc(device, t0, s->address, size, stream_id(s->stream), s->site,
-                                   s->expandable, true);
+                                   s->expandable, true, pool_of(*s));
             }
         }
         if (h != nullptr) {
-            for (const auto& [addr, size] : h->segments_freed_before) {
-                emit_segment_alloc(device, t0, addr, size, 0, kNoString, false, true);
+            for (const SegmentFreedBefore& f : h->segments_freed_before) {
+                emit_segment_alloc(device, t0, f.address, f.size, stream_id(f.stream), kNoString, false, true);
             }
         }
         if (fit != final_by_device_.end()) {
@@ -430,7 +437,7 @@ private:
                 emit_segment_alloc(e.device, t, e.address, e.size, stream, e.site,
                                    e.action == TraceAction::kSegmentMap ||
                                        expandable_at(e.device, e.address),
-                                   false);
+                                   false, pool_at(e.device, e.address));
                 break;
             case TraceAction::kSegmentFree:
             case TraceAction::kSegmentUnmap:
@@ -461,6 +468,23 @@ private:
             }
         }
         return expandable_setting_;
+    }
+
+    static std::uint64_t pool_of(const SnapshotSegment& s) {
+        return s.small_pool ? kSegmentPoolSmall : kSegmentPoolLarge;
+    }
+
+    // The pool of the final segment holding `address` (trace entries do not name it).
+    std::uint64_t pool_at(std::uint16_t device, std::uint64_t address) const {
+        auto fit = final_by_device_.find(device);
+        if (fit == final_by_device_.end()) return kSegmentPoolUnknown;
+        const auto& segs = fit->second;
+        auto it = std::upper_bound(segs.begin(), segs.end(), address,
+                                   [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+        if (it == segs.begin() || address - (*(it - 1))->address >= (*(it - 1))->total_size) {
+            return kSegmentPoolUnknown;
+        }
+        return pool_of(**(it - 1));
     }
 
     const SnapshotBlock* final_block(std::uint16_t device, std::uint64_t address) const {
@@ -556,7 +580,7 @@ private:
             auto it = sim_.segments.find(s->address);
             if (it == sim_.segments.end() || it->second.first != s->total_size) {
                 emit_segment_alloc(device, t, s->address, s->total_size, stream_id(s->stream), s->site,
-                                   s->expandable, true);
+                                   s->expandable, true, pool_of(*s));
             }
         }
         for (const SnapshotSegment* s : finals) {
@@ -614,13 +638,15 @@ private:
         push(ev);
     }
     void emit_segment_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                            std::uint32_t stream, StringId site, bool expandable, bool synthetic) {
+                            std::uint32_t stream, StringId site, bool expandable, bool synthetic,
+                            std::uint64_t pool = kSegmentPoolUnknown) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kSegmentAlloc, device, t, synthetic);
         if (expandable) ev.flags |= kEventFlagExpandable;
         ev.stream = stream;
         ev.memory.address = addr;
         ev.memory.bytes = size;
+        ev.memory.aux = pool;
         ev.memory.site = site;
         sim_.map(addr, size, expandable);
         push(ev);

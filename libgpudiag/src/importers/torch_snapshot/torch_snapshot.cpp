@@ -346,6 +346,18 @@ std::string scalar_text(const PickleValue& v) {
     }
 }
 
+// A dict of scalars as "[key:value,...]"; "" when it holds anything else.
+std::string flat_dict_text(const PickleValue& dict) {
+    std::string out = "[";
+    const auto& items = dict.items();
+    for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        if (items[i]->is_container() || items[i + 1]->is_container()) return {};
+        if (i > 0) out += ',';
+        out += scalar_text(*items[i]) + ":" + scalar_text(*items[i + 1]);
+    }
+    return out + "]";
+}
+
 Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVisitor& visitor) {
     if (!root) return root.status();
     const PickleValue& r = **root;
@@ -359,8 +371,15 @@ Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVi
         settings != nullptr && settings->kind() == PickleValue::Kind::kDict) {
         const auto& items = settings->items();
         for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-            if (!items[i]->is_string() || items[i + 1]->is_container()) continue;
-            visitor.on_setting(std::string(items[i]->as_string()), scalar_text(*items[i + 1]));
+            if (!items[i]->is_string()) continue;
+            const PickleValue& v = *items[i + 1];
+            if (v.kind() == PickleValue::Kind::kDict) {
+                // roundup_power2_divisions: {"1": 0, "2": 0, ...} -> "[1:0,2:0,...]", the form
+                // PYTORCH_CUDA_ALLOC_CONF takes.
+                visitor.on_setting(std::string(items[i]->as_string()), flat_dict_text(v));
+            } else if (!v.is_container()) {
+                visitor.on_setting(std::string(items[i]->as_string()), scalar_text(v));
+            }
         }
     }
     return Status::ok();

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: Apache-2.0
+"""``gpudiag.whatif()``: a program's allocations replayed under other caching-allocator settings."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Union
+
+from gpudiag import _core
+from gpudiag._errors import InvalidArgumentError
+from gpudiag._format import parse_size
+
+PathLike = Union[str, Path]
+Size = Union[int, float, str]
+
+
+def _bytes(value: Size | None, what: str) -> int:
+    if value is None:
+        return 0
+    try:
+        return parse_size(value)
+    except ValueError as e:
+        raise InvalidArgumentError(f"{what}: {e}") from None
+
+
+def whatif(
+    path: PathLike,
+    *,
+    settings: str | Sequence[str] = (),
+    capacity: Size | None = None,
+    device_total: Size | None = None,
+    sweep: bool = True,
+    device: int | None = None,
+) -> _core.WhatIfResult:
+    """Replays the allocation history in ``path`` through a model of PyTorch's CUDA caching
+    allocator and predicts, per setting, the peak reserved memory, the memory stranded in split
+    segments, the cudaMalloc/cudaFree calls and whether an out-of-memory failure recurs.
+
+    The first outcome reproduces the recording under its own settings; ``result.reproduction``
+    says how exactly (segment by segment, block by block).
+
+    Args:
+        path: a torch memory snapshot taken with its history
+            (``torch.cuda.memory._record_memory_history()``), or a gpudiag recording.
+        settings: settings to try over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF form
+            (``"expandable_segments:True"``) or as ``key=value``.
+        capacity: memory the allocator can obtain in total, e.g. ``"79GiB"`` (device memory
+            minus the CUDA context and other processes); None: unlimited, except where the
+            recording's own OOM failures tell what was reachable.
+        device_total: the device's memory, which a per_process_memory_fraction is taken of.
+        sweep: also try the usual settings one at a time.
+        device: the device to replay (default: the one with the most allocations).
+
+    Returns:
+        A result with ``outcomes``, ``reproduction``, ``advice`` and ``notes``; ``text()`` and
+        ``to_json()`` render it.
+
+    Raises:
+        InvalidArgumentError: for unknown or out-of-range settings.
+        FailedPreconditionError: when the input holds no allocation history.
+        NotFoundError, CorruptDataError, UnsupportedError, IoError: for unusable input.
+    """
+    options = _core.WhatIfOptions()
+    options.settings = [settings] if isinstance(settings, str) else [str(s) for s in settings]
+    options.capacity_bytes = _bytes(capacity, "capacity")
+    options.device_total_bytes = _bytes(device_total, "device_total")
+    options.sweep = bool(sweep)
+    options.device = -1 if device is None else int(device)
+    return _core.whatif_file(str(path), options)

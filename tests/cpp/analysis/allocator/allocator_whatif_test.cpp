@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: Apache-2.0
+// The what-if on small event streams shaped like a torch snapshot's: settings parsing, the
+// history a source's events become, recorded OOMs replayed, and the conclusions drawn.
+#include <gpudiag/whatif.hpp>
+
+#include "analysis/allocator/allocation_history.hpp"
+#include "analysis/allocator/allocator_settings.hpp"
+#include "analysis/allocator/allocator_whatif.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+namespace gpudiag::detail {
+namespace {
+
+constexpr std::uint64_t MiB = kMiB;
+constexpr std::uint64_t kA = 0x7f0000000000;
+constexpr std::uint64_t kB = 0x7f2000000000;
+
+// ---- settings ----
+
+TEST(AllocatorSettings, ParsesPytorchCudaAllocConf) {
+    AllocatorSettings s;
+    ASSERT_TRUE(apply_allocator_conf(s, "expandable_segments:True,max_split_size_mb:128").is_ok());
+    EXPECT_TRUE(s.expandable_segments);
+    EXPECT_EQ(s.max_split_size, 128 * MiB);
+    ASSERT_TRUE(apply_allocator_conf(s, "max_split_size_mb=none").is_ok());
+    EXPECT_EQ(s.max_split_size, kNoSplitLimit);
+    ASSERT_TRUE(apply_allocator_conf(s, "garbage_collection_threshold=0.6").is_ok());
+    EXPECT_DOUBLE_EQ(s.garbage_collection_threshold, 0.6);
+    EXPECT_EQ(s.to_conf(), "expandable_segments:True,garbage_collection_threshold:0.6");
+    // Options that do not move memory are accepted.
+    EXPECT_TRUE(apply_allocator_conf(s, "pinned_use_cuda_host_register:True").is_ok());
+}
+
+TEST(AllocatorSettings, DivisionsFollowTorchsIntervalRules) {
+    AllocatorSettings s;
+    ASSERT_TRUE(apply_allocator_conf(s, "roundup_power2_divisions:[256:1,512:2,>:4]").is_ok());
+    // The first entry also covers the intervals below it; ">" fills from the last named one
+    // (overwriting it, as torch does) to the end.
+    EXPECT_EQ(s.roundup_power2_divisions[0], 1u);
+    EXPECT_EQ(s.roundup_power2_divisions[8], 1u);
+    EXPECT_EQ(s.roundup_power2_divisions[9], 4u);
+    EXPECT_EQ(s.roundup_power2_divisions[15], 4u);
+    EXPECT_EQ(s.divisions_for(300 * MiB), 1u);
+    EXPECT_EQ(s.divisions_for(40 * std::uint64_t{1} << 30), 4u);
+}
+
+TEST(AllocatorSettings, RefusesWhatTorchRefuses) {
+    AllocatorSettings s;
+    EXPECT_EQ(apply_allocator_conf(s, "max_split_size_mb:10").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "garbage_collection_threshold:1.5").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "roundup_power2_divisions:3").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "expandable_segments:maybe").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "no_such_option:1").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "backend:cudaMallocAsync").code(), StatusCode::kUnsupported);
+    EXPECT_EQ(s, AllocatorSettings{});
+}
+
+TEST(AllocatorSettings, ReadsWhatASnapshotRecorded) {
+    SourceInfo info;
+    info.properties = {{"max_split_size", "-1"},
+                       {"garbage_collection_threshold", "0"},
+                       {"expandable_segments", "true"},
+                       {"roundup_power2_divisions", "[1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,256:0,512:8,"
+                                                    "1024:8,2048:8,4096:8,8192:8,16384:8,32768:8]"}};
+    AllocatorSettings s;
+    bool recorded = false;
+    ASSERT_TRUE(settings_from_source(info, s, recorded).is_ok());
+    EXPECT_TRUE(recorded);
+    EXPECT_TRUE(s.expandable_segments);
+    EXPECT_EQ(s.max_split_size, kNoSplitLimit);
+    EXPECT_EQ(s.roundup_power2_divisions[8], 0u);
+    EXPECT_EQ(s.roundup_power2_divisions[9], 8u);
+}
+
+// ---- event streams ----
+
+Event memory(EventKind kind, std::uint64_t address, std::uint64_t bytes, std::uint8_t extra_flags = 0) {
+    static std::uint64_t clock = 0;
+    Event e;
+    e.kind = kind;
+    e.device = 0;
+    e.start_ns = e.end_ns = ++clock;
+    e.flags = static_cast<std::uint8_t>(static_cast<std::uint8_t>(MemoryKind::kDevice) | extra_flags);
+    e.memory.address = address;
+    e.memory.bytes = bytes;
+    e.memory.aux = kind == EventKind::kSegmentAlloc ? (bytes == 2 * MiB ? kSegmentPoolSmall : kSegmentPoolLarge)
+                                                    : bytes;
+    return e;
+}
+Event segment(std::uint64_t address, std::uint64_t bytes) { return memory(EventKind::kSegmentAlloc, address, bytes); }
+Event segment_free(std::uint64_t address, std::uint64_t bytes) {
+    return memory(EventKind::kSegmentFree, address, bytes);
+}
+Event alloc(std::uint64_t address, std::uint64_t bytes) { return memory(EventKind::kBlockAlloc, address, bytes); }
+// torch records a free as requested, then completed.
+void free_block(std::vector<Event>& out, std::uint64_t address, std::uint64_t bytes) {
+    out.push_back(memory(EventKind::kBlockFree, address, bytes, kEventFlagPendingFree));
+    out.push_back(memory(EventKind::kBlockFree, address, bytes));
+}
+Event oom(std::uint64_t request, std::uint64_t device_free) {
+    Event e;
+    e.kind = EventKind::kOutOfMemory;
+    e.device = 0;
+    e.oom.requested_bytes = request;
+    e.oom.free_bytes = device_free;
+    return e;
+}
+Event synthetic(Event e) {
+    e.flags |= kEventFlagSynthetic;
+    return e;
+}
+
+SourceInfo snapshot_info() {
+    SourceInfo info;
+    info.producer = "torch-snapshot";
+    info.description = "test";
+    info.properties = {{"max_split_size", "-1"}, {"garbage_collection_threshold", "0"},
+                       {"expandable_segments", "false"}};
+    return info;
+}
+
+Result<WhatIfResult> whatif(const std::vector<Event>& events, WhatIfOptions options = {}) {
+    StringTable strings;
+    return whatif_events(events, snapshot_info(), strings, options);
+}
+
+std::unique_ptr<AllocationHistory> history_of(const std::vector<Event>& events) {
+    auto h = std::make_unique<AllocationHistory>();
+    StringTable strings;
+    h->begin(snapshot_info(), strings);
+    h->consume(events);
+    h->end(SourceSummary{});
+    return h;
+}
+
+// A program that splits a cached 600 MiB segment with a small request, then needs 600 MiB
+// again: torch (defaults) fails, as the split segment cannot be released; with 300 MiB free on
+// the device the allocator could reach 900 MiB.
+std::vector<Event> split_big_segment_then_oom() {
+    std::vector<Event> e;
+    e.push_back(segment(kA, 600 * MiB));
+    e.push_back(alloc(kA, 600 * MiB));
+    free_block(e, kA, 600 * MiB);
+    e.push_back(alloc(kA, 12 * MiB));
+    e.push_back(oom(600 * MiB, 300 * MiB));
+    return e;
+}
+
+TEST(AllocationHistory, TurnsEventsIntoOperationsAndRecordedActions) {
+    std::vector<Event> e;
+    e.push_back(segment(kA, 20 * MiB));
+    e.push_back(alloc(kA, 3 * MiB));
+    free_block(e, kA, 3 * MiB);
+    e.push_back(segment_free(kA, 20 * MiB));  // then a new segment: empty_cache or a retry
+    e.push_back(segment(kB, 40 * MiB));
+    e.push_back(alloc(kB, 40 * MiB));
+    e.push_back(segment_free(kB + 0, 0));  // nothing: ignored by the recorded segments
+    const auto h = history_of(e);
+    ASSERT_EQ(h->devices().size(), 1u);
+    const DeviceHistory& d = h->devices()[0];
+    EXPECT_TRUE(d.start.empty());
+    ASSERT_EQ(d.ops.size(), 6u);  // alloc, free requested, free, release, alloc, release
+    EXPECT_EQ(d.ops[3].kind, HistoryOp::Kind::kReleaseCache);
+    EXPECT_EQ(d.cache_releases, 2u);
+    EXPECT_EQ(d.releases_before_new_segment, 1u);
+    ASSERT_EQ(d.observed.size(), 4u);
+    EXPECT_EQ(d.observed[0].kind, DeviceActionKind::kMalloc);
+    EXPECT_EQ(d.observed[1].kind, DeviceActionKind::kFree);
+    EXPECT_EQ(d.observed_peak_reserved, 40 * MiB);
+}
+
+TEST(AllocationHistory, ReleaseBeforeAnOomIsTheAllocatorsOwn) {
+    std::vector<Event> e;
+    e.push_back(segment(kA, 50 * MiB));
+    e.push_back(alloc(kA, 50 * MiB));
+    free_block(e, kA, 50 * MiB);
+    e.push_back(segment_free(kA, 50 * MiB));
+    e.push_back(oom(80 * MiB, 10 * MiB));
+    const auto h = history_of(e);
+    const DeviceHistory& d = h->devices()[0];
+    ASSERT_EQ(d.ops.size(), 4u);
+    EXPECT_EQ(d.ops[3].kind, HistoryOp::Kind::kOom);
+    EXPECT_EQ(d.ops[3].limit, 10 * MiB);  // nothing held after the release, 10 MiB free
+    EXPECT_EQ(d.cache_releases, 0u);
+}
+
+TEST(AllocatorWhatIf, ReproducesARecordedOomAndSaysWhenNoSettingHelps) {
+    std::vector<Event> e;
+    e.push_back(segment(kA, 50 * MiB));
+    e.push_back(alloc(kA, 50 * MiB));
+    free_block(e, kA, 50 * MiB);
+    e.push_back(segment_free(kA, 50 * MiB));
+    e.push_back(oom(80 * MiB, 10 * MiB));
+    auto r = whatif(e);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    EXPECT_EQ(r->reproduction.matching_segment_actions, 2u);  // the malloc and the release
+    EXPECT_EQ(r->capacity_origin, "the recorded OOM");
+    for (const WhatIfOutcome& o : r->outcomes) {
+        EXPECT_EQ(o.recorded_ooms, 1u) << o.change;
+        EXPECT_EQ(o.recorded_ooms_avoided, 0u) << o.change;
+    }
+    EXPECT_NE(r->advice.find("No allocator setting tried avoids"), std::string::npos) << r->advice;
+}
+
+TEST(AllocatorWhatIf, FindsTheSettingThatAvoidsASplitSegmentOom) {
+    auto r = whatif(split_big_segment_then_oom());
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    ASSERT_GE(r->outcomes.size(), 3u);
+    EXPECT_EQ(r->outcomes[1].label, "baseline");
+    EXPECT_EQ(r->outcomes[1].recorded_ooms_avoided, 0u);
+    bool oversize_avoids = false;
+    for (const WhatIfOutcome& o : r->outcomes) {
+        // Any max_split_size below 600 MiB keeps the big segment whole for the big request.
+        if (o.change.rfind("max_split_size_mb:", 0) == 0) {
+            EXPECT_EQ(o.recorded_ooms_avoided, 1u) << o.change;
+            EXPECT_EQ(o.peak_reserved_bytes, 612 * MiB) << o.change;
+            oversize_avoids = true;
+        }
+    }
+    EXPECT_TRUE(oversize_avoids);
+    EXPECT_EQ(r->advice,
+              "With max_split_size_mb:128 the out-of-memory failure would not recur: the peak reserved "
+              "would be 612 MiB instead of 600 MiB.");
+    const AllocatorAdvice advice = allocator_advice(*history_of(split_big_segment_then_oom()));
+    EXPECT_TRUE(advice.available);
+    EXPECT_TRUE(advice.recorded_oom);
+    EXPECT_TRUE(advice.oom_avoided);
+    EXPECT_TRUE(advice.reproduction_exact);
+    EXPECT_EQ(advice.best_change, "max_split_size_mb:128");
+}
+
+TEST(AllocatorWhatIf, ChecksAGivenCapacity) {
+    std::vector<Event> e;
+    e.push_back(segment(kA, 30 * MiB));
+    e.push_back(alloc(kA, 30 * MiB));
+    e.push_back(segment(kB, 30 * MiB));
+    e.push_back(alloc(kB, 30 * MiB));
+    WhatIfOptions options;
+    options.capacity_bytes = 50 * MiB;
+    options.settings = {"expandable_segments:True"};
+    auto r = whatif(e, options);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->reproduction.exact);  // the reproduction assumes no limit
+    ASSERT_GE(r->outcomes.size(), 3u);
+    EXPECT_EQ(r->outcomes[2].label, "chosen");
+    for (std::size_t i = 1; i < r->outcomes.size(); ++i) {
+        const WhatIfOutcome& o = r->outcomes[i];
+        EXPECT_TRUE(o.oom) << o.change;
+        EXPECT_FALSE(o.replayed_to_end);
+        EXPECT_EQ(o.oom_entry, 1u);
+        EXPECT_EQ(o.oom_request_bytes, 30 * MiB);
+    }
+    EXPECT_NE(r->advice.find("avoids"), std::string::npos) << r->advice;
+}
+
+TEST(AllocatorWhatIf, ReportsWhereAReplayDepartsFromTheRecording) {
+    // A 30 MiB request that got a 40 MiB segment: not what torch's rules do.
+    std::vector<Event> e;
+    e.push_back(segment(kA, 40 * MiB));
+    e.push_back(alloc(kA, 30 * MiB));
+    auto r = whatif(e);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->reproduction.checked);
+    EXPECT_FALSE(r->reproduction.exact);
+    EXPECT_EQ(r->reproduction.matching_segment_actions, 0u);
+    EXPECT_NE(r->reproduction.first_difference.find("segment action 1"), std::string::npos)
+        << r->reproduction.first_difference;
+    EXPECT_NE(whatif_text(*r).find("NOT exact"), std::string::npos);
+}
+
+TEST(AllocatorWhatIf, RebuildsTheStateBeforeALateHistory) {
+    // Two segments existed before the trace: a 20 MiB one with a live 5 MiB block and a freed
+    // one; the trace frees a block allocated before it and allocates into the cache.
+    std::vector<Event> e;
+    e.push_back(synthetic(segment(kA, 20 * MiB)));
+    e.push_back(synthetic(segment(kB, 20 * MiB)));
+    e.push_back(synthetic(alloc(kA, 5 * MiB)));
+    e.push_back(synthetic(alloc(kB, 8 * MiB)));
+    free_block(e, kB, 8 * MiB);
+    e.push_back(alloc(kA + 5 * MiB, 6 * MiB));  // best fit: the 15 MiB tail of A, not B's 20 MiB
+    e.push_back(alloc(kB, 10 * MiB));           // A's 9 MiB left are too small
+    auto r = whatif(e);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r->history_from_start);
+    EXPECT_EQ(r->segments_before_history, 2u);
+    EXPECT_EQ(r->live_blocks_before_history, 2u);
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    EXPECT_EQ(r->reproduction.allocations_at_recorded_address, 2u);
+    EXPECT_EQ(r->outcomes[1].start, WhatIfStart::kLiveBlocks);
+}
+
+TEST(AllocatorWhatIf, ReproducesExpandableSegmentsPageByPage) {
+    // What torch records under expandable_segments:True for a 30 MiB then a 15 MiB request, both
+    // freed, then torch.cuda.empty_cache(): pages mapped as the segment grows, unmapped at once.
+    auto page_event = [](EventKind kind, std::uint64_t address, std::uint64_t bytes) {
+        return memory(kind, address, bytes, kEventFlagExpandable);
+    };
+    std::vector<Event> e;
+    e.push_back(page_event(EventKind::kSegmentAlloc, kA, 40 * MiB));
+    e.push_back(alloc(kA, 30 * MiB));
+    e.push_back(page_event(EventKind::kSegmentAlloc, kA + 40 * MiB, 20 * MiB));
+    e.push_back(alloc(kA + 30 * MiB, 15 * MiB));
+    free_block(e, kA, 30 * MiB);
+    free_block(e, kA + 30 * MiB, 15 * MiB);
+    e.push_back(page_event(EventKind::kSegmentFree, kA, 60 * MiB));
+    SourceInfo info = snapshot_info();
+    info.properties[2].second = "true";  // expandable_segments
+    StringTable strings;
+    auto r = whatif_events(e, info, strings);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_EQ(r->recorded_settings, "expandable_segments:True");
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    EXPECT_EQ(r->reproduction.matching_segment_actions, 3u);
+    EXPECT_EQ(r->reproduction.modelled_peak_reserved_bytes, 60 * MiB);
+    EXPECT_EQ(r->outcomes[0].page_maps, 2u);
+    EXPECT_EQ(r->outcomes[0].page_unmaps, 1u);
+    EXPECT_EQ(r->outcomes[0].final_reserved_bytes, 0u);
+}
+
+TEST(AllocatorWhatIf, RefusesInputsWithoutHistoryAndBadSettings) {
+    std::vector<Event> state_only = {synthetic(segment(kA, 20 * MiB)), synthetic(alloc(kA, 5 * MiB))};
+    EXPECT_EQ(whatif(state_only).status().code(), StatusCode::kFailedPrecondition);
+    WhatIfOptions bad;
+    bad.settings = {"max_split_size_mb:1"};
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), bad).status().code(), StatusCode::kInvalidArgument);
+    WhatIfOptions fraction;
+    fraction.settings = {"per_process_memory_fraction:0.5"};
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), fraction).status().code(), StatusCode::kInvalidArgument);
+    fraction.capacity_bytes = 2000 * MiB;
+    EXPECT_TRUE(whatif(split_big_segment_then_oom(), fraction).is_ok());
+    WhatIfOptions device;
+    device.device = 3;
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), device).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace gpudiag::detail
