@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev).
+# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev
+# libfmt-dev).
 # No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time, and only the
 # CUDA toolkit's headers are used, when present.
 find_package(Threads REQUIRED)
@@ -8,8 +9,13 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 find_package(simdjson REQUIRED)
 
-# No fmt: the library formats a handful of numbers and units (support/format.cpp), which snprintf
-# does in a few lines; linking fmt, even privately, would add a dependency for no gain.
+# fmt formats every number and message the library writes. It is used header-only
+# (fmt::fmt-header-only: FMT_HEADER_ONLY) and privately, so its code is compiled into our objects
+# with hidden visibility: neither libgpudiag.so, nor libgpudiag.a, nor the installed CMake package
+# asks a consumer for fmt (tests/consumer builds against the installed package without it).
+# Linking a static libfmt.a into ours would do the same, but Debian's libfmt-dev ships only the
+# shared library. Public headers never include fmt (tools/lint.sh).
+find_package(fmt 9 REQUIRED)
 
 # CUDA toolkit headers (cupti.h, nvtx3, nvml.h) for the capture layer; never its libraries.
 find_package(CUDAToolkit QUIET)
