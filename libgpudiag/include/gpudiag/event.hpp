@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -54,6 +55,8 @@ enum class EventKind : std::uint8_t {
     kAnnotation = 61,    ///< AnnotationPayload: a user note with an optional value
     kCounter = 62,       ///< CounterPayload: a sampled metric (NVML, allocator statistics)
 };
+template <>
+GPUDIAG_API EnumNames<EventKind> enum_names<EventKind>() noexcept;
 
 /// Where memory lives (for copies and allocations).
 enum class MemoryKind : std::uint8_t {
@@ -64,6 +67,8 @@ enum class MemoryKind : std::uint8_t {
     kManaged = 4,
     kArray = 5,
 };
+template <>
+GPUDIAG_API EnumNames<MemoryKind> enum_names<MemoryKind>() noexcept;
 
 enum class CopyDirection : std::uint8_t {
     kUnknown = 0,
@@ -73,6 +78,8 @@ enum class CopyDirection : std::uint8_t {
     kHostToHost = 4,
     kPeerToPeer = 5,
 };
+template <>
+GPUDIAG_API EnumNames<CopyDirection> enum_names<CopyDirection>() noexcept;
 
 enum class SyncKind : std::uint8_t {
     kUnknown = 0,
@@ -82,6 +89,8 @@ enum class SyncKind : std::uint8_t {
     kDevice = 4,           ///< cudaDeviceSynchronize / context synchronize
     kImplicit = 5,         ///< a blocking call that synchronizes implicitly (pageable memcpy, free)
 };
+template <>
+GPUDIAG_API EnumNames<SyncKind> enum_names<SyncKind>() noexcept;
 
 /// What a host range means to the analyses.
 enum class RangeCategory : std::uint8_t {
@@ -93,8 +102,12 @@ enum class RangeCategory : std::uint8_t {
     kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
     kUserAnnotation = 6,
 };
+template <>
+GPUDIAG_API EnumNames<RangeCategory> enum_names<RangeCategory>() noexcept;
 
 enum class ApiDomain : std::uint8_t { kUnknown = 0, kRuntime = 1, kDriver = 2 };
+template <>
+GPUDIAG_API EnumNames<ApiDomain> enum_names<ApiDomain>() noexcept;
 
 /// Metrics sampled over time. Values are in the unit named.
 enum class CounterKind : std::uint16_t {
@@ -121,6 +134,8 @@ enum class CounterKind : std::uint16_t {
     kDroppedRecords = 30,           ///< capture losses reported by the source
     kCaptureOverheadNs = 31,        ///< CUPTI's own time (its OVERHEAD records), cumulative
 };
+template <>
+GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;
 
 /// Bits of a kThrottleReasons counter's value: why the clocks were lowered. The values are NVML's
 /// clock-event reasons (nvmlClocksEventReason*), so a recorded mask reads the same everywhere.
