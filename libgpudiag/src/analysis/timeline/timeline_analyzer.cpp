@@ -125,7 +125,31 @@ void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
     ended_ = true;
 }
 
+namespace {
+
+// GPU work, the host's API calls, syncs, steps and the host ranges the timeline attributes idle
+// time to. Memory events, counters and generic annotations alone make no timeline.
+bool is_timeline_event(const Event& e) {
+    if (is_gpu_activity(e.kind)) return true;
+    switch (e.kind) {
+        case EventKind::kApiCall:
+        case EventKind::kSync:
+        case EventKind::kStepBegin:
+        case EventKind::kStepEnd: return true;
+        case EventKind::kRange:
+        case EventKind::kRangeBegin:
+            return e.range.category == RangeCategory::kCpuOp ||
+                   e.range.category == RangeCategory::kInputWait ||
+                   e.range.category == RangeCategory::kStep ||
+                   e.range.category == RangeCategory::kCommunication;
+        default: return false;
+    }
+}
+
+}  // namespace
+
 void TimelineAnalyzer::on_event(const Event& e) {
+    saw_timeline_ = saw_timeline_ || is_timeline_event(e);
     if (e.device == kNoDevice && e.start_ns != 0) {
         host_first_ns_ = std::min(host_first_ns_, e.start_ns);
         host_last_ns_ = std::max(host_last_ns_, std::max(e.end_ns, e.start_ns));
@@ -729,7 +753,7 @@ void TimelineAnalyzer::contribute(Report& report) {
     TimelineSummary s = summarize();
     // An input with no timeline (a memory snapshot) gets no section: its figures would all be
     // zeros that were never measured.
-    if (!s.has_gpu_activity && s.steps == 0 && s.input_waits == 0 && s.sync_calls == 0) return;
+    if (!saw_timeline_) return;
     build_section(s, report);
     if (s.has_gpu_activity) add_timeline_findings(s, report);
 }
