@@ -178,12 +178,11 @@ void add_figure(Exposition& out, const std::string& prefix, const std::string& h
 }
 
 void add_findings(Exposition& out, const Report& r, const Labels& base) {
-    const char* severities[] = {"info", "warning", "critical"};
-    for (const char* severity : severities) {
+    for (const auto& severity : enum_names<Severity>()) {
         double n = 0;
-        for (const auto& f : r.findings) n += std::string(severity_name(f.severity)) == severity;
+        for (const auto& f : r.findings) n += f.severity == severity.value ? 1 : 0;
         out.add("gpudiag_findings", "Findings of the diagnosis, by severity.", false,
-                base + Labels{{"severity", severity}}, n);
+                base + Labels{{"severity", severity.name}}, n);
     }
     for (const auto& f : r.findings) {
         Labels labels = base + gpu_labels(r.source, f.device);
