@@ -57,21 +57,14 @@ auto with_progress(AnalysisOptions options, py::object progress, Fn&& fn) {
 }  // namespace
 
 void bind_analyze(py::module_& m) {
-    py::enum_<AnalysisWindow>(m, "AnalysisWindow")
-        .value("steps", AnalysisWindow::kSteps)
-        .value("hta", AnalysisWindow::kHta)
-        .value("all", AnalysisWindow::kAll);
+    bind_enum<AnalysisWindow>(m, "AnalysisWindow");
 
     py::class_<AnalysisOptions>(m, "AnalysisOptions")
         .def(py::init<>())
         .def_readwrite("window", &AnalysisOptions::window)
         .def_readwrite("rank", &AnalysisOptions::rank);
 
-    py::enum_<InputFormat>(m, "InputFormat")
-        .value("unknown", InputFormat::kUnknown)
-        .value("recording", InputFormat::kRecording)
-        .value("kineto_json", InputFormat::kKinetoJson)
-        .value("torch_snapshot", InputFormat::kTorchSnapshot);
+    bind_enum<InputFormat>(m, "InputFormat");
     m.def("input_format_name", &input_format_name);
 
     m.def(
@@ -85,10 +78,9 @@ void bind_analyze(py::module_& m) {
                 return analyze_files(paths, o);
             });
         },
-        py::arg("paths"),
-          py::arg("options") = AnalysisOptions{}, py::arg("progress") = py::none(),
-          "Analyses recordings, Kineto traces or torch snapshots of one job; progress is called "
-          "with (bytes read, total bytes) on the calling thread.");
+        py::arg("paths"), py::arg("options") = AnalysisOptions{}, py::arg("progress") = py::none(),
+        "Analyses recordings, Kineto traces or torch snapshots of one job; progress is called "
+        "with (bytes read, total bytes) on the calling thread.");
     m.def(
         "export_chrome_trace",
         [](const std::vector<std::string>& paths, const std::string& out_path,

@@ -11,12 +11,7 @@ namespace gpudiag::python {
 namespace py = pybind11;
 
 void bind_capture(py::module_& m) {
-    py::enum_<CaptureLevel>(m, "CaptureLevel")
-        .value("no_gpu", CaptureLevel::kNoGpu)
-        .value("nvml", CaptureLevel::kNvml)
-        .value("framework", CaptureLevel::kFramework)
-        .value("cupti_activity", CaptureLevel::kCuptiActivity)
-        .value("cupti_deep", CaptureLevel::kCuptiDeep);
+    bind_enum<CaptureLevel>(m, "CaptureLevel");
 
     py::class_<CaptureStatus>(m, "CaptureStatus")
         .def(py::init<>())

@@ -10,72 +10,16 @@ namespace gpudiag::python {
 namespace py = pybind11;
 
 void bind_event(py::module_& m) {
-    py::enum_<EventKind>(m, "EventKind")
-        .value("invalid", EventKind::kInvalid)
-        .value("device_alloc", EventKind::kDeviceAlloc)
-        .value("device_free", EventKind::kDeviceFree)
-        .value("pool_alloc", EventKind::kPoolAlloc)
-        .value("pool_free", EventKind::kPoolFree)
-        .value("pool_resize", EventKind::kPoolResize)
-        .value("vm_map", EventKind::kVmMap)
-        .value("vm_unmap", EventKind::kVmUnmap)
-        .value("segment_alloc", EventKind::kSegmentAlloc)
-        .value("segment_free", EventKind::kSegmentFree)
-        .value("block_alloc", EventKind::kBlockAlloc)
-        .value("block_free", EventKind::kBlockFree)
-        .value("host_alloc", EventKind::kHostAlloc)
-        .value("host_free", EventKind::kHostFree)
-        .value("managed_alloc", EventKind::kManagedAlloc)
-        .value("managed_free", EventKind::kManagedFree)
-        .value("kernel", EventKind::kKernel)
-        .value("memcpy", EventKind::kMemcpy)
-        .value("memset", EventKind::kMemset)
-        .value("sync", EventKind::kSync)
-        .value("api_call", EventKind::kApiCall)
-        .value("range_begin", EventKind::kRangeBegin)
-        .value("range_end", EventKind::kRangeEnd)
-        .value("range", EventKind::kRange)
-        .value("step_begin", EventKind::kStepBegin)
-        .value("step_end", EventKind::kStepEnd)
-        .value("out_of_memory", EventKind::kOutOfMemory)
-        .value("annotation", EventKind::kAnnotation)
-        .value("counter", EventKind::kCounter)
-        .value("capture_paused", EventKind::kCapturePaused)
-        .value("capture_resumed", EventKind::kCaptureResumed);
+    bind_enum<EventKind>(m, "EventKind");
+    bind_enum<MemoryKind>(m, "MemoryKind");
+    bind_enum<CopyDirection>(m, "CopyDirection");
+    bind_enum<SyncKind>(m, "SyncKind");
+    bind_enum<ApiDomain>(m, "ApiDomain");
     m.def("event_kind_name", &event_kind_name);
 
-    py::enum_<RangeCategory>(m, "RangeCategory")
-        .value("generic", RangeCategory::kGeneric)
-        .value("phase", RangeCategory::kPhase)
-        .value("input_wait", RangeCategory::kInputWait)
-        .value("cpu_op", RangeCategory::kCpuOp)
-        .value("step", RangeCategory::kStep)
-        .value("communication", RangeCategory::kCommunication)
-        .value("user_annotation", RangeCategory::kUserAnnotation);
+    bind_enum<RangeCategory>(m, "RangeCategory");
 
-    py::enum_<CounterKind>(m, "CounterKind")
-        .value("unknown", CounterKind::kUnknown)
-        .value("gpu_utilization_percent", CounterKind::kGpuUtilizationPercent)
-        .value("memory_utilization_percent", CounterKind::kMemoryUtilizationPercent)
-        .value("device_memory_used_bytes", CounterKind::kDeviceMemoryUsedBytes)
-        .value("device_memory_total_bytes", CounterKind::kDeviceMemoryTotalBytes)
-        .value("process_memory_used_bytes", CounterKind::kProcessMemoryUsedBytes)
-        .value("foreign_process_memory_bytes", CounterKind::kForeignProcessMemoryBytes)
-        .value("sm_clock_mhz", CounterKind::kSmClockMhz)
-        .value("sm_clock_max_mhz", CounterKind::kSmClockMaxMhz)
-        .value("temperature_c", CounterKind::kTemperatureC)
-        .value("power_watts", CounterKind::kPowerWatts)
-        .value("power_limit_watts", CounterKind::kPowerLimitWatts)
-        .value("throttle_reasons", CounterKind::kThrottleReasons)
-        .value("ecc_corrected_errors", CounterKind::kEccCorrectedErrors)
-        .value("ecc_uncorrected_errors", CounterKind::kEccUncorrectedErrors)
-        .value("framework_allocated_bytes", CounterKind::kFrameworkAllocatedBytes)
-        .value("framework_reserved_bytes", CounterKind::kFrameworkReservedBytes)
-        .value("framework_alloc_retries", CounterKind::kFrameworkAllocRetries)
-        .value("framework_ooms", CounterKind::kFrameworkOoms)
-        .value("framework_inactive_split_bytes", CounterKind::kFrameworkInactiveSplitBytes)
-        .value("dropped_records", CounterKind::kDroppedRecords)
-        .value("untimed_kernels", CounterKind::kUntimedKernels);
+    bind_enum<CounterKind>(m, "CounterKind");
 
     py::class_<MemoryPayload>(m, "MemoryPayload")
         .def_readwrite("address", &MemoryPayload::address)

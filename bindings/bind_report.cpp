@@ -6,16 +6,16 @@
 #include <pybind11/stl.h>
 
 #include "bindings.hpp"
+#include "status_to_python.hpp"
 
 namespace gpudiag::python {
 
 namespace py = pybind11;
 
 void bind_report(py::module_& m) {
-    py::enum_<Severity>(m, "Severity")
-        .value("info", Severity::kInfo)
-        .value("warning", Severity::kWarning)
-        .value("critical", Severity::kCritical);
+    bind_enum<Severity>(m, "Severity");
+    bind_enum<FigureKind>(m, "FigureKind");
+    bind_enum<TableKind>(m, "TableKind");
     m.def("severity_name", &severity_name);
 
     py::class_<DeviceInfo>(m, "DeviceInfo")
@@ -23,7 +23,8 @@ void bind_report(py::module_& m) {
         .def_readwrite("ordinal", &DeviceInfo::ordinal)
         .def_readwrite("name", &DeviceInfo::name)
         .def_readwrite("total_memory_bytes", &DeviceInfo::total_memory_bytes)
-        .def_readwrite("uuid", &DeviceInfo::uuid);
+        .def_readwrite("uuid", &DeviceInfo::uuid)
+        .def_readwrite("pci_bus_id", &DeviceInfo::pci_bus_id);
 
     py::class_<SourceInfo>(m, "SourceInfo")
         .def(py::init<>())
@@ -51,7 +52,8 @@ void bind_report(py::module_& m) {
         .def_readwrite("key", &Figure::key)
         .def_readwrite("value", &Figure::value)
         .def_readwrite("unit", &Figure::unit)
-        .def_readwrite("label", &Figure::label);
+        .def_readwrite("label", &Figure::label)
+        .def_readwrite("kind", &Figure::kind);
 
     py::class_<CallSite>(m, "CallSite")
         .def(py::init<>())
@@ -80,14 +82,17 @@ void bind_report(py::module_& m) {
         .def_readwrite("id", &Table::id)
         .def_readwrite("title", &Table::title)
         .def_readwrite("columns", &Table::columns)
-        .def_readwrite("rows", &Table::rows);
+        .def_readwrite("rows", &Table::rows)
+        .def_readwrite("units", &Table::units)
+        .def_readwrite("kind", &Table::kind);
 
     py::class_<Series>(m, "Series")
         .def(py::init<>())
         .def_readwrite("id", &Series::id)
         .def_readwrite("title", &Series::title)
         .def_readwrite("unit", &Series::unit)
-        .def_readwrite("points", &Series::points);
+        .def_readwrite("points", &Series::points)
+        .def_readwrite("x_unit", &Series::x_unit);
 
     py::class_<Section>(m, "Section")
         .def(py::init<>())
@@ -108,7 +113,16 @@ void bind_report(py::module_& m) {
         .def_readwrite("ranks", &Report::ranks);
 
     m.def("render_text", &render_text, py::arg("report"));
-    m.def("render_json", &render_json, py::arg("report"));
+    m.def("render_json", &render_json, py::arg("report"), py::arg("compact") = false);
+    m.def(
+        "parse_report_json", [](std::string_view json) { return unwrap(parse_report_json(json)); },
+        py::arg("json"), "Reads a report that render_json wrote.");
+    m.def("render_prometheus", py::overload_cast<const Report&>(&render_prometheus),
+          py::arg("report"));
+    m.def("render_prometheus", py::overload_cast<const std::vector<Report>&>(&render_prometheus),
+          py::arg("reports"));
+    m.def("format_figure", &format_figure, py::arg("value"), py::arg("unit"),
+          "A number as reports print it, by its unit: format_figure(2.5e6, 'ns') == '2.5 ms'.");
 }
 
 }  // namespace gpudiag::python

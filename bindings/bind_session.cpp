@@ -106,16 +106,16 @@ void bind_session(py::module_& m) {
         .def_static("now_ns", &Session::now_ns)
         .def(
             "watch_memory",
-            [](Session& s, std::uint64_t threshold_bytes, py::object callback) {
+            [](Session& s, std::uint64_t level_bytes, py::object callback) {
                 auto callable = std::make_shared<PyCallable>(std::move(callback));
                 std::function<void(std::uint64_t)> fn = [callable](std::uint64_t bytes) {
                     (*callable)(bytes);
                 };
                 // Released: the worker may hold a session lock while it waits for the GIL.
                 return unwrap(without_gil(
-                    [&] { return s.watch_memory(threshold_bytes, std::move(fn)); }));
+                    [&] { return s.watch_memory(level_bytes, std::move(fn)); }));
             },
-            py::arg("threshold_bytes"), py::arg("callback"))
+            py::arg("level_bytes"), py::arg("callback"))
         .def(
             "unwatch_memory",
             [](Session& s, WatchId id) {

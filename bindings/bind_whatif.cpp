@@ -20,9 +20,7 @@ void bind_whatif(py::module_& m) {
         .def_readwrite("sweep", &WhatIfOptions::sweep)
         .def_readwrite("device", &WhatIfOptions::device);
 
-    py::enum_<WhatIfStart>(m, "WhatIfStart")
-        .value("recorded_state", WhatIfStart::kRecordedState)
-        .value("live_blocks", WhatIfStart::kLiveBlocks);
+    bind_enum<WhatIfStart>(m, "WhatIfStart");
 
     py::class_<WhatIfOutcome>(m, "WhatIfOutcome")
         .def(py::init<>())

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party libraries: zlib, libdeflate, simdjson (and GoogleTest for the tests), from the system
-# (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev libgtest-dev) or from GPUDIAG_DEPS_PREFIX.
+# Third-party libraries: zlib, libdeflate, simdjson, fmt (and GoogleTest for the tests), from the
+# system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev libfmt-dev libgtest-dev) or from
+# GPUDIAG_DEPS_PREFIX.
 # No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time, and only the
 # CUDA toolkit's headers are used, when present.
 
@@ -18,6 +19,14 @@ endif()
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(simdjson REQUIRED)
+
+# fmt formats every number and message the library writes. It is used header-only
+# (fmt::fmt-header-only: FMT_HEADER_ONLY) and privately, so its code is compiled into our objects
+# with hidden visibility: neither libgpudiag.so, nor libgpudiag.a, nor the installed CMake package
+# asks a consumer for fmt (tests/consumer builds against the installed package without it).
+# Linking a static libfmt.a into ours would do the same, but Debian's libfmt-dev ships only the
+# shared library. Public headers never include fmt (tools/lint.sh).
+find_package(fmt 9 REQUIRED)
 
 # libdeflate ships no CMake package before 1.15 (Debian 12 has 1.14) and the GPU machine may have no
 # pkg-config, so it is found by file; pkg-config, where present, only adds hints.
@@ -48,7 +57,8 @@ get_target_property(_gpudiag_simdjson_location simdjson::simdjson LOCATION)
 set(_gpudiag_dep_paths
   "zlib=${ZLIB_INCLUDE_DIRS}|${ZLIB_LIBRARIES}"
   "libdeflate=${GPUDIAG_LIBDEFLATE_INCLUDE_DIR}|${GPUDIAG_LIBDEFLATE_LIBRARY}"
-  "simdjson=${simdjson_DIR}|${_gpudiag_simdjson_location}")
+  "simdjson=${simdjson_DIR}|${_gpudiag_simdjson_location}"
+  "fmt=${fmt_DIR}")
 if(GPUDIAG_BUILD_TESTS)
   get_target_property(_gpudiag_gtest_location GTest::gtest LOCATION)
   get_target_property(_gpudiag_gtest_include GTest::gtest INTERFACE_INCLUDE_DIRECTORIES)
@@ -75,8 +85,6 @@ if(GPUDIAG_DEPS_PREFIX AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
   string(APPEND CMAKE_MODULE_LINKER_FLAGS " -Wl,--exclude-libs,ALL")
 endif()
 
-# No fmt: the library formats a handful of numbers and units (support/format.cpp), which snprintf
-# does in a few lines; linking fmt, even privately, would add a dependency for no gain.
 
 # CUDA toolkit headers (cupti.h, cuda.h, nvtx3) for the capture layer; never its libraries. CUDA 13
 # keeps cupti.h in include/, CUDA 12 in extras/CUPTI/include; GPUDIAG_CUPTI_INCLUDE_DIR names

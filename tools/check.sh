@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what gpudiag needs, builds it, and runs every test: C++ (GoogleTest via ctest), the
-# ASan+UBSan build of the C++ tests, the TSan run of the concurrency tests, the find_package
-# consumer and the C++ example built against the installed package, the GPU device check's
-# preflight (tests/gpu/README.md), the Python suite (pytest), and the lint. Any failure fails the
-# script. This is the README's test command and .ci/run's body.
+# ASan+UBSan build of the C++ tests, the TSan run of the concurrency tests, the consumers (C++20
+# and C++17 find_package, C, add_subdirectory) and the C++ example built against the installed
+# package, the GPU device check's preflight (tests/gpu/README.md), the Python suite (pytest), and
+# the lint. Any failure fails the script. This is the README's test command and .ci/run's body.
 #
 #   tools/check.sh            everything
 #   tools/check.sh --quick    dev build, ctest and pytest only (for iterating)
@@ -33,9 +33,10 @@ step "ctest (dev)"
 ctest --preset dev -j "$JOBS"
 
 if [ $QUICK -eq 0 ]; then
-  step "install + find_package consumers"
+  step "install + consumers (find_package C++20 and C++17, C, add_subdirectory, example)"
   cmake --install build/dev --prefix build/dev/install >/dev/null
-  for consumer in tests/consumer/find_package examples/cpp/inference_service; do
+  for consumer in tests/consumer/find_package tests/consumer/cxx17 tests/consumer/c_api \
+                  tests/consumer/add_subdirectory examples/cpp/inference_service; do
     [ -d "$consumer" ] || continue
     name=$(basename "$consumer")
     cmake -S "$consumer" -B "build/consumer-$name" -G Ninja \

@@ -58,5 +58,10 @@ layer_violations() {
 report "includes must go down the layers support < core < recording < importers|capture < analysis < output < api" \
   "$(layer_violations)"
 
+# Enum names are written once (libgpudiag/src/core/names.cpp); the headers' enumerators, the
+# bindings (bind_enum<E>), python/gpudiag/_core.pyi and the docs' name tables must match them.
+report "enum names drift between names.cpp, the headers, the bindings, _core.pyi and the docs (tools/gen_names.py --write regenerates the stub and docs/names.md)" \
+  "$(python3 tools/gen_names.py --check 2>&1 >/dev/null)"
+
 if [ $status -eq 0 ]; then echo "lint: clean"; fi
 exit $status

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from gpudiag import _core
 from gpudiag._analyze import analyze, detect_format
+from gpudiag._capabilities import Capabilities, Status, capabilities, status
 from gpudiag._errors import (
     CorruptDataError,
     FailedPreconditionError,
@@ -30,7 +31,8 @@ from gpudiag._errors import (
     UnavailableError,
     UnsupportedError,
 )
-from gpudiag._format import parse_size
+from gpudiag._format import format_figure, parse_size
+from gpudiag._report import Finding, Report
 from gpudiag._session import (
     Session,
     current_session,
@@ -42,13 +44,12 @@ from gpudiag._session import (
     stop,
     watch_memory,
 )
-from gpudiag._status import Status, status
 from gpudiag._whatif import whatif
-from gpudiag.report import Finding, Report
 
 __version__: str = str(_core.__version__)
 
 __all__ = [
+    "Capabilities",
     "CorruptDataError",
     "FailedPreconditionError",
     "Finding",
@@ -60,19 +61,21 @@ __all__ = [
     "Report",
     "ResourceExhaustedError",
     "Session",
-    "Status",
+    "Status",  # deprecated: Capabilities
     "UnavailableError",
     "UnsupportedError",
     "__version__",
     "analyze",
+    "capabilities",
     "current_session",
     "detect_format",
+    "format_figure",
     "parse_size",
     "phase",
     "report",
     "session",
     "start",
-    "status",
+    "status",  # deprecated: capabilities()
     "step",
     "stop",
     "watch_memory",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Callable, Union
+from typing import Any, Callable, Union
 
 from gpudiag import _core
 from gpudiag._errors import InvalidArgumentError
-from gpudiag.report import Report
+from gpudiag._report import Report
 
 PathLike = Union[str, Path]
 
@@ -38,14 +38,23 @@ def analyze(
     files = [str(p) for p in paths]
     if not files:
         raise InvalidArgumentError("no input files given")
-    if window not in ("steps", "hta", "all"):
-        raise InvalidArgumentError(f"window must be 'steps', 'hta' or 'all', not {window!r}")
     options = _core.AnalysisOptions()
-    options.window = getattr(_core.AnalysisWindow, window)
+    options.window = analysis_window(window)
     options.rank = int(rank)
     return Report.from_native(_core.analyze_files(files, options, progress))
 
 
+def analysis_window(name: str) -> Any:
+    """The ``_core.AnalysisWindow`` named ``name`` (its names come from C++: "steps", "hta",
+    "all")."""
+    members = _core.AnalysisWindow.__members__
+    if name not in members:
+        raise InvalidArgumentError(
+            f"window must be one of {', '.join(repr(n) for n in members)}, not {name!r}")
+    return members[name]
+
+
 def detect_format(path: PathLike) -> str:
-    """The format of ``path``: "recording", "kineto_json" or "torch_snapshot"."""
+    """The format of ``path``, by content: "recording", "kineto_json", "torch_snapshot" or
+    "report_json" (a report gpudiag saved)."""
     return str(_core.detect_format(str(path)).name)

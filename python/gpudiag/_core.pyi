@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 # Stub for the C++ extension gpudiag._core (checked by tests/python/integration/test_core_bindings.py).
-from typing import Callable
+from typing import Any, Callable, ClassVar, overload
 
 __version__: str
 NO_DEVICE: int
@@ -12,7 +12,14 @@ def event_kind_name(kind: EventKind) -> str: ...
 def input_format_name(format: InputFormat) -> str: ...
 def capture_level_name(level: CaptureLevel) -> str: ...
 def render_text(report: Report) -> str: ...
-def render_json(report: Report) -> str: ...
+def render_json(report: Report, compact: bool = ...) -> str: ...
+def parse_report_json(json: str) -> Report: ...
+@overload
+def render_prometheus(report: Report) -> str: ...
+@overload
+def render_prometheus(reports: list[Report]) -> str: ...
+def format_figure(value: float, unit: str) -> str: ...
+def allocation_site(frames: list[StackFrame]) -> str: ...
 def detect_format(path: str) -> InputFormat: ...
 def analyze_files(paths: list[str], options: AnalysisOptions = ...,
                   progress: Callable[[int, int], None] | None = ...) -> Report: ...
@@ -26,114 +33,15 @@ def whatif_file(path: str, options: WhatIfOptions = ...) -> WhatIfResult: ...
 class _Enum:
     name: str
     value: int
+    __members__: ClassVar[dict[str, Any]]  # name -> member, in value order
     def __int__(self) -> int: ...
-
-class StatusCode(_Enum):
-    ok: StatusCode
-    invalid_argument: StatusCode
-    not_found: StatusCode
-    unavailable: StatusCode
-    corrupt_data: StatusCode
-    unsupported: StatusCode
-    io_error: StatusCode
-    resource_exhausted: StatusCode
-    failed_precondition: StatusCode
-    internal: StatusCode
-
-class Severity(_Enum):
-    info: Severity
-    warning: Severity
-    critical: Severity
-
-class AnalysisWindow(_Enum):
-    steps: AnalysisWindow
-    hta: AnalysisWindow
-    all: AnalysisWindow
-
-class InputFormat(_Enum):
-    unknown: InputFormat
-    recording: InputFormat
-    kineto_json: InputFormat
-    torch_snapshot: InputFormat
-
-class CaptureLevel(_Enum):
-    no_gpu: CaptureLevel
-    nvml: CaptureLevel
-    framework: CaptureLevel
-    cupti_activity: CaptureLevel
-    cupti_deep: CaptureLevel
-
-class EventKind(_Enum):
-    invalid: EventKind
-    device_alloc: EventKind
-    device_free: EventKind
-    pool_alloc: EventKind
-    pool_free: EventKind
-    pool_resize: EventKind
-    vm_map: EventKind
-    vm_unmap: EventKind
-    segment_alloc: EventKind
-    segment_free: EventKind
-    block_alloc: EventKind
-    block_free: EventKind
-    host_alloc: EventKind
-    host_free: EventKind
-    managed_alloc: EventKind
-    managed_free: EventKind
-    kernel: EventKind
-    memcpy: EventKind
-    memset: EventKind
-    sync: EventKind
-    api_call: EventKind
-    range_begin: EventKind
-    range_end: EventKind
-    range: EventKind
-    step_begin: EventKind
-    step_end: EventKind
-    out_of_memory: EventKind
-    annotation: EventKind
-    counter: EventKind
-    capture_paused: EventKind
-    capture_resumed: EventKind
-
-class RangeCategory(_Enum):
-    generic: RangeCategory
-    phase: RangeCategory
-    input_wait: RangeCategory
-    cpu_op: RangeCategory
-    step: RangeCategory
-    communication: RangeCategory
-    user_annotation: RangeCategory
-
-class CounterKind(_Enum):
-    unknown: CounterKind
-    gpu_utilization_percent: CounterKind
-    memory_utilization_percent: CounterKind
-    device_memory_used_bytes: CounterKind
-    device_memory_total_bytes: CounterKind
-    process_memory_used_bytes: CounterKind
-    foreign_process_memory_bytes: CounterKind
-    sm_clock_mhz: CounterKind
-    sm_clock_max_mhz: CounterKind
-    temperature_c: CounterKind
-    power_watts: CounterKind
-    power_limit_watts: CounterKind
-    throttle_reasons: CounterKind
-    ecc_corrected_errors: CounterKind
-    ecc_uncorrected_errors: CounterKind
-    framework_allocated_bytes: CounterKind
-    framework_reserved_bytes: CounterKind
-    framework_alloc_retries: CounterKind
-    framework_ooms: CounterKind
-    framework_inactive_split_bytes: CounterKind
-    dropped_records: CounterKind
-    untimed_kernels: CounterKind
 
 class DeviceInfo:
     ordinal: int
     name: str
     total_memory_bytes: int
     uuid: str
+    pci_bus_id: str
 
 class SourceInfo:
     producer: str
@@ -159,6 +67,7 @@ class Figure:
     value: float
     unit: str
     label: str
+    kind: FigureKind
 
 class CallSite:
     location: str
@@ -185,12 +94,15 @@ class Table:
     title: str
     columns: list[str]
     rows: list[list[float | str]]
+    units: list[str]
+    kind: TableKind
 
 class Series:
     id: str
     title: str
     unit: str
     points: list[tuple[float, float]]
+    x_unit: str
 
 class Section:
     id: str
@@ -225,6 +137,12 @@ class CaptureStatus:
     cupti_version: int
     driver_version: str
     device_count: int
+
+class StackFrame:
+    filename: str
+    name: str
+    line: int
+    def __init__(self, filename: str = ..., name: str = ..., line: int = ...) -> None: ...
 
 class MemoryPayload:
     address: int
@@ -296,16 +214,12 @@ class Session:
     def input_wait_end(self) -> None: ...
     def record(self, event: Event) -> bool: ...
     def intern(self, text: str) -> int: ...
-    def watch_memory(self, threshold_bytes: int, callback: Callable[[int], None]) -> int: ...
+    def watch_memory(self, level_bytes: int, callback: Callable[[int], None]) -> int: ...
     def unwatch_memory(self, id: int) -> None: ...
     def report(self) -> Report: ...
     def status(self) -> CaptureStatus: ...
     def pause_capture(self, reason: str) -> None: ...
     def resume_capture(self) -> None: ...
-
-class WhatIfStart(_Enum):
-    recorded_state: WhatIfStart
-    live_blocks: WhatIfStart
 
 class WhatIfOptions:
     settings: list[str]
@@ -415,3 +329,165 @@ class WhatIfResult:
     def notes(self) -> list[str]: ...
     def text(self) -> str: ...
     def to_json(self) -> str: ...
+
+# <names> generated by tools/gen_names.py from libgpudiag/src/core/names.cpp
+
+class AnalysisWindow(_Enum):
+    steps: AnalysisWindow
+    hta: AnalysisWindow
+    all: AnalysisWindow
+
+class InputFormat(_Enum):
+    unknown: InputFormat
+    recording: InputFormat
+    kineto_json: InputFormat
+    torch_snapshot: InputFormat
+    report_json: InputFormat
+
+class CaptureLevel(_Enum):
+    no_gpu: CaptureLevel
+    nvml: CaptureLevel
+    framework: CaptureLevel
+    cupti_activity: CaptureLevel
+    cupti_deep: CaptureLevel
+
+class EventKind(_Enum):
+    invalid: EventKind
+    device_alloc: EventKind
+    device_free: EventKind
+    pool_alloc: EventKind
+    pool_free: EventKind
+    pool_resize: EventKind
+    vm_map: EventKind
+    vm_unmap: EventKind
+    segment_alloc: EventKind
+    segment_free: EventKind
+    block_alloc: EventKind
+    block_free: EventKind
+    host_alloc: EventKind
+    host_free: EventKind
+    managed_alloc: EventKind
+    managed_free: EventKind
+    kernel: EventKind
+    memcpy: EventKind
+    memset: EventKind
+    sync: EventKind
+    api_call: EventKind
+    range_begin: EventKind
+    range_end: EventKind
+    range: EventKind
+    step_begin: EventKind
+    step_end: EventKind
+    out_of_memory: EventKind
+    annotation: EventKind
+    counter: EventKind
+    capture_paused: EventKind
+    capture_resumed: EventKind
+
+class MemoryKind(_Enum):
+    unknown: MemoryKind
+    device: MemoryKind
+    pageable: MemoryKind
+    pinned: MemoryKind
+    managed: MemoryKind
+    array: MemoryKind
+
+class CopyDirection(_Enum):
+    unknown: CopyDirection
+    host_to_device: CopyDirection
+    device_to_host: CopyDirection
+    device_to_device: CopyDirection
+    host_to_host: CopyDirection
+    peer_to_peer: CopyDirection
+
+class SyncKind(_Enum):
+    unknown: SyncKind
+    event: SyncKind
+    stream_wait_event: SyncKind
+    stream: SyncKind
+    device: SyncKind
+    implicit: SyncKind
+
+class RangeCategory(_Enum):
+    generic: RangeCategory
+    phase: RangeCategory
+    input_wait: RangeCategory
+    cpu_op: RangeCategory
+    step: RangeCategory
+    communication: RangeCategory
+    user_annotation: RangeCategory
+
+class ApiDomain(_Enum):
+    unknown: ApiDomain
+    runtime: ApiDomain
+    driver: ApiDomain
+
+class CounterKind(_Enum):
+    unknown: CounterKind
+    gpu_utilization_percent: CounterKind
+    memory_utilization_percent: CounterKind
+    device_memory_used_bytes: CounterKind
+    device_memory_total_bytes: CounterKind
+    process_memory_used_bytes: CounterKind
+    foreign_process_memory_bytes: CounterKind
+    sm_clock_mhz: CounterKind
+    sm_clock_max_mhz: CounterKind
+    temperature_c: CounterKind
+    power_watts: CounterKind
+    power_limit_watts: CounterKind
+    throttle_reasons: CounterKind
+    ecc_corrected_errors: CounterKind
+    ecc_uncorrected_errors: CounterKind
+    framework_allocated_bytes: CounterKind
+    framework_reserved_bytes: CounterKind
+    framework_alloc_retries: CounterKind
+    framework_ooms: CounterKind
+    framework_inactive_split_bytes: CounterKind
+    dropped_records: CounterKind
+    capture_overhead_ns: CounterKind
+    untimed_kernels: CounterKind
+
+class MemoryMetric(_Enum):
+    allocated: MemoryMetric
+    reserved: MemoryMetric
+    device_used: MemoryMetric
+
+class OomCause(_Enum):
+    unknown: OomCause
+    fragmentation: OomCause
+    bloated_cache: OomCause
+    memory_outside_framework: OomCause
+    too_little_memory: OomCause
+    free_block_available: OomCause
+
+class Severity(_Enum):
+    info: Severity
+    warning: Severity
+    critical: Severity
+
+class FigureKind(_Enum):
+    gauge: FigureKind
+    total: FigureKind
+    peak: FigureKind
+
+class TableKind(_Enum):
+    rows: TableKind
+    partition: TableKind
+
+class StatusCode(_Enum):
+    ok: StatusCode
+    invalid_argument: StatusCode
+    not_found: StatusCode
+    unavailable: StatusCode
+    corrupt_data: StatusCode
+    unsupported: StatusCode
+    io_error: StatusCode
+    resource_exhausted: StatusCode
+    failed_precondition: StatusCode
+    internal: StatusCode
+
+class WhatIfStart(_Enum):
+    recorded_state: WhatIfStart
+    live_blocks: WhatIfStart
+
+# </names>

@@ -1,12 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Small formatting and parsing helpers shared by the renderers, the CLI and the pytest plugin."""
+"""Sizes people type (``"2 GiB"``) and numbers as reports print them. Printing is C++'s
+(``gpudiag._core.format_figure``); only parsing what a user types lives here."""
 
 from __future__ import annotations
 
 import math
 import re
 
-_BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+from gpudiag import _core
 
 # Decimal and binary size suffixes, case-insensitive ("2 GiB", "512mb", "1.5 G", "100").
 _SIZE_FACTORS = {
@@ -53,50 +54,13 @@ def parse_size(text: str | float) -> int:
     return int(float(number) * factor)
 
 
+def format_figure(value: float, unit: str) -> str:
+    """A number as gpudiag's reports print it, by its unit: ``format_figure(2.5e6, "ns")`` is
+    ``"2.5 ms"``. The formatter is C++'s (``gpudiag._core.format_figure``), the one the text and
+    HTML reports use, so every rendering prints a number the same way."""
+    return str(_core.format_figure(float(value), unit))
+
+
 def format_bytes(value: float) -> str:
-    """``1536`` -> ``"1.5 KiB"``."""
-    sign = "-" if value < 0 else ""
-    v = abs(float(value))
-    for unit in _BINARY_UNITS:
-        if v < 1024 or unit == _BINARY_UNITS[-1]:
-            return f"{sign}{v:.0f} {unit}" if unit == "B" else f"{sign}{v:.1f} {unit}"
-        v /= 1024
-    return f"{sign}{v:.1f} PiB"  # pragma: no cover
-
-
-def format_duration_ns(value: float) -> str:
-    """``2.5e6`` -> ``"2.50 ms"``."""
-    v = float(value)
-    a = abs(v)
-    if a >= 60e9:
-        return f"{v / 60e9:.1f} min"
-    if a >= 1e9:
-        return f"{v / 1e9:.2f} s"
-    if a >= 1e6:
-        return f"{v / 1e6:.2f} ms"
-    if a >= 1e3:
-        return f"{v / 1e3:.1f} us"
-    return f"{v:.0f} ns"
-
-
-def format_value(value: float, unit: str) -> str:
-    """Formats a report figure by its unit, as the C++ text renderer does."""
-    if unit == "bytes":
-        return format_bytes(value)
-    if unit == "ns":
-        return format_duration_ns(value)
-    if unit == "us":
-        return format_duration_ns(value * 1e3)
-    if unit == "s":
-        return format_duration_ns(value * 1e9)
-    if unit == "fraction":
-        return f"{value * 100:.1f} %"
-    if unit == "percent":
-        return f"{value:.1f} %"
-    if unit in ("bytes/step", "bytes/hour", "bytes/s"):
-        return format_bytes(value) + unit[len("bytes") :]
-    if unit == "count":
-        return f"{value:,.0f}"
-    if not unit:
-        return f"{value:.3g}"
-    return f"{value:.2f} {unit}"
+    """``1536`` -> ``"1.5 KiB"`` (C++'s formatter, as :func:`format_figure`)."""
+    return format_figure(value, "bytes")

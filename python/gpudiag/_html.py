@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import Any, Callable
 
 from gpudiag import _svg
-from gpudiag._format import format_bytes, format_duration_ns, format_value
+from gpudiag._format import format_figure
 
 _CSS = """
 .gpudiag{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;font-size:13px;
@@ -29,25 +29,8 @@ _CSS = """
 .gpudiag figure{margin:8px 0}.gpudiag figcaption{font-weight:bold;margin-bottom:2px}
 """
 
-# Table columns that place a step in time or give its total; the rest are its time components.
-_STEP_META_COLUMNS = {
-    "step", "rank", "device", "start", "end", "start_s", "end_s", "start_ns", "end_ns",
-    "duration", "duration_s", "duration_ns", "duration_ms", "total", "total_s", "total_ns",
-    "step_time", "step_time_ns", "step_time_s", "wall", "wall_ns", "wall_s", "time", "time_ns",
-}
-_WATERMARK_WORDS = ("peak", "watermark", "high_water", "limit", "capacity")
-
-
-def _unit_of(column: str) -> str:
-    for suffix, unit in (("_ns", "ns"), ("_us", "us"), ("_ms", "ms"), ("_s", "s"),
-                         ("_bytes", "bytes"), ("_share", "fraction"), ("_fraction", "fraction")):
-        if column.endswith(suffix):
-            return unit
-    return ""
-
-
-def _to_ns(value: float, unit: str) -> float:
-    return value * {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}.get(unit, 1.0)
+# What a chart needs to know about a figure, a series or a table comes from what the report
+# declares (units, kinds, the "partition" table kind), never from their names.
 
 
 def _sections(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -58,110 +41,58 @@ def _section(report: dict[str, Any], section_id: str) -> dict[str, Any] | None:
     return next((s for s in _sections(report) if s.get("id") == section_id), None)
 
 
-def _step_table(report: dict[str, Any]) -> dict[str, Any] | None:
-    """The per-step table: in the timeline section first, else any section's table with a
-    'step' column and time components."""
-    ordered = sorted(_sections(report), key=lambda s: s.get("id") != "timeline")
-    for section in ordered:
-        tables: list[dict[str, Any]] = section.get("tables", [])
-        for table in tables:
-            columns = [str(c) for c in table.get("columns", [])]
-            if "step" in columns and any(c not in _STEP_META_COLUMNS for c in columns):
-                return table
-    return None
-
-
-def step_starts(report: dict[str, Any]) -> list[float]:
-    """Start times of steps in seconds, for the marks on time plots."""
-    table = _step_table(report)
-    if table:
-        columns = [str(c) for c in table.get("columns", [])]
-        for name, scale in (("start_s", 1.0), ("start", 1.0), ("start_ns", 1e-9)):
-            if name in columns:
-                i = columns.index(name)
-                return [float(row[i]) * scale for row in table.get("rows", [])
-                        if isinstance(row[i], (int, float))]
-    for section in _sections(report):
-        for series in section.get("series", []):
-            if series.get("id") in ("steps", "step_starts", "step_start"):
-                return [float(p[0]) for p in series.get("points", [])]
-    return []
+def _formatter(unit: str) -> Callable[[float], str]:
+    return lambda v: format_figure(v, unit)
 
 
 def memory_chart(report: dict[str, Any]) -> str:
-    """Memory over time with watermarks and step marks; "" when the report has no memory series."""
+    """Device memory over time (the memory section's byte series with a time axis), with its
+    peaks (figures of kind "peak") as watermarks; "" when the report has no such series."""
     section = _section(report, "memory")
-    candidates = [section] if section else _sections(report)
-    series: list[tuple[str, Sequence[tuple[float, float]]]] = []
-    watermarks: list[tuple[str, float]] = []
-    for sec in candidates:
-        for s in sec.get("series", []):
-            if s.get("unit") == "bytes" and s.get("points"):
-                series.append((str(s.get("title") or s.get("id")), s["points"]))
-        for key, fig in sec.get("figures", {}).items():
-            if fig.get("unit") == "bytes" and any(w in key for w in _WATERMARK_WORDS):
-                watermarks.append((str(fig.get("label") or key), float(fig.get("value", 0.0))))
-        if series:
-            break
+    if section is None:
+        return ""
+    series: list[tuple[str, Sequence[tuple[float, float]]]] = [
+        (str(s.get("title") or s.get("id")), s["points"]) for s in section.get("series", [])
+        if s.get("unit") == "bytes" and s.get("x_unit", "s") == "s" and s.get("points")]
     if not series:
         return ""
-    return _svg.line_chart(series, title="Device memory over time", y_fmt=format_bytes,
-                           hlines=watermarks[:4], vlines=step_starts(report), byte_axis=True)
+    watermarks = [(str(f.get("label") or key), float(f["value"]))
+                  for key, f in section.get("figures", {}).items()
+                  if f.get("kind") == "peak" and f.get("unit") == "bytes"
+                  and f.get("value") is not None]
+    return _svg.line_chart(series, title="Device memory over time", y_fmt=_formatter("bytes"),
+                           x_fmt=_formatter("s"), hlines=watermarks[:4], byte_axis=True)
+
+
+def _partition_tables(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for s in _sections(report) for t in s.get("tables", [])
+            if t.get("kind") == "partition" and t.get("rows")]
 
 
 def step_chart(report: dict[str, Any]) -> str:
-    """Per-step time as stacked bars by cause (busy, input wait, ...); "" without a step table."""
-    table = _step_table(report)
-    if not table:
+    """The first table whose rows split a whole into parts (kind "partition", e.g. each step's
+    GPU time: busy, and idle by cause) as stacked bars; "" without one."""
+    tables = _partition_tables(report)
+    if not tables:
         return ""
+    table = tables[0]
     columns = [str(c) for c in table.get("columns", [])]
+    units = [str(u) for u in table.get("units", [])] + [""] * len(columns)
     rows = [r for r in table.get("rows", []) if len(r) == len(columns)]
-    if not rows:
+    if len(columns) < 2 or not rows:
         return ""
-    step_i = columns.index("step")
-    labels = [str(int(r[step_i])) if isinstance(r[step_i], (int, float)) else str(r[step_i])
+    label_unit = units[0]
+    labels = [format_figure(r[0], label_unit) if isinstance(r[0], (int, float)) else str(r[0])
               for r in rows]
-    if {"gpu_busy_ns", "gpu_idle_ns"} <= set(columns):
-        return _svg.stacked_bars(labels, _timeline_components(columns, rows),
-                                 title="GPU time per step: busy, and idle by cause",
-                                 y_fmt=format_duration_ns)
-    components = []
-    for i, name in enumerate(columns):
-        if name in _STEP_META_COLUMNS or not all(isinstance(r[i], (int, float)) for r in rows):
-            continue
-        unit = _unit_of(name)
-        if unit not in ("ns", "us", "ms", "s"):
-            continue
-        pretty = name.rsplit("_", 1)[0] if unit else name
-        components.append((pretty.replace("_", " "), [_to_ns(float(r[i]), unit) for r in rows]))
-    if not components:
-        return ""
-    return _svg.stacked_bars(labels, components, title="Time per step by cause",
-                             y_fmt=format_duration_ns)
+    components = [(columns[i], [float(r[i]) if isinstance(r[i], (int, float)) else 0.0
+                                for r in rows]) for i in range(1, len(columns))]
+    return _svg.stacked_bars(labels, components, title=str(table.get("title", "")),
+                             y_fmt=_formatter(units[1]), x_label=columns[0])
 
 
-def _timeline_components(columns: list[str], rows: list[list[Any]]) -> list[tuple[str, list[float]]]:
-    """Busy and idle-by-cause from the timeline analysis' per-step table. GPU busy + idle is the
-    step's span; host wait is the part of idle the GPU spent waiting for the host, and the loop's
-    input wait (host time) is shown as the share of that host wait it can explain."""
-    col = {name: i for i, name in enumerate(columns)}
-
-    def get(row: list[Any], name: str) -> float:
-        i = col.get(name)
-        v = row[i] if i is not None else 0.0
-        return float(v) if isinstance(v, (int, float)) else 0.0
-
-    busy, input_wait, host_other, other = [], [], [], []
-    for row in rows:
-        idle = get(row, "gpu_idle_ns")
-        host = min(idle, get(row, "host_wait_ns"))
-        waiting = min(host, get(row, "input_wait_ns"))
-        busy.append(get(row, "gpu_busy_ns"))
-        input_wait.append(waiting)
-        host_other.append(host - waiting)
-        other.append(idle - host)
-    return [("busy", busy), ("idle: input wait", input_wait), ("idle: host wait", host_other),
-            ("idle: other", other)]
+def _figure_text(f: dict[str, Any]) -> str:
+    value = f.get("value")
+    return format_figure(float("nan") if value is None else float(value), str(f.get("unit", "")))
 
 
 def _figures_table(figures: dict[str, Any]) -> str:
@@ -169,8 +100,7 @@ def _figures_table(figures: dict[str, Any]) -> str:
         return ""
     rows = "".join(
         f"<tr><td>{escape(str(f.get('label') or key))}</td>"
-        f"<td>{escape(format_value(float(f.get('value', 0.0)), str(f.get('unit', ''))))}</td></tr>"
-        for key, f in figures.items())
+        f"<td>{escape(_figure_text(f))}</td></tr>" for key, f in figures.items())
     return f"<table>{rows}</table>"
 
 
@@ -189,8 +119,9 @@ def _finding(f: dict[str, Any]) -> str:
         unit = str(f.get("site_unit", ""))
         rows = "".join(
             f"<tr><td>{escape(str(s.get('location', '')))}</td>"
-            f"<td>{escape(format_value(float(s.get('value', 0.0)), unit))}</td>"
-            f"<td>{float(s.get('share', 0.0)) * 100:.0f} %</td></tr>" for s in sites)
+            f"<td>{escape(format_figure(float(s.get('value', 0.0)), unit))}</td>"
+            f"<td>{escape(format_figure(float(s.get('share', 0.0)), 'fraction'))}</td></tr>"
+            for s in sites)
         parts.append(f"<table><tr><th>site</th><th>{escape(unit)}</th><th>share</th></tr>"
                      f"{rows}</table>")
     for heading, key in (("Evidence", "evidence"), ("What to do", "advice")):
@@ -202,13 +133,23 @@ def _finding(f: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _cell_text(cell: Any, unit: str) -> str:
+    """A number by its column's declared unit; text as it is."""
+    if cell is None:
+        return format_figure(float("nan"), unit)
+    if isinstance(cell, (int, float)):
+        return format_figure(float(cell), unit)
+    return str(cell)
+
+
 def _section_details(s: dict[str, Any]) -> str:
     body = [_figures_table(s.get("figures", {}))]
     for t in s.get("tables", [])[:4]:
         head = "".join(f"<th>{escape(str(c))}</th>" for c in t.get("columns", []))
+        units = [str(u) for u in t.get("units", [])]
         rows = "".join(
-            "<tr>" + "".join(
-                f"<td>{escape(f'{c:.4g}' if isinstance(c, float) else str(c))}</td>" for c in row)
+            "<tr>" + "".join(f"<td>{escape(_cell_text(c, units[i] if i < len(units) else ''))}</td>"
+                             for i, c in enumerate(row))
             + "</tr>" for row in t.get("rows", [])[:20])
         more = len(t.get("rows", [])) - 20
         tail = f'<div class="note">{more} more rows in the JSON report</div>' if more > 0 else ""

@@ -14,16 +14,18 @@ import contextlib
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union, overload
 
 from gpudiag import _core
+from gpudiag._analyze import analysis_window
 from gpudiag._errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from gpudiag._format import parse_size
 from gpudiag._libraries import register_nvidia_library_dirs
+from gpudiag._report import Report
 from gpudiag._steps import StepClock
-from gpudiag.report import Report
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
     from types import TracebackType
@@ -88,8 +90,7 @@ class Session:
     ) -> None:
         if torch not in (True, False, "auto"):
             raise InvalidArgumentError(f"torch must be True, False or 'auto', not {torch!r}")
-        if window not in ("steps", "hta", "all"):
-            raise InvalidArgumentError(f"window must be 'steps', 'hta' or 'all', not {window!r}")
+        analysis_window(window)  # refuses a name the C++ enum does not have
         if memory_history is not None and int(memory_history) <= 0:
             raise InvalidArgumentError("memory_history must be a positive number of entries")
         self.record_path = Path(record) if record is not None else None
@@ -124,7 +125,7 @@ class Session:
             callback = self.on_report
             options.on_report = lambda native: callback(Report.from_native(native))
         analysis = _core.AnalysisOptions()
-        analysis.window = getattr(_core.AnalysisWindow, self.window)
+        analysis.window = analysis_window(self.window)
         options.analysis = analysis
         props = {"pid": str(os.getpid()), "python": sys.version.split()[0]}
         for key in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
@@ -284,17 +285,20 @@ class Session:
         return bool(self._native.record(event))
 
     # ---- memory -------------------------------------------------------------------------------
-    def watch_memory(self, limit: SizeLike, callback: Callable[[int], None]) -> int:
+    def watch_memory(self, level: SizeLike | None = None,
+                     callback: Callable[[int], None] | None = None, **renamed: Any) -> int:
         """Calls ``callback(bytes_in_use)`` each time the memory in use on a device rises to
-        ``limit`` ("2 GiB" or bytes) or above; re-armed when it falls below 95 % of it. In use
+        ``level`` ("2 GiB" or bytes) or above; re-armed when it falls below 95 % of it. In use
         means the framework's reserved bytes plus memory held outside it, or NVML's figure for
         this process when larger. Returns an id for :meth:`unwatch_memory`. The callback runs on
-        the session's thread with no lock held: keep it short."""
+        the session's thread with no lock held: keep it short. (``limit=`` is the deprecated
+        name of ``level``.)"""
+        level = _renamed_level(level, renamed)
         if not self._running:
             raise FailedPreconditionError("watch_memory needs a running session")
         if not callable(callback):
             raise InvalidArgumentError("callback must be callable")
-        return int(self._native.watch_memory(parse_size(limit), callback))
+        return int(self._native.watch_memory(parse_size(level), callback))
 
     def unwatch_memory(self, watch_id: int) -> None:
         self._native.unwatch_memory(int(watch_id))
@@ -406,12 +410,30 @@ def phase(name: str) -> Iterator[None]:
             torch_integration.nvtx_pop()
 
 
-def watch_memory(limit: SizeLike, callback: Callable[[int], None]) -> int:
-    """Watermark action on the current session (see :meth:`Session.watch_memory`)."""
+def watch_memory(level: SizeLike | None = None, callback: Callable[[int], None] | None = None,
+                 **renamed: Any) -> int:
+    """Watch a memory level on the current session (see :meth:`Session.watch_memory`)."""
+    level = _renamed_level(level, renamed)
     s = _current
     if s is None:
         raise FailedPreconditionError("watch_memory needs a running session (gpudiag.start())")
-    return s.watch_memory(limit, callback)
+    return s.watch_memory(level, callback)
+
+
+def _renamed_level(level: SizeLike | None, renamed: dict[str, Any]) -> SizeLike:
+    """``level``, or the value passed by its old name ``limit`` (with a DeprecationWarning): one
+    word for a watch's level across C++ (level_bytes), C and Python."""
+    if "limit" in renamed:
+        warnings.warn("watch_memory(limit=...) is deprecated: the argument is now called level",
+                      DeprecationWarning, stacklevel=3)
+        if level is not None:
+            raise InvalidArgumentError("watch_memory: give level, not both level and limit")
+        level = renamed.pop("limit")
+    if renamed:
+        raise TypeError(f"watch_memory got unexpected arguments: {', '.join(renamed)}")
+    if level is None:
+        raise InvalidArgumentError("watch_memory needs a level, e.g. '2 GiB'")
+    return level
 
 
 def report(*, gather: bool = False) -> Report | None:

@@ -2,7 +2,7 @@
 """Self-contained SVG charts (no scripts, no fonts or files from elsewhere) for report HTML.
 
 Two charts cover what reports plot: a line chart over time with horizontal watermarks and
-vertical step marks, and a stacked bar chart of per-step time by cause. Inputs are decimated so a
+vertical marks, and a stacked bar chart of the parts of a whole (per-step time by cause). Inputs are decimated so a
 long run still renders as a few kilobytes.
 """
 
@@ -13,40 +13,18 @@ from collections.abc import Sequence
 from html import escape
 from typing import Callable
 
-# Colours by role, so the same cause has the same colour in every chart (and tests can find them).
+# Colours by role. The parts of a stacked bar take STACK_COLOURS in the order the report lists
+# them, so a partition the analysis always writes in the same order keeps its colours.
 SERIES_COLOURS = ("#1f77b4", "#ff7f0e", "#9467bd", "#17becf", "#8c564b", "#bcbd22")
 WATERMARK_COLOUR = "#d62728"
 STEP_MARK_COLOUR = "#9e9e9e"
-BUSY_COLOUR = "#2ca02c"
-CAUSE_COLOURS = (
-    ("input", "#e377c2"),
-    ("data", "#e377c2"),
-    ("host", "#bcbd22"),
-    ("sync", "#bcbd22"),
-    ("launch", "#9467bd"),
-    ("kernel_wait", "#9467bd"),
-    ("comm", "#17becf"),
-    ("memcpy", "#8c564b"),
-    ("copy", "#8c564b"),
-)
-OTHER_COLOURS = ("#7f7f7f", "#aec7e8", "#ffbb78", "#c5b0d5")
+STACK_COLOURS = ("#2ca02c", "#e377c2", "#bcbd22", "#7f7f7f", "#9467bd", "#17becf", "#8c564b")
 
 MAX_POINTS = 600   # per series: beyond this, min/max per bucket keeps spikes visible
 MAX_STEP_MARKS = 150
 MAX_BARS = 120
 
 Formatter = Callable[[float], str]
-
-
-def cause_colour(name: str, fallback_index: int = 0) -> str:
-    """The colour of a per-step time component, chosen by what its name says it is."""
-    lowered = name.lower()
-    if "busy" in lowered or "compute" in lowered or "kernel_time" in lowered:
-        return BUSY_COLOUR
-    for word, colour in CAUSE_COLOURS:
-        if word in lowered:
-            return colour
-    return OTHER_COLOURS[fallback_index % len(OTHER_COLOURS)]
 
 
 def decimate(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
@@ -246,7 +224,7 @@ def stacked_bars(
     label_at = {i + 0.5: labels[i] for i in range(0, len(labels), stride)}
     _axes(parts, f, tick_positions, y_ticks, lambda v: str(label_at.get(v, "")), y_fmt, x_label)
     bar_w = max(1.0, (f.x(1.0) - f.x(0.0)) * 0.8)
-    colours = [cause_colour(name, i) for i, (name, _) in enumerate(comps)]
+    colours = [STACK_COLOURS[i % len(STACK_COLOURS)] for i in range(len(comps))]
     for i in range(len(labels)):
         base = 0.0
         for (name, vals), colour in zip(comps, colours):

@@ -18,8 +18,8 @@ import shlex
 from typing import Any
 
 from gpudiag._errors import InvalidArgumentError
+from gpudiag._report import Report
 from gpudiag._session import Session
-from gpudiag.report import Report
 
 
 def _parse(line: str) -> argparse.Namespace:

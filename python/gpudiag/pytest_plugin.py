@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from gpudiag import _core
 from gpudiag._format import format_bytes, parse_size
 
 MARKERS = {
@@ -118,15 +119,12 @@ def _limit(item: pytest.Item, name: str) -> int | None:
 
 
 def _site(frames: list[dict[str, Any]]) -> str:
-    """The first frame outside torch and this plugin: the line in the user's code."""
-    for frame in frames:
-        filename = str(frame.get("filename", ""))
-        if "/torch/" in filename or filename.endswith("pytest_plugin.py") or "/_pytest/" in filename:
-            continue
-        if filename.startswith("<") or not filename:
-            continue
-        return f"{filename}:{frame.get('line', '?')} {frame.get('name', '')}".strip()
-    return "<no Python frame recorded>"
+    """The allocation site as every gpudiag report names it (C++'s rule: the innermost frame in
+    the program's own code)."""
+    site = _core.allocation_site([
+        _core.StackFrame(str(f.get("filename", "")), str(f.get("name", "")), int(f.get("line", 0)))
+        for f in frames])
+    return str(site) or "<no frame recorded>"
 
 
 def leak_sites(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[str, int]]:

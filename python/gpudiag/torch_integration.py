@@ -43,7 +43,7 @@ from gpudiag._errors import GpudiagError, UnavailableError
 from gpudiag._format import format_bytes
 
 if TYPE_CHECKING:
-    from gpudiag.report import Report
+    from gpudiag._report import Report
 
 _active: Integration | None = None  # the integration of the running session
 _oom_observer_attached = False  # process-wide: PyTorch offers no way to detach it
@@ -530,7 +530,8 @@ def gather_report(report: Report) -> Report | None:
     """Under torch.distributed: every rank's report to rank 0, combined there into the job report
     (C++ cross-rank analysis). Rank 0 returns it; other ranks return None. Without an initialised
     process group the report is returned as it is."""
-    from gpudiag.report import Report, to_native
+    from gpudiag import _core
+    from gpudiag._report import Report
 
     torch = sys.modules.get("torch")
     dist = getattr(torch, "distributed", None) if torch is not None else None
@@ -548,7 +549,7 @@ def gather_report(report: Report) -> Report | None:
     gathered = _all_gather_json(torch, dist, data, world)
     if rank != 0:
         return None
-    ranks = [to_native(d) for d in gathered if d is not None]
+    ranks = [Report(d).native() for d in gathered if d is not None]
     return Report.from_native(_core.analyze_job(ranks))
 
 

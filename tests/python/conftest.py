@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,6 +32,50 @@ if not _has_entry_point:
 PLUGIN_ARGS: list[str] = [] if _has_entry_point else ["-p", "gpudiag.pytest_plugin"]
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
+
+# Real traces and snapshots, read in place (../shared/corpus beside the checkout); tests that need
+# them skip where they are absent. Renderer tests run on reports the analyses make from these.
+CORPUS = Path(os.environ.get("GPUDIAG_CORPUS_DIR", HERE.parents[2] / "shared" / "corpus"))
+STARVED_TRACE = "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+RANK_TRACES = ("kineto_traces/hta_sampled_rank-0.json.gz", "kineto_traces/hta_sampled_rank-1.json.gz")
+SNAPSHOT = "memory_snapshots/silmont2000_cs336a2_mem_snapshot.pickle"
+_analysed: dict[tuple[str, ...], Any] = {}
+
+
+def corpus_file(name: str) -> Path:
+    """A corpus file's path; skips the test when it is absent."""
+    path = CORPUS / name
+    if not path.exists():
+        pytest.skip(f"corpus file absent: {path}")
+    return path
+
+
+def corpus_report(*names: str) -> Any:
+    """The report gpudiag.analyze makes of these corpus files (analysed once per run)."""
+    import gpudiag
+
+    paths = [corpus_file(n) for n in names]
+    if names not in _analysed:
+        _analysed[names] = gpudiag.analyze(paths)
+    return _analysed[names]
+
+
+@pytest.fixture
+def starved_report() -> Any:
+    """ResNet-50 with DataLoader(num_workers=0): steps, input waits, kernels, memory events."""
+    return corpus_report(STARVED_TRACE)
+
+
+@pytest.fixture
+def snapshot_report() -> Any:
+    """A torch memory snapshot: memory only."""
+    return corpus_report(SNAPSHOT)
+
+
+@pytest.fixture
+def job_report() -> Any:
+    """Two ranks of an NCCL job."""
+    return corpus_report(*RANK_TRACES)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

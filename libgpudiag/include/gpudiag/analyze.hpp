@@ -4,6 +4,7 @@
 
 #include <gpudiag/event.hpp>
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 #include <gpudiag/report.hpp>
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>
@@ -11,7 +12,9 @@
 
 #include <cstdint>
 #include <functional>
+#if GPUDIAG_HAS_SPAN
 #include <span>
+#endif
 #include <string>
 #include <vector>
 
@@ -27,6 +30,8 @@ enum class AnalysisWindow : std::uint8_t {
     /// Everything in the input.
     kAll = 2,
 };
+template <>
+GPUDIAG_API EnumNames<AnalysisWindow> enum_names<AnalysisWindow>() noexcept;
 
 struct AnalysisOptions {
     AnalysisWindow window = AnalysisWindow::kSteps;
@@ -42,7 +47,10 @@ enum class InputFormat : std::uint8_t {
     kRecording = 1,      ///< gpudiag's own .gpudiag recording
     kKinetoJson = 2,     ///< PyTorch profiler Chrome-trace JSON, plain or gzip
     kTorchSnapshot = 3,  ///< torch.cuda.memory._dump_snapshot pickle
+    kReportJson = 4,     ///< a report gpudiag wrote as JSON (render_json), plain or gzip
 };
+template <>
+GPUDIAG_API EnumNames<InputFormat> enum_names<InputFormat>() noexcept;
 GPUDIAG_API const char* input_format_name(InputFormat f) noexcept;
 
 /// Looks at the first bytes of `path` to tell its format. Errors: kNotFound, kIoError,
@@ -50,15 +58,19 @@ GPUDIAG_API const char* input_format_name(InputFormat f) noexcept;
 GPUDIAG_API Result<InputFormat> detect_format(const std::string& path) noexcept;
 
 /// Analyses one or more files of one job (e.g. one Kineto file per rank) and returns one report.
+/// A saved report (InputFormat::kReportJson) is read back as it is; several are combined as the
+/// ranks of one job.
 /// Errors: as detect_format, plus kCorruptData for malformed input (the message says where).
 /// Thread-safety: safe to call concurrently on different files.
 GPUDIAG_API Result<Report> analyze_files(const std::vector<std::string>& paths,
                                          const AnalysisOptions& options = {}) noexcept;
 
-/// Analyses events already in memory (tests, bindings, the live session).
+#if GPUDIAG_HAS_SPAN
+/// Analyses events already in memory (tests, bindings, the live session). C++20.
 GPUDIAG_API Result<Report> analyze_events(std::span<const Event> events,
                                           const SourceInfo& info,
                                           const StringTable& strings,
                                           const AnalysisOptions& options = {}) noexcept;
+#endif
 
 }  // namespace gpudiag

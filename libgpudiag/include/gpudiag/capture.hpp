@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 
 #include <cstdint>
 #include <string>
@@ -19,6 +20,8 @@ enum class CaptureLevel : std::uint8_t {
     kCuptiActivity = 3,  ///< + CUPTI activity records (kernels, copies, syncs, memory)
     kCuptiDeep = 4,      ///< + CUPTI callbacks (allocation call sites)
 };
+template <>
+GPUDIAG_API EnumNames<CaptureLevel> enum_names<CaptureLevel>() noexcept;
 GPUDIAG_API const char* capture_level_name(CaptureLevel level) noexcept;  ///< "no_gpu", ...
 
 /// The answer to "what does gpudiag see here, and why not more?".

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -68,6 +69,8 @@ enum class EventKind : std::uint8_t {
     kCapturePaused = 63,
     kCaptureResumed = 64,  ///< AnnotationPayload: GPU capture sees activity again from here
 };
+template <>
+GPUDIAG_API EnumNames<EventKind> enum_names<EventKind>() noexcept;
 
 /// Where memory lives (for copies and allocations).
 enum class MemoryKind : std::uint8_t {
@@ -78,6 +81,8 @@ enum class MemoryKind : std::uint8_t {
     kManaged = 4,
     kArray = 5,
 };
+template <>
+GPUDIAG_API EnumNames<MemoryKind> enum_names<MemoryKind>() noexcept;
 
 enum class CopyDirection : std::uint8_t {
     kUnknown = 0,
@@ -87,6 +92,8 @@ enum class CopyDirection : std::uint8_t {
     kHostToHost = 4,
     kPeerToPeer = 5,
 };
+template <>
+GPUDIAG_API EnumNames<CopyDirection> enum_names<CopyDirection>() noexcept;
 
 enum class SyncKind : std::uint8_t {
     kUnknown = 0,
@@ -96,6 +103,8 @@ enum class SyncKind : std::uint8_t {
     kDevice = 4,           ///< cudaDeviceSynchronize / context synchronize
     kImplicit = 5,         ///< a blocking call that synchronizes implicitly (pageable memcpy, free)
 };
+template <>
+GPUDIAG_API EnumNames<SyncKind> enum_names<SyncKind>() noexcept;
 
 /// What a host range means to the analyses.
 enum class RangeCategory : std::uint8_t {
@@ -107,8 +116,12 @@ enum class RangeCategory : std::uint8_t {
     kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
     kUserAnnotation = 6,
 };
+template <>
+GPUDIAG_API EnumNames<RangeCategory> enum_names<RangeCategory>() noexcept;
 
 enum class ApiDomain : std::uint8_t { kUnknown = 0, kRuntime = 1, kDriver = 2 };
+template <>
+GPUDIAG_API EnumNames<ApiDomain> enum_names<ApiDomain>() noexcept;
 
 /// Metrics sampled over time. Values are in the unit named.
 enum class CounterKind : std::uint16_t {
@@ -137,6 +150,8 @@ enum class CounterKind : std::uint16_t {
     kUntimedKernels = 32,           ///< kernels CUPTI saw but could not time (device timestamp
                                     ///< buffer full), cumulative: seen, not lost
 };
+template <>
+GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;
 
 /// Bits of a kThrottleReasons counter's value: why the clocks were lowered. The values are NVML's
 /// clock-event reasons (nvmlClocksEventReason*), so a recorded mask reads the same everywhere.

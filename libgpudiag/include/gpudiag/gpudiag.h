@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <gpudiag/export.hpp>
+#include <gpudiag/export.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -56,9 +56,9 @@ typedef enum gpudiag_format {
 
 typedef struct gpudiag_session gpudiag_session_t;
 
-/* Called with a rendered report (JSON) every report_period_ms; `text` is valid during the call. */
+/* Called with a rendered report (JSON) every report_period_ms; `json` is valid during the call. */
 typedef void (*gpudiag_report_fn)(const char* json, void* user_data);
-/* Called when the memory in use on a device crosses a watch's threshold upwards (see
+/* Called when the memory in use on a device rises to a watch's level (see
    gpudiag::Session::watch_memory for what counts as in use). */
 typedef void (*gpudiag_watch_fn)(uint64_t bytes_in_use, void* user_data);
 
@@ -94,7 +94,7 @@ GPUDIAG_API gpudiag_status_t gpudiag_session_phase_begin(gpudiag_session_t* sess
                                                          const char* name);
 GPUDIAG_API gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* session);
 GPUDIAG_API gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* session,
-                                                          uint64_t threshold_bytes,
+                                                          uint64_t level_bytes,
                                                           gpudiag_watch_fn callback,
                                                           void* user_data, uint64_t* watch_id);
 GPUDIAG_API gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* session,

@@ -5,6 +5,9 @@
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
 #include <gpudiag/event.hpp>
+#include <gpudiag/job.hpp>
+#include <gpudiag/memory.hpp>
+#include <gpudiag/names.hpp>
 #include <gpudiag/recording.hpp>
 #include <gpudiag/report.hpp>
 #include <gpudiag/session.hpp>
@@ -12,5 +15,6 @@
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
+#include <gpudiag/trace_export.hpp>
 #include <gpudiag/version.hpp>
 #include <gpudiag/whatif.hpp>

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory diagnostics shared by the offline analyses, the live session and the Python layer:
-// threshold watches on a device's memory level and the computed explanation of an
+// watches on a device's memory level and the computed explanation of an
 // out-of-memory failure.
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 #include <gpudiag/status.hpp>
 
 #include <cstdint>
@@ -23,6 +24,8 @@ enum class MemoryMetric : std::uint8_t {
     /// reports it when that is larger (it also counts the CUDA context)
     kDeviceUsed = 2,
 };
+template <>
+GPUDIAG_API EnumNames<MemoryMetric> enum_names<MemoryMetric>() noexcept;
 GPUDIAG_API const char* memory_metric_name(MemoryMetric m) noexcept;  ///< "allocated", ...
 
 /// A level to watch. The callback fires once each time the value rises to the level or above,
@@ -71,6 +74,8 @@ enum class OomCause : std::uint8_t {
     /// another stream or pool, or memory was freed between the failure and the snapshot).
     kFreeBlockAvailable = 5,
 };
+template <>
+GPUDIAG_API EnumNames<OomCause> enum_names<OomCause>() noexcept;
 GPUDIAG_API const char* oom_cause_name(OomCause c) noexcept;  ///< "fragmentation", ...
 
 /// A computed explanation of an out-of-memory failure, with the figures behind it.
@@ -106,5 +111,19 @@ struct OomExplanation {
 GPUDIAG_API Result<OomExplanation> explain_oom_in_snapshot(const std::string& path,
                                                            std::uint64_t request_bytes,
                                                            int device = 0) noexcept;
+
+/// One frame of a call stack (Python or native), as torch records them.
+struct StackFrame {
+    std::string filename;
+    std::string name;       ///< function
+    std::int64_t line = 0;  ///< 0 when unknown
+};
+
+/// Where an allocation came from, named as every gpudiag report names it ("train/model.py:42
+/// forward"): from frames innermost first, the first in the program's own Python code (not
+/// torch, not an installed package or the standard library); else the first Python frame outside
+/// torch, then the first native frame that is not the allocator itself, then the first torch
+/// Python frame. "" when no frame says anything. Thread-safety: safe. Errors: none.
+GPUDIAG_API std::string allocation_site(const std::vector<StackFrame>& frames) noexcept;
 
 }  // namespace gpudiag

@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#if GPUDIAG_HAS_SPAN
 #include <span>
+#endif
 #include <string>
 #include <vector>
 
@@ -57,6 +59,7 @@ struct RecordingInfo {
     std::vector<std::string> notes;
 };
 
+#if GPUDIAG_HAS_SPAN  // the writer, the reader and write_recording take spans of events: C++20
 /// Writes a recording. It is an EventSink, so it can sit in a FanoutSink next to the analyzers:
 /// begin() writes the source info, consume() buffers events and writes a chunk whenever the
 /// buffer is full (strings new since the last chunk go first, so a reader always knows a name
@@ -154,13 +157,17 @@ GPUDIAG_API Status write_recording(const std::string& path, const SourceInfo& in
                                    const SourceSummary& summary,
                                    const RecordingWriterOptions& options = {}) noexcept;
 
+#endif
+
 /// Opens `path` and returns RecordingReader::info().
 /// Thread-safety: safe. Errors: as RecordingReader::open() and info().
 GPUDIAG_API Result<RecordingInfo> read_recording_info(const std::string& path) noexcept;
 
+#if GPUDIAG_HAS_SPAN
 /// Opens `path` and streams it into `sink` (RecordingReader::read()).
 /// Thread-safety: safe on different sinks. Errors: as RecordingReader::open() and read().
 GPUDIAG_API Status read_recording(const std::string& path, EventSink& sink,
                                   StringTable& strings) noexcept;
+#endif
 
 }  // namespace gpudiag

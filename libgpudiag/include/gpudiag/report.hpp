@@ -4,10 +4,13 @@
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 #include <gpudiag/source_info.hpp>
+#include <gpudiag/status.hpp>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -15,14 +18,56 @@
 namespace gpudiag {
 
 enum class Severity : std::uint8_t { kInfo = 0, kWarning = 1, kCritical = 2 };
+template <>
+GPUDIAG_API EnumNames<Severity> enum_names<Severity>() noexcept;
 GPUDIAG_API const char* severity_name(Severity s) noexcept;  ///< "info", "warning", "critical"
 
-/// A named number with its unit ("bytes", "ns", "percent", "count", "bytes/step", ...).
+/// The units a figure, a table column or a series declares. Reports carry the unit's spelling
+/// (its name: "bytes", "ns", "bytes/step", ...), and every renderer decides from the unit how to
+/// print, plot and export a number, never from the figure's key.
+enum class Unit : std::uint8_t {
+    kUnknown = 0,        ///< a spelling no unit has: printed as "<number> <spelling>", not exported
+    kNumber = 1,         ///< "": a plain number
+    kCount = 2,          ///< "count": a number of things
+    kBytes = 3,          ///< "bytes"
+    kNanoseconds = 4,    ///< "ns"
+    kMicroseconds = 5,   ///< "us"
+    kMilliseconds = 6,   ///< "ms"
+    kSeconds = 7,        ///< "s"
+    kFraction = 8,       ///< "fraction": a share, 0..1 (the figure's label says of what)
+    kPercent = 9,        ///< "percent": 0..100
+    kBytesPerStep = 10,  ///< "bytes/step"
+    kBytesPerSecond = 11,  ///< "bytes/s"
+    kBytesPerHour = 12,  ///< "bytes/hour"
+    kCelsius = 13,       ///< "celsius"
+    kWatts = 14,         ///< "W"
+    kMegahertz = 15,     ///< "MHz"
+    kStep = 16,          ///< "step": a step ordinal (the x axis of per-step series)
+    kCode = 17,          ///< "enum": a code; the label lists its meanings ("window: 0 steps, 1 hta")
+    kDevice = 18,        ///< "ordinal": a device ordinal, naming the device a section describes
+    kRank = 19,          ///< "rank": a distributed rank
+};
+template <>
+GPUDIAG_API EnumNames<Unit> enum_names<Unit>() noexcept;
+/// The unit a spelling names; Unit::kUnknown when none does.
+GPUDIAG_API Unit unit_from_name(std::string_view spelling) noexcept;
+
+/// What a figure is beyond its unit: how exporters type it and plots draw it.
+enum class FigureKind : std::uint8_t {
+    kGauge = 0,  ///< a level or a measure of the analysed input (the default)
+    kTotal = 1,  ///< an amount accumulated since the start, which only grows while a session runs
+    kPeak = 2,   ///< the highest level reached (a watermark: memory plots draw it as a line)
+};
+template <>
+GPUDIAG_API EnumNames<FigureKind> enum_names<FigureKind>() noexcept;
+
+/// A named number with its declared unit and kind.
 struct Figure {
     std::string key;    ///< stable snake_case name, e.g. "input_wait_share"
     double value = 0;
-    std::string unit;
+    std::string unit;   ///< a Unit's name ("bytes", "ns", "fraction", "count", "bytes/step", ...)
     std::string label;  ///< human label, e.g. "time waiting for input"
+    FigureKind kind = FigureKind::kGauge;
 };
 
 /// A place in the program that a finding points at (an allocation site, a kernel, a range).
@@ -51,19 +96,35 @@ struct Finding {
 
 using Cell = std::variant<double, std::string>;
 
+/// What a table's rows are.
+enum class TableKind : std::uint8_t {
+    kRows = 0,       ///< rows of figures (the default)
+    /// Each row splits one whole (a step's time, say): the first column names the row, and the
+    /// numeric columns after it are parts that add up to the row's whole (plots stack them).
+    kPartition = 1,
+};
+template <>
+GPUDIAG_API EnumNames<TableKind> enum_names<TableKind>() noexcept;
+
 struct Table {
     std::string id;
     std::string title;
     std::vector<std::string> columns;
     std::vector<std::vector<Cell>> rows;
+    /// The unit of each column's numbers (a Unit's name), parallel to `columns`; empty or
+    /// shorter when a table does not declare them (its numbers print as plain numbers).
+    std::vector<std::string> units{};
+    TableKind kind = TableKind::kRows;
 };
 
-/// A bounded time series for plots: (seconds from the start, value).
+/// A bounded series for plots: (x, value) with x in `x_unit` ("s": seconds from the start;
+/// "step": step ordinal).
 struct Series {
     std::string id;
     std::string title;
     std::string unit;
     std::vector<std::pair<double, double>> points;
+    std::string x_unit = "s";
 };
 
 /// One analysis' figures (memory, timeline, health ...).
@@ -109,7 +170,30 @@ struct Report {
 
 /// Plain-text rendering for terminals and logs. Errors: none (never throws; returns "" on OOM).
 GPUDIAG_API std::string render_text(const Report& report) noexcept;
-/// JSON rendering; the schema is documented in README.md ("JSON report").
-GPUDIAG_API std::string render_json(const Report& report) noexcept;
+/// JSON rendering; the schema is documented in README.md ("JSON report"). `compact`: one line
+/// with no spaces (for log lines and services), else indented. Errors: none ("" on OOM).
+GPUDIAG_API std::string render_json(const Report& report, bool compact = false) noexcept;
+/// Reads a report that render_json wrote (any schema version up to this one; fields a newer
+/// writer added are ignored). Errors: kCorruptData for text that is not JSON or not a report
+/// (the message says where), kResourceExhausted when out of memory.
+/// Thread-safety: safe.
+GPUDIAG_API Result<Report> parse_report_json(std::string_view json) noexcept;
+
+/// Prometheus text exposition (format 0.0.4) of a report and its ranks: one metric per figure,
+/// named gpudiag_<section>_<figure>_<base unit> (gpudiag_finding_<id>_<figure>_<base unit> for
+/// a finding's), in base units (_bytes, _seconds, _ratio, ...); findings as
+/// gpudiag_finding{id,severity} and gpudiag_findings{severity}; capture counts as counters.
+/// Labels: Hostname, rank (only in a multi-rank job) and, for figures about one GPU, gpu, UUID,
+/// pci_bus_id and modelName where the source knows them (dcgm-exporter's labels). Several
+/// reports render as one exposition with no duplicate series: a `source` label (each report's
+/// description) tells them apart when their other labels do not.
+/// Errors: none ("" on OOM). Thread-safety: safe.
+GPUDIAG_API std::string render_prometheus(const Report& report) noexcept;
+GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports) noexcept;
+
+/// A number as reports print it, by its unit's name: "1.3 GiB" (bytes), "62.3 ms" (ns),
+/// "39.4 %" (fraction), "1234" (count), "20 MiB/step", "n/a" for NaN. The one formatter behind
+/// the text report, the HTML report and the Python layer. Errors: none ("" on OOM).
+GPUDIAG_API std::string format_figure(double value, std::string_view unit) noexcept;
 
 }  // namespace gpudiag

@@ -93,12 +93,12 @@ public:
     static std::uint64_t now_ns() noexcept;
 
     /// Calls `callback(bytes_in_use)` once each time the memory in use on a device rises to
-    /// `threshold_bytes` or above (re-armed when it falls below 95 % of it), where in use is
+    /// `level_bytes` or above (re-armed when it falls below 95 % of it), where in use is
     /// MemoryMetric::kDeviceUsed: the framework's reserved bytes plus device memory held outside
     /// it, or NVML's figure for the process when larger. Called on the session's worker thread
     /// with no lock held (it may call report()); it must not block for long. May be called
-    /// before start(). Errors: kInvalidArgument for a null callback or a zero threshold.
-    Result<WatchId> watch_memory(std::uint64_t threshold_bytes,
+    /// before start(). Errors: kInvalidArgument for a null callback or a zero level.
+    Result<WatchId> watch_memory(std::uint64_t level_bytes,
                                  std::function<void(std::uint64_t)> callback) noexcept;
     Status unwatch_memory(WatchId id) noexcept;
 

@@ -7,6 +7,7 @@
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/string_table.hpp>
 
+#if GPUDIAG_HAS_SPAN
 #include <span>
 
 namespace gpudiag {
@@ -38,3 +39,4 @@ private:
 };
 
 }  // namespace gpudiag
+#endif  // GPUDIAG_HAS_SPAN: the event-sink seam needs C++20

@@ -14,6 +14,7 @@ struct DeviceInfo {
     std::string name;                    ///< e.g. "NVIDIA H200"
     std::uint64_t total_memory_bytes = 0;
     std::string uuid;
+    std::string pci_bus_id{};            ///< e.g. "00000000:18:00.0", "" when unknown
 };
 
 /// Describes a source of events. Importers fill what the input says; capture fills what it saw.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 
 #include <new>
 #include <string>
@@ -25,6 +26,8 @@ enum class StatusCode : int {
     kFailedPrecondition = 8,  ///< the call is fine but not now (stop before start)
     kInternal = 9,            ///< a bug in gpudiag: please report it
 };
+template <>
+GPUDIAG_API EnumNames<StatusCode> enum_names<StatusCode>() noexcept;
 
 /// The stable lower-case name of a code, e.g. "invalid_argument".
 GPUDIAG_API const char* status_code_name(StatusCode code) noexcept;

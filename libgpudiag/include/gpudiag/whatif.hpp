@@ -11,6 +11,7 @@
 
 #include <gpudiag/event.hpp>
 #include <gpudiag/export.hpp>
+#include <gpudiag/names.hpp>
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
@@ -49,7 +50,9 @@ enum class WhatIfStart : std::uint8_t {
     /// the recorded settings and would bias the comparison).
     kLiveBlocks = 1,
 };
-GPUDIAG_API const char* whatif_start_name(WhatIfStart s) noexcept;
+template <>
+GPUDIAG_API EnumNames<WhatIfStart> enum_names<WhatIfStart>() noexcept;
+GPUDIAG_API const char* whatif_start_name(WhatIfStart s) noexcept;  ///< "recorded_state", ...
 
 /// One replay's predictions.
 struct WhatIfOutcome {

@@ -6,6 +6,8 @@
 #include "analysis/registry.hpp"
 #include "importers/open_source.hpp"
 
+#include <zlib.h>
+
 #include <algorithm>
 #include <exception>
 #include <new>
@@ -70,7 +72,26 @@ private:
     bool ended_ = false;
 };
 
+// A report saved as JSON (plain or gzip, which gzread reads both) comes back as it was.
+Result<Report> read_report(const std::string& path) {
+    gzFile f = gzopen(path.c_str(), "rb");
+    if (f == nullptr) return io_error(path + ": cannot open");
+    std::string text;
+    char buf[1 << 16];
+    int n = 0;
+    while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+    bool failed = n < 0;
+    gzclose(f);
+    if (failed) return io_error(path + ": read error");
+    auto report = parse_report_json(text);
+    if (!report) return Status(report.status().code(), path + ": " + report.status().message());
+    return report;
+}
+
 Result<Report> analyze_one(const std::string& path, const AnalysisOptions& options) {
+    auto format = detect_format(path);
+    if (!format) return format.status();
+    if (*format == InputFormat::kReportJson) return read_report(path);
     auto source = detail::open_event_source(path, options);
     if (!source) return source.status();
     StringTable strings;
@@ -145,16 +166,6 @@ Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& i
     } catch (...) {
         return internal_error("analysis failed with an unknown exception");
     }
-}
-
-const char* input_format_name(InputFormat f) noexcept {
-    switch (f) {
-        case InputFormat::kUnknown: return "unknown";
-        case InputFormat::kRecording: return "gpudiag recording";
-        case InputFormat::kKinetoJson: return "Kineto/Chrome trace JSON";
-        case InputFormat::kTorchSnapshot: return "torch memory snapshot";
-    }
-    return "unknown";
 }
 
 }  // namespace gpudiag

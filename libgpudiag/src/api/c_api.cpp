@@ -157,14 +157,14 @@ gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* s) {
     return GPUDIAG_OK;
 }
 
-gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t threshold_bytes,
+gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t level_bytes,
                                               gpudiag_watch_fn callback, void* user_data,
                                               uint64_t* watch_id) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     if (callback == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "callback is NULL");
     return guarded([&]() -> gpudiag_status_t {
         auto id = s->session->watch_memory(
-            threshold_bytes, [callback, user_data](std::uint64_t bytes) { callback(bytes, user_data); });
+            level_bytes, [callback, user_data](std::uint64_t bytes) { callback(bytes, user_data); });
         if (!id) return to_c(id.status());
         if (watch_id != nullptr) *watch_id = *id;
         return GPUDIAG_OK;

@@ -45,10 +45,10 @@ class SessionWatches {
 public:
     using Callback = std::function<void(std::uint64_t)>;
 
-    WatchId add(std::uint64_t threshold, Callback callback) {
+    WatchId add(std::uint64_t level_bytes, Callback callback) {
         WatchId id = next_id_++;
         Entry& entry = entries_[id];
-        entry.threshold = threshold;
+        entry.level_bytes = level_bytes;
         entry.callback = std::move(callback);
         if (ledger_ != nullptr) register_entry(id, entry);
         return id;
@@ -84,7 +84,7 @@ public:
 
 private:
     struct Entry {
-        std::uint64_t threshold = 0;
+        std::uint64_t level_bytes = 0;
         Callback callback;
         int ledger_id = 0;
     };
@@ -96,8 +96,8 @@ private:
         MemoryWatch spec;
         spec.device = -1;
         spec.metric = MemoryMetric::kDeviceUsed;
-        spec.level_bytes = entry.threshold;
-        spec.hysteresis_fraction = 0.05;  // re-arm below 95 % of the threshold
+        spec.level_bytes = entry.level_bytes;
+        spec.hysteresis_fraction = 0.05;  // re-arm below 95 % of the level
         entry.ledger_id = ledger_->add_watch(spec, [this, id](const MemoryWatchCrossing& c) {
             if (due_.size() < kMaxQueuedCrossings) due_.emplace_back(id, c.value_bytes);
         });
@@ -528,13 +528,13 @@ StringId Session::intern(std::string_view text) noexcept { return impl_->strings
 
 std::uint64_t Session::now_ns() noexcept { return detail::monotonic_now_ns(); }
 
-Result<WatchId> Session::watch_memory(std::uint64_t threshold_bytes,
+Result<WatchId> Session::watch_memory(std::uint64_t level_bytes,
                                       std::function<void(std::uint64_t)> callback) noexcept {
     if (!callback) return invalid_argument("watch_memory needs a callback");
-    if (threshold_bytes == 0) return invalid_argument("watch_memory needs a threshold above 0");
+    if (level_bytes == 0) return invalid_argument("watch_memory needs a level above 0");
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
-        return impl_->watches.add(threshold_bytes, std::move(callback));
+        return impl_->watches.add(level_bytes, std::move(callback));
     } catch (...) {
         return resource_exhausted("out of memory adding a watch");
     }

@@ -11,13 +11,6 @@
 
 namespace gpudiag {
 
-const char* whatif_start_name(WhatIfStart s) noexcept {
-    switch (s) {
-        case WhatIfStart::kRecordedState: return "recorded_state";
-        case WhatIfStart::kLiveBlocks: return "live_blocks";
-    }
-    return "unknown";
-}
 
 Result<WhatIfResult> whatif_file(const std::string& path, const WhatIfOptions& options) noexcept {
     try {

@@ -4,6 +4,7 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -27,24 +28,19 @@ std::string CallSiteSymbolizer::describe_frame(void* frame) {
             module.remove_prefix(slash + 1);
         }
         if (!is_cuda_stack_module(module)) {
-            char offset[32];
             if (info.dli_sname != nullptr) {
                 int status = 0;
                 char* demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
                 out = status == 0 && demangled != nullptr ? demangled : info.dli_sname;
                 std::free(demangled);
-                std::snprintf(offset, sizeof offset, "+0x%zx",
-                              static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(frame) -
-                                                       reinterpret_cast<std::uintptr_t>(info.dli_saddr)));
-                out += offset;
-                out += " (";
-                out += module;
-                out += ")";
+                out += fmt::format("+{:#x} ({})",
+                                   reinterpret_cast<std::uintptr_t>(frame) -
+                                       reinterpret_cast<std::uintptr_t>(info.dli_saddr),
+                                   module);
             } else {
-                std::snprintf(offset, sizeof offset, "+0x%zx",
-                              static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(frame) -
-                                                       reinterpret_cast<std::uintptr_t>(info.dli_fbase)));
-                out = std::string(module.empty() ? "?" : module) + offset;
+                out = fmt::format("{}+{:#x}", module.empty() ? "?" : module,
+                                  reinterpret_cast<std::uintptr_t>(frame) -
+                                      reinterpret_cast<std::uintptr_t>(info.dli_fbase));
             }
         }
     }

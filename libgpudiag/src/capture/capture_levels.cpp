@@ -2,21 +2,6 @@
 // Capture levels and their reasons.
 #include "capture/capture_levels.hpp"
 
-namespace gpudiag {
-
-const char* capture_level_name(CaptureLevel level) noexcept {
-    switch (level) {
-        case CaptureLevel::kNoGpu: return "no_gpu";
-        case CaptureLevel::kNvml: return "nvml";
-        case CaptureLevel::kFramework: return "framework";
-        case CaptureLevel::kCuptiActivity: return "cupti_activity";
-        case CaptureLevel::kCuptiDeep: return "cupti_deep";
-    }
-    return "unknown";
-}
-
-}  // namespace gpudiag
-
 namespace gpudiag::detail {
 
 CaptureStatus compute_capture_status(const CaptureFacts& f) {

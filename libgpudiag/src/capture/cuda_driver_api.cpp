@@ -5,7 +5,9 @@
 
 #include "capture/dynamic_library.hpp"
 
-#include <cstdio>
+#include <fmt/format.h>
+
+#include <iterator>
 
 namespace gpudiag::detail {
 namespace {
@@ -45,12 +47,13 @@ std::string CudaDriverApi::version_string() const {
 }
 
 std::string format_gpu_uuid(const std::array<unsigned char, 16>& b) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf,
-                  "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                  b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                  b[14], b[15]);
-    return buf;
+    // nvidia-smi's spelling: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+    std::string out = "GPU-";
+    for (std::size_t i = 0; i < b.size(); ++i) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+        fmt::format_to(std::back_inserter(out), "{:02x}", b[i]);
+    }
+    return out;
 }
 
 const CudaDriverApi* cuda_driver_api(std::string* why_not) noexcept {

@@ -7,22 +7,6 @@ namespace gpudiag {
 
 const char* version() noexcept { return GPUDIAG_VERSION_STRING; }
 
-const char* status_code_name(StatusCode code) noexcept {
-    switch (code) {
-        case StatusCode::kOk: return "ok";
-        case StatusCode::kInvalidArgument: return "invalid_argument";
-        case StatusCode::kNotFound: return "not_found";
-        case StatusCode::kUnavailable: return "unavailable";
-        case StatusCode::kCorruptData: return "corrupt_data";
-        case StatusCode::kUnsupported: return "unsupported";
-        case StatusCode::kIoError: return "io_error";
-        case StatusCode::kResourceExhausted: return "resource_exhausted";
-        case StatusCode::kFailedPrecondition: return "failed_precondition";
-        case StatusCode::kInternal: return "internal";
-    }
-    return "unknown";
-}
-
 Status::Status(StatusCode code, std::string message) noexcept
     : code_(code), message_(std::move(message)) {}
 

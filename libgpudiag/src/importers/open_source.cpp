@@ -16,19 +16,39 @@ namespace {
 
 constexpr unsigned char kRecordingMagic[8] = {'G', 'P', 'U', 'D', 'I', 'A', 'G', '\0'};
 
-// The first non-whitespace byte of up to `n` decompressed bytes of a gzip file.
-int first_inflated_byte(const std::string& path) {
+bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// JSON text: a gpudiag report (render_json writes "schema_version" first), else a trace.
+InputFormat classify_json(const unsigned char* text, std::size_t n) {
+    std::size_t i = 0;
+    while (i < n && is_space(text[i])) ++i;
+    if (i < n && text[i] == '{') {
+        ++i;
+        while (i < n && is_space(text[i])) ++i;
+        constexpr char kReportKey[] = "\"schema_version\"";
+        constexpr std::size_t kLength = sizeof kReportKey - 1;
+        if (n - i >= kLength && std::memcmp(text + i, kReportKey, kLength) == 0) {
+            return InputFormat::kReportJson;
+        }
+    }
+    return InputFormat::kKinetoJson;
+}
+
+// The format of a gzip file's content, from its first decompressed bytes.
+InputFormat classify_inflated(const std::string& path) {
     gzFile f = gzopen(path.c_str(), "rb");
-    if (f == nullptr) return -1;
-    char buf[512];
+    if (f == nullptr) return InputFormat::kUnknown;
+    unsigned char buf[512];
     int n = gzread(f, buf, sizeof buf);
     gzclose(f);
     for (int i = 0; i < n; ++i) {
-        unsigned char c = static_cast<unsigned char>(buf[i]);
-        if (c == 0x80) return c;  // pickle protocol opcode is not whitespace-prefixed
-        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return c;
+        unsigned char c = buf[i];
+        if (c == 0x80) return InputFormat::kTorchSnapshot;  // a pickle's protocol opcode
+        if (is_space(c)) continue;
+        if (c == '{' || c == '[') return classify_json(buf + i, static_cast<std::size_t>(n - i));
+        return InputFormat::kUnknown;
     }
-    return -1;
+    return InputFormat::kUnknown;
 }
 
 InputFormat classify(const unsigned char* head, std::size_t n, const std::string& path) {
@@ -36,20 +56,15 @@ InputFormat classify(const unsigned char* head, std::size_t n, const std::string
     if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
         return InputFormat::kTorchSnapshot;
     }
-    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) {
-        int c = first_inflated_byte(path);
-        if (c == '{' || c == '[') return InputFormat::kKinetoJson;
-        if (c == 0x80) return InputFormat::kTorchSnapshot;
-        return InputFormat::kUnknown;
-    }
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return classify_inflated(path);
     for (std::size_t i = 0; i < n; ++i) {
         unsigned char c = head[i];
-        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        if (is_space(c)) continue;
         if (i + 2 < n && c == 0xEF && head[i + 1] == 0xBB && head[i + 2] == 0xBF) {  // UTF-8 BOM
             i += 2;
             continue;
         }
-        return (c == '{' || c == '[') ? InputFormat::kKinetoJson : InputFormat::kUnknown;
+        return (c == '{' || c == '[') ? classify_json(head + i, n - i) : InputFormat::kUnknown;
     }
     return InputFormat::kUnknown;
 }
@@ -71,8 +86,8 @@ Result<InputFormat> detect_format(const std::string& path) noexcept {
         if (f == InputFormat::kUnknown) {
             return unsupported(path +
                                ": not a format gpudiag reads (expected a .gpudiag recording, a "
-                               "PyTorch profiler/Kineto JSON trace, plain or .gz, or a torch "
-                               "memory snapshot pickle)");
+                               "PyTorch profiler/Kineto JSON trace, plain or .gz, a torch "
+                               "memory snapshot pickle, or a gpudiag JSON report)");
         }
         return f;
     } catch (...) {
@@ -90,6 +105,9 @@ Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
         case InputFormat::kRecording: return open_recording_source(path, options);
         case InputFormat::kKinetoJson: return open_kineto_source(path, options);
         case InputFormat::kTorchSnapshot: return open_snapshot_source(path, options);
+        case InputFormat::kReportJson:
+            return invalid_argument(path + ": a gpudiag report holds findings, not events; "
+                                           "analyze_files reads it back as it is");
         case InputFormat::kUnknown: break;
     }
     return unsupported(path + ": unknown format");

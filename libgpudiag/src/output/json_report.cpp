@@ -16,6 +16,7 @@ void write_figures(JsonWriter& w, const std::vector<Figure>& figures) {
     for (const auto& f : figures) {
         w.key(f.key).begin_object();
         w.field("value", f.value).field("unit", f.unit).field("label", f.label);
+        w.field("kind", enum_name(f.kind));
         w.end_object();
     }
     w.end_object();
@@ -31,6 +32,7 @@ void write_source(JsonWriter& w, const SourceInfo& s) {
         w.begin_object();
         w.field("ordinal", static_cast<unsigned>(d.ordinal)).field("name", d.name);
         w.field("total_memory_bytes", d.total_memory_bytes).field("uuid", d.uuid);
+        w.field("pci_bus_id", d.pci_bus_id);
         w.end_object();
     }
     w.end_array();
@@ -88,6 +90,10 @@ void write_section(JsonWriter& w, const Section& s) {
             w.end_array();
         }
         w.end_array();
+        w.key("units").begin_array();
+        for (const auto& u : t.units) w.value(u);
+        w.end_array();
+        w.field("kind", enum_name(t.kind));
         w.end_object();
     }
     w.end_array();
@@ -95,6 +101,7 @@ void write_section(JsonWriter& w, const Section& s) {
     for (const auto& series : s.series) {
         w.begin_object();
         w.field("id", series.id).field("title", series.title).field("unit", series.unit);
+        w.field("x_unit", series.x_unit);
         w.key("points").begin_array();
         for (const auto& [x, y] : series.points) {
             w.begin_array().value(x).value(y).end_array();
@@ -135,19 +142,10 @@ void write_report(JsonWriter& w, const Report& r) {
 
 }  // namespace
 
-const char* severity_name(Severity s) noexcept {
-    switch (s) {
-        case Severity::kInfo: return "info";
-        case Severity::kWarning: return "warning";
-        case Severity::kCritical: return "critical";
-    }
-    return "info";
-}
-
-std::string render_json(const Report& report) noexcept {
+std::string render_json(const Report& report, bool compact) noexcept {
     try {
         std::string out;
-        JsonWriter w(out);
+        JsonWriter w(out, !compact);
         write_report(w, report);
         out += '\n';
         return out;

@@ -4,31 +4,12 @@
 #include <gpudiag/report.hpp>
 #include <gpudiag/version.hpp>
 
-#include "output/format_figure.hpp"
 #include "support/format.hpp"
 
 #include <algorithm>
 
 namespace gpudiag {
-namespace detail {
-
-std::string format_value(double value, const std::string& unit) {
-    if (unit == "bytes") return format_bytes(value);
-    if (unit == "ns") return format_duration_ns(value);
-    if (unit == "us") return format_duration_ns(value * 1e3);
-    if (unit == "fraction") return format_percent(value);
-    if (unit == "percent") return format_number(value, 1) + " %";
-    if (unit == "count" || unit.empty()) return format_number(value, unit.empty() ? 3 : 0);
-    if (unit == "bytes/step") return format_bytes(value) + "/step";
-    if (unit == "bytes/hour") return format_bytes(value) + "/hour";
-    if (unit == "bytes/s") return format_bytes(value) + "/s";
-    return format_number(value, 2) + " " + unit;
-}
-
-}  // namespace detail
 namespace {
-
-using detail::format_value;
 
 const char* severity_tag(Severity s) {
     switch (s) {
@@ -39,12 +20,12 @@ const char* severity_tag(Severity s) {
     return "";
 }
 
-void render_cell(std::string& out, const Cell& cell) {
+// A number prints by its column's declared unit; a table that declares none prints plain numbers.
+std::string render_cell(const Cell& cell, const std::string& unit) {
     if (const auto* d = std::get_if<double>(&cell)) {
-        out += detail::format_number(*d, 2);
-    } else {
-        out += std::get<std::string>(cell);
+        return unit.empty() ? detail::format_number(*d, 2) : format_figure(*d, unit);
     }
+    return std::get<std::string>(cell);
 }
 
 void render_table(std::string& out, const Table& t, std::size_t max_rows) {
@@ -52,9 +33,8 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
     cells.push_back(t.columns);
     for (std::size_t r = 0; r < t.rows.size() && r < max_rows; ++r) {
         std::vector<std::string> row;
-        for (const auto& c : t.rows[r]) {
-            std::string s;
-            render_cell(s, c);
+        for (std::size_t i = 0; i < t.rows[r].size(); ++i) {
+            std::string s = render_cell(t.rows[r][i], i < t.units.size() ? t.units[i] : std::string());
             if (s.size() > 60) s = s.substr(0, 57) + "...";
             row.push_back(std::move(s));
         }
@@ -86,14 +66,14 @@ void render_finding(std::string& out, const Finding& f) {
     if (!f.summary.empty()) out += "      " + f.summary + "\n";
     for (const auto& fig : f.figures) {
         out += "      - " + (fig.label.empty() ? fig.key : fig.label) + ": " +
-               format_value(fig.value, fig.unit) + "\n";
+               format_figure(fig.value, fig.unit) + "\n";
     }
     if (!f.sites.empty()) {
         out += "      Where:\n";
         std::size_t shown = std::min<std::size_t>(f.sites.size(), 5);
         for (std::size_t i = 0; i < shown; ++i) {
             const auto& s = f.sites[i];
-            out += "        " + format_value(s.value, f.site_unit);
+            out += "        " + format_figure(s.value, f.site_unit);
             if (s.share > 0) out += " (" + detail::format_percent(s.share) + ")";
             out += "  " + s.location;
             if (!s.detail.empty()) out += "  [" + s.detail + "]";
@@ -138,10 +118,10 @@ void render_section(std::string& out, const Section& s) {
     out += "  " + s.title + "\n";
     std::vector<std::pair<std::string, std::string>> rows;
     for (const auto& f : s.figures) {
-        if (f.unit == "enum") {
+        if (unit_from_name(f.unit) == Unit::kCode) {
             rows.push_back(enum_display(f));
         } else {
-            rows.emplace_back(f.label.empty() ? f.key : f.label, format_value(f.value, f.unit));
+            rows.emplace_back(f.label.empty() ? f.key : f.label, format_figure(f.value, f.unit));
         }
     }
     std::size_t w = 0;

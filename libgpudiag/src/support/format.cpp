@@ -2,35 +2,19 @@
 // Human-readable numbers.
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
+#include <string_view>
 
 namespace gpudiag::detail {
 
-std::string strprintf(const char* fmt, ...) {
-    va_list args;
-    va_start(args, fmt);
-    va_list copy;
-    va_copy(copy, args);
-    int n = std::vsnprintf(nullptr, 0, fmt, copy);
-    va_end(copy);
-    std::string out;
-    if (n > 0) {
-        out.resize(static_cast<std::size_t>(n) + 1);
-        std::vsnprintf(out.data(), out.size(), fmt, args);
-        out.resize(static_cast<std::size_t>(n));
-    }
-    va_end(args);
-    return out;
-}
-
 std::string format_number(double value, int digits) {
     if (!std::isfinite(value)) return "n/a";
-    std::string s = strprintf("%.*f", digits, value);
+    std::string s = fmt::format("{:.{}f}", value, digits);
     if (s.find('.') != std::string::npos) {
-        while (!s.empty() && s.back() == '0') s.pop_back();
-        if (!s.empty() && s.back() == '.') s.pop_back();
+        while (s.back() == '0') s.pop_back();
+        if (s.back() == '.') s.pop_back();
     }
     if (s == "-0") s = "0";
     return s;
@@ -38,16 +22,16 @@ std::string format_number(double value, int digits) {
 
 std::string format_bytes(double bytes) {
     if (!std::isfinite(bytes)) return "n/a";
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    constexpr std::string_view kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = std::fabs(bytes);
-    int u = 0;
-    while (v >= 1024.0 && u < 5) {
+    std::size_t u = 0;
+    while (v >= 1024.0 && u + 1 < std::size(kUnits)) {
         v /= 1024.0;
         ++u;
     }
-    std::string sign = bytes < 0 ? "-" : "";
-    if (u == 0) return sign + strprintf("%.0f B", v);
-    return sign + strprintf("%.1f %s", v, units[u]);
+    std::string_view sign = bytes < 0 ? "-" : "";
+    if (u == 0) return fmt::format("{}{:.0f} B", sign, v);
+    return fmt::format("{}{:.1f} {}", sign, v, kUnits[u]);
 }
 
 std::string format_duration_ns(double ns) {

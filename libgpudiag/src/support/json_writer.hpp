@@ -3,10 +3,11 @@
 // non-finite numbers as null because JSON has no NaN.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,18 +40,23 @@ public:
         if (!std::isfinite(v)) {
             out_ += "null";
         } else if (v == std::floor(v) && std::fabs(v) < 9.0e15) {
-            out_ += std::to_string(static_cast<long long>(v));
+            fmt::format_to(std::back_inserter(out_), "{}", static_cast<long long>(v));
         } else {
-            char buf[32];
-            // Short forms read better; fall back to 17 digits when they would not round-trip.
-            std::snprintf(buf, sizeof buf, "%.6g", v);
-            if (std::strtod(buf, nullptr) != v) std::snprintf(buf, sizeof buf, "%.17g", v);
-            out_ += buf;
+            // fmt writes the shortest text that reads back as exactly v.
+            fmt::format_to(std::back_inserter(out_), "{}", v);
         }
         return *this;
     }
-    JsonWriter& value(std::int64_t v) { separator(); out_ += std::to_string(v); return *this; }
-    JsonWriter& value(std::uint64_t v) { separator(); out_ += std::to_string(v); return *this; }
+    JsonWriter& value(std::int64_t v) {
+        separator();
+        fmt::format_to(std::back_inserter(out_), "{}", v);
+        return *this;
+    }
+    JsonWriter& value(std::uint64_t v) {
+        separator();
+        fmt::format_to(std::back_inserter(out_), "{}", v);
+        return *this;
+    }
     JsonWriter& value(int v) { return value(static_cast<std::int64_t>(v)); }
     JsonWriter& value(unsigned v) { return value(static_cast<std::uint64_t>(v)); }
 
@@ -97,9 +103,7 @@ private:
                 case '\f': out_ += "\\f"; break;
                 default:
                     if (ch < 0x20) {
-                        char buf[8];
-                        std::snprintf(buf, sizeof buf, "\\u%04x", ch);
-                        out_ += buf;
+                        fmt::format_to(std::back_inserter(out_), "\\u{:04x}", ch);
                     } else {
                         out_ += static_cast<char>(ch);
                     }

@@ -9,14 +9,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from gpudiag import _core
 from gpudiag._errors import EXIT_FINDINGS, EXIT_OK
 from gpudiag._format import format_bytes
-from gpudiag.report import Report
+from gpudiag._report import Report
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
     from typing_extensions import Self
 
-SEVERITIES = ("info", "warning", "critical")
+SEVERITIES = tuple(_core.Severity.__members__)  # lowest first, as the C++ enum
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
@@ -30,7 +31,7 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window", choices=("steps", "hta", "all"), default="steps",
+    p.add_argument("--window", choices=list(_core.AnalysisWindow.__members__), default="steps",
                    help="time window: complete steps only (default), Holistic Trace Analysis' "
                         "window, or everything")
     p.add_argument("--rank", type=int, default=-1, help="with several rank files, only this rank")

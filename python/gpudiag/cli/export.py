@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from gpudiag import _core
-from gpudiag._analyze import analyze
+from gpudiag._analyze import analyze, detect_format
+from gpudiag._report import Report
 from gpudiag.cli._common import ProgressBar, add_analysis_options
 
 NAME = "export"
@@ -18,11 +19,13 @@ DESCRIPTION = """\
   gpudiag export run.gpudiag --chrome run.trace.json    a timeline for ui.perfetto.dev or
                                                        chrome://tracing, with memory tracks
   gpudiag export run.gpudiag --prometheus metrics.prom  the diagnosis for node_exporter's
-                                                       textfile collector ('-': stdout)"""
+                                                       textfile collector ('-': stdout)
+  gpudiag export a.json b.json --prometheus -          reports saved with --json, together"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="FILE", help="recordings, traces or snapshots")
+    p.add_argument("inputs", nargs="+", metavar="FILE",
+                   help="recordings, traces, snapshots, or (for --prometheus) saved JSON reports")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--chrome", metavar="PATH", help="write a Chrome trace (JSON) here")
     target.add_argument("--prometheus", metavar="PATH",
@@ -36,9 +39,14 @@ def run(args: argparse.Namespace) -> int:
     if args.prometheus is not None:
         from gpudiag import prometheus
 
-        with ProgressBar.for_args(args) as progress:
-            report = analyze(args.inputs, window=args.window, rank=args.rank, progress=progress)
-        text = prometheus.exposition(report)
+        if all(detect_format(p) == "report_json" for p in args.inputs):
+            # Saved reports (of different runs or hosts): each keeps its own series.
+            text = prometheus.exposition([Report.load(p) for p in args.inputs])
+        else:
+            with ProgressBar.for_args(args) as progress:
+                report = analyze(args.inputs, window=args.window, rank=args.rank,
+                                 progress=progress)
+            text = prometheus.exposition(report)
         if args.prometheus == "-":
             sys.stdout.write(text)
         else:

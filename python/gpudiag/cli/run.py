@@ -19,15 +19,16 @@ import time
 import traceback
 from pathlib import Path
 
+from gpudiag import _core
 from gpudiag._analyze import analyze
 from gpudiag._errors import (
     EXIT_PROGRAM_FAILED,
     GpudiagError,
     UnavailableError,
 )
+from gpudiag._report import Report
 from gpudiag._session import Session
 from gpudiag.cli._common import add_report_options, emit_report
-from gpudiag.report import Report
 
 NAME = "run"
 HELP = "run a Python script (script.py / -m module) or any program (-- ./prog) under gpudiag"
@@ -139,7 +140,7 @@ def _run_python(args: argparse.Namespace, *, script: str | None = None,
         sys.argv = saved_argv
         if script is not None and sys.path and saved_path0 is not None:
             sys.path.pop(0)
-    return _finish(session.report() or Report({}), args, record, status)
+    return _finish(session.report() or Report(_core.Report()), args, record, status)
 
 
 def _run_program(args: argparse.Namespace, command: list[str]) -> int:

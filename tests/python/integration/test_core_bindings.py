@@ -14,8 +14,6 @@ import gpudiag
 from gpudiag import _core
 
 STUB = Path(gpudiag.__file__).with_name("_core.pyi")
-# Bound only once the library implements them (see bindings/CMakeLists.txt).
-OPTIONAL = {"Session", "probe_capture", "capture_level_name"}
 HELPERS = {"_Enum"}  # stub-only base class
 
 
@@ -34,7 +32,7 @@ def test_stub_lists_exactly_the_module_names() -> None:
     module = {n for n in dir(_core) if not n.startswith("_")}
     stub = {n for n in _stub_names() - HELPERS if not n.startswith("_")}
     assert module - stub == set(), "bound but missing from _core.pyi"
-    assert stub - module - OPTIONAL == set(), "in _core.pyi but not bound"
+    assert stub - module == set(), "in _core.pyi but not bound"
 
 
 def test_stub_lists_class_members() -> None:
@@ -44,6 +42,7 @@ def test_stub_lists_class_members() -> None:
             continue
         declared = {n.name if isinstance(n, ast.FunctionDef) else n.target.id  # type: ignore[union-attr]
                     for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
+        declared = {n for n in declared if not n.startswith("_")}  # __init__ is no member
         cls = getattr(_core, node.name)
         actual = {n for n in dir(cls) if not n.startswith("_")}
         if hasattr(cls, "__members__"):  # enum: its values, plus name/value from _Enum
@@ -149,10 +148,37 @@ def test_event_payloads_are_views_into_the_event() -> None:
     assert _core.event_kind_name(e.kind) == "counter"
 
 
-def test_status_says_what_is_available() -> None:
-    st = gpudiag.status()
-    assert st.version == gpudiag.__version__
-    text = str(st)
+def test_capabilities_say_what_is_available() -> None:
+    caps = gpudiag.capabilities()
+    assert caps.version == gpudiag.__version__
+    assert caps.level in _core.CaptureLevel.__members__
+    text = str(caps)
     assert "capture level" in text
     assert "PyTorch" in text
-    assert st.to_dict()["capture_level"] == st.capture_level
+    assert caps.to_dict()["level"] == caps.level
+
+
+def test_status_is_a_deprecated_name_of_capabilities() -> None:
+    with pytest.warns(DeprecationWarning, match=r"gpudiag.capabilities\(\)"):
+        old = gpudiag.status()
+    assert isinstance(old, gpudiag.Capabilities)
+    with pytest.warns(DeprecationWarning, match=r"\.level"):
+        assert old.capture_level == old.level
+    with pytest.warns(DeprecationWarning, match="Capabilities"):
+        gpudiag.Status(version="x", level="no_gpu")
+
+
+def test_enums_are_bound_from_the_cpp_name_tables() -> None:
+    # CounterKind::kCaptureOverheadNs was once missing from a hand-written list.
+    assert "capture_overhead_ns" in _core.CounterKind.__members__
+    for name, value in _core.EventKind.__members__.items():
+        assert _core.event_kind_name(value) == name
+    assert list(_core.InputFormat.__members__) == [
+        "unknown", "recording", "kineto_json", "torch_snapshot", "report_json"]
+    assert _core.input_format_name(_core.InputFormat.kineto_json) == "kineto_json"
+
+
+def test_allocation_sites_follow_the_cpp_rule() -> None:
+    frames = [_core.StackFrame("/x/site-packages/torch/nn/linear.py", "forward", 3),
+              _core.StackFrame("/home/me/train.py", "step", 12)]
+    assert _core.allocation_site(frames) == "me/train.py:12 step"

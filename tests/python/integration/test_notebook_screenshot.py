@@ -4,16 +4,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "unit"))
-from sample_reports import full_report, without_sections
-
 from gpudiag import Report, _svg
+from gpudiag._html import memory_chart
 
 pytestmark = pytest.mark.chromium
 Image = pytest.importorskip("PIL.Image")
@@ -62,32 +58,45 @@ def _colour_counts(img, colours: dict[str, str], tolerance: int = 40
 PLOT_COLOURS = {
     "allocated": _svg.SERIES_COLOURS[0],
     "reserved": _svg.SERIES_COLOURS[1],
-    "watermark": _svg.WATERMARK_COLOUR,
-    "busy": _svg.BUSY_COLOUR,
-    "input_wait": _svg.cause_colour("input wait"),
+    "busy": _svg.STACK_COLOURS[0],        # the timeline's partition lists GPU busy first
+    "input_wait": _svg.STACK_COLOURS[1],  # and the idle time spent waiting for input second
 }
 
 
-def test_screenshot_shows_memory_and_step_plots(tmp_path: Path) -> None:
-    html = Report(full_report()).to_html(full_page=True)
-    img = Image.open(_screenshot(html, tmp_path, "report")).convert("RGB")
+def _page(*charts: str) -> str:
+    return ('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+            + "".join(charts) + "</body></html>")
+
+
+def test_screenshot_shows_the_step_bars(tmp_path: Path, starved_report: Report) -> None:
+    # The starvation case: per-step bars, GPU busy and idle waiting for input, on the full page.
+    img = Image.open(_screenshot(starved_report.to_html(full_page=True), tmp_path, "steps"))
+    seen = _colour_counts(img.convert("RGB"), PLOT_COLOURS)
+    assert seen["busy"][0] > 2000, "per-step bars (busy) not visible"
+    assert seen["input_wait"][0] > 2000, "per-step bars (input wait) not visible"
+
+
+def test_screenshot_shows_memory_over_time(tmp_path: Path, snapshot_report: Report) -> None:
+    # The chart alone: finding borders share colours with the memory lines.
+    chart = memory_chart(snapshot_report.to_dict())
+    assert chart
+    img = Image.open(_screenshot(_page(chart), tmp_path, "memory")).convert("RGB")
     seen = _colour_counts(img, PLOT_COLOURS)
-    assert seen["allocated"][0] > 400, "memory line (allocated) not visible"
-    assert seen["reserved"][0] > 400, "memory line (reserved) not visible"
-    assert seen["watermark"][0] > 100, "watermark not visible"
-    assert seen["busy"][0] > 5000, "per-step bars (busy) not visible"
-    assert seen["input_wait"][0] > 3000, "per-step bars (input wait) not visible"
-    box_line, box_bars = seen["allocated"][1], seen["busy"][1]
-    assert box_line[2] - box_line[0] > 400  # the memory line spans the plot's width
-    assert box_line[3] - box_line[1] > 80   # and climbs (the sample memory grows)
-    assert box_bars[1] > box_line[3]        # the step bars sit below the memory plot
+    for line in ("allocated", "reserved"):
+        count, (x0, _y0, x1, _y1) = seen[line]
+        assert count > 200, f"memory line ({line}) not visible"
+        assert x1 - x0 > 400, f"memory line ({line}) does not span the plot"
+    assert seen["busy"][0] == 0
+    assert seen["input_wait"][0] == 0
 
 
-def test_screenshot_without_plot_sections_has_no_plot_colours(tmp_path: Path) -> None:
-    bare = without_sections(full_report(), "memory", "timeline")
-    img = Image.open(_screenshot(Report(bare).to_html(full_page=True), tmp_path, "bare"))
+def test_screenshot_without_plot_sections_has_no_bars(tmp_path: Path,
+                                                      starved_report: Report) -> None:
+    bare = starved_report.to_dict()
+    bare["sections"] = [s for s in bare["sections"] if s["id"] not in ("memory", "timeline")]
+    html = Report(bare).to_html(full_page=True)
+    assert "<svg" not in html
+    img = Image.open(_screenshot(html, tmp_path, "bare"))
     seen = _colour_counts(img.convert("RGB"), PLOT_COLOURS)
     assert seen["busy"][0] == 0
     assert seen["input_wait"][0] == 0
-    assert seen["allocated"][0] < 20
-    assert seen["reserved"][0] < 20

@@ -10,7 +10,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from sample_reports import full_report
 
 import gpudiag
 from gpudiag import Report, cli
@@ -72,29 +71,31 @@ def test_export_missing_input_writes_nothing(tmp_path: Path) -> None:
     assert cli.main(["export", "/nonexistent.json", "--chrome", str(out)]) == EXIT_INPUT
 
 
-def test_fail_on_maps_severity_to_exit_code() -> None:
-    r = Report(full_report())  # critical + warning findings
+def test_fail_on_maps_severity_to_exit_code(starved_report: Report) -> None:
+    r = starved_report
+    worst = r.worst_severity()
+    assert worst is not None
     assert _common.exit_code_for(r, None) == EXIT_OK
-    assert _common.exit_code_for(r, "critical") == EXIT_FINDINGS
-    data = full_report()
-    data["findings"] = [f for f in data["findings"] if f["severity"] == "warning"]
-    assert _common.exit_code_for(Report(data), "critical") == EXIT_OK
-    assert _common.exit_code_for(Report(data), "warning") == EXIT_FINDINGS
+    assert _common.exit_code_for(r, worst) == EXIT_FINDINGS
+    assert _common.exit_code_for(r, "info") == EXIT_FINDINGS
+    quiet = r.to_dict()
+    quiet["findings"] = [f for f in quiet["findings"] if f["severity"] == "info"]
+    assert _common.exit_code_for(Report(quiet), "warning") == EXIT_OK
 
 
-def test_emit_report_prints_text_or_json(tmp_path: Path, capsys) -> None:
+def test_emit_report_prints_text_or_json(tmp_path: Path, capsys, starved_report: Report) -> None:
     import argparse
 
-    r = Report(full_report())
+    r = starved_report
     args = argparse.Namespace(format="json", json=str(tmp_path / "r.json"),
-                              html=str(tmp_path / "r.html"), fail_on="warning")
+                              html=str(tmp_path / "r.html"), fail_on="info")
     assert _common.emit_report(r, args) == EXIT_FINDINGS
-    assert json.loads(capsys.readouterr().out)["findings"][0]["id"] == "input_bound"
-    assert (tmp_path / "r.json").exists()
+    assert json.loads(capsys.readouterr().out) == r.to_dict()
+    assert Report.load(tmp_path / "r.json").to_dict() == r.to_dict()
     assert "<svg" in (tmp_path / "r.html").read_text()
     args.format = "text"
     _common.emit_report(r, args)
-    assert "Input-bound" in capsys.readouterr().out
+    assert capsys.readouterr().out == r.summary()
 
 
 def test_demo_without_the_bundled_recording_says_so(monkeypatch, tmp_path, capsys) -> None:

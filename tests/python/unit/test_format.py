@@ -1,9 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
+"""Sizes typed by people are parsed in Python; numbers are printed by C++ (one formatter)."""
+
 from __future__ import annotations
 
 import pytest
 
-from gpudiag._format import format_bytes, format_duration_ns, format_value, parse_size
+from gpudiag import _core, _format
+from gpudiag._format import format_bytes, format_figure, parse_size
 
 
 @pytest.mark.parametrize(("text", "expected"), [
@@ -28,12 +31,19 @@ def test_parse_size_rejects_nonsense(bad: object) -> None:
         parse_size(bad)  # type: ignore[arg-type]
 
 
-def test_formatters_pick_readable_units() -> None:
-    assert format_bytes(512) == "512 B"
-    assert format_bytes(1536) == "1.5 KiB"
-    assert format_bytes(3 * 1024**3) == "3.0 GiB"
-    assert format_duration_ns(2.5e6) == "2.50 ms"
-    assert format_duration_ns(750) == "750 ns"
-    assert format_value(0.25, "fraction") == "25.0 %"
-    assert format_value(20 * 1024**2, "bytes/step") == "20.0 MiB/step"
-    assert format_value(3, "count") == "3"
+@pytest.mark.parametrize(("value", "unit", "text"), [
+    (2.5e6, "ns", "2.5 ms"),      # once "2.50 ms" here and "2.5 ms" in the text report
+    (90e9, "ns", "90 s"),         # once "1.5 min"
+    (3 * 3600e9, "ns", "3 h"),    # once "180.0 min"
+    (0.25, "fraction", "25 %"),   # once "25.0 %"
+    (1234, "count", "1234"),      # once "1,234"
+    (20 * 1024**2, "bytes/step", "20.0 MiB/step"),
+])
+def test_python_prints_numbers_as_the_cpp_reports_do(value: float, unit: str, text: str) -> None:
+    assert format_figure(value, unit) == _core.format_figure(value, unit) == text
+
+
+def test_no_formatting_rule_is_left_in_python() -> None:
+    assert format_bytes(1536) == _core.format_figure(1536, "bytes") == "1.5 KiB"
+    assert not hasattr(_format, "format_duration_ns")
+    assert not hasattr(_format, "format_value")

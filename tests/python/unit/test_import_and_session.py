@@ -25,7 +25,7 @@ def test_import_touches_neither_torch_nor_cuda() -> None:
     out = _python("""
         import sys
         import gpudiag
-        gpudiag.status()
+        gpudiag.capabilities()
         print("torch" in sys.modules, any(m.startswith("torch") for m in sys.modules))
     """)
     assert out == "False False"
@@ -37,7 +37,7 @@ def test_import_and_status_leave_cuda_uninitialised() -> None:
     out = _python("""
         import torch
         import gpudiag
-        print(gpudiag.status())
+        print(gpudiag.capabilities())
         print("initialized", torch.cuda.is_initialized())
     """)
     assert out.endswith("initialized False")

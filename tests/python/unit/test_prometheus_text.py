@@ -1,72 +1,100 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Prometheus exposition, checked with prometheus_client's own parser."""
+"""Prometheus exposition (written by C++) of reports the analyses make of corpus files, read with
+prometheus_client's own parser, and the loopback endpoint that serves it."""
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
-from sample_reports import full_report
 
-from gpudiag import Report, prometheus
+from gpudiag import Report, _core, cli, prometheus
 
 parser = pytest.importorskip("prometheus_client.parser")
 
 
-def _families(text: str) -> dict[str, list]:
-    return {f.name: f.samples for f in parser.text_string_to_metric_families(text)}
+def _families(text: str) -> dict[str, object]:
+    return {f.name: f for f in parser.text_string_to_metric_families(text)}
 
 
-def _value(samples: list, **labels: str) -> float:
-    for s in samples:
-        if all(s.labels.get(k) == v for k, v in labels.items()):
-            return float(s.value)
-    raise AssertionError(f"no sample with {labels} in {samples}")
+def _samples(text: str, name: str, **labels: str) -> list:
+    out = []
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                out.append(s)
+    return out
 
 
-def test_diagnoses_become_gauges_in_base_units() -> None:
-    fams = _families(prometheus.exposition(Report(full_report())))
-    assert _value(fams["gpudiag_input_wait_ratio"], pid="4242", rank="-1", host="node7") == 0.4
-    assert _value(fams["gpudiag_idle_ratio"], cause="host_wait") == pytest.approx(0.05)
-    assert _value(fams["gpudiag_fragmentation_ratio"]) == 0.25
-    assert _value(fams["gpudiag_leak_rate_bytes_per_step"]) == 20 * 1024**2
-    assert _value(fams["gpudiag_memory_watermark_bytes"], watermark="peak_allocated") == 8 * 1024**3
-    assert _value(fams["gpudiag_throttle_ratio"]) == pytest.approx(0.1)
-    assert _value(fams["gpudiag_findings"], severity="critical") == 1
-    assert _value(fams["gpudiag_finding"], id="memory_leak", severity="warning") == 1
-    # a figure in ns is exported by gpudiag_figure in its report unit
-    assert _value(fams["gpudiag_figure"], section="timeline", key="step_time", unit="ns") == 100e6
-    assert _value(fams["gpudiag_events_dropped"]) == 7
+def _assert_no_duplicate_series(text: str) -> None:
+    series = [(s.name, tuple(sorted(s.labels.items())))
+              for family in parser.text_string_to_metric_families(text) for s in family.samples]
+    assert len(series) == len(set(series))
 
 
-def test_every_rank_is_labelled() -> None:
-    job = full_report()
-    r0, r1 = full_report(), full_report()
-    r0["source"]["rank"], r1["source"]["rank"] = 0, 1
-    r1["sections"][1]["figures"]["input_wait_share"]["value"] = 0.7
-    job["ranks"] = [r0, r1]
-    fams = _families(prometheus.exposition(job))
-    assert _value(fams["gpudiag_input_wait_ratio"], rank="1") == 0.7
-    assert _value(fams["gpudiag_input_wait_ratio"], rank="0") == 0.4
+def test_one_metric_per_figure_in_base_units(starved_report: Report) -> None:
+    text = prometheus.exposition(starved_report)
+    assert text == _core.render_prometheus(starved_report.native())  # Python only passes it on
+    families = _families(text)
+    wait = _samples(text, "gpudiag_timeline_input_wait_ratio")
+    assert len(wait) == 1
+    assert wait[0].value == pytest.approx(starved_report.figure("timeline", "input_wait_share"))
+    step = _samples(text, "gpudiag_timeline_step_time_seconds")
+    assert step[0].value == pytest.approx(starved_report.figure("timeline", "step_time_ns") * 1e-9)
+    assert "gpudiag_figure" not in families  # no value hidden in a generic gauge
+    for family in parser.text_string_to_metric_families(text):
+        for s in family.samples:
+            assert not {"unit", "key", "section"} & set(s.labels), s
 
 
-def test_label_values_are_escaped() -> None:
-    r = full_report()
-    r["source"]["hostname"] = 'we"ird\\host\nname'
-    fams = _families(prometheus.exposition(r))
-    assert _value(fams["gpudiag_events"], host='we"ird\\host\nname') == 12345
+def test_findings_are_labelled_by_id_and_severity(starved_report: Report) -> None:
+    text = prometheus.exposition(starved_report)
+    for f in starved_report.findings:
+        assert _samples(text, "gpudiag_finding", id=f.id, severity=f.severity), f.id
+    counts = {s.labels["severity"]: s.value for s in _samples(text, "gpudiag_findings")}
+    assert sum(counts.values()) == len(starved_report.findings)
 
 
-def test_http_endpoint_binds_loopback_and_serves_metrics() -> None:
-    report = Report(full_report())
-    with prometheus.serve(report, port=0) as server:
+def test_no_samples_for_what_the_input_never_had(snapshot_report: Report) -> None:
+    text = prometheus.exposition(snapshot_report)
+    assert not any(name.startswith("gpudiag_timeline_") for name in _families(text))
+    assert _samples(text, "gpudiag_memory_reserved_bytes")[0].value == pytest.approx(
+        snapshot_report.figure("memory", "reserved_bytes"))
+
+
+def test_every_rank_is_labelled(job_report: Report) -> None:
+    text = prometheus.exposition(job_report)
+    _assert_no_duplicate_series(text)
+    for rank in job_report.ranks:
+        idle = _samples(text, "gpudiag_timeline_idle_ratio", rank=str(rank.source["rank"]))
+        assert len(idle) == 1
+        assert idle[0].value == pytest.approx(rank.figure("timeline", "idle_share"))
+
+
+def test_saved_reports_export_together_without_duplicates(tmp_path: Path, capsys,
+                                                          starved_report: Report,
+                                                          snapshot_report: Report) -> None:
+    a = starved_report.save(tmp_path / "a.json")
+    b = snapshot_report.save(tmp_path / "b.json")
+    c = starved_report.save(tmp_path / "c.json")  # the same run saved twice
+    assert cli.main(["export", str(a), str(b), str(c), "--prometheus", "-"]) == 0
+    text = capsys.readouterr().out
+    _assert_no_duplicate_series(text)
+    events = _samples(text, "gpudiag_capture_events_total")
+    assert len(events) == 3
+    assert len({s.labels["source"] for s in events}) == 3
+
+
+def test_http_endpoint_binds_loopback_and_serves_metrics(snapshot_report: Report) -> None:
+    with prometheus.serve(snapshot_report, port=0) as server:
         host, port = server.address
         assert host == "127.0.0.1"
         with urllib.request.urlopen(server.url, timeout=10) as response:
             assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-            fams = _families(response.read().decode())
-        assert "gpudiag_input_wait_ratio" in fams
+            body = response.read().decode()
+        assert body == prometheus.exposition(snapshot_report)
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other", timeout=10)
         assert e.value.code == 404

@@ -159,7 +159,7 @@ def test_small():
         assert outcomes.get("passed") == 1
     else:
         assert outcomes.get("skipped") == 1
-        result.stdout.fnmatch_lines([f"*{reason}*"])
+        assert reason in result.stdout.str()  # no fnmatch: the reason has brackets
 
 
 @pytest.mark.usefixtures("fake_memory")
@@ -187,5 +187,6 @@ def test_leak_sites_skip_framework_frames() -> None:
             {"filename": "/home/me/model.py", "line": 7, "name": "forward"}]},
         {"address": 4, "size": 5, "frames": []},
     ]
+    # Sites are named by C++'s allocation-site rule, as in every gpudiag report.
     assert pytest_plugin.leak_sites(before, after) == [
-        ("/home/me/model.py:7 forward", 80), ("<no Python frame recorded>", 5)]
+        ("me/model.py:7 forward", 80), ("<no frame recorded>", 5)]

@@ -284,6 +284,8 @@ void HealthAnalyzer::contribute(Report& report) {
                  "max_temperature_c", "mean_power_w", "power_limit_w", "thermal_throttle_share",
                  "power_throttle_share", "max_foreign_memory_bytes", "ecc_corrected",
                  "ecc_uncorrected"};
+    t.units = {"", "percent", "MHz", "MHz", "celsius", "W", "W", "fraction", "fraction", "bytes",
+               "count", "count"};
     double max_temp = 0;
     double max_foreign = 0;
     double worst_thermal = 0;

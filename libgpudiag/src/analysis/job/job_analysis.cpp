@@ -64,11 +64,13 @@ void add_rank_table(Report& job, Section& s) {
     t.id = "ranks";
     t.title = "Per-rank figures";
     t.columns.push_back("rank");
+    t.units.push_back("rank");
     std::vector<std::string> keys;
     for (const auto& [key, info] : common) {
         if (info.second == static_cast<int>(job.ranks.size())) {
             keys.push_back(key);
             t.columns.push_back(key);
+            t.units.push_back(info.first);
         }
     }
     for (const auto& r : job.ranks) {
@@ -134,6 +136,7 @@ void analyze_job(Report& job, const AnalysisOptions& /*options*/) {
         t.title = "Per-rank step time, communication and work";
         t.columns = {"rank", "step_time_ns", "idle_share", "compute_share", "communication_share",
                      "comm_overlap_share", "communication_ns", "exposed_communication_ns", "work_ns"};
+        t.units = {"rank", "ns", "fraction", "fraction", "fraction", "fraction", "ns", "ns", "ns"};
         for (const auto& f : ranks) {
             t.rows.push_back({static_cast<double>(f.rank), f.step_ns, f.idle_share, f.compute_share,
                               f.comm_share, f.overlap_share, f.comm_ns, f.exposed_comm_ns, f.work_ns});

@@ -6,6 +6,8 @@
 #include "analysis/memory/oom_explainer.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -53,11 +55,7 @@ std::string b(double v) { return format_bytes(v); }
 std::string bu(std::uint64_t v) { return format_bytes(static_cast<double>(v)); }
 double d(std::uint64_t v) { return static_cast<double>(v); }
 
-std::string hex(std::uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-    return buf;
-}
+std::string hex(std::uint64_t v) { return fmt::format("{:#x}", v); }
 
 }  // namespace
 

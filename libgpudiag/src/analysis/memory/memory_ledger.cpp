@@ -1122,16 +1122,3 @@ std::size_t MemoryLedger::memory_bytes() const {
 }
 
 }  // namespace gpudiag::detail
-
-namespace gpudiag {
-
-const char* memory_metric_name(MemoryMetric m) noexcept {
-    switch (m) {
-        case MemoryMetric::kAllocated: return "allocated";
-        case MemoryMetric::kReserved: return "reserved";
-        case MemoryMetric::kDeviceUsed: return "device_used";
-    }
-    return "unknown";
-}
-
-}  // namespace gpudiag

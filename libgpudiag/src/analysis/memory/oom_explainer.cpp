@@ -228,19 +228,3 @@ OomExplanation explain_oom(std::uint64_t request, std::uint16_t device, const Me
 }
 
 }  // namespace gpudiag::detail
-
-namespace gpudiag {
-
-const char* oom_cause_name(OomCause c) noexcept {
-    switch (c) {
-        case OomCause::kUnknown: return "unknown";
-        case OomCause::kFragmentation: return "fragmentation";
-        case OomCause::kBloatedCache: return "bloated_cache";
-        case OomCause::kOutsideFramework: return "memory_outside_framework";
-        case OomCause::kTooLittleMemory: return "too_little_memory";
-        case OomCause::kFreeBlockAvailable: return "free_block_available";
-    }
-    return "unknown";
-}
-
-}  // namespace gpudiag

@@ -57,6 +57,7 @@ void OverviewAnalyzer::contribute(Report& report) {
     t.id = "event_counts";
     t.title = "Events by kind";
     t.columns = {"kind", "count"};
+    t.units = {"", "count"};
     for (std::size_t k = 0; k < counts_.size(); ++k) {
         if (counts_[k] == 0) continue;
         t.rows.push_back({std::string(event_kind_name(static_cast<EventKind>(k))),

@@ -155,7 +155,31 @@ TimelineAnalyzer::ObservedGap TimelineAnalyzer::observed_gap(std::uint64_t a,
     return g;
 }
 
+namespace {
+
+// GPU work, the host's API calls, syncs, steps and the host ranges the timeline attributes idle
+// time to. Memory events, counters and generic annotations alone make no timeline.
+bool is_timeline_event(const Event& e) {
+    if (is_gpu_activity(e.kind)) return true;
+    switch (e.kind) {
+        case EventKind::kApiCall:
+        case EventKind::kSync:
+        case EventKind::kStepBegin:
+        case EventKind::kStepEnd: return true;
+        case EventKind::kRange:
+        case EventKind::kRangeBegin:
+            return e.range.category == RangeCategory::kCpuOp ||
+                   e.range.category == RangeCategory::kInputWait ||
+                   e.range.category == RangeCategory::kStep ||
+                   e.range.category == RangeCategory::kCommunication;
+        default: return false;
+    }
+}
+
+}  // namespace
+
 void TimelineAnalyzer::on_event(const Event& e) {
+    saw_timeline_ = saw_timeline_ || is_timeline_event(e);
     if (e.device == kNoDevice && e.start_ns != 0) {
         host_first_ns_ = std::min(host_first_ns_, e.start_ns);
         host_last_ns_ = std::max(host_last_ns_, std::max(e.end_ns, e.start_ns));
@@ -778,9 +802,36 @@ TimelineSummary TimelineAnalyzer::summarize() const {
 void TimelineAnalyzer::contribute(Report& report) {
     if (!ended_) end(SourceSummary{});
     TimelineSummary s = summarize();
+    // An input with no timeline (a memory snapshot) gets no section: its figures would all be
+    // zeros that were never measured.
+    if (!saw_timeline_) return;
     build_section(s, report);
     if (s.has_gpu_activity) add_timeline_findings(s, report);
 }
+
+namespace {
+
+// Per step, the GPU's time split into parts that add up to its span: busy, and idle by why. The
+// loop's input wait is host time, so it explains idle time only up to the host wait.
+Table step_breakdown_table() {
+    Table t;
+    t.id = "step_breakdown";
+    t.title = "GPU time per step: busy, and idle by cause";
+    t.columns = {"step", "busy", "idle: input wait", "idle: host wait", "idle: other"};
+    t.units = {"step", "ns", "ns", "ns", "ns"};
+    t.kind = TableKind::kPartition;
+    return t;
+}
+
+void add_step_breakdown(Table& t, const StepRecord& step, const GpuTimeStats& g) {
+    std::uint64_t host = std::min(g.idle_ns, g.idle_by_kind[0]);
+    std::uint64_t input = std::min(host, step.input_wait_ns);
+    t.rows.push_back({static_cast<double>(step.number), static_cast<double>(g.busy_ns),
+                      static_cast<double>(input), static_cast<double>(host - input),
+                      static_cast<double>(g.idle_ns - host)});
+}
+
+}  // namespace
 
 void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
     Section sec;
@@ -852,6 +903,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         causes.id = "idle_causes";
         causes.title = "Idle time by kind and host-side cause";
         causes.columns = {"category", "ns", "share_of_idle"};
+        causes.units = {"", "ns", "fraction"};
         const char* kinds[] = {"host_wait", "kernel_wait", "other"};
         for (std::size_t k = 0; k < 3; ++k) {
             causes.rows.push_back({std::string(kinds[k]), static_cast<double>(g.idle_by_kind[k]),
@@ -868,6 +920,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         streams.title = "Per stream (HTA's per-stream idle breakdown)";
         streams.columns = {"device", "stream", "activities", "busy_ns", "host_wait_ns",
                            "kernel_wait_ns", "other_ns", "host_wait_ratio"};
+        streams.units = {"ordinal", "", "count", "ns", "ns", "ns", "ns", "fraction"};
         for (const auto& d : devices_) {
             for (const auto& [id, ss] : window_view(d).streams) {
                 StreamStats w = select_window(ss.buckets, ss.unattributed);
@@ -888,6 +941,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             devs.title = "Per device";
             devs.columns = {"device", "busy_ns", "idle_ns", "idle_share", "compute_share",
                             "communication_share"};
+            devs.units = {"ordinal", "ns", "ns", "fraction", "fraction", "fraction"};
             for (const auto& d : devices_) {
                 const UnionView& v = window_view(d);
                 GpuTimeStats w = select_window(v.buckets, v.unattributed);
@@ -910,6 +964,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         steps.columns = {"step", "start_s", "duration_ns", "gpu_busy_ns", "gpu_idle_ns",
                          "host_wait_ns", "input_wait_ns", "compute_ns", "communication_ns",
                          "memory_ns", "sync_calls"};
+        steps.units = {"step", "s", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "count"};
+        Table breakdown = step_breakdown_table();
         Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
         Series time_series{"step_time", "Step time", "ns", {}};
         std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
@@ -933,6 +989,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
                                       static_cast<double>(g2.class_ns[1]),
                                       static_cast<double>(g2.class_ns[2]),
                                       static_cast<double>(st.sync_calls)});
+                add_step_breakdown(breakdown, st, g2);
             }
             if (i % series_stride == 0) {
                 idle_series.points.emplace_back(t, share(g2.idle_ns, g2.span_ns()));
@@ -940,6 +997,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             }
         }
         sec.tables.push_back(std::move(steps));
+        sec.tables.push_back(std::move(breakdown));
         sec.series.push_back(std::move(idle_series));
         sec.series.push_back(std::move(time_series));
     }

@@ -178,6 +178,7 @@ private:
     LogHistogram launch_durations_;
     std::array<std::uint64_t, 6> pageable_bytes_by_direction_{};
     std::uint64_t gpu_activities_ = 0;
+    bool saw_timeline_ = false;  ///< any event the timeline is made of (not memory, counters)
 };
 
 }  // namespace gpudiag::detail

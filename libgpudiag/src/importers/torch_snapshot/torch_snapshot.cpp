@@ -2,6 +2,10 @@
 // TorchSnapshotReader: the snapshot schema on top of SafePickleReader's stream.
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
+#include "core/allocation_site.hpp"
+
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -18,56 +22,6 @@ constexpr std::uint16_t kTracesTag = 3;       // root["device_traces"]
 constexpr std::uint16_t kAnnotationsTag = 4;  // root["external_annotations"]
 constexpr std::uint16_t kDeviceTraceTag = 100;  // root["device_traces"][d] -> 100 + d
 constexpr std::size_t kMaxDevices = 4096;
-
-bool ends_with(std::string_view s, std::string_view suffix) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-bool contains(std::string_view s, std::string_view part) {
-    return s.find(part) != std::string_view::npos;
-}
-
-// Frames of torch's own Python code (either path separator).
-bool is_torch_python(std::string_view file) {
-    return contains(file, "/torch/") || contains(file, "\\torch\\") || file.rfind("torch/", 0) == 0;
-}
-bool is_third_party(std::string_view file) {
-    return contains(file, "site-packages") || contains(file, "dist-packages") ||
-           contains(file, "<frozen ") || contains(file, "/lib/python");
-}
-// Native frames that only say "the allocator was called": the unwinder, the allocator itself.
-bool is_allocator_internal(std::string_view name, std::string_view file) {
-    return name.rfind("torch::unwind", 0) == 0 || name.rfind("torch::CapturedTraceback", 0) == 0 ||
-           contains(name, "CUDACachingAllocator") || contains(file, "CUDACachingAllocator") ||
-           contains(file, "memory_snapshot.cpp") || name.rfind("c10::", 0) == 0 ||
-           contains(name, "empty_strided") || contains(name, "empty_cuda") ||
-           contains(name, "empty_generic") || name.rfind("at::", 0) == 0 ||
-           contains(name, "wrap_kernel_functor") || contains(name, "(anonymous namespace)");
-}
-
-// "dir/file.py" from a full path of either flavour.
-std::string short_path(std::string_view file) {
-    std::size_t last = file.find_last_of("/\\");
-    if (last == std::string_view::npos) return std::string(file);
-    std::size_t prev = last == 0 ? std::string_view::npos : file.find_last_of("/\\", last - 1);
-    std::string out(file.substr(prev == std::string_view::npos ? 0 : prev + 1));
-    for (char& c : out) {
-        if (c == '\\') c = '/';
-    }
-    return out;
-}
-
-std::string format_frame(const PickleValue& frame) {
-    std::string_view file = frame.string_at("filename");
-    std::string_view name = frame.string_at("name");
-    std::int64_t line = frame.int_at("line", 0);
-    std::string out = file.empty() || file == "??" ? std::string() : short_path(file);
-    if (!out.empty() && line > 0) out += ":" + std::to_string(line);
-    if (!name.empty()) {
-        if (!out.empty()) out += ' ';
-        out.append(name.substr(0, 160));
-    }
-    return out;
-}
 
 BlockState parse_state(std::string_view s) {
     if (s == "active_allocated") return BlockState::kActive;
@@ -335,11 +289,7 @@ std::string scalar_text(const PickleValue& v) {
     switch (v.kind()) {
         case PickleValue::Kind::kBool: return v.as_bool() ? "true" : "false";
         case PickleValue::Kind::kInt: return std::to_string(v.as_int());
-        case PickleValue::Kind::kFloat: {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%g", v.as_double());
-            return buf;
-        }
+        case PickleValue::Kind::kFloat: return fmt::format("{:g}", v.as_double());
         case PickleValue::Kind::kString: return std::string(v.as_string());
         case PickleValue::Kind::kNone: return "none";
         default: return {};
@@ -388,34 +338,13 @@ Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVi
 }  // namespace
 
 std::string frames_to_site(const PickleValue& frames) {
-    const PickleValue* user = nullptr;
-    const PickleValue* python = nullptr;
-    const PickleValue* native = nullptr;
+    std::vector<FrameView> views;
+    views.reserve(frames.items().size());
     for (const auto& f : frames.items()) {
         if (f->kind() != PickleValue::Kind::kDict) continue;
-        std::string_view file = f->string_at("filename");
-        std::string_view name = f->string_at("name");
-        if (ends_with(file, ".py")) {
-            if (python == nullptr && !is_torch_python(file)) python = f.get();
-            if (!is_torch_python(file) && !is_third_party(file)) {
-                user = f.get();
-                break;
-            }
-        } else if (native == nullptr && !name.empty() && !is_allocator_internal(name, file)) {
-            native = f.get();
-        }
+        views.push_back({f->string_at("filename"), f->string_at("name"), f->int_at("line", 0)});
     }
-    const PickleValue* pick = user != nullptr ? user : python != nullptr ? python : native;
-    if (pick == nullptr) {
-        // Only torch frames: the innermost Python one still says more than nothing.
-        for (const auto& f : frames.items()) {
-            if (f->kind() == PickleValue::Kind::kDict && ends_with(f->string_at("filename"), ".py")) {
-                pick = f.get();
-                break;
-            }
-        }
-    }
-    return pick != nullptr ? format_frame(*pick) : std::string();
+    return allocation_site(views);
 }
 
 Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,

@@ -280,9 +280,10 @@ TEST(KinetoImport, GarbageAndNonTracesGetClearErrors) {
 TEST(KinetoImport, EmptyEventListIsAnEmptyReport) {
     TempDir dir;
     auto r = analyze_files({dir.file("empty_events.json", "{\"traceEvents\": []}")});
-    // Nothing was delivered: the pipeline reports an empty but valid analysis or a clear error.
+    // Nothing was delivered: the pipeline reports an empty but valid analysis (with no timeline
+    // figures, which would be zeros never measured) or a clear error.
     if (r.is_ok()) {
-        EXPECT_EQ(r->section("timeline")->figure("gpu_activities")->value, 0);
+        EXPECT_EQ(r->section("timeline"), nullptr);
     } else {
         EXPECT_FALSE(r.status().message().empty());
     }

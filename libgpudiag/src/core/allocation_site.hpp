@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: Apache-2.0
+// The allocation-site rule: which frame of a call stack names the place an allocation came from.
+// One owner: the torch-snapshot importer, the public allocation_site() and, through it, the
+// Python layer (the pytest plugin's leak sites) all name sites with it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace gpudiag::detail {
+
+/// One frame, innermost first, as torch records them ({filename, name, line}).
+struct FrameView {
+    std::string_view filename;
+    std::string_view name;
+    std::int64_t line = 0;
+};
+
+/// "dir/file.py:42 fn" for the innermost frame in the program's own Python code; failing that
+/// the innermost Python frame outside torch (a library the program called), then the innermost
+/// native frame that is not the allocator itself, then the innermost torch Python frame; "" when
+/// no frame says anything.
+std::string allocation_site(std::span<const FrameView> frames);
+
+}  // namespace gpudiag::detail
