@@ -4,6 +4,8 @@
 
 #include "analysis/allocator/allocator_whatif.hpp"
 #include "support/format.hpp"
+
+#include <fmt/format.h>
 #include "support/json_writer.hpp"
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 namespace gpudiag {
 namespace {
 
-using detail::strprintf;
 
 // 1234567 -> "1,234,567"
 std::string grouped(std::uint64_t v) {
@@ -38,7 +39,7 @@ std::string relative(const WhatIfOutcome& o, const WhatIfOutcome& base) {
     if (&o == &base || o.label == "recorded" || base.peak_reserved_bytes == 0) return "";
     const double d = (static_cast<double>(o.peak_reserved_bytes) - static_cast<double>(base.peak_reserved_bytes)) /
                      static_cast<double>(base.peak_reserved_bytes);
-    return strprintf("%+.1f %%", d * 100.0);
+    return fmt::format("{:+.1f} %", d * 100.0);
 }
 
 std::string oom_cell(const WhatIfOutcome& o) {
@@ -46,9 +47,8 @@ std::string oom_cell(const WhatIfOutcome& o) {
     if (o.recorded_ooms > 0) {
         cell = o.recorded_ooms_avoided == o.recorded_ooms ? "avoided"
                : o.recorded_ooms_avoided == 0             ? "recurs"
-                                                          : strprintf("%llu of %llu avoided",
-                                                                      static_cast<unsigned long long>(o.recorded_ooms_avoided),
-                                                                      static_cast<unsigned long long>(o.recorded_ooms));
+                                                          : fmt::format("{} of {} avoided", o.recorded_ooms_avoided,
+                                                                        o.recorded_ooms);
     }
     if (o.oom) {
         if (!cell.empty()) cell += "; ";
@@ -82,18 +82,17 @@ void table_text(const WhatIfResult& r, std::string& out) {
     const WhatIfOutcome& base = r.outcomes.size() > 1 ? r.outcomes[1] : r.outcomes[0];
     std::size_t width = 8;
     for (const auto& o : r.outcomes) width = std::max(width, row_name(o).size());
-    out += strprintf("%-*s  %13s  %8s  %11s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width), "settings",
-                     "peak reserved", "vs base", "peak in use", "stranded peak", "cudaMalloc", "cudaFree",
-                     "maps/unmaps", "out of memory");
+    out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n", "settings", width,
+                       "peak reserved", "vs base", "peak in use", "stranded peak", "cudaMalloc", "cudaFree",
+                       "maps/unmaps", "out of memory");
     for (const auto& o : r.outcomes) {
         std::string maps = o.page_maps + o.page_unmaps == 0
                                ? "-"
                                : grouped(o.page_maps) + "/" + grouped(o.page_unmaps);
-        out += strprintf("%-*s  %13s  %8s  %11s  %13s  %10s  %8s  %11s  %s\n", static_cast<int>(width),
-                         row_name(o).c_str(), bytes(o.peak_reserved_bytes).c_str(), relative(o, base).c_str(),
-                         bytes(o.peak_allocated_bytes).c_str(), bytes(o.peak_stranded_bytes).c_str(),
-                         grouped(o.device_mallocs).c_str(),
-                         grouped(o.device_frees).c_str(), maps.c_str(), oom_cell(o).c_str());
+        out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n", row_name(o), width,
+                           bytes(o.peak_reserved_bytes), relative(o, base), bytes(o.peak_allocated_bytes),
+                           bytes(o.peak_stranded_bytes), grouped(o.device_mallocs),
+                           grouped(o.device_frees), maps, oom_cell(o));
     }
 }
 

@@ -4,6 +4,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace gpudiag::detail {
@@ -62,8 +64,7 @@ Status build_start(const DeviceHistory& h, const ReplayConfig& config, CachingAl
         for (const StartSegment& s : h.start) {
             Status st = model.adopt_segment(s.address, s.bytes, s.stream, s.small, s.expandable, s.blocks);
             if (!st.is_ok()) {
-                return Status(st.code(), "segment at 0x" + strprintf("%llx", static_cast<unsigned long long>(s.address)) +
-                                             ": " + st.message());
+                return Status(st.code(), fmt::format("segment at {:#x}: {}", s.address, st.message()));
             }
         }
         return Status::ok();
@@ -158,8 +159,7 @@ const char* action_name(DeviceActionKind k) {
 }
 
 std::string describe(DeviceActionKind kind, std::uint64_t bytes, std::uint64_t address) {
-    return strprintf("%s of %llu B at 0x%llx", action_name(kind), static_cast<unsigned long long>(bytes),
-                     static_cast<unsigned long long>(address));
+    return fmt::format("{} of {} B at {:#x}", action_name(kind), bytes, address);
 }
 
 }  // namespace
@@ -184,26 +184,24 @@ ReproductionCheck compare(const DeviceHistory& h, const ReplayOutcome& out) {
     } else if (i < n) {
         const ObservedAction& r = h.observed[i];
         const DeviceAction& m = out.actions[i];
-        c.first_difference = strprintf("segment action %zu: recorded %s, modelled %s", i + 1,
-                                       describe(r.kind, r.bytes, r.address).c_str(),
-                                       describe(m.kind, m.bytes, m.address).c_str());
+        c.first_difference = fmt::format("segment action {}: recorded {}, modelled {}", i + 1,
+                                         describe(r.kind, r.bytes, r.address),
+                                         describe(m.kind, m.bytes, m.address));
     } else if (h.observed.size() != out.actions.size()) {
-        c.first_difference = strprintf("the recording has %zu segment actions, the replay %zu",
-                                       h.observed.size(), out.actions.size());
+        c.first_difference = fmt::format("the recording has {} segment actions, the replay {}",
+                                         h.observed.size(), out.actions.size());
     } else if (!out.replayed_to_end) {
-        c.first_difference = strprintf("the replay failed an allocation of %llu B that the recording made",
-                                       static_cast<unsigned long long>(out.oom_request));
+        c.first_difference = fmt::format("the replay failed an allocation of {} B that the recording made",
+                                         out.oom_request);
     } else if (out.at_recorded_address != out.allocations) {
-        c.first_difference = strprintf("%llu of %llu allocations landed elsewhere than recorded",
-                                       static_cast<unsigned long long>(out.allocations - out.at_recorded_address),
-                                       static_cast<unsigned long long>(out.allocations));
+        c.first_difference = fmt::format("{} of {} allocations landed elsewhere than recorded",
+                                         out.allocations - out.at_recorded_address, out.allocations);
     } else if (!c.peak_matches) {
-        c.first_difference = strprintf("peak reserved: recorded %llu B, modelled %llu B",
-                                       static_cast<unsigned long long>(h.observed_peak_reserved),
-                                       static_cast<unsigned long long>(out.stats.peak_reserved));
+        c.first_difference = fmt::format("peak reserved: recorded {} B, modelled {} B",
+                                         h.observed_peak_reserved, out.stats.peak_reserved);
     } else if (!c.final_segments_match) {
-        c.first_difference = strprintf("final segments: recorded %zu, modelled %zu (or at other addresses)",
-                                       h.final_segments.size(), out.final_segments.size());
+        c.first_difference = fmt::format("final segments: recorded {}, modelled {} (or at other addresses)",
+                                         h.final_segments.size(), out.final_segments.size());
     }
     c.exact = c.first_difference.empty();
     return c;

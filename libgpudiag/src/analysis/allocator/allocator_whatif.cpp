@@ -5,8 +5,9 @@
 #include "analysis/allocator/allocator_replay.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
-#include <cstdio>
 #include <iterator>
 
 namespace gpudiag::detail {
@@ -324,7 +325,7 @@ std::string whatif_bytes(std::uint64_t bytes) {
     }
     if (unit == 0) return std::to_string(bytes) + " B";
     const int decimals = v < 10 ? 2 : v < 100 ? 1 : 0;
-    return strprintf("%.*f %s", decimals, v, kUnits[unit]);
+    return fmt::format("{:.{}f} {}", v, decimals, kUnits[unit]);
 }
 
 Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOptions& options) {
