@@ -45,7 +45,8 @@ void bind_event(py::module_& m) {
         .value("cpu_op", RangeCategory::kCpuOp)
         .value("step", RangeCategory::kStep)
         .value("communication", RangeCategory::kCommunication)
-        .value("user_annotation", RangeCategory::kUserAnnotation);
+        .value("user_annotation", RangeCategory::kUserAnnotation)
+        .value("os_runtime", RangeCategory::kOsRuntime);
 
     py::enum_<CounterKind>(m, "CounterKind")
         .value("unknown", CounterKind::kUnknown)

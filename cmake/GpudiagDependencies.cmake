@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev).
+# Third-party libraries, all from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev
+# libsqlite3-dev).
 # No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time, and only the
 # CUDA toolkit's headers are used, when present.
 find_package(Threads REQUIRED)
@@ -7,6 +8,8 @@ find_package(ZLIB REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)
 find_package(simdjson REQUIRED)
+# Nsight Systems reports are exported as SQLite databases, read through the SQLite library itself.
+find_package(SQLite3 REQUIRED)
 
 # No fmt: the library formats a handful of numbers and units (support/format.cpp), which snprintf
 # does in a few lines; linking fmt, even privately, would add a dependency for no gain.

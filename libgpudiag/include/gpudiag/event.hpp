@@ -92,6 +92,7 @@ enum class RangeCategory : std::uint8_t {
     kStep = 4,        ///< a whole step given as a range (ProfilerStep#N)
     kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
     kUserAnnotation = 6,
+    kOsRuntime = 7,      ///< a call into the operating system (Nsight Systems' OS runtime trace)
 };
 
 enum class ApiDomain : std::uint8_t { kUnknown = 0, kRuntime = 1, kDriver = 2 };
