@@ -65,13 +65,15 @@ void bind_analyze(py::module_& m) {
     py::class_<AnalysisOptions>(m, "AnalysisOptions")
         .def(py::init<>())
         .def_readwrite("window", &AnalysisOptions::window)
-        .def_readwrite("rank", &AnalysisOptions::rank);
+        .def_readwrite("rank", &AnalysisOptions::rank)
+        .def_readwrite("for_job", &AnalysisOptions::for_job);
 
     py::enum_<InputFormat>(m, "InputFormat")
         .value("unknown", InputFormat::kUnknown)
         .value("recording", InputFormat::kRecording)
         .value("kineto_json", InputFormat::kKinetoJson)
-        .value("torch_snapshot", InputFormat::kTorchSnapshot);
+        .value("torch_snapshot", InputFormat::kTorchSnapshot)
+        .value("nsight_sqlite", InputFormat::kNsightSqlite);
     m.def("input_format_name", &input_format_name);
 
     m.def(
@@ -97,6 +99,37 @@ void bind_analyze(py::module_& m) {
         },
         py::arg("paths"), py::arg("out_path"), py::arg("options") = AnalysisOptions{},
         "Writes the inputs' timeline as a Chrome/Perfetto trace (JSON).");
+    py::class_<JobInput>(m, "JobInput")
+        .def(py::init([](std::string path, std::string member) {
+                 return JobInput{std::move(path), std::move(member)};
+             }),
+             py::arg("path"), py::arg("member") = "")
+        .def_readwrite("path", &JobInput::path)
+        .def_readwrite("member", &JobInput::member)
+        .def("name", &JobInput::name)
+        .def("__repr__", [](const JobInput& i) { return "<gpudiag.JobInput " + i.name() + ">"; });
+    m.def(
+        "expand_job_inputs",
+        [](const std::vector<std::string>& paths) {
+            return unwrap(without_gil([&] { return expand_job_inputs(paths); }));
+        },
+        py::arg("paths"), "The files, folder contents, archive members and glob matches of a job.");
+    m.def(
+        "analyze_input",
+        [](const JobInput& input, const AnalysisOptions& options) {
+            return unwrap(without_gil([&] { return analyze_input(input, options); }));
+        },
+        py::arg("input"), py::arg("options") = AnalysisOptions{},
+        "Analyses one input of a job on its own.");
+    m.def(
+        "combine_input_reports",
+        [](std::vector<Report> reports, const std::vector<JobInput>& inputs,
+           const AnalysisOptions& options) {
+            return unwrap(without_gil(
+                [&] { return combine_input_reports(std::move(reports), inputs, options); }));
+        },
+        py::arg("reports"), py::arg("inputs"), py::arg("options") = AnalysisOptions{},
+        "The job report from one report per input (files of one process combine).");
     m.def(
         "analyze_job",
         [](std::vector<Report> ranks, const AnalysisOptions& options) {

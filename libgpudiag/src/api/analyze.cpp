@@ -4,10 +4,13 @@
 #include <gpudiag/job.hpp>
 
 #include "analysis/registry.hpp"
+#include "importers/archive.hpp"
+#include "importers/job_inputs.hpp"
 #include "importers/open_source.hpp"
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <new>
 
 namespace gpudiag {
@@ -70,8 +73,9 @@ private:
     bool ended_ = false;
 };
 
-Result<Report> analyze_one(const std::string& path, const AnalysisOptions& options) {
-    auto source = detail::open_event_source(path, options);
+// One source through the analyses.
+Result<Report> analyze_source(Result<std::unique_ptr<detail::EventSource>> source,
+                              const AnalysisOptions& options) {
     if (!source) return source.status();
     StringTable strings;
     AnalysisRun run(options);
@@ -87,26 +91,39 @@ Result<Report> analyze_one(const std::string& path, const AnalysisOptions& optio
     return report;
 }
 
+// A single file as it is, the way gpudiag always read one (archives and folders are expanded).
+bool single_plain_file(const std::vector<std::string>& paths) {
+    if (paths.size() != 1) return false;
+    auto format = detect_format(paths.front());
+    if (format) return true;
+    if (format.status().code() == StatusCode::kNotFound) {
+        return paths.front().find_first_of("*?[") == std::string::npos;  // not a pattern
+    }
+    auto tar = detail::is_tar_archive(paths.front());
+    return !(tar && *tar) && !std::filesystem::is_directory(paths.front());
+}
+
 Result<Report> analyze_all(const std::vector<std::string>& paths, const AnalysisOptions& options) {
     if (paths.empty()) return invalid_argument("no input files given");
-    if (paths.size() == 1) return analyze_one(paths.front(), options);
-
-    std::vector<Report> ranks;
-    for (const auto& path : paths) {
-        auto one = analyze_one(path, options);
-        if (!one) return Status(one.status().code(), path + ": " + one.status().message());
-        if (options.rank >= 0 && one->source.rank >= 0 && one->source.rank != options.rank) {
-            continue;
+    if (single_plain_file(paths)) {
+        return analyze_source(detail::open_event_source(paths.front(), options), options);
+    }
+    auto inputs = detail::expand_inputs(paths);
+    if (!inputs) return inputs.status();
+    AnalysisOptions each = options;
+    each.for_job = each.for_job || inputs->size() > 1;
+    std::vector<Report> reports;
+    reports.reserve(inputs->size());
+    for (const auto& input : *inputs) {
+        auto one = analyze_source(detail::open_input_source(input, each), each);
+        if (!one) {
+            const std::string& m = one.status().message();
+            const std::string name = input.name();
+            return Status(one.status().code(), m.rfind(name, 0) == 0 ? m : name + ": " + m);
         }
-        ranks.push_back(std::move(*one));
+        reports.push_back(std::move(*one));
     }
-    if (ranks.empty()) {
-        return not_found("no input file holds rank " + std::to_string(options.rank));
-    }
-    const std::size_t files = ranks.size();
-    auto job = analyze_job(std::move(ranks), options);
-    if (job && files > 1) job->source.description = std::to_string(files) + " files";
-    return job;
+    return combine_input_reports(std::move(reports), *inputs, options);
 }
 
 }  // namespace
@@ -147,12 +164,35 @@ Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& i
     }
 }
 
+Result<Report> analyze_input(const JobInput& input, const AnalysisOptions& options) noexcept {
+    try {
+        return analyze_source(detail::open_input_source(input, options), options);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of host memory while analysing");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("analysis failed: ") + e.what());
+    } catch (...) {
+        return internal_error("analysis failed with an unknown exception");
+    }
+}
+
+Result<std::vector<JobInput>> expand_job_inputs(const std::vector<std::string>& paths) noexcept {
+    try {
+        return detail::expand_inputs(paths);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of host memory while listing the inputs");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("listing the inputs failed: ") + e.what());
+    }
+}
+
 const char* input_format_name(InputFormat f) noexcept {
     switch (f) {
         case InputFormat::kUnknown: return "unknown";
         case InputFormat::kRecording: return "gpudiag recording";
         case InputFormat::kKinetoJson: return "Kineto/Chrome trace JSON";
         case InputFormat::kTorchSnapshot: return "torch memory snapshot";
+        case InputFormat::kNsightSqlite: return "Nsight Systems SQLite export";
     }
     return "unknown";
 }

@@ -15,6 +15,12 @@ namespace gpudiag {
 namespace {
 
 constexpr unsigned char kRecordingMagic[8] = {'G', 'P', 'U', 'D', 'I', 'A', 'G', '\0'};
+constexpr char kSqliteMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
+
+bool ends_with(const std::string& s, const char* suffix) {
+    const std::size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
 
 // The first non-whitespace byte of up to `n` decompressed bytes of a gzip file.
 int first_inflated_byte(const std::string& path) {
@@ -33,6 +39,7 @@ int first_inflated_byte(const std::string& path) {
 
 InputFormat classify(const unsigned char* head, std::size_t n, const std::string& path) {
     if (n >= 8 && std::memcmp(head, kRecordingMagic, 8) == 0) return InputFormat::kRecording;
+    if (n >= 16 && std::memcmp(head, kSqliteMagic, 16) == 0) return InputFormat::kNsightSqlite;
     if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
         return InputFormat::kTorchSnapshot;
     }
@@ -68,11 +75,16 @@ Result<InputFormat> detect_format(const std::string& path) noexcept {
         auto n = static_cast<std::size_t>(in.gcount());
         if (n == 0) return corrupt_data(path + ": the file is empty");
         InputFormat f = classify(head, n, path);
+        if (f == InputFormat::kUnknown && (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))) {
+            return unsupported(path + ": an Nsight Systems report, which gpudiag reads once exported "
+                                      "to SQLite: nsys export --type sqlite --output report.sqlite " +
+                               path);
+        }
         if (f == InputFormat::kUnknown) {
             return unsupported(path +
                                ": not a format gpudiag reads (expected a .gpudiag recording, a "
-                               "PyTorch profiler/Kineto JSON trace, plain or .gz, or a torch "
-                               "memory snapshot pickle)");
+                               "PyTorch profiler/Kineto JSON trace, plain or .gz, a torch "
+                               "memory snapshot pickle, or an Nsight Systems SQLite export)");
         }
         return f;
     } catch (...) {
@@ -90,6 +102,7 @@ Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
         case InputFormat::kRecording: return open_recording_source(path, options);
         case InputFormat::kKinetoJson: return open_kineto_source(path, options);
         case InputFormat::kTorchSnapshot: return open_snapshot_source(path, options);
+        case InputFormat::kNsightSqlite: return open_nsight_source(path, options);
         case InputFormat::kUnknown: break;
     }
     return unsupported(path + ": unknown format");
