@@ -11,7 +11,8 @@ session starts (and CUDA only when the program itself first uses it)::
             gpudiag.step()          # optional: optimizer steps are detected automatically
     print(s.report().summary())
 
-Offline: ``gpudiag.analyze("trace.json")``; from a shell: ``gpudiag analyze trace.json``.
+Offline: ``gpudiag.analyze("trace.json")``; from a shell: ``gpudiag analyze trace.json``. A job's
+files on a cluster: ``gpudiag.analyze_job("traces/", executor=client.get_executor())``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from gpudiag._errors import (
     UnsupportedError,
 )
 from gpudiag._format import parse_size
+from gpudiag._job import analyze_job
 from gpudiag._session import (
     Session,
     current_session,
@@ -64,6 +66,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "analyze",
+    "analyze_job",
     "current_session",
     "detect_format",
     "parse_size",

@@ -17,6 +17,10 @@ def detect_format(path: str) -> InputFormat: ...
 def analyze_files(paths: list[str], options: AnalysisOptions = ...,
                   progress: Callable[[int, int], None] | None = ...) -> Report: ...
 def analyze_job(ranks: list[Report], options: AnalysisOptions = ...) -> Report: ...
+def expand_job_inputs(paths: list[str]) -> list[JobInput]: ...
+def analyze_input(input: JobInput, options: AnalysisOptions = ...) -> Report: ...
+def combine_input_reports(reports: list[Report], inputs: list[JobInput],
+                          options: AnalysisOptions = ...) -> Report: ...
 def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
 def probe_capture() -> CaptureStatus: ...
@@ -43,6 +47,12 @@ class Severity(_Enum):
     warning: Severity
     critical: Severity
 
+class JobInput:
+    path: str
+    member: str
+    def __init__(self, path: str, member: str = ...) -> None: ...
+    def name(self) -> str: ...
+
 class AnalysisWindow(_Enum):
     steps: AnalysisWindow
     hta: AnalysisWindow
@@ -53,6 +63,7 @@ class InputFormat(_Enum):
     recording: InputFormat
     kineto_json: InputFormat
     torch_snapshot: InputFormat
+    nsight_sqlite: InputFormat
 
 class CaptureLevel(_Enum):
     no_gpu: CaptureLevel
@@ -96,6 +107,7 @@ class RangeCategory(_Enum):
     step: RangeCategory
     communication: RangeCategory
     user_annotation: RangeCategory
+    os_runtime: RangeCategory
 
 class CounterKind(_Enum):
     unknown: CounterKind
@@ -202,6 +214,7 @@ class Report:
 class AnalysisOptions:
     window: AnalysisWindow
     rank: int
+    for_job: bool
 
 class CaptureStatus:
     level: CaptureLevel
