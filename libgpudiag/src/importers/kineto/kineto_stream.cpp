@@ -11,6 +11,7 @@
 #include "importers/kineto/trace_split.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -502,7 +503,7 @@ private:
     std::vector<Piece> spare_;          // buffers to reuse
     std::size_t in_flight_ = 0;
     bool closing_ = false;
-    bool failed_ = false;
+    std::atomic<bool> failed_{false};  // written under mutex_, read anywhere
 
     std::size_t next_index_ = 0;   // caller only, from here on
     std::size_t next_commit_ = 0;

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Kineto trace read as a stream, in bounded memory: the text is read (and inflated) in pieces
-// of a few MB cut between two events; each piece is parsed, sorted by start and encoded compactly
+// of about 1 MB cut between two events; each piece is parsed, sorted by start and encoded compactly
 // (core/event_runs.hpp) on the parse's threads; the text before and after the event array (the
-// skeleton) is read at the end. Memory then holds the encoded events (10-15 bytes each) and a few
-// pieces in flight, whatever the size of the file.
+// skeleton) is read at the end. Memory then holds the encoded events (10-15 bytes each, an eighth
+// of their JSON) and a few pieces in flight, not the text.
 //
 // Every cut is verified the way the split parse verifies its slices (kineto_parser.cpp): a piece
 // passes only when it parses as whole events ending exactly where it was cut, and the skeleton
