@@ -15,7 +15,7 @@ import warnings
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 
-from hta.trace_analysis import TraceAnalysis  # noqa: E402
+from hta.trace_analysis import TraceAnalysis
 
 
 def main() -> int:

@@ -100,10 +100,6 @@ void bind_analyze(py::module_& m) {
         py::arg("paths"), py::arg("out_path"), py::arg("options") = AnalysisOptions{},
         "Writes the inputs' timeline as a Chrome/Perfetto trace (JSON).");
     py::class_<JobInput>(m, "JobInput")
-        .def(py::init([](std::string path, std::string member) {
-                 return JobInput{std::move(path), std::move(member)};
-             }),
-             py::arg("path"), py::arg("member") = "")
         .def_readwrite("path", &JobInput::path)
         .def_readwrite("member", &JobInput::member)
         .def("name", &JobInput::name)
@@ -116,11 +112,11 @@ void bind_analyze(py::module_& m) {
         py::arg("paths"), "The files, folder contents, archive members and glob matches of a job.");
     m.def(
         "analyze_input",
-        [](const JobInput& input, const AnalysisOptions& options) {
-            return unwrap(without_gil([&] { return analyze_input(input, options); }));
+        [](const std::string& path, const std::string& member, const AnalysisOptions& options) {
+            return unwrap(without_gil([&] { return analyze_input(JobInput{path, member}, options); }));
         },
-        py::arg("input"), py::arg("options") = AnalysisOptions{},
-        "Analyses one input of a job on its own.");
+        py::arg("path"), py::arg("member") = "", py::arg("options") = AnalysisOptions{},
+        "Analyses one input of a job on its own: a file, or a member of the archive at path.");
     m.def(
         "combine_input_reports",
         [](std::vector<Report> reports, const std::vector<JobInput>& inputs,

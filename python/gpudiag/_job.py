@@ -40,7 +40,7 @@ def _options(window: str, rank: int = -1, for_job: bool = False) -> _core.Analys
 
 def analyze_input_json(path: str, member: str, window: str, for_job: bool) -> str:
     """One input's report as JSON: what a worker runs (importable by name, so picklable)."""
-    report = _core.analyze_input(_core.JobInput(path, member), _options(window, for_job=for_job))
+    report = _core.analyze_input(path, member, _options(window, for_job=for_job))
     return str(_core.render_json(report))
 
 
