@@ -73,7 +73,9 @@ def analyze_job(
         rank: keep only this rank (-1: all).
 
     The result equals ``gpudiag.analyze(paths)``: the files of one process combine into one
-    report, the ranks into the job view (stragglers, imbalance, every rank's findings).
+    report, the ranks into the job view (stragglers, imbalance, every rank's findings). A worker
+    given a member of a compressed archive reads the archive up to that member: for hundreds of
+    ranks, unpack a .tar.gz first (or ship a plain .tar, or a folder).
     """
     options = _options(window, rank)
     inputs = expand_inputs(paths)
