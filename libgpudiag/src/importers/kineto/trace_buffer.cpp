@@ -179,7 +179,11 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
 
 std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size_t limit) {
     std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-    if (!f || std::fseek(f.get(), 0, SEEK_END) != 0) return std::nullopt;
+    unsigned char magic[2] = {0, 0};
+    if (!f || std::fread(magic, 1, 2, f.get()) != 2 || magic[0] != 0x1f || magic[1] != 0x8b ||
+        std::fseek(f.get(), 0, SEEK_END) != 0) {
+        return std::nullopt;  // not gzip (plain JSON streams from the file as it is)
+    }
     const long n = std::ftell(f.get());
     if (n < 18 || static_cast<std::uint64_t>(n) > limit || std::fseek(f.get(), 0, SEEK_SET) != 0) {
         return std::nullopt;
