@@ -315,11 +315,15 @@ void summarise_rank_findings(Report& job) {
         f.figures = w.figures;
         f.figures.push_back({"ranks", static_cast<double>(hits.size()), "count", "ranks with this finding"});
         f.site_unit = lead_figure(w) != nullptr ? lead_figure(w)->unit : "";
+        double total = 0;
+        for (const auto& hit : hits) total += lead_value(*hit.second);
         for (const auto& [rank, finding] : hits) {
-            f.sites.push_back(CallSite{"rank " + std::to_string(rank), lead_value(*finding),
-                                       1.0 / static_cast<double>(hits.size()), finding->title});
-            if (f.evidence.size() < 16) f.evidence.push_back("rank " + std::to_string(rank) + ": " + finding->title);
+            const double value = lead_value(*finding);
+            f.sites.push_back(CallSite{"rank " + std::to_string(rank), value,
+                                       total > 0 ? value / total : 1.0 / static_cast<double>(hits.size()),
+                                       finding->title});
         }
+        for (const auto& e : w.evidence) f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
         f.advice = w.advice;
         job.findings.push_back(std::move(f));
     }
