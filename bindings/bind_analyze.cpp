@@ -62,7 +62,8 @@ void bind_analyze(py::module_& m) {
     py::class_<AnalysisOptions>(m, "AnalysisOptions")
         .def(py::init<>())
         .def_readwrite("window", &AnalysisOptions::window)
-        .def_readwrite("rank", &AnalysisOptions::rank);
+        .def_readwrite("rank", &AnalysisOptions::rank)
+        .def_readwrite("for_job", &AnalysisOptions::for_job);
 
     bind_enum<InputFormat>(m, "InputFormat");
     m.def("input_format_name", &input_format_name);
@@ -89,6 +90,33 @@ void bind_analyze(py::module_& m) {
         },
         py::arg("paths"), py::arg("out_path"), py::arg("options") = AnalysisOptions{},
         "Writes the inputs' timeline as a Chrome/Perfetto trace (JSON).");
+    py::class_<JobInput>(m, "JobInput")
+        .def_readwrite("path", &JobInput::path)
+        .def_readwrite("member", &JobInput::member)
+        .def("name", &JobInput::name)
+        .def("__repr__", [](const JobInput& i) { return "<gpudiag.JobInput " + i.name() + ">"; });
+    m.def(
+        "expand_job_inputs",
+        [](const std::vector<std::string>& paths) {
+            return unwrap(without_gil([&] { return expand_job_inputs(paths); }));
+        },
+        py::arg("paths"), "The files, folder contents, archive members and glob matches of a job.");
+    m.def(
+        "analyze_input",
+        [](const std::string& path, const std::string& member, const AnalysisOptions& options) {
+            return unwrap(without_gil([&] { return analyze_input(JobInput{path, member}, options); }));
+        },
+        py::arg("path"), py::arg("member") = "", py::arg("options") = AnalysisOptions{},
+        "Analyses one input of a job on its own: a file, or a member of the archive at path.");
+    m.def(
+        "combine_input_reports",
+        [](std::vector<Report> reports, const std::vector<JobInput>& inputs,
+           const AnalysisOptions& options) {
+            return unwrap(without_gil(
+                [&] { return combine_input_reports(std::move(reports), inputs, options); }));
+        },
+        py::arg("reports"), py::arg("inputs"), py::arg("options") = AnalysisOptions{},
+        "The job report from one report per input (files of one process combine).");
     m.def(
         "analyze_job",
         [](std::vector<Report> ranks, const AnalysisOptions& options) {

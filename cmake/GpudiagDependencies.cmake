@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-# Third-party libraries: zlib, libdeflate, simdjson, fmt (and GoogleTest for the tests), from the
-# system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev libfmt-dev libgtest-dev) or from
-# GPUDIAG_DEPS_PREFIX.
+# Third-party libraries: zlib, libdeflate, simdjson, fmt, SQLite (and GoogleTest for the tests),
+# from the system (Debian: zlib1g-dev libdeflate-dev libsimdjson-dev libfmt-dev libsqlite3-dev
+# libgtest-dev) or from GPUDIAG_DEPS_PREFIX.
 # No NVIDIA library is linked: capture dlopens libcupti, libcuda and NVML at run time, and only the
 # CUDA toolkit's headers are used, when present.
 
@@ -19,6 +19,8 @@ endif()
 find_package(Threads REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(simdjson REQUIRED)
+# Nsight Systems reports are exported as SQLite databases, read through the SQLite library itself.
+find_package(SQLite3 REQUIRED)
 
 # fmt formats every number and message the library writes. It is used header-only
 # (fmt::fmt-header-only: FMT_HEADER_ONLY) and privately, so its code is compiled into our objects
@@ -58,7 +60,8 @@ set(_gpudiag_dep_paths
   "zlib=${ZLIB_INCLUDE_DIRS}|${ZLIB_LIBRARIES}"
   "libdeflate=${GPUDIAG_LIBDEFLATE_INCLUDE_DIR}|${GPUDIAG_LIBDEFLATE_LIBRARY}"
   "simdjson=${simdjson_DIR}|${_gpudiag_simdjson_location}"
-  "fmt=${fmt_DIR}")
+  "fmt=${fmt_DIR}"
+  "sqlite=${SQLite3_INCLUDE_DIRS}|${SQLite3_LIBRARIES}")
 if(GPUDIAG_BUILD_TESTS)
   get_target_property(_gpudiag_gtest_location GTest::gtest LOCATION)
   get_target_property(_gpudiag_gtest_include GTest::gtest INTERFACE_INCLUDE_DIRECTORIES)

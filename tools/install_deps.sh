@@ -5,7 +5,7 @@
 #   tools/install_deps.sh --test   also what the test suite needs (GoogleTest, Benchmark, chromium)
 set -euo pipefail
 PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
-  libsimdjson-dev libfmt-dev pybind11-dev python3-dev python3-venv"
+  libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv"
 if [ "${1:-}" = "--test" ]; then
   PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium"
 fi

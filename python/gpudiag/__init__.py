@@ -11,7 +11,8 @@ session starts (and CUDA only when the program itself first uses it)::
             gpudiag.step()          # optional: optimizer steps are detected automatically
     print(s.report().summary())
 
-Offline: ``gpudiag.analyze("trace.json")``; from a shell: ``gpudiag analyze trace.json``.
+Offline: ``gpudiag.analyze("trace.json")``; from a shell: ``gpudiag analyze trace.json``. A job's
+files on a cluster: ``gpudiag.analyze_job("traces/", executor=client.get_executor())``.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gpudiag._errors import (
     UnsupportedError,
 )
 from gpudiag._format import format_figure, parse_size
+from gpudiag._job import analyze_job
 from gpudiag._report import Finding, Report
 from gpudiag._session import (
     Session,
@@ -66,6 +68,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "analyze",
+    "analyze_job",
     "capabilities",
     "current_session",
     "detect_format",

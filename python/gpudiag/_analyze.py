@@ -24,7 +24,9 @@ def analyze(
     """Analyses files of one job (e.g. one Kineto trace per rank) into one report.
 
     Args:
-        paths: a file or several; the format is told from the content, not the name.
+        paths: files, folders, tar archives (.tar, .tar.gz) or glob patterns; the format is told
+            from the content, not the name. Files of one process (a trace and a memory snapshot
+            of it) combine into one report; ranks into the job view.
         window: "steps" (complete steps only), "hta" (Holistic Trace Analysis' window), "all".
         rank: with several rank files, analyse only this rank (-1: all).
         progress: called with (bytes read, total bytes) during long imports.
@@ -55,6 +57,6 @@ def analysis_window(name: str) -> Any:
 
 
 def detect_format(path: PathLike) -> str:
-    """The format of ``path``, by content: "recording", "kineto_json", "torch_snapshot" or
-    "report_json" (a report gpudiag saved)."""
+    """The format of ``path``, by content: "recording", "kineto_json", "torch_snapshot",
+    "nsight_sqlite" or "report_json" (a report gpudiag saved)."""
     return str(_core.detect_format(str(path)).name)

@@ -24,6 +24,10 @@ def detect_format(path: str) -> InputFormat: ...
 def analyze_files(paths: list[str], options: AnalysisOptions = ...,
                   progress: Callable[[int, int], None] | None = ...) -> Report: ...
 def analyze_job(ranks: list[Report], options: AnalysisOptions = ...) -> Report: ...
+def expand_job_inputs(paths: list[str]) -> list[JobInput]: ...
+def analyze_input(path: str, member: str = ..., options: AnalysisOptions = ...) -> Report: ...
+def combine_input_reports(reports: list[Report], inputs: list[JobInput],
+                          options: AnalysisOptions = ...) -> Report: ...
 def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
 def probe_capture() -> CaptureStatus: ...
@@ -35,6 +39,11 @@ class _Enum:
     value: int
     __members__: ClassVar[dict[str, Any]]  # name -> member, in value order
     def __int__(self) -> int: ...
+
+class JobInput:
+    path: str
+    member: str
+    def name(self) -> str: ...
 
 class DeviceInfo:
     ordinal: int
@@ -123,6 +132,7 @@ class Report:
 class AnalysisOptions:
     window: AnalysisWindow
     rank: int
+    for_job: bool
 
 class CaptureStatus:
     level: CaptureLevel
@@ -343,6 +353,7 @@ class InputFormat(_Enum):
     kineto_json: InputFormat
     torch_snapshot: InputFormat
     report_json: InputFormat
+    nsight_sqlite: InputFormat
 
 class CaptureLevel(_Enum):
     no_gpu: CaptureLevel
@@ -416,6 +427,7 @@ class RangeCategory(_Enum):
     step: RangeCategory
     communication: RangeCategory
     user_annotation: RangeCategory
+    os_runtime: RangeCategory
 
 class ApiDomain(_Enum):
     unknown: ApiDomain

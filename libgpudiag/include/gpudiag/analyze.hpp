@@ -39,6 +39,10 @@ struct AnalysisOptions {
     std::int32_t rank = -1;
     /// Called with (bytes read, total bytes) while importing large inputs; may be empty.
     std::function<void(std::uint64_t, std::uint64_t)> progress;
+    /// The report will be combined with other ranks' (analyze_job, combine_input_reports): it
+    /// then also keeps what the cross-rank view needs (when each step's collectives started).
+    /// analyze_files sets it itself for files of several ranks.
+    bool for_job = false;
 };
 
 /// The input formats gpudiag reads.
@@ -48,6 +52,7 @@ enum class InputFormat : std::uint8_t {
     kKinetoJson = 2,     ///< PyTorch profiler Chrome-trace JSON, plain or gzip
     kTorchSnapshot = 3,  ///< torch.cuda.memory._dump_snapshot pickle
     kReportJson = 4,     ///< a report gpudiag wrote as JSON (render_json), plain or gzip
+    kNsightSqlite = 5,   ///< Nsight Systems report exported as SQLite (nsys export --type sqlite)
 };
 template <>
 GPUDIAG_API EnumNames<InputFormat> enum_names<InputFormat>() noexcept;

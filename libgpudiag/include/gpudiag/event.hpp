@@ -115,6 +115,7 @@ enum class RangeCategory : std::uint8_t {
     kStep = 4,        ///< a whole step given as a range (ProfilerStep#N)
     kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
     kUserAnnotation = 6,
+    kOsRuntime = 7,      ///< a call into the operating system (Nsight Systems' OS runtime trace)
 };
 template <>
 GPUDIAG_API EnumNames<RangeCategory> enum_names<RangeCategory>() noexcept;

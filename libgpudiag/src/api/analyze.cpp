@@ -4,12 +4,15 @@
 #include <gpudiag/job.hpp>
 
 #include "analysis/registry.hpp"
+#include "importers/archive.hpp"
+#include "importers/job_inputs.hpp"
 #include "importers/open_source.hpp"
 
 #include <zlib.h>
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <new>
 
 namespace gpudiag {
@@ -88,11 +91,9 @@ Result<Report> read_report(const std::string& path) {
     return report;
 }
 
-Result<Report> analyze_one(const std::string& path, const AnalysisOptions& options) {
-    auto format = detect_format(path);
-    if (!format) return format.status();
-    if (*format == InputFormat::kReportJson) return read_report(path);
-    auto source = detail::open_event_source(path, options);
+// One source through the analyses.
+Result<Report> analyze_source(Result<std::unique_ptr<detail::EventSource>> source,
+                              const AnalysisOptions& options) {
     if (!source) return source.status();
     StringTable strings;
     AnalysisRun run(options);
@@ -108,26 +109,48 @@ Result<Report> analyze_one(const std::string& path, const AnalysisOptions& optio
     return report;
 }
 
+// One input: a saved report comes back as it was; anything else goes through the analyses.
+Result<Report> analyze_one_input(const JobInput& input, const AnalysisOptions& options) {
+    if (input.member.empty()) {
+        auto format = detect_format(input.path);
+        if (format && *format == InputFormat::kReportJson) return read_report(input.path);
+    }
+    return analyze_source(detail::open_input_source(input, options), options);
+}
+
+// A single file as it is, the way gpudiag always read one (archives and folders are expanded).
+bool single_plain_file(const std::vector<std::string>& paths) {
+    if (paths.size() != 1) return false;
+    auto format = detect_format(paths.front());
+    if (format) return true;
+    if (format.status().code() == StatusCode::kNotFound) {
+        return paths.front().find_first_of("*?[") == std::string::npos;  // not a pattern
+    }
+    auto tar = detail::is_tar_archive(paths.front());
+    return !(tar && *tar) && !std::filesystem::is_directory(paths.front());
+}
+
 Result<Report> analyze_all(const std::vector<std::string>& paths, const AnalysisOptions& options) {
     if (paths.empty()) return invalid_argument("no input files given");
-    if (paths.size() == 1) return analyze_one(paths.front(), options);
-
-    std::vector<Report> ranks;
-    for (const auto& path : paths) {
-        auto one = analyze_one(path, options);
-        if (!one) return Status(one.status().code(), path + ": " + one.status().message());
-        if (options.rank >= 0 && one->source.rank >= 0 && one->source.rank != options.rank) {
-            continue;
+    if (single_plain_file(paths)) {
+        return analyze_one_input(JobInput{paths.front(), {}}, options);
+    }
+    auto inputs = detail::expand_inputs(paths);
+    if (!inputs) return inputs.status();
+    AnalysisOptions each = options;
+    each.for_job = each.for_job || inputs->size() > 1;
+    std::vector<Report> reports;
+    reports.reserve(inputs->size());
+    for (const auto& input : *inputs) {
+        auto one = analyze_one_input(input, each);
+        if (!one) {
+            const std::string& m = one.status().message();
+            const std::string name = input.name();
+            return Status(one.status().code(), m.rfind(name, 0) == 0 ? m : name + ": " + m);
         }
-        ranks.push_back(std::move(*one));
+        reports.push_back(std::move(*one));
     }
-    if (ranks.empty()) {
-        return not_found("no input file holds rank " + std::to_string(options.rank));
-    }
-    const std::size_t files = ranks.size();
-    auto job = analyze_job(std::move(ranks), options);
-    if (job && files > 1) job->source.description = std::to_string(files) + " files";
-    return job;
+    return combine_input_reports(std::move(reports), *inputs, options);
 }
 
 }  // namespace
@@ -165,6 +188,28 @@ Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& i
         return internal_error(std::string("analysis failed: ") + e.what());
     } catch (...) {
         return internal_error("analysis failed with an unknown exception");
+    }
+}
+
+Result<Report> analyze_input(const JobInput& input, const AnalysisOptions& options) noexcept {
+    try {
+        return analyze_one_input(input, options);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of host memory while analysing");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("analysis failed: ") + e.what());
+    } catch (...) {
+        return internal_error("analysis failed with an unknown exception");
+    }
+}
+
+Result<std::vector<JobInput>> expand_job_inputs(const std::vector<std::string>& paths) noexcept {
+    try {
+        return detail::expand_inputs(paths);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of host memory while listing the inputs");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("listing the inputs failed: ") + e.what());
     }
 }
 

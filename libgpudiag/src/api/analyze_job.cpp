@@ -4,6 +4,8 @@
 #include <gpudiag/job.hpp>
 
 #include "analysis/job/job_analysis.hpp"
+#include "analysis/job/process_merge.hpp"
+#include "importers/job_inputs.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -11,6 +13,85 @@
 #include <string>
 
 namespace gpudiag {
+
+namespace {
+
+// The inputs of each process, as indexes into the reports: a trace (or recording) per rank, and
+// the snapshots of that rank with it; a snapshot that names no rank joins the one process there
+// is, when there is only one.
+std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>& reports) {
+    struct Group {
+        std::int32_t rank;
+        bool has_trace;
+        std::vector<std::size_t> members;
+    };
+    std::vector<Group> groups;
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        if (detail::is_snapshot_report(reports[i])) continue;
+        const std::int32_t rank = reports[i].source.rank;
+        auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+            return rank >= 0 && g.rank == rank && !g.has_trace;
+        });
+        if (same != groups.end()) {
+            same->members.push_back(i);
+            same->has_trace = true;
+        } else {
+            groups.push_back(Group{rank, true, {i}});
+        }
+    }
+    const std::size_t processes = groups.size();
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        if (!detail::is_snapshot_report(reports[i])) continue;
+        const std::int32_t rank = reports[i].source.rank;
+        auto same = std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(processes),
+                                 [&](const Group& g) { return rank >= 0 && g.rank == rank; });
+        if (same != groups.begin() + static_cast<std::ptrdiff_t>(processes)) {
+            same->members.push_back(i);
+        } else if (rank < 0 && processes == 1) {
+            groups.front().members.push_back(i);
+        } else {
+            groups.push_back(Group{rank, false, {i}});
+        }
+    }
+    std::vector<std::vector<std::size_t>> out;
+    for (auto& g : groups) out.push_back(std::move(g.members));
+    return out;
+}
+
+Result<Report> combine(std::vector<Report> reports, const std::vector<JobInput>& inputs,
+                       const AnalysisOptions& options) {
+    if (reports.empty()) return invalid_argument("no reports given");
+    if (reports.size() != inputs.size()) return invalid_argument("one report per input is needed");
+    if (reports.size() == 1) return std::move(reports.front());
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+        if (reports[i].source.rank < 0) reports[i].source.rank = detail::rank_from_name(inputs[i]);
+    }
+    std::vector<Report> processes;
+    for (const auto& group : group_processes(reports)) {
+        std::vector<Report> parts;
+        for (std::size_t i : group) parts.push_back(std::move(reports[i]));
+        Report merged = detail::merge_process_reports(std::move(parts));
+        if (options.rank >= 0 && merged.source.rank >= 0 && merged.source.rank != options.rank) continue;
+        processes.push_back(std::move(merged));
+    }
+    if (processes.empty()) return not_found("no input file holds rank " + std::to_string(options.rank));
+    auto job = analyze_job(std::move(processes), options);
+    if (job && !job->ranks.empty()) job->source.description = std::to_string(inputs.size()) + " files";
+    return job;
+}
+
+}  // namespace
+
+Result<Report> combine_input_reports(std::vector<Report> reports, const std::vector<JobInput>& inputs,
+                                     const AnalysisOptions& options) noexcept {
+    try {
+        return combine(std::move(reports), inputs, options);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of host memory while combining reports");
+    } catch (const std::exception& e) {
+        return internal_error(std::string("combining reports failed: ") + e.what());
+    }
+}
 
 Result<Report> analyze_job(std::vector<Report> ranks, const AnalysisOptions& options) noexcept {
     try {

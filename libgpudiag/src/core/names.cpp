@@ -90,6 +90,7 @@ constexpr EnumName<RangeCategory> kRangeCategoryNames[] = {
     {RangeCategory::kStep, "step"},
     {RangeCategory::kCommunication, "communication"},
     {RangeCategory::kUserAnnotation, "user_annotation"},
+    {RangeCategory::kOsRuntime, "os_runtime"},
 };
 
 constexpr EnumName<ApiDomain> kApiDomainNames[] = {
@@ -194,6 +195,7 @@ constexpr EnumName<InputFormat> kInputFormatNames[] = {
     {InputFormat::kUnknown, "unknown"},        {InputFormat::kRecording, "recording"},
     {InputFormat::kKinetoJson, "kineto_json"}, {InputFormat::kTorchSnapshot, "torch_snapshot"},
     {InputFormat::kReportJson, "report_json"},
+    {InputFormat::kNsightSqlite, "nsight_sqlite"},
 };
 
 constexpr EnumName<MemoryMetric> kMemoryMetricNames[] = {

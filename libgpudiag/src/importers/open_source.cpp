@@ -15,6 +15,12 @@ namespace gpudiag {
 namespace {
 
 constexpr unsigned char kRecordingMagic[8] = {'G', 'P', 'U', 'D', 'I', 'A', 'G', '\0'};
+constexpr char kSqliteMagic[16] = "SQLite format 3";  // with its terminating NUL: 16 bytes
+
+bool ends_with(const std::string& s, const char* suffix) {
+    const std::size_t n = std::strlen(suffix);
+    return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
 
 bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
 
@@ -52,11 +58,22 @@ InputFormat classify_inflated(const std::string& path) {
 }
 
 InputFormat classify(const unsigned char* head, std::size_t n, const std::string& path) {
+    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return classify_inflated(path);
+    return detail::classify_content(std::string_view(reinterpret_cast<const char*>(head), n));
+}
+
+}  // namespace
+
+namespace detail {
+
+InputFormat classify_content(std::string_view text) noexcept {
+    const auto* head = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t n = text.size();
     if (n >= 8 && std::memcmp(head, kRecordingMagic, 8) == 0) return InputFormat::kRecording;
+    if (n >= 16 && std::memcmp(head, kSqliteMagic, 16) == 0) return InputFormat::kNsightSqlite;
     if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
         return InputFormat::kTorchSnapshot;
     }
-    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return classify_inflated(path);
     for (std::size_t i = 0; i < n; ++i) {
         unsigned char c = head[i];
         if (is_space(c)) continue;
@@ -69,7 +86,7 @@ InputFormat classify(const unsigned char* head, std::size_t n, const std::string
     return InputFormat::kUnknown;
 }
 
-}  // namespace
+}  // namespace detail
 
 Result<InputFormat> detect_format(const std::string& path) noexcept {
     try {
@@ -83,11 +100,17 @@ Result<InputFormat> detect_format(const std::string& path) noexcept {
         auto n = static_cast<std::size_t>(in.gcount());
         if (n == 0) return corrupt_data(path + ": the file is empty");
         InputFormat f = classify(head, n, path);
+        if (f == InputFormat::kUnknown && (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))) {
+            return unsupported(path + ": an Nsight Systems report, which gpudiag reads once exported "
+                                      "to SQLite: nsys export --type sqlite --output report.sqlite " +
+                               path);
+        }
         if (f == InputFormat::kUnknown) {
             return unsupported(path +
                                ": not a format gpudiag reads (expected a .gpudiag recording, a "
                                "PyTorch profiler/Kineto JSON trace, plain or .gz, a torch "
-                               "memory snapshot pickle, or a gpudiag JSON report)");
+                               "memory snapshot pickle, an Nsight Systems SQLite export, or a "
+                               "gpudiag JSON report)");
         }
         return f;
     } catch (...) {
@@ -108,6 +131,7 @@ Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
         case InputFormat::kReportJson:
             return invalid_argument(path + ": a gpudiag report holds findings, not events; "
                                            "analyze_files reads it back as it is");
+        case InputFormat::kNsightSqlite: return open_nsight_source(path, options);
         case InputFormat::kUnknown: break;
     }
     return unsupported(path + ": unknown format");

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -87,9 +89,251 @@ void add_rank_table(Report& job, Section& s) {
     s.tables.push_back(std::move(t));
 }
 
+// ---- HTA's straggler view: which ranks start the dominant collective last, step by step ------
+
+// HTA's filter: collectives shorter than this share of the mean step are too short to hold a
+// rank back.
+constexpr double kSignificantCollective = 0.01;
+// HTA flags the two latest ranks of each step.
+constexpr std::size_t kLateRanksPerStep = 2;
+
+struct Launch {
+    double start_us;
+    double duration_ns;
+};
+struct CollectiveId {
+    double stream;
+    std::string kernel;
+    auto operator<=>(const CollectiveId&) const = default;
+};
+// rank -> step -> collective -> chain (in time order; see TimelineAnalyzer::collectives_)
+using Chains = std::map<std::int32_t, std::map<std::int64_t, std::map<CollectiveId, std::vector<Launch>>>>;
+
+const Table* table_of(const Report& r, const char* section, const char* id) {
+    const Section* s = r.section(section);
+    if (s == nullptr) return nullptr;
+    for (const auto& t : s->tables) {
+        if (t.id == id) return &t;
+    }
+    return nullptr;
+}
+
+double number_at(const std::vector<Cell>& row, std::size_t i) {
+    return i < row.size() && std::holds_alternative<double>(row[i]) ? std::get<double>(row[i]) : 0.0;
+}
+
+// The steps of the job view (HTA leaves out step 0 and unnumbered work, and in its window the
+// last step), and the mean step as HTA measures it: from the first event of those steps to the
+// last, over all ranks, divided by their number. 0 without steps.
+double mean_step_ns(const Report& job, bool drop_last, std::set<std::int64_t>& steps) {
+    std::vector<std::vector<double>> rows;  // step, start_us, end_us
+    for (const auto& r : job.ranks) {
+        const Table* t = table_of(r, "timeline", "job_steps");
+        if (t == nullptr) continue;
+        for (const auto& row : t->rows) {
+            if (number_at(row, 0) <= 0) continue;
+            steps.insert(static_cast<std::int64_t>(number_at(row, 0)));
+            rows.push_back({number_at(row, 0), number_at(row, 1), number_at(row, 2)});
+        }
+    }
+    if (drop_last && steps.size() >= 2) steps.erase(std::prev(steps.end()));
+    double first = 0, last = 0;
+    bool any = false;
+    for (const auto& row : rows) {
+        if (steps.count(static_cast<std::int64_t>(row[0])) == 0) continue;
+        first = any ? std::min(first, row[1]) : row[1];
+        last = any ? std::max(last, row[2]) : row[2];
+        any = true;
+    }
+    return any ? (last - first) * 1000.0 / static_cast<double>(steps.size()) : 0.0;
+}
+
+Chains read_chains(const Report& job) {
+    Chains out;
+    for (const auto& r : job.ranks) {
+        const Table* t = table_of(r, "timeline", "collectives");
+        if (t == nullptr) continue;
+        for (const auto& row : t->rows) {
+            if (row.size() < 5 || !std::holds_alternative<std::string>(row[2])) continue;
+            out[r.source.rank][static_cast<std::int64_t>(number_at(row, 0))]
+               [CollectiveId{number_at(row, 1), std::get<std::string>(row[2])}]
+                   .push_back(Launch{number_at(row, 3), number_at(row, 4)});
+        }
+    }
+    return out;
+}
+
+// The last kernel of a chain at least `min_ns` long, or null.
+const Launch* last_at_least(const std::vector<Launch>& chain, double min_ns) {
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        if (it->duration_ns >= min_ns) return &*it;
+    }
+    return nullptr;
+}
+
+double sample_stddev(const std::vector<double>& v) {
+    if (v.size() < 2) return std::nan("");
+    double mean = 0;
+    for (double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    double ss = 0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
+// HTA picks the collective whose (normalized) duration differs most across ranks, on average
+// over the steps: a collective that everyone reaches together ends together and says nothing.
+bool dominant_collective(const Chains& chains, const std::set<std::int64_t>& steps, double min_ns,
+                         CollectiveId& out) {
+    std::map<CollectiveId, std::pair<double, int>> spread;  // sum of stddevs, steps counted
+    std::set<CollectiveId> ids;
+    for (const auto& [rank, by_step] : chains) {
+        for (const auto& [step, by_id] : by_step) {
+            for (const auto& [id, chain] : by_id) ids.insert(id);
+        }
+    }
+    for (const auto& id : ids) {
+        for (std::int64_t step : steps) {
+            std::vector<double> durations;
+            for (const auto& [rank, by_step] : chains) {
+                auto s = by_step.find(step);
+                if (s == by_step.end()) continue;
+                auto c = s->second.find(id);
+                if (c == s->second.end()) continue;
+                if (const Launch* l = last_at_least(c->second, min_ns)) durations.push_back(l->duration_ns);
+            }
+            double sd = sample_stddev(durations);
+            if (!std::isnan(sd)) {
+                spread[id].first += sd;
+                ++spread[id].second;
+            }
+        }
+    }
+    double best = -1;
+    for (const auto& [id, sum] : spread) {
+        double mean = sum.first / sum.second;
+        if (mean > best) {
+            best = mean;
+            out = id;
+        }
+    }
+    return best >= 0;
+}
+
+void add_late_collectives(Report& job, Section& s, const AnalysisOptions& options) {
+    std::set<std::int64_t> steps;
+    const double step_ns = mean_step_ns(job, options.window == AnalysisWindow::kHta, steps);
+    const Chains chains = read_chains(job);
+    CollectiveId id;
+    if (step_ns <= 0 || chains.size() < 2 || !dominant_collective(chains, steps, kSignificantCollective * step_ns, id)) {
+        return;
+    }
+    Table t;
+    t.id = "late_collectives";
+    t.title = "When each rank started " + id.kernel + " (stream " + format_number(id.stream, 0) +
+              "), step by step: the latest two of each step are flagged (HTA's straggler view)";
+    t.columns = {"step", "rank", "start_offset_ns", "duration_ns", "late"};
+    std::map<std::int32_t, int> late_count;
+    std::map<std::int32_t, double> lateness;
+    for (std::int64_t step : steps) {
+        std::vector<std::pair<std::int32_t, Launch>> starts;
+        for (const auto& [rank, by_step] : chains) {
+            auto st = by_step.find(step);
+            if (st == by_step.end()) continue;
+            auto c = st->second.find(id);
+            if (c == st->second.end()) continue;
+            if (const Launch* l = last_at_least(c->second, kSignificantCollective * step_ns)) starts.emplace_back(rank, *l);
+        }
+        if (starts.empty()) continue;
+        std::vector<double> sorted;
+        for (const auto& [rank, l] : starts) sorted.push_back(l.start_us);
+        std::sort(sorted.rbegin(), sorted.rend());
+        const double cut = sorted[std::min(kLateRanksPerStep, sorted.size()) - 1];
+        const double earliest = sorted.back();
+        for (const auto& [rank, l] : starts) {
+            const bool late = l.start_us >= cut;
+            late_count[rank] += late ? 1 : 0;
+            lateness[rank] += l.start_us - earliest;
+            t.rows.push_back({static_cast<double>(step), static_cast<double>(rank),
+                              (l.start_us - earliest) * 1000.0, l.duration_ns, late ? 1.0 : 0.0});
+        }
+    }
+    if (t.rows.empty()) return;
+    std::vector<std::int32_t> order;
+    for (const auto& [rank, n] : late_count) order.push_back(rank);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        if (late_count[a] != late_count[b]) return late_count[a] > late_count[b];
+        return lateness[a] > lateness[b];
+    });
+    s.figures.push_back({"late_start_rank", static_cast<double>(order[0]), "rank",
+                         "rank most often among the last two to start the dominant collective"});
+    if (order.size() > 1) {
+        s.figures.push_back({"late_start_rank_2", static_cast<double>(order[1]), "rank",
+                             "the rank next most often among them"});
+    }
+    s.tables.push_back(std::move(t));
+}
+
+// The figure a finding leads with, to rank ranks by: its "share" when it has one.
+const Figure* lead_figure(const Finding& f) {
+    for (const auto& fig : f.figures) {
+        if (fig.key == "share") return &fig;
+    }
+    return f.figures.empty() ? nullptr : &f.figures.front();
+}
+double lead_value(const Finding& f) {
+    const Figure* fig = lead_figure(f);
+    return fig != nullptr ? fig->value : 0.0;
+}
+
+// One job finding per finding id the ranks report: the job's headline then names every problem
+// of every rank, with the worst rank's numbers and the list of ranks that have it.
+void summarise_rank_findings(Report& job) {
+    std::vector<std::string> ids;  // in the order first met, most severe ranks' first
+    for (const auto& r : job.ranks) {
+        for (const auto& f : r.findings) {
+            if (std::find(ids.begin(), ids.end(), f.id) == ids.end()) ids.push_back(f.id);
+        }
+    }
+    for (const auto& id : ids) {
+        std::vector<std::pair<std::int32_t, const Finding*>> hits;
+        for (const auto& r : job.ranks) {
+            if (const Finding* f = r.finding(id)) hits.emplace_back(r.source.rank, f);
+        }
+        auto worst = std::max_element(hits.begin(), hits.end(), [](const auto& a, const auto& b) {
+            if (a.second->severity != b.second->severity) return a.second->severity < b.second->severity;
+            return lead_value(*a.second) < lead_value(*b.second);
+        });
+        const Finding& w = *worst->second;
+        Finding f;
+        f.id = id;
+        f.severity = w.severity;
+        f.confidence = w.confidence;
+        f.rank = -1;
+        f.device = -1;
+        f.title = "On " + std::to_string(hits.size()) + " of " + std::to_string(job.ranks.size()) +
+                  " ranks: " + w.title + (hits.size() > 1 ? " (rank " + std::to_string(worst->first) + ", the worst)" : "");
+        f.summary = "Rank " + std::to_string(worst->first) + ": " + w.summary;
+        f.figures = w.figures;
+        f.figures.push_back({"ranks", static_cast<double>(hits.size()), "count", "ranks with this finding"});
+        f.site_unit = lead_figure(w) != nullptr ? lead_figure(w)->unit : "";
+        double total = 0;
+        for (const auto& hit : hits) total += lead_value(*hit.second);
+        for (const auto& [rank, finding] : hits) {
+            const double value = lead_value(*finding);
+            f.sites.push_back(CallSite{"rank " + std::to_string(rank), value,
+                                       total > 0 ? value / total : 1.0 / static_cast<double>(hits.size()),
+                                       finding->title});
+        }
+        for (const auto& e : w.evidence) f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
+        f.advice = w.advice;
+        job.findings.push_back(std::move(f));
+    }
+}
+
 }  // namespace
 
-void analyze_job(Report& job, const AnalysisOptions& /*options*/) {
+void analyze_job(Report& job, const AnalysisOptions& options) {
     Section s;
     s.id = "job";
     s.title = "Job of " + std::to_string(job.ranks.size()) + " ranks";
@@ -245,8 +489,10 @@ void analyze_job(Report& job, const AnalysisOptions& /*options*/) {
             job.findings.push_back(std::move(f));
         }
     }
+    add_late_collectives(job, s, options);
     add_rank_table(job, s);
     job.sections.push_back(std::move(s));
+    summarise_rank_findings(job);
     std::stable_sort(job.findings.begin(), job.findings.end(),
                      [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
 }

@@ -28,6 +28,8 @@ constexpr std::size_t kMaxThreads = 4096;
 constexpr std::size_t kStepRows = 256;           // rows of the per-step table
 constexpr std::size_t kSeriesPoints = 512;
 constexpr std::size_t kMaxUnobservedWindows = 4096;  // capture pauses kept apart
+constexpr std::size_t kMaxCollectiveKeys = 4096;  // (step, stream, kernel) kept for a job
+constexpr std::size_t kMaxCollectiveChain = 8;
 
 bool contains_ci(std::string_view text, std::string_view needle) {
     auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
@@ -474,6 +476,10 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     if (corr != 0 && corr != UINT32_MAX) {
         p.known = launches_.find(corr, p.launch);
     }
+    if (options_.for_job && p.known && e.kind == EventKind::kKernel &&
+        work_class(e) == WorkClass::kCommunication) {
+        note_collective(e, p.launch);
+    }
     bool hta = options_.window == AnalysisWindow::kHta;
     if (hta) {
         p.start = ceil_us(p.start);
@@ -583,6 +589,24 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
         st.pageable_bytes += e.copy.bytes;
         st.pageable_ns += en - s;
     }
+}
+
+// Keeps the chain of `e`'s (step, stream, kernel): a kernel no longer than a later one is the
+// last of no length, so each new kernel removes the shorter ones before it.
+void TimelineAnalyzer::note_collective(const Event& e, std::uint64_t launch) {
+    std::size_t s = step_of(launch);
+    if (s == SIZE_MAX || launch > steps_[s].end_ns) return;  // HTA's steps: launched within one
+    CollectiveKey key{steps_[s].number, e.stream, e.kernel.name};
+    auto it = collectives_.find(key);
+    if (it == collectives_.end()) {
+        if (collectives_.size() >= kMaxCollectiveKeys) return;
+        it = collectives_.emplace(key, std::vector<Launched>{}).first;
+    }
+    auto& chain = it->second;
+    const std::uint64_t duration = e.duration_ns();
+    while (!chain.empty() && chain.back().duration <= duration) chain.pop_back();
+    chain.push_back(Launched{e.start_ns, duration});
+    if (chain.size() > kMaxCollectiveChain) chain.erase(chain.begin());
 }
 
 const TimelineAnalyzer::UnionView& TimelineAnalyzer::window_view(const DeviceTimeline& d) const {
@@ -1001,6 +1025,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         sec.series.push_back(std::move(idle_series));
         sec.series.push_back(std::move(time_series));
     }
+    if (options_.for_job) add_job_tables(sec);
     report.sections.push_back(std::move(sec));
     report.notes.push_back("Timeline window: " + s.window_description + ".");
     if (s.gpu.unobserved_ns > 0) {
@@ -1017,6 +1042,46 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         report.notes.push_back("Host activity far ahead of the GPU was dropped from idle-cause "
                                "attribution (" + std::to_string(host_spans_dropped_) + " spans).");
     }
+}
+
+// What the job view needs to compare ranks in time: each step's bounds (the host's step and the
+// GPU work launched in it) and the collective chains, on the clock all ranks share (Unix time,
+// in µs as the traces write it, exact in a double).
+void TimelineAnalyzer::add_job_tables(Section& sec) const {
+    const double offset = static_cast<double>(info_.wall_clock_offset_ns);
+    auto us = [offset](std::uint64_t ns) { return (static_cast<double>(ns) + offset) / 1000.0; };
+    Table bounds;
+    bounds.id = "job_steps";
+    bounds.title = "Step bounds for the job view (host step and the GPU work launched in it)";
+    bounds.columns = {"step", "start_us", "end_us"};
+    for (std::size_t i = 0; i < steps_.size() && i < kStepRows; ++i) {
+        const StepRecord& st = steps_[i];
+        std::uint64_t first = st.start_ns;
+        std::uint64_t last = st.end_ns == UINT64_MAX ? st.start_ns : st.end_ns;
+        for (const auto& d : devices_) {
+            if (1 + 2 * i < d.all.buckets.size()) {
+                const GpuTimeStats& g = d.all.buckets[1 + 2 * i];
+                if (g.activities > 0) {
+                    first = std::min(first, g.first_start_ns);
+                    last = std::max(last, g.last_end_ns);
+                }
+            }
+        }
+        bounds.rows.push_back({static_cast<double>(st.number), us(first), us(last)});
+    }
+    Table coll;
+    coll.id = "collectives";
+    coll.title = "Collective kernels per step, the last of each length (for the job view)";
+    coll.columns = {"step", "stream", "kernel", "start_us", "duration_ns"};
+    for (const auto& [key, chain] : collectives_) {
+        for (const Launched& k : chain) {
+            coll.rows.push_back({static_cast<double>(key.step), static_cast<double>(key.stream),
+                                 std::string(strings_ != nullptr ? strings_->lookup(key.name) : ""),
+                                 us(k.start), static_cast<double>(k.duration)});
+        }
+    }
+    if (!bounds.rows.empty()) sec.tables.push_back(std::move(bounds));
+    if (!coll.rows.empty()) sec.tables.push_back(std::move(coll));
 }
 
 }  // namespace gpudiag::detail

@@ -16,6 +16,7 @@
 #include "analysis/timeline/timeline_summary.hpp"
 #include "core/analyzer.hpp"
 
+#include <compare>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -106,6 +107,17 @@ private:
         WorkClass work;
     };
     enum class ApiKind : std::uint8_t { kUnknown, kSync, kCopy, kLaunch, kOther };
+    // A collective kernel's identity within a step, for the cross-rank view of late starts.
+    struct CollectiveKey {
+        std::int64_t step;
+        std::uint32_t stream;
+        StringId name;
+        auto operator<=>(const CollectiveKey&) const = default;
+    };
+    struct Launched {
+        std::uint64_t start;
+        std::uint64_t duration;
+    };
 
     void on_event(const Event& e);
     void on_gpu_activity(const Event& e);
@@ -138,6 +150,8 @@ private:
     template <typename Stats>
     Stats select_window(const std::vector<Stats>& buckets, const Stats& unattributed) const;
     void build_section(const TimelineSummary& s, Report& report) const;
+    void note_collective(const Event& e, std::uint64_t launch);
+    void add_job_tables(Section& sec) const;
 
     AnalysisOptions options_;
     std::function<void(const Gap&)> gap_observer_;
@@ -179,6 +193,11 @@ private:
     std::array<std::uint64_t, 6> pageable_bytes_by_direction_{};
     std::uint64_t gpu_activities_ = 0;
     bool saw_timeline_ = false;  ///< any event the timeline is made of (not memory, counters)
+    // For reports combined into a job (AnalysisOptions::for_job): per step, stream and collective
+    // kernel, the kernels that are the last one at least as long as some duration: the latest,
+    // then earlier ones each longer than all after it. Whatever length a job-wide filter asks
+    // for, its "last such kernel" is in the chain.
+    std::map<CollectiveKey, std::vector<Launched>> collectives_;
 };
 
 }  // namespace gpudiag::detail

@@ -4,6 +4,8 @@
 // operators (call stacks, input shapes) are skipped without being materialised. A large document's
 // event array is cut into slices parsed on several threads, each cut verified (parse_split).
 #include "importers/kineto/kineto_parser.hpp"
+#include "core/event_runs.hpp"
+#include "core/range_names.hpp"
 #include "importers/kineto/parse_thread_budget.hpp"
 
 #include "importers/kineto/json_number.hpp"
@@ -417,20 +419,10 @@ void decode_copy_name(std::string_view name, CopyPayload& copy) noexcept {
 }
 
 RangeCategory range_category_for(std::string_view name, Category cat, std::int64_t& step) noexcept {
-    if (starts_with(name, "ProfilerStep#")) {
-        std::int64_t n = 0;
-        if (parse_integer_token(name.substr(13), n)) {
-            step = n;
-            return RangeCategory::kStep;
-        }
-    }
-    // torch.utils.data: every batch fetch is wrapped in this record_function.
-    if (starts_with(name, "enumerate(DataLoader)#")) return RangeCategory::kInputWait;
-    // Lightning's profiler action for the same wait.
-    if (name.find("train_dataloader_next") != std::string_view::npos) return RangeCategory::kInputWait;
-    if (starts_with(name, "nccl:") || starts_with(name, "gloo:") || starts_with(name, "c10d::") ||
-        starts_with(name, "record_param_comms")) {
-        return RangeCategory::kCommunication;
+    RangeMeaning m = range_meaning(name);
+    if (m.known) {
+        step = m.step;
+        return m.category;
     }
     if (cat == Category::kCpuOp) return RangeCategory::kCpuOp;
     return RangeCategory::kUserAnnotation;
@@ -490,11 +482,7 @@ public:
             case Category::kIgnored: ++out_.ignored; break;
             case Category::kInstant:
             case Category::kOther:
-                if (!r.cat.empty() && unknown_categories_.size() < 8 &&
-                    std::find(unknown_categories_.begin(), unknown_categories_.end(), r.cat) ==
-                        unknown_categories_.end()) {
-                    unknown_categories_.emplace_back(r.cat);
-                }
+                if (!r.cat.empty()) note_unknown_category(r.cat);
                 ++out_.ignored;
                 break;
         }
@@ -511,31 +499,36 @@ public:
             const std::size_t first = out_.events.size();
             out_.events.insert(out_.events.end(), slice.events.begin(), slice.events.end());
             if (remap != nullptr) {
-                auto mapped = [remap](StringId id) {
-                    return id < remap->size() ? (*remap)[id] : StringTable::kOverflowString;
-                };
                 for (std::size_t i = first; i < out_.events.size(); ++i) {
-                    Event& e = out_.events[i];
-                    if (e.kind == EventKind::kKernel) e.kernel.name = mapped(e.kernel.name);
-                    else if (e.kind == EventKind::kApiCall) e.api.name = mapped(e.api.name);
-                    else if (e.kind == EventKind::kRange) e.range.name = mapped(e.range.name);
+                    remap_strings(out_.events[i], *remap);
                 }
             }
         }
         slice.events = std::vector<Event>();
-        out_.gpu_activities += slice.gpu_activities;
-        out_.ignored += slice.ignored;
-        out_.summary.dropped += slice.summary.dropped;
-        saw_mtia_ = saw_mtia_ || slice_converter.saw_mtia_;
-        // The first eight categories of the whole file are among the first eight of the slices
-        // they first occur in, so merging the slices' lists in order gives the serial parse's list.
-        for (const auto& c : slice_converter.unknown_categories_) {
-            if (unknown_categories_.size() < 8 &&
-                std::find(unknown_categories_.begin(), unknown_categories_.end(), c) ==
-                    unknown_categories_.end()) {
-                unknown_categories_.push_back(c);
-            }
-        }
+        adopt_totals(slice_converter.totals(slice));
+    }
+
+    // What a piece read elsewhere adds to this parse's counts and notes (its events are kept
+    // apart, see kineto_stream.cpp).
+    void adopt_totals(const KinetoPieceTotals& piece) {
+        out_.gpu_activities += piece.gpu_activities;
+        out_.ignored += piece.ignored;
+        out_.summary.dropped += piece.dropped;
+        saw_mtia_ = saw_mtia_ || piece.saw_mtia;
+        // The first eight categories of the whole file are among the first eight of the pieces
+        // they first occur in, so merging the pieces' lists in order gives the serial parse's list.
+        for (const auto& c : piece.unknown_categories) note_unknown_category(c);
+    }
+
+    // This converter's counts over `result`, the parse it wrote into.
+    [[nodiscard]] KinetoPieceTotals totals(const KinetoParseResult& result) const {
+        KinetoPieceTotals t;
+        t.gpu_activities = result.gpu_activities;
+        t.ignored = result.ignored;
+        t.dropped = result.summary.dropped;
+        t.saw_mtia = saw_mtia_;
+        t.unknown_categories = unknown_categories_;
+        return t;
     }
 
     void finish() {
@@ -548,6 +541,14 @@ public:
     }
 
 private:
+    void note_unknown_category(std::string_view c) {
+        if (unknown_categories_.size() < 8 &&
+            std::find(unknown_categories_.begin(), unknown_categories_.end(), c) ==
+                unknown_categories_.end()) {
+            unknown_categories_.emplace_back(c);
+        }
+    }
+
     Event base(const RawEvent& r) const {
         Event e;
         e.start_ns = static_cast<std::uint64_t>(r.ts);
@@ -817,6 +818,7 @@ struct SliceWork {
 struct SplitMerge {
     const char* array_open = nullptr;
     std::vector<SliceWork>* slices = nullptr;
+    const KinetoPieceTotals* totals = nullptr;  // a streamed parse: the pieces' counts
     bool merged = false;
 };
 
@@ -838,7 +840,28 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     od::json_type top;
     if (auto err = doc.type().get(top); err) return fail(err, "at the start");
     if (top == od::json_type::array) {
-        if (split != nullptr) return fail(simdjson::INCORRECT_TYPE, "at the start");
+        if (split != nullptr) {
+            // Only a streamed parse cuts a bare event array: its skeleton is the array, empty.
+            const char* first = data;
+            if (size >= 3 && std::memcmp(first, "\xEF\xBB\xBF", 3) == 0) first += 3;
+            while (first < data + size && (*first == ' ' || *first == '\n' || *first == '\r' || *first == '\t')) {
+                ++first;
+            }
+            if (split->totals == nullptr || first != split->array_open) {
+                return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
+            }
+            od::array events;
+            if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
+            for (auto item : events) {
+                (void)item;
+                return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
+            }
+            attempt.found_events = true;
+            converter.adopt_totals(*split->totals);
+            split->merged = true;
+            converter.finish();
+            return attempt;
+        }
         od::array events;
         if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
         if (auto err = read_event_array(events, converter, attempt); err) return fail(err, attempt.where);
@@ -862,6 +885,11 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                     return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
                 }
                 attempt.found_events = true;
+                if (split->totals != nullptr) {
+                    converter.adopt_totals(*split->totals);
+                    split->merged = true;
+                    continue;
+                }
                 if (split->slices == nullptr) {
                     split->merged = true;  // a probe of the skeleton alone
                     continue;
@@ -1000,7 +1028,7 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
         if (close == std::string_view::npos || close <= open) return false;
         skeleton = make_skeleton(text, open, close);
         KinetoParseResult scratch;
-        SplitMerge probe{skeleton.data() + open, nullptr, false};
+        SplitMerge probe{skeleton.data() + open, nullptr, nullptr, false};
         ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
                                               skeleton.capacity() + TraceBuffer::kPadding, strings,
                                               scratch, &probe);
@@ -1059,7 +1087,7 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
         }
     }
 
-    SplitMerge merge{skeleton.data() + split.array_open, &slices, false};
+    SplitMerge merge{skeleton.data() + split.array_open, &slices, nullptr, false};
     ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
                                           skeleton.capacity() + TraceBuffer::kPadding, strings, out,
                                           &merge);
@@ -1068,19 +1096,98 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
     return true;
 }
 
-// What every successful parse ends with: counts, notes and the vendor property.
 Status finish_result(KinetoParseResult& out) {
-    out.summary.events = out.events.size();
+    finish_kineto_result(out, out.events.size());
+    return Status::ok();
+}
+
+}  // namespace
+
+void finish_kineto_result(KinetoParseResult& out, std::uint64_t events) {
+    out.summary.events = events;
     if (out.summary.dropped > 0) {
         out.summary.notes.push_back(std::to_string(out.summary.dropped) +
                                     " events without a usable timestamp were skipped");
     }
     if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
     if (!out.device_vendor.empty()) out.info.properties.emplace_back("device_vendor", out.device_vendor);
-    return Status::ok();
 }
 
-}  // namespace
+void merge_piece_totals(KinetoPieceTotals& into, const KinetoPieceTotals& later) {
+    into.gpu_activities += later.gpu_activities;
+    into.ignored += later.ignored;
+    into.dropped += later.dropped;
+    into.saw_mtia = into.saw_mtia || later.saw_mtia;
+    for (const auto& c : later.unknown_categories) {
+        if (into.unknown_categories.size() < 8 &&
+            std::find(into.unknown_categories.begin(), into.unknown_categories.end(), c) ==
+                into.unknown_categories.end()) {
+            into.unknown_categories.push_back(c);
+        }
+    }
+}
+
+struct KinetoPieceParser::Impl {
+    od::parser parser;
+    RawEvent raw;
+};
+
+KinetoPieceParser::KinetoPieceParser() : impl_(std::make_unique<Impl>()) {}
+KinetoPieceParser::~KinetoPieceParser() = default;
+
+bool KinetoPieceParser::parse(const char* text, std::size_t size, std::size_t capacity,
+                              StringTable& strings, std::vector<Event>& events,
+                              KinetoPieceTotals& totals) noexcept {
+    try {
+        KinetoParseResult result;
+        result.events.swap(events);
+        struct GiveBack {  // the events go back to the caller however this ends
+            KinetoParseResult& from;
+            std::vector<Event>& to;
+            ~GiveBack() { to.swap(from.events); }
+        } give_back{result, events};
+        Converter converter(strings, result);
+        const char* sentinel = text + size - 3;  // the "{" of the appended ",{}]"
+        od::document doc;
+        if (impl_->parser.iterate(text, size, capacity).get(doc)) return false;
+        od::array array;
+        if (doc.get_array().get(array)) return false;
+        bool at_sentinel = false;
+        for (auto item : array) {
+            od::value v;
+            od::object obj;
+            if (at_sentinel || item.get(v)) return false;
+            const char* at = v.raw_json_token().data();  // before get_object moves past '{'
+            if (v.get_object().get(obj)) return false;
+            if (at == sentinel) {
+                at_sentinel = true;
+                continue;
+            }
+            impl_->raw.reset();
+            if (read_event(obj, impl_->raw)) return false;
+            converter.convert(impl_->raw);
+        }
+        if (!at_sentinel) return false;
+        merge_piece_totals(totals, converter.totals(result));
+        return true;
+    } catch (...) {
+        return false;  // out of memory: the caller reads the trace another way
+    }
+}
+
+void parse_kineto_skeleton(const TraceBuffer& skeleton, std::size_t array_open,
+                           const KinetoPieceTotals& totals, const std::string& name,
+                           StringTable& strings, KinetoParseResult& out, bool* verified) {
+    out = KinetoParseResult{};
+    out.info.producer = "kineto";
+    out.info.description = name;
+    SplitMerge merge{skeleton.data() + array_open, nullptr, &totals, false};
+    ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
+                                          skeleton.capacity() + TraceBuffer::kPadding, strings,
+                                          out, &merge);
+    *verified = attempt.error == simdjson::SUCCESS && merge.merged;
+}
+
 
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                           KinetoParseResult& out) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,53 @@ struct KinetoParseOptions {
     /// Where helper threads come from; null: the process-wide budget (ParseThreadBudget).
     ParseThreadBudget* thread_budget = nullptr;
 };
+
+/// What the events of a piece of the event array add to a parse besides the events: counts and
+/// the first categories gpudiag does not read.
+struct KinetoPieceTotals {
+    std::uint64_t gpu_activities = 0;
+    std::uint64_t ignored = 0;
+    std::uint64_t dropped = 0;
+    bool saw_mtia = false;
+    std::vector<std::string> unknown_categories;  ///< the first eight, in file order
+};
+
+/// Parses pieces of a trace's event array, one at a time, each cut between two events (see
+/// kineto_stream.hpp). Reuses its buffers from piece to piece. Not thread-safe: one per thread.
+class KinetoPieceParser {
+public:
+    KinetoPieceParser();
+    ~KinetoPieceParser();
+    KinetoPieceParser(const KinetoPieceParser&) = delete;
+    KinetoPieceParser& operator=(const KinetoPieceParser&) = delete;
+
+    /// `text` holds "[" piece ",{}]" in its first `size` bytes, then zeroed padding up to
+    /// `capacity` (at least 64 bytes more). Appends the piece's events to `events` in file order,
+    /// interning names into `strings`, and adds to `totals`. Returns false when the piece did not
+    /// end between two events (the appended "{}" was not read as the array's last element, where
+    /// it was put) or is not valid JSON; `events` may then hold part of it. Never throws.
+    bool parse(const char* text, std::size_t size, std::size_t capacity, StringTable& strings,
+               std::vector<Event>& events, KinetoPieceTotals& totals) noexcept;
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+/// Reads the skeleton of a trace whose event array was parsed in pieces: the text before the
+/// array's "[" (at offset `array_open`), then "]" and the text after the array. Sets `*verified`
+/// when that array is the trace's one top-level event array (the object's "traceEvents", or the
+/// document itself) and nothing else is wrong. Fills `out` (info, summary, counts) as the serial
+/// parse would have, with the pieces' `totals` in place of their events. Throws std::bad_alloc.
+void parse_kineto_skeleton(const TraceBuffer& skeleton, std::size_t array_open,
+                           const KinetoPieceTotals& totals, const std::string& name,
+                           StringTable& strings, KinetoParseResult& out, bool* verified);
+
+/// Adds `later`'s totals to `into` (counts, and categories up to eight, in order).
+void merge_piece_totals(KinetoPieceTotals& into, const KinetoPieceTotals& later);
+
+/// The counts, notes and vendor property every successful parse ends with, for `events` events.
+void finish_kineto_result(KinetoParseResult& out, std::uint64_t events);
 
 /// Parses a whole trace. `name` prefixes messages. On malformed input it keeps every event read
 /// before the damage: a cut-off file is closed after its last complete event and parsed again,

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The Kineto importer as an EventSource: load (inflate), parse, order by start, replay into the
-// sink. The events are not copied into sorted order: the replay gathers each batch through the
-// start order, which saves a second copy of them (and faulting its pages in).
+// The Kineto importer as an EventSource: streamed in pieces into compact runs and replayed in
+// start order (kineto_stream.hpp), or, for a trace the stream cannot verify, loaded whole, parsed,
+// and replayed through its start order (the events are then not copied into sorted order: each
+// batch is gathered through the order, which saves a second copy of them).
 #include "importers/open_source.hpp"
 #include "importers/kineto/kineto_parser.hpp"
+#include "importers/kineto/kineto_stream.hpp"
 #include "importers/kineto/start_order.hpp"
 #include "importers/kineto/trace_buffer.hpp"
 
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <exception>
 #include <new>
+#include <optional>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -18,8 +21,12 @@ namespace {
 
 class KinetoSource final : public EventSource {
 public:
-    KinetoSource(std::string path, AnalysisOptions options)
-        : path_(std::move(path)), options_(std::move(options)) {}
+    /// `path`: what messages and the report call the trace; `opener`: its content, from the
+    /// start, as often as asked; `whole_from_stream`: read it whole through `opener` (an archive
+    /// member) rather than by `path` when it has to be read whole.
+    KinetoSource(std::string path, StreamOpener opener, bool whole_from_stream, AnalysisOptions options)
+        : path_(std::move(path)), open_(std::move(opener)), whole_from_stream_(whole_from_stream),
+          options_(std::move(options)) {}
 
     Status run(EventSink& sink, StringTable& strings) override {
         try {
@@ -33,8 +40,46 @@ public:
 
 private:
     Status run_impl(EventSink& sink, StringTable& strings) {
+        if (streamed(sink, strings)) return Status::ok();
+        return run_whole(sink, strings);
+    }
+
+    // The bounded-memory reading (kineto_stream.hpp); false when the trace must be read whole.
+    bool streamed(EventSink& sink, StringTable& strings) {
+        // A small gzip trace is inflated whole by libdeflate, twice as fast as zlib's streaming
+        // inflate; its pieces are then cut from memory. Past the limit, zlib streams it.
+        std::optional<TraceBuffer> small;
+        if (!whole_from_stream_) small = inflate_small_gzip(path_, kWholeInflateLimit);
+        auto in = small ? Result<std::unique_ptr<ByteStream>>(memory_stream(small->data(), small->size()))
+                        : open_();
+        if (!in) return false;  // the whole-file reading reports why
+        KinetoStreamOptions options;
+        options.progress = options_.progress;
+        KinetoStreamResult result;
+        if (!stream_kineto_events(**in, path_, strings, options, result)) return false;
+        note_missing_gpu_work(result.parse);
+        sink.begin(result.parse.info, strings);
+        result.runs.replay(sink);
+        sink.end(result.parse.summary);
+        return true;
+    }
+
+    static void note_missing_gpu_work(KinetoParseResult& parsed) {
+        if (parsed.gpu_activities != 0) return;
+        parsed.summary.notes.push_back(
+            parsed.device_vendor == "mtia"
+                ? "MTIA trace: its device events (mtia_ccp_events) are not kernels or copies, "
+                  "so GPU timeline figures are not available; host-side figures still are"
+                : "no GPU kernels, copies or memsets in this trace (CPU-only profile?): GPU "
+                  "timeline figures are not available");
+    }
+
+    // The whole text in memory, parsed at once: for traces the stream cannot verify (damaged,
+    // cut short, unusually laid out), whose recovery needs all of it.
+    Status run_whole(EventSink& sink, StringTable& strings) {
         bool gzip_truncated = false;
-        auto buffer = load_trace_file(path_, &gzip_truncated, options_.progress);
+        auto buffer = whole_from_stream_ ? load_whole_stream(&gzip_truncated)
+                                         : load_trace_file(path_, &gzip_truncated, options_.progress);
         if (!buffer) return buffer.status();
         KinetoParseResult parsed;
         Status status = parse_kineto_events(*buffer, path_, strings, parsed);
@@ -51,14 +96,7 @@ private:
             parsed.summary.notes.insert(parsed.summary.notes.begin(),
                                         "the gzip stream is cut short (file truncated?)");
         }
-        if (parsed.gpu_activities == 0) {
-            parsed.summary.notes.push_back(
-                parsed.device_vendor == "mtia"
-                    ? "MTIA trace: its device events (mtia_ccp_events) are not kernels or copies, "
-                      "so GPU timeline figures are not available; host-side figures still are"
-                    : "no GPU kernels, copies or memsets in this trace (CPU-only profile?): GPU "
-                      "timeline figures are not available");
-        }
+        note_missing_gpu_work(parsed);
         const std::vector<Event>& events = parsed.events;
         const std::vector<std::uint64_t> order = start_order(events);  // empty: in order already
         sink.begin(parsed.info, strings);
@@ -81,7 +119,20 @@ private:
         return Status::ok();
     }
 
+    Result<TraceBuffer> load_whole_stream(bool* truncated) {
+        auto in = open_();
+        if (!in) return in.status();
+        auto buffer = load_trace_stream(**in, truncated);
+        if (!buffer) return Status(buffer.status().code(), path_ + ": " + buffer.status().message());
+        return buffer;
+    }
+
+    // Gzip traces up to this size once inflated are inflated whole (a bounded, transient buffer).
+    static constexpr std::size_t kWholeInflateLimit = std::size_t{64} << 20;
+
     std::string path_;
+    StreamOpener open_;
+    bool whole_from_stream_;
     AnalysisOptions options_;
 };
 
@@ -89,7 +140,16 @@ private:
 
 Result<std::unique_ptr<EventSource>> open_kineto_source(const std::string& path,
                                                         const AnalysisOptions& options) {
-    return std::unique_ptr<EventSource>(std::make_unique<KinetoSource>(path, options));
+    StreamOpener opener = [path] { return open_content_stream(path); };
+    return std::unique_ptr<EventSource>(
+        std::make_unique<KinetoSource>(path, std::move(opener), false, options));
+}
+
+Result<std::unique_ptr<EventSource>> open_kineto_stream_source(const std::string& name,
+                                                               StreamOpener opener,
+                                                               const AnalysisOptions& options) {
+    return std::unique_ptr<EventSource>(
+        std::make_unique<KinetoSource>(name, std::move(opener), true, options));
 }
 
 }  // namespace gpudiag::detail

@@ -177,6 +177,61 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
     return inflate_streaming(in, in_size, hint, truncated);
 }
 
+std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size_t limit) {
+    std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
+    unsigned char magic[2] = {0, 0};
+    if (!f || std::fread(magic, 1, 2, f.get()) != 2 || magic[0] != 0x1f || magic[1] != 0x8b ||
+        std::fseek(f.get(), 0, SEEK_END) != 0) {
+        return std::nullopt;  // not gzip (plain JSON streams from the file as it is)
+    }
+    const long n = std::ftell(f.get());
+    if (n < 18 || static_cast<std::uint64_t>(n) > limit || std::fseek(f.get(), 0, SEEK_SET) != 0) {
+        return std::nullopt;
+    }
+    std::vector<unsigned char> in(static_cast<std::size_t>(n));
+    if (std::fread(in.data(), 1, in.size(), f.get()) != in.size() || in[0] != 0x1f || in[1] != 0x8b) {
+        return std::nullopt;
+    }
+    const std::size_t k = in.size();
+    const std::uint32_t isize = static_cast<std::uint32_t>(in[k - 4]) | (static_cast<std::uint32_t>(in[k - 3]) << 8) |
+                                (static_cast<std::uint32_t>(in[k - 2]) << 16) |
+                                (static_cast<std::uint32_t>(in[k - 1]) << 24);
+    if (isize == 0 || isize > limit || std::uint64_t{isize} > std::uint64_t{k} * kMaxDeflateRatio) {
+        return std::nullopt;
+    }
+    TraceBuffer out(isize);
+    libdeflate_decompressor* d = libdeflate_alloc_decompressor();
+    if (d == nullptr) throw std::bad_alloc();
+    std::size_t in_used = 0;
+    std::size_t out_used = 0;
+    const libdeflate_result rc =
+        libdeflate_gzip_decompress_ex(d, in.data(), k, out.data(), isize, &in_used, &out_used);
+    libdeflate_free_decompressor(d);
+    if (rc != LIBDEFLATE_SUCCESS || in_used != k) return std::nullopt;  // several members, damage
+    out.resize(out_used);
+    return out;
+}
+
+Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated) {
+    TraceBuffer out(std::size_t{1} << 20);
+    std::size_t size = 0;
+    for (;;) {
+        if (size == out.capacity()) {
+            if (out.capacity() >= TraceBuffer::kMaxContentBytes) return too_large();
+            out.resize(size);
+            out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2,
+                                                                         TraceBuffer::kMaxContentBytes)));
+        }
+        auto got = in.read(out.data() + size, out.capacity() - size);
+        if (!got) return got.status();
+        if (*got == 0) break;
+        size += *got;
+    }
+    out.resize(size);
+    *truncated = in.truncated();
+    return out;
+}
+
 Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
                                     const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
     *truncated = false;
