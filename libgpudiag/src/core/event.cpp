@@ -35,4 +35,15 @@ const char* event_kind_name(EventKind kind) noexcept {
     return "unknown";
 }
 
+const char* memory_category_name(MemoryCategory c) noexcept {
+    switch (c) {
+        case MemoryCategory::kOther: return "other";
+        case MemoryCategory::kParameters: return "parameters";
+        case MemoryCategory::kGradients: return "gradients";
+        case MemoryCategory::kOptimizerState: return "optimizer_state";
+        case MemoryCategory::kActivations: return "activations";
+    }
+    return "other";
+}
+
 }  // namespace gpudiag

@@ -68,7 +68,7 @@ TEST(MemoryScenario, PlantedLeakInNoisyTrafficIsFound) {
     ASSERT_NE(f, nullptr) << render_text(r);
     double rate = -1;
     for (const auto& fig : f->figures) {
-        if (fig.key == "rate") {
+        if (fig.key == "leak_rate_bytes_per_step") {
             rate = fig.value;
             EXPECT_EQ(fig.unit, "bytes/step");
         }
