@@ -57,14 +57,25 @@ public:
         DetectedPeriod best;
         const double span = static_cast<double>(last_ns_ - first_ns_);
         if (span <= 0) return best;
-        for (const auto& [token, s] : tokens_) {
-            if (s.count < min_repetitions || s.gaps + 1 < min_repetitions) continue;
-            if (static_cast<double>(s.last_ns - s.first_ns) < 0.75 * span) continue;
+        auto regular = [&](const Stats& s) {
+            if (s.count < min_repetitions || s.gaps + 1 < min_repetitions) return false;
+            if (static_cast<double>(s.last_ns - s.first_ns) < 0.75 * span) return false;
             double mean = s.gap_sum / static_cast<double>(s.gaps);
             double var = s.gap_sq / static_cast<double>(s.gaps) - mean * mean;
-            if (mean <= 0 || std::sqrt(std::max(var, 0.0)) > 0.5 * mean) continue;
+            return mean > 0 && std::sqrt(std::max(var, 0.0)) <= 0.5 * mean;
+        };
+        // The loop's own token runs from its first iteration to its last: prefer the widest
+        // span (within 5 %), then the fewest occurrences.
+        std::uint64_t widest = 0;
+        for (const auto& [token, s] : tokens_) {
+            if (regular(s)) widest = std::max(widest, s.last_ns - s.first_ns);
+        }
+        for (const auto& [token, s] : tokens_) {
+            if (!regular(s) || static_cast<double>(s.last_ns - s.first_ns) < 0.95 * static_cast<double>(widest)) {
+                continue;
+            }
             if (best.repetitions == 0 || s.count < best.repetitions) {
-                best = DetectedPeriod{s.count, mean, s.first_ns, s.last_ns};
+                best = DetectedPeriod{s.count, s.gap_sum / static_cast<double>(s.gaps), s.first_ns, s.last_ns};
             }
         }
         return best;

@@ -59,7 +59,7 @@ std::string basis_words(const MemoryTrend& t) {
             return "a pattern that repeats every " + seconds(t.period_ns / 1e9) + " (" +
                    std::to_string(t.repetitions) + " repetitions of the same allocation)";
         case Repetition::kWindows:
-            return std::to_string(t.repetitions) + " windows of " + seconds(t.period_ns / 1e9);
+            return std::to_string(t.repetitions) + " windows of " + seconds(t.window_ns / 1e9);
         case Repetition::kNone: break;
     }
     return "too few repetitions";
@@ -170,23 +170,23 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
         f.figures.push_back({"leak_rate_bytes_per_step", t.rate, "bytes/step", "growth rate"});
     } else {
         f.figures.push_back({"leak_rate_bytes_per_second", t.rate, "bytes/s", "growth rate"});
-        f.figures.push_back({"leak_rate_bytes_per_hour", t.rate * 3600.0, "bytes/h", "growth rate per hour"});
+        f.figures.push_back({"leak_rate_bytes_per_hour", t.rate * 3600.0, "bytes/hour", "growth rate per hour"});
     }
     f.figures.push_back({"growth_bytes", growth, "bytes", "growth since the onset"});
     f.figures.push_back({"level_bytes", t.result.level, "bytes", "median level"});
-    f.figures.push_back({"since_s", t.since_s, "s", "onset, after the first event"});
+    f.figures.push_back({"since_ns", t.since_s * 1e9, "ns", "onset, after the first event"});
     f.figures.push_back({"repetitions", d(t.repetitions), "count", "repeated iterations the trend covers"});
     f.figures.push_back({"p_value", t.result.p_value, "", "Mann-Kendall p-value (one-sided)"});
     if (t.full_known) {
         f.figures.push_back(t.per_step ? Figure{"steps_until_full", t.until_full, "count", "steps until the device is full"}
-                                       : Figure{"seconds_until_full", t.until_full, "s", "time until the device is full"});
+                                       : Figure{"time_until_full_ns", t.until_full * 1e9, "ns", "time until the device is full"});
     }
     f.evidence.push_back(std::string("metric: ") + trend_metric_name(t.metric));
     f.evidence.push_back("repeated iterations: " + basis_words(t));
     f.evidence.push_back("lowest level per iteration went from " + b(t.first_level) + " to " + b(t.last_level));
     f.evidence.push_back("Theil-Sen slope " + rate_text(t) + ", Mann-Kendall p = " + format_number(t.result.p_value, 6) +
                          ", rising in every third of the analysed range");
-    f.evidence.push_back("growth " + b(t.result.growth) + " >= the " + b(t.floor_bytes) +
+    f.evidence.push_back("growth " + b(growth) + " >= the " + b(t.floor_bytes) +
                          " a leak must reach (16 MiB, 2 % of the level, 0.1 % of capacity)");
     f.site_unit = "bytes";
     for (std::size_t i = 0; i < t.sites.size() && i < kSitesPerFinding; ++i) {
@@ -216,7 +216,7 @@ void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const Memory
                 "leak: a leak shows as a floor that rises from one iteration to the next. No rate "
                 "is given, as none can be extrapolated from it.";
     f.figures = {{"growth_bytes", growth, "bytes", "growth over the input"},
-                 {"span_s", t.span_s, "s", "time it covers"},
+                 {"span_ns", t.span_s * 1e9, "ns", "time it covers"},
                  {"repetitions", d(dev.total_steps), "count", "steps in the input"}};
     f.evidence.push_back("lowest allocated per interval went from " + b(t.first_level) + " to " + b(t.last_level));
     f.evidence.push_back("repetitions: " + std::to_string(dev.total_steps) + " steps, no period in the "

@@ -254,7 +254,8 @@ void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
     const double when = dev.first_ns != 0 && p.live_ns > dev.first_ns ? d(p.live_ns - dev.first_ns) / 1e9 : 0;
     Table t;
     t.id = "peak_sites";
-    t.title = "Live at the peak: " + bu(p.live) + " at " + format_number(when, 3) + " s" + suffix_for(s, dev.device);
+    t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) + " after the first event" +
+              suffix_for(s, dev.device);
     t.columns = {"site", "kind", "bytes", "share"};
     double shown = 0, framework_sites = 0, driver_sites = 0;
     for (const auto& l : dev.peak_sites) (l.driver ? driver_sites : framework_sites) += l.bytes;
@@ -283,7 +284,7 @@ void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
                           format_percent(no_site_driver / d(p.live))});
     }
     sec.tables.push_back(std::move(t));
-    sec.figures.push_back({"peak_live_time_s" + id_suffix(s, dev.device), when, "s",
+    sec.figures.push_back({"peak_live_time_ns" + id_suffix(s, dev.device), when * 1e9, "ns",
                            "when the peak of live allocations was reached (from the first event)" +
                                suffix_for(s, dev.device)});
     if (!dev.categories_known) return;

@@ -50,7 +50,8 @@ struct MemoryTrend {
     Repetition basis = Repetition::kNone;
     bool per_step = false;              ///< x is steps (else seconds)
     std::uint64_t repetitions = 0;      ///< steps, periods or windows the trend covers
-    double period_ns = 0;               ///< kPeriod: the period; kWindows: the window
+    double period_ns = 0;               ///< kPeriod: the period found in the allocation pattern
+    double window_ns = 0;               ///< time-based points: the window each one covers
     TrendResult result;                 ///< on the analysed suffix (from the onset)
     bool leak = false;                  ///< a leak verdict
     bool growth_only = false;           ///< material rising growth, but too few repetitions

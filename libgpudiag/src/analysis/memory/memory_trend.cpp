@@ -48,6 +48,7 @@ struct TrendPoints {
     bool per_step = false;
     std::uint64_t repetitions = 0;
     double period_ns = 0;
+    double window_ns = 0;
 };
 
 TrendPoints from_steps(const DeviceMemorySummary& d, TrendMetric m) {
@@ -98,17 +99,19 @@ TrendPoints from_windows(const DeviceMemorySummary& d, TrendMetric m, double win
         }
         i = j;
     }
-    out.period_ns = static_cast<double>(width);
+    out.window_ns = static_cast<double>(width);
     return out;
 }
 
 // The repetition the device's points rest on, for a metric (see memory_trend.hpp).
 TrendPoints points_for(const DeviceMemorySummary& d, TrendMetric m) {
     if (d.total_steps >= kMinRepetitions && d.steps.size() >= kMinPoints) return from_steps(d, m);
-    if (d.total_steps == 0 && d.period.repetitions >= kMinRepetitions) {
+    if (d.total_steps == 0 && d.period.repetitions >= kMinRepetitions &&
+        d.period.last_ns - d.period.first_ns >= kMinPatternSpanNs) {
         TrendPoints p = from_windows(d, m, d.period.period_ns);
         p.basis = Repetition::kPeriod;
         p.repetitions = d.period.repetitions;
+        p.period_ns = d.period.period_ns;
         if (p.pts.size() >= kMinPoints) return p;
     }
     if (d.total_steps == 0) {
@@ -136,6 +139,54 @@ std::ptrdiff_t onset(const std::vector<TrendPoint>& pts, const LedgerTotals& t, 
         }
     }
     return -1;
+}
+
+// Where the growth began within an accepted range: the knee of a "flat, then rising" fit (least
+// squares over the knee's position, on at most 256 binned points). A leak that starts with the
+// range gives a knee at its start; one that starts late is dated from when it started, so "since
+// when" and the rate describe the growth, not the calm before it.
+std::size_t knee(std::span<const TrendPoint> pts) {
+    std::vector<TrendPoint> p;
+    const std::size_t n = pts.size();
+    const std::size_t bins = std::min<std::size_t>(n, 256);
+    std::vector<std::size_t> first_of_bin;
+    for (std::size_t b = 0; b < bins; ++b) {
+        std::size_t lo = n * b / bins, hi = n * (b + 1) / bins;
+        double sx = 0, sy = 0;
+        for (std::size_t i = lo; i < hi; ++i) {
+            sx += pts[i].x;
+            sy += pts[i].y;
+        }
+        p.push_back({sx / static_cast<double>(hi - lo), sy / static_cast<double>(hi - lo)});
+        first_of_bin.push_back(lo);
+    }
+    double best = std::numeric_limits<double>::max();
+    std::size_t best_j = 0;
+    for (std::size_t j = 0; j + 2 < p.size(); ++j) {
+        // y = a + s * max(0, x - x_j): ordinary least squares in (a, s).
+        double m = static_cast<double>(p.size()), sh = 0, shh = 0, sy = 0, shy = 0;
+        for (const auto& q : p) {
+            double h = std::max(0.0, q.x - p[j].x);
+            sh += h;
+            shh += h * h;
+            sy += q.y;
+            shy += h * q.y;
+        }
+        double det = m * shh - sh * sh;
+        if (det <= 0) continue;
+        double s = (m * shy - sh * sy) / det;
+        double a = (sy - s * sh) / m;
+        double sse = 0;
+        for (const auto& q : p) {
+            double e = q.y - (a + s * std::max(0.0, q.x - p[j].x));
+            sse += e * e;
+        }
+        if (sse < best) {
+            best = sse;
+            best_j = j;
+        }
+    }
+    return first_of_bin[best_j];
 }
 
 bool site_counts_for(const SiteUsage& u, TrendMetric m) {
@@ -191,14 +242,21 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
     MemoryTrend trend;
     std::ptrdiff_t k = onset(p.pts, d.totals, trend.result);
     if (k < 0) return std::nullopt;
-    const auto start = static_cast<std::size_t>(k) + trend.result.warmup_points;
+    const auto accepted = static_cast<std::size_t>(k) + trend.result.warmup_points;
+    const std::size_t start =
+        accepted + knee(std::span<const TrendPoint>(p.pts).subspan(accepted));
     trend.metric = m;
     trend.basis = p.basis;
     trend.per_step = p.per_step;
     trend.repetitions = p.repetitions;
     trend.period_ns = p.period_ns;
+    trend.window_ns = p.window_ns;
     trend.leak = true;
-    trend.rate = trend.result.slope;
+    // The rate since the knee (the accepted range's slope when the knee leaves too few points).
+    trend.rate = p.pts.size() - start >= kMinPoints
+                     ? theil_sen_slope(std::span<const TrendPoint>(p.pts).subspan(start))
+                     : trend.result.slope;
+    if (trend.rate <= 0) trend.rate = trend.result.slope;
     trend.floor_bytes = floor_for(trend.result, d.totals);
     trend.since_ns = p.times[std::min(start, p.times.size() - 1)];
     trend.since_s = d.first_ns != 0 && trend.since_ns > d.first_ns

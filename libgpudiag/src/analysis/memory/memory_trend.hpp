@@ -4,7 +4,10 @@
 // do), over
 //   1. steps, when the program marks at least kMinRepetitions of them;
 //   2. else a period found in the allocation pattern (AllocationPattern), in windows of one
-//      period, when it repeats at least kMinRepetitions times;
+//      period, when it repeats at least kMinRepetitions times over at least kMinPatternSpanNs:
+//      one forward or backward pass lasts well under a minute, so a shorter step-less recording
+//      may hold less than one iteration, and its regular allocations may be its layers (each
+//      keeping an activation until the backward pass looks like a leak per "period");
 //   3. else windows of kServiceWindowNs or more, at least kMinServiceWindows of them: a service
 //      sampled on a timer (NVML, polled allocator totals) whose iterations are far shorter.
 // With fewer repetitions, growth may be memory held until later in one iteration: it is reported
@@ -26,6 +29,7 @@ namespace gpudiag::detail {
 
 inline constexpr std::uint64_t kMinRepetitions = 8;
 inline constexpr std::uint64_t kServiceWindowNs = 30'000'000'000ull;
+inline constexpr std::uint64_t kMinPatternSpanNs = 60'000'000'000ull;
 inline constexpr std::size_t kMinServiceWindows = 16;
 
 using SiteNamer = std::function<std::string(StringId)>;
