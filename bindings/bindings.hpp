@@ -10,6 +10,7 @@ void bind_report(pybind11::module_& m);
 void bind_analyze(pybind11::module_& m);
 void bind_capture(pybind11::module_& m);
 void bind_event(pybind11::module_& m);
+void bind_memory(pybind11::module_& m);
 void bind_session(pybind11::module_& m);
 
 /// Runs `fn` with the GIL released (for blocking C++ calls) and returns what it returns; the

@@ -29,5 +29,6 @@ PYBIND11_MODULE(_core, m) {
     gpudiag::python::bind_analyze(m);
     gpudiag::python::bind_capture(m);
     gpudiag::python::bind_event(m);
+    gpudiag::python::bind_memory(m);
     gpudiag::python::bind_session(m);
 }

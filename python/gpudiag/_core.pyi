@@ -20,6 +20,9 @@ def analyze_job(ranks: list[Report], options: AnalysisOptions = ...) -> Report: 
 def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
 def probe_capture() -> CaptureStatus: ...
+def oom_cause_name(cause: OomCause) -> str: ...
+def explain_oom_state(state: AllocatorOomState) -> OomExplanation: ...
+def explain_oom_in_snapshot(path: str, request_bytes: int, device: int = ...) -> OomExplanation: ...
 
 class _Enum:
     name: str
@@ -270,6 +273,57 @@ class SessionOptions:
     properties: list[tuple[str, str]]
     on_report: object
 
+class OomCause(_Enum):
+    unknown: OomCause
+    fragmentation: OomCause
+    bloated_cache: OomCause
+    outside_framework: OomCause
+    too_little_memory: OomCause
+    free_block_available: OomCause
+    other_process: OomCause
+
+class AllocatorOomState:
+    device: int
+    requested_bytes: int
+    segment_bytes: int
+    device_free_known: bool
+    device_free_bytes: int
+    capacity_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    inactive_split_bytes: int
+    releasable_known: bool
+    releasable_bytes: int
+    largest_free_block_known: bool
+    largest_free_block_bytes: int
+    pending_free_bytes: int
+    outside_framework_bytes: int
+    other_processes_bytes: int
+    expandable_segments: bool
+
+class OomExplanation:
+    cause: OomCause
+    device: int
+    requested_bytes: int
+    rounded_bytes: int
+    segment_bytes: int
+    capacity_bytes: int
+    device_free_known: bool
+    device_free_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    free_in_segments_bytes: int
+    largest_free_block_bytes: int
+    releasable_bytes: int
+    inactive_split_bytes: int
+    outside_framework_bytes: int
+    other_processes_bytes: int
+    expandable_segments: bool
+    summary: str
+    evidence: list[str]
+    advice: list[str]
+    pinning_sites: list[tuple[str, int]]
+
 class Session:
     @staticmethod
     def create(options: SessionOptions) -> Session: ...
@@ -288,6 +342,8 @@ class Session:
     def intern(self, text: str) -> int: ...
     def watch_memory(self, threshold_bytes: int, callback: Callable[[int], None]) -> int: ...
     def unwatch_memory(self, id: int) -> None: ...
+    def record_watch_action(self, id: int, action: str, ok: bool, bytes_freed: int,
+                            detail: str) -> None: ...
     def report(self) -> Report: ...
     def status(self) -> CaptureStatus: ...
     def pause_capture(self, reason: str) -> None: ...

@@ -36,6 +36,7 @@ _STEP_META_COLUMNS = {
     "step_time", "step_time_ns", "step_time_s", "wall", "wall_ns", "wall_s", "time", "time_ns",
 }
 _WATERMARK_WORDS = ("peak", "watermark", "high_water", "limit", "capacity")
+_PEAK_SERIES = "peak_sites"  # the memory section's composition of its peak (x = table row)
 
 
 def _unit_of(column: str) -> str:
@@ -96,6 +97,8 @@ def memory_chart(report: dict[str, Any]) -> str:
     watermarks: list[tuple[str, float]] = []
     for sec in candidates:
         for s in sec.get("series", []):
+            if str(s.get("id", "")).startswith(_PEAK_SERIES):
+                continue  # not over time: the peak's composition (peak_chart)
             if s.get("unit") == "bytes" and s.get("points"):
                 series.append((str(s.get("title") or s.get("id")), s["points"]))
         for key, fig in sec.get("figures", {}).items():
@@ -107,6 +110,33 @@ def memory_chart(report: dict[str, Any]) -> str:
         return ""
     return _svg.line_chart(series, title="Device memory over time", y_fmt=format_bytes,
                            hlines=watermarks[:4], vlines=step_starts(report), byte_axis=True)
+
+
+def peak_chart(report: dict[str, Any]) -> str:
+    """What was live at each device's peak, stacked by allocation site; "" without one."""
+    section = _section(report, "memory")
+    if not section:
+        return ""
+    tables = [t for t in section.get("tables", []) if t.get("id") == "peak_sites"]
+    plots = [s for s in section.get("series", []) if str(s.get("id", "")).startswith(_PEAK_SERIES)]
+    if not tables or len(tables) != len(plots):
+        return ""
+    labels: list[str] = []
+    by_site: dict[str, list[float]] = {}
+    for bar, (table, plot) in enumerate(zip(tables, plots)):
+        suffix = str(plot.get("id", ""))[len(_PEAK_SERIES):].lstrip("_")
+        labels.append(f"device {suffix}" if suffix else "peak")
+        rows = table.get("rows", [])
+        for x, value in plot.get("points", []):
+            row = rows[int(x)] if 0 <= int(x) < len(rows) else None
+            if not row:
+                continue
+            values = by_site.setdefault(str(row[0]), [0.0] * len(tables))
+            values[bar] += float(value)
+    if not by_site:
+        return ""
+    return _svg.stacked_bars(labels, list(by_site.items()), title="Live at the peak, by site",
+                             y_fmt=format_bytes, x_label="")
 
 
 def step_chart(report: dict[str, Any]) -> str:
@@ -238,7 +268,8 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
             r = rank.get("source", {}).get("rank", -1)
             out.append(f"<h3>Rank {escape(str(r))}</h3>")
             out.extend(_finding(f) for f in rank_findings)
-    for caption, chart in (("Memory", memory_chart(report)), ("Steps", step_chart(report))):
+    for caption, chart in (("Memory", memory_chart(report)), ("Live at the peak", peak_chart(report)),
+                           ("Steps", step_chart(report))):
         if chart:
             out.append(f'<figure class="plot"><figcaption>{caption}</figcaption>{chart}</figure>')
     sections = _sections(report)

@@ -87,6 +87,9 @@ def _specific_metric(section: str, key: str, unit: str) -> tuple[str, dict[str, 
         return "gpudiag_leak_rate_bytes_per_step", {}
     if unit == "bytes/s" and ("leak" in k or "growth" in k):
         return "gpudiag_leak_rate_bytes_per_second", {}
+    if unit == "bytes" and section == "memory" and k == "inactive_split_bytes":
+        # Free but stranded in partly used segments: what fragmentation costs.
+        return "gpudiag_fragmentation_bytes", {"measure": k}
     if unit == "bytes" and section == "memory" and any(
             w in k for w in ("peak", "watermark", "high_water")):
         return "gpudiag_memory_watermark_bytes", {"watermark": k}

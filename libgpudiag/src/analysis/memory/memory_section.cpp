@@ -247,43 +247,48 @@ void add_ledger_table(const MemorySummary& s, const DeviceMemorySummary& dev, Se
     if (!t.rows.empty()) sec.tables.push_back(std::move(t));
 }
 
-// What was live at the peak: by site (and category or owner), then by category.
+// What was live at the peak: by site (and category or owner), then by category. The same rows go
+// out as a series (x = row) for the stacked plot.
 void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Section& sec) {
     const LedgerPeaks& p = dev.peaks;
     if (p.live == 0) return;
     const double when = dev.first_ns != 0 && p.live_ns > dev.first_ns ? d(p.live_ns - dev.first_ns) / 1e9 : 0;
-    Table t;
-    t.id = "peak_sites";
-    t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) + " after the first event" +
-              suffix_for(s, dev.device);
-    t.columns = {"site", "kind", "bytes", "share"};
-    double shown = 0, framework_sites = 0, driver_sites = 0;
-    for (const auto& l : dev.peak_sites) (l.driver ? driver_sites : framework_sites) += l.bytes;
-    double rest = 0;
+    struct Row {
+        std::string site, kind;
+        double bytes;
+    };
+    std::vector<Row> rows;
+    double framework_sites = 0, driver_sites = 0, rest = 0;
     for (std::size_t i = 0; i < dev.peak_sites.size(); ++i) {
         const SiteLine& l = dev.peak_sites[i];
-        if (i >= kPeakRows) {
+        (l.driver ? driver_sites : framework_sites) += l.bytes;
+        if (i < kPeakRows) {
+            rows.push_back({l.site, kind_of(l), l.bytes});
+        } else {
             rest += l.bytes;
-            continue;
         }
-        t.rows.push_back({l.site, kind_of(l), b(l.bytes), format_percent(l.bytes / d(p.live))});
-        shown += l.bytes;
     }
-    if (rest > 0) t.rows.push_back({std::string("<other sites>"), std::string("-"), b(rest), format_percent(rest / d(p.live))});
+    if (rest > 0) rows.push_back({"<other sites>", "-", rest});
     // Bytes the level counts but no site carries (totals reported without blocks, driver memory
     // with no call site): said so rather than left out.
     const LedgerTotals& at = p.at_live_peak;
     double no_site_fw = std::max(0.0, d(at.allocated_rounded) - framework_sites);
     double no_site_driver = std::max(0.0, d(at.outside()) - driver_sites);
-    if (no_site_fw > 0) {
-        t.rows.push_back({std::string("<no block detail>"), std::string("framework allocated"), b(no_site_fw),
-                          format_percent(no_site_fw / d(p.live))});
-    }
-    if (no_site_driver > 0) {
-        t.rows.push_back({std::string("<no call site>"), std::string("outside the framework"), b(no_site_driver),
-                          format_percent(no_site_driver / d(p.live))});
+    if (no_site_fw > 0) rows.push_back({"<no block detail>", "framework allocated", no_site_fw});
+    if (no_site_driver > 0) rows.push_back({"<no call site>", "outside the framework", no_site_driver});
+    Table t;
+    t.id = "peak_sites";
+    t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) + " after the first event" +
+              suffix_for(s, dev.device);
+    t.columns = {"site", "kind", "bytes", "share"};
+    Series plot{"peak_sites" + id_suffix(s, dev.device),
+                "Live at the peak by site (x = row of the peak_sites table)" + suffix_for(s, dev.device), "bytes", {}};
+    for (const Row& r : rows) {
+        plot.points.emplace_back(static_cast<double>(t.rows.size()), r.bytes);
+        t.rows.push_back({r.site, r.kind, b(r.bytes), format_percent(r.bytes / d(p.live))});
     }
     sec.tables.push_back(std::move(t));
+    sec.series.push_back(std::move(plot));
     sec.figures.push_back({"peak_live_time_ns" + id_suffix(s, dev.device), when * 1e9, "ns",
                            "when the peak of live allocations was reached (from the first event)" +
                                suffix_for(s, dev.device)});
