@@ -54,11 +54,6 @@ std::uint64_t requested_of(const LiveRecord& r) {
 }
 std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
 
-// One allocation as a token of the program's allocation pattern: its site and size.
-std::uint64_t pattern_token(StringId site, std::uint64_t bytes, bool driver) {
-    return (std::uint64_t{site} * 0x9E3779B97F4A7C15ull) ^ (bytes * 0xC2B2AE3D27D4EB4Full) ^
-           (driver ? 1u : 0u);
-}
 
 MemoryKind memory_kind_of(const Event& e) {
     return static_cast<MemoryKind>(e.flags & kMemoryKindMask);
@@ -121,7 +116,8 @@ struct MemoryLedger::Device {
     std::array<std::uint64_t, kMemoryOwnerCount> owner_raw{};  // unbacked device + VM bytes
     std::uint64_t segment_reserved = 0;  // sum of the segments
     std::uint64_t reported_reserved = 0;  // the framework's own total
-    AllocationPattern pattern;
+    std::uint64_t first_alloc_ns = 0;  // the span the allocation pattern covers
+    std::uint64_t last_alloc_ns = 0;
     std::uint64_t peak_version = 0;       // bumped at each new peak of live()
     std::array<std::uint32_t, 2> overflow_slot{};  // sites past the cap: framework, driver
     MemorySeries series;
@@ -265,6 +261,15 @@ void MemoryLedger::site_change(Device& d, std::uint32_t slot, std::int64_t bytes
     } else if (u.live_blocks > 0) {
         --u.live_blocks;
     }
+}
+
+void MemoryLedger::note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes, std::uint64_t t) {
+    if (d.first_alloc_ns == 0 || t < d.first_alloc_ns) d.first_alloc_ns = t;
+    d.last_alloc_ns = std::max(d.last_alloc_ns, t);
+    if (slot == 0) return;
+    SiteUsage& u = site_usage_[slot];
+    u.allocated_total += bytes;
+    u.pattern.add(t);
 }
 
 // Derives reserved and the owner split of outside memory from the raw sums (see the file
@@ -477,14 +482,12 @@ void MemoryLedger::block_alloc(Device& d, const Event& e) {
     }
     ++d.t.live_blocks;
     site_change(d, r.site_slot, static_cast<std::int64_t>(r.size()), 1);
-    site_usage_[r.site_slot].allocated_total += r.size();
-    d.pattern.add(pattern_token(m.site, m.bytes, false), e.start_ns);
+    note_allocation(d, r.site_slot, r.size(), e.start_ns);
 }
 
 // A block without an address (Kineto [memory] events before 2022): its size still moves the
 // level, as a running sum; frees cannot be matched to sites.
 void MemoryLedger::anonymous_block(Device& d, const Event& e) {
-    if (e.kind == EventKind::kBlockAlloc) d.pattern.add(pattern_token(kNoString, e.memory.bytes, false), e.start_ns);
     if (d.t.allocated_reported) return;  // the framework's own totals carry the level
     d.t.allocated_from_sizes = true;
     const std::uint64_t bytes = e.memory.bytes;
@@ -596,8 +599,7 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
         d.owner_raw[static_cast<std::size_t>(owner)] += bytes;
     }
     site_change(d, r.site_slot, static_cast<std::int64_t>(bytes), 1);
-    site_usage_[r.site_slot].allocated_total += bytes;
-    d.pattern.add(pattern_token(m.site, bytes, true), e.start_ns);
+    note_allocation(d, r.site_slot, bytes, e.start_ns);
     reattribute(d);
 }
 
@@ -1323,7 +1325,13 @@ std::vector<std::int64_t> MemoryLedger::site_checkpoints(std::uint16_t ordinal,
 
 DetectedPeriod MemoryLedger::period(std::uint16_t ordinal, std::uint64_t min_repetitions) const {
     const Device* d = find_device(ordinal);
-    return d != nullptr ? d->pattern.period(min_repetitions) : DetectedPeriod{};
+    if (d == nullptr) return {};
+    std::vector<SiteUsage> mine;
+    for (std::uint32_t slot : d->site_slots) {
+        // A catch-all slot (sites past the cap) mixes sites: it is no site's pattern.
+        if (site_usage_[slot].site != StringTable::kOverflowString) mine.push_back(site_usage_[slot]);
+    }
+    return detect_period(mine, d->last_alloc_ns - d->first_alloc_ns, min_repetitions);
 }
 
 bool MemoryLedger::has_steps(std::uint16_t ordinal) const {
@@ -1341,7 +1349,7 @@ std::size_t MemoryLedger::memory_bytes() const {
         total += sizeof(Device) + d->blocks.memory_bytes() + d->driver.memory_bytes() +
                  d->segments.capacity() * sizeof(LedgerSegment) +
                  d->series.size() * sizeof(MemorySeriesPoint) +
-                 d->steps.capacity() * sizeof(StepMark) + d->pattern.memory_bytes();
+                 d->steps.capacity() * sizeof(StepMark);
     }
     return total;
 }

@@ -188,6 +188,7 @@ struct SiteUsage {
     /// Live bytes when the device's live level (allocated + outside) last reached its peak.
     std::int64_t at_peak = 0;
     std::uint64_t seen_version = 0;  ///< internal: the peak this site's at_peak belongs to
+    PatternStats pattern;            ///< when it allocated (for the period of a step-less loop)
 };
 
 /// A watch crossing as the report keeps it: the state then, and what the owner's action did.
@@ -288,6 +289,7 @@ private:
     std::uint32_t site_slot(Device& d, StringId site, bool driver, std::uint8_t kind);
     MemoryOwner owner_of(StringId site);
     void site_change(Device& d, std::uint32_t slot, std::int64_t bytes, int blocks);
+    void note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes, std::uint64_t t);
     void reattribute(Device& d);
     void anonymous_block(Device& d, const Event& e);
     void host_alloc(const Event& e);
