@@ -324,7 +324,20 @@ class Integration:
         if not cuda.is_initialized():
             return
         device = cuda.current_device()
-        stats = cuda.memory_stats(device)
+        self._record_stats(device, cuda.memory_stats(device))
+
+    def poll_all_devices(self) -> None:
+        """From the timer's thread, whose current device is not the program's: every device on
+        which the allocator holds memory (reading its statistics creates no CUDA context)."""
+        cuda = self.torch.cuda
+        if not cuda.is_initialized():
+            return
+        for device in range(int(cuda.device_count())):
+            stats = cuda.memory_stats(device)
+            if stats.get("reserved_bytes.all.current", 0) > 0:
+                self._record_stats(device, stats)
+
+    def _record_stats(self, device: int, stats: dict[str, Any]) -> None:
         for key, counter in STAT_COUNTERS:
             if key in stats:
                 self.session.record_counter(counter, float(stats[key]), device)
@@ -345,7 +358,7 @@ class Integration:
                 if self._detached:
                     return
                 with _suppress():
-                    self.poll_memory()
+                    self.poll_all_devices()
 
         self._poller = threading.Thread(target=loop, name="gpudiag-memory-poll", daemon=True)
         self._poller.start()

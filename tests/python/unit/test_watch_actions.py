@@ -94,9 +94,12 @@ def test_allocator_statistics_are_polled_on_a_timer_too() -> None:
     session = SimpleNamespace(memory_poll_s=0.01,
                               record_counter=lambda name, value, device: recorded.append(
                                   (name, value, device)))
-    stats = {"allocated_bytes.all.current": 5.0, "reserved_bytes.all.current": 7.0}
+    # The program works on device 1; the timer's thread would see device 0 as "current".
+    stats = {0: {"reserved_bytes.all.current": 0},
+             1: {"allocated_bytes.all.current": 5.0, "reserved_bytes.all.current": 7.0}}
     fake_torch = SimpleNamespace(cuda=SimpleNamespace(
-        is_initialized=lambda: True, current_device=lambda: 0, memory_stats=lambda _d: stats))
+        is_initialized=lambda: True, current_device=lambda: 0, device_count=lambda: 2,
+        memory_stats=lambda d: stats[d]))
     integration = torch_integration.Integration(session)
     integration.torch = fake_torch
     integration._start_poller()
@@ -107,7 +110,8 @@ def test_allocator_statistics_are_polled_on_a_timer_too() -> None:
     integration.detach()
     polls = [r for r in recorded if r[0] == "framework_reserved_bytes"]
     assert len(polls) >= 2, recorded
-    assert polls[0] == ("framework_reserved_bytes", 7.0, 0)
+    assert polls[0] == ("framework_reserved_bytes", 7.0, 1)
+    assert all(device == 1 for _name, _value, device in recorded[:-2])  # not the idle device 0
     count = len(recorded)
     time.sleep(0.05)
     assert len(recorded) == count  # stopped with the session
