@@ -445,11 +445,63 @@ std::string moments_text(const MemorySummary& s, const OomGroup& g) {
     return out;
 }
 
+std::string oom_summary(const MemorySummary& s, const OomGroup& g, const MemoryTrend* leak) {
+    std::string out = (g.count > 1 ? std::to_string(g.count) + " allocations failed (at " + moments_text(s, g) +
+                                         " after the first event). The first: "
+                                   : std::string()) +
+                      g.explanation.summary;
+    if (leak != nullptr) {
+        out += " Behind it: the memory leak reported above. " + std::string(metric_words(leak->metric)) +
+               " grew by " + b(std::max(0.0, leak->last_level - leak->first_level)) + " since " +
+               seconds(leak->since_s) + (leak->sites.empty() ? "" : ", mostly at " + leak->sites.front().site) +
+               "; without that growth the request" + (g.count > 1 ? "s" : "") + " would have fitted.";
+    }
+    if (g.device_inferred) out += " (The failure carried no device; it is the one the process allocates on.)";
+    return out;
+}
+
+std::vector<Figure> oom_figures(const OomGroup& g) {
+    const OomExplanation& x = g.explanation;
+    std::vector<Figure> f = {{"failures", d(g.count), "count", "distinct failed allocations"}};
+    if (x.requested_bytes != 0) {
+        f.push_back({"requested_bytes", d(g.smallest_request), "bytes", "smallest failed request"});
+        f.push_back({"largest_request_bytes", d(g.largest_request), "bytes", "largest failed request"});
+    }
+    if (x.device_free_known) f.push_back({"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"});
+    f.push_back({"reserved_bytes", d(x.reserved_bytes), "bytes", "reserved"});
+    f.push_back({"allocated_bytes", d(x.allocated_bytes), "bytes", "allocated"});
+    f.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), "bytes", "free in partly used segments"});
+    if (x.largest_free_block_bytes != 0) {
+        f.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), "bytes", "largest free block"});
+    }
+    f.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), "bytes", "outside the framework"});
+    return f;
+}
+
+// Advice that fits the cause and the program: the leak first when it explains the failures; no
+// training advice for a step-less service.
+std::vector<std::string> oom_advice(const OomGroup& g, const MemoryTrend* leak, bool service) {
+    if (leak != nullptr) {
+        std::vector<std::string> out = {"Fix the leak (memory_leak above): the failures are its symptom, and no "
+                                        "allocator setting or smaller request prevents them while it grows."};
+        if (service) {
+            out.push_back("Until then, restart the service before it fills the device, or act on a memory "
+                          "watch below capacity.");
+        }
+        return out;
+    }
+    if (service && g.explanation.cause == OomCause::kTooLittleMemory) {
+        return {"The working set of the requests in flight does not fit: lower the concurrency or the "
+                "batch per request, bound library workspaces, or move the model to a device with more "
+                "memory."};
+    }
+    return g.explanation.advice;
+}
+
 void add_out_of_memory(const MemorySummary& s, const OomGroup& g, Report& report) {
     const OomExplanation& x = g.explanation;
     const MemoryTrend* leak = explaining_leak(s, g);
     const DeviceMemorySummary* dev = s.device(g.device);
-    const bool service = dev != nullptr && dev->total_steps == 0;
     Finding f;
     f.id = "out_of_memory";
     f.severity = Severity::kCritical;
@@ -460,30 +512,8 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g, Report& report
                                   " on device " + std::to_string(f.device)
                             : std::to_string(g.count) + " failed allocations on device " + std::to_string(f.device)) +
               " (" + cause + ")";
-    f.summary = (g.count > 1 ? std::to_string(g.count) + " allocations failed (at " + moments_text(s, g) +
-                                   " after the first event). The first: "
-                             : std::string()) +
-                x.summary;
-    if (leak != nullptr) {
-        f.summary += " Behind it: the memory leak reported above. " + std::string(metric_words(leak->metric)) +
-                     " grew by " + b(std::max(0.0, leak->last_level - leak->first_level)) + " since " +
-                     seconds(leak->since_s) + (leak->sites.empty() ? "" : ", mostly at " + leak->sites.front().site) +
-                     "; without that growth the request" + (g.count > 1 ? "s" : "") + " would have fitted.";
-    }
-    if (g.device_inferred) f.summary += " (The failure carried no device; it is the one the process allocates on.)";
-    f.figures = {{"failures", d(g.count), "count", "distinct failed allocations"}};
-    if (x.requested_bytes != 0) {
-        f.figures.push_back({"requested_bytes", d(g.smallest_request), "bytes", "smallest failed request"});
-        f.figures.push_back({"largest_request_bytes", d(g.largest_request), "bytes", "largest failed request"});
-    }
-    if (x.device_free_known) f.figures.push_back({"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"});
-    f.figures.push_back({"reserved_bytes", d(x.reserved_bytes), "bytes", "reserved"});
-    f.figures.push_back({"allocated_bytes", d(x.allocated_bytes), "bytes", "allocated"});
-    f.figures.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), "bytes", "free in partly used segments"});
-    if (x.largest_free_block_bytes != 0) {
-        f.figures.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), "bytes", "largest free block"});
-    }
-    f.figures.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), "bytes", "outside the framework"});
+    f.summary = oom_summary(s, g, leak);
+    f.figures = oom_figures(g);
     f.site_unit = "bytes";
     if (leak != nullptr) {
         for (std::size_t i = 0; i < leak->sites.size() && i < kSitesPerFinding; ++i) {
@@ -505,20 +535,7 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g, Report& report
                              seconds(leak->since_s) + ", before the first failure, and grew by more than the request");
     }
     f.evidence.push_back(std::string("expandable segments: ") + (x.expandable_segments ? "on" : "off"));
-    if (leak != nullptr) {
-        f.advice.push_back("Fix the leak (memory_leak above): the failures are its symptom, and no allocator "
-                           "setting or smaller request prevents them while it grows.");
-        if (service) {
-            f.advice.push_back("Until then, restart the service before it fills the device, or act on a memory "
-                               "watch below capacity.");
-        }
-    } else if (service && x.cause == OomCause::kTooLittleMemory) {
-        f.advice.push_back("The working set of the requests in flight does not fit: lower the concurrency or "
-                           "the batch per request, bound library workspaces, or move the model to a device "
-                           "with more memory.");
-    } else {
-        f.advice = x.advice;
-    }
+    f.advice = oom_advice(g, leak, dev != nullptr && dev->total_steps == 0);
     report.findings.push_back(std::move(f));
 }
 

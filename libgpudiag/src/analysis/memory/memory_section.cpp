@@ -60,7 +60,7 @@ Totals totals_of(const MemorySummary& s) {
         x.sum.pending_free += t.pending_free;
         x.sum.live_blocks += t.live_blocks;
         x.sum.segments += t.segments;
-        x.sum.outside_device += t.outside();
+        x.sum.outside_device += t.outside();  // (the sum of outside(), reported as one figure)
         x.sum.framework_attributed += t.framework_attributed;
         x.sum.capacity += t.capacity;
         x.sum.process_used += t.process_used;
@@ -96,10 +96,17 @@ Totals totals_of(const MemorySummary& s) {
     return x;
 }
 
-void add_figures(const MemorySummary& s, const Totals& x, Section& sec) {
-    auto fig = [&](const char* key, double v, const char* unit, std::string label) {
+// Adds a figure to the section.
+struct FigureAdder {
+    Section& sec;
+    void operator()(const char* key, double v, const char* unit, std::string label) const {
         sec.figures.push_back(Figure{key, v, unit, std::move(label)});
-    };
+    }
+};
+
+// The framework's levels, by the definitions _memory_viz.py and torch use.
+void add_level_figures(const Totals& x, Section& sec) {
+    FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
     if (x.reserved) fig("reserved_bytes", d(t.reserved), "bytes", "reserved by the framework (its segments)");
     if (x.exact_requested) {
@@ -114,6 +121,12 @@ void add_figures(const MemorySummary& s, const Totals& x, Section& sec) {
             d(t.allocated_rounded - std::min(t.allocated_rounded, t.allocated_requested)), "bytes",
             "allocated rounded minus requested (_memory_viz 'internal')");
     }
+}
+
+// What the segments and blocks measure (absent without them).
+void add_layout_figures(const Totals& x, Section& sec) {
+    FigureAdder fig{sec};
+    const LedgerTotals& t = x.sum;
     if (x.segments) {
         fig("free_in_segments_bytes", d(x.layout.free_in_segments), "bytes", "free blocks inside segments (inactive)");
         fig("largest_free_block_bytes", d(x.layout.largest_free), "bytes", "largest free block in a segment");
@@ -133,6 +146,12 @@ void add_figures(const MemorySummary& s, const Totals& x, Section& sec) {
         fig("pending_free_bytes", d(t.pending_free), "bytes", "freed, awaiting stream completion");
         fig("live_blocks", d(t.live_blocks), "count", "live blocks");
     }
+}
+
+// What the process holds beyond the framework's levels, and the high-water marks.
+void add_held_figures(const MemorySummary& s, const Totals& x, Section& sec) {
+    FigureAdder fig{sec};
+    const LedgerTotals& t = x.sum;
     if (x.driver) {
         fig("outside_framework_bytes", d(t.outside_device), "bytes",
             "device memory held outside the framework's allocator");
@@ -455,7 +474,9 @@ void add_memory_section(const MemorySummary& s, Report& report) {
     sec.id = "memory";
     sec.title = "Device memory";
     Totals x = totals_of(s);
-    add_figures(s, x, sec);
+    add_level_figures(x, sec);
+    add_layout_figures(x, sec);
+    add_held_figures(s, x, sec);
     add_leak_figures(s, sec);
     add_devices_table(s, sec);
     for (const auto& dev : s.devices) {

@@ -154,7 +154,8 @@ void held_elsewhere(const AllocatorOomState& s, const std::string& head, bool ot
 
 using Pins = std::vector<std::pair<std::string, std::uint64_t>>;
 
-OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
+// The explanation's figures, copied from the state.
+OomExplanation figures_of(const AllocatorOomState& s, const Pins& pins) {
     OomExplanation x;
     x.pinning_sites = pins;
     x.device = s.device;
@@ -176,82 +177,97 @@ OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
     x.outside_framework_bytes = s.outside_framework_bytes;
     x.other_processes_bytes = s.other_processes_bytes;
     x.expandable_segments = s.expandable_segments;
+    return x;
+}
 
+void size_unknown(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
+    x.summary = head + "of unknown size failed (" + state_text(s) + "). The size decides between "
+                "fragmentation and a full device, so the cause is left open.";
+    x.evidence.push_back("request size not recorded");
+    x.advice.push_back("Record allocation call sites (SessionOptions::deep) or the framework's OOM "
+                       "event: either carries the request size.");
+}
+
+void free_block_available(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
+    x.cause = OomCause::kFreeBlockAvailable;
+    x.summary = head + "would fit in a free block of " + bytes(s.largest_free_block_bytes) +
+                " that the books show (" + state_text(s) +
+                "). The allocator reuses a cached block only for requests on the same stream and "
+                "pool, so the request likely came from another stream or a private pool (CUDA "
+                "graphs, MemPool), or memory was freed after the failure.";
+    x.evidence.push_back("largest free block " + bytes(s.largest_free_block_bytes) + " >= request " +
+                         bytes(x.rounded_bytes));
+    x.advice.push_back("Check which stream allocated: blocks freed on one stream are not reused by "
+                       "another until synchronised; avoid record_stream on long-lived tensors.");
+}
+
+void device_had_room(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
+    x.summary = head + "had room: the device had " + bytes(s.device_free_bytes) + " free, enough for the " +
+                bytes(x.segment_bytes) + " segment it needs (" + state_text(s) + "). The state "
+                "recorded is not the failing one (memory was freed after the failure), or a "
+                "per-process memory fraction capped the allocator.";
+    x.evidence.push_back("free on the device " + bytes(s.device_free_bytes) + " >= new segment " +
+                         bytes(x.segment_bytes));
+    x.advice.push_back("Check torch.cuda.set_per_process_memory_fraction() and dump the snapshot at "
+                       "the failure (gpudiag's oom_snapshot option).");
+}
+
+void too_little_memory(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
+                       OomExplanation& x) {
+    x.cause = OomCause::kTooLittleMemory;
+    x.summary = head + "does not fit: live data holds " + bytes(s.allocated_bytes) + " and only " +
+                bytes(free_total) + " is free in total, so no allocator setting would make room (" +
+                state_text(s) + ").";
+    x.evidence.push_back("free in total " + bytes(free_total) + " < request " + bytes(x.rounded_bytes));
+    x.advice.push_back("Shrink the working set: a smaller batch or sequence length, activation "
+                       "checkpointing, bf16/fp16 weights and activations, or sharding parameters "
+                       "and optimizer state (FSDP/ZeRO).");
+    if (s.expandable_segments) {
+        x.advice.push_back("Expandable segments are already on; fragmentation is not the cause.");
+    }
+}
+
+void left_open(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
+               OomExplanation& x) {
+    x.summary = head + "cannot be judged fully: the free space in the framework's segments (" +
+                bytes(free_total) + ") cannot hold it, and the device's free memory and capacity "
+                "are unknown (" + state_text(s) + ").";
+    x.evidence.push_back("free in segments " + bytes(free_total) + " < request " + bytes(x.rounded_bytes) +
+                         "; device free memory unknown");
+    x.advice.push_back("Record the device capacity or the OOM event (torch records free device "
+                       "memory in the trace's oom entry) to get a full explanation.");
+}
+
+// The decision, in the order of the file comment.
+OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
+    OomExplanation x = figures_of(s, pins);
     const std::uint64_t r = x.rounded_bytes;
     const std::uint64_t releasable = s.releasable_known ? s.releasable_bytes : 0;
     const std::uint64_t dev_free = s.device_free_known ? s.device_free_bytes : 0;
     const std::uint64_t free_total = s.inactive_split_bytes + releasable + dev_free;
     const std::string head = (r != 0 ? "A request of " + bytes(s.requested_bytes) : std::string("A request")) +
                              " on device " + std::to_string(s.device) + " ";
-    if (r == 0) {
-        x.summary = head + "of unknown size failed (" + state_text(s) + "). The size decides "
-                    "between fragmentation and a full device, so the cause is left open.";
-        x.evidence.push_back("request size not recorded");
-        x.advice.push_back("Record allocation call sites (SessionOptions::deep) or the "
-                           "framework's OOM event: either carries the request size.");
-        return x;
-    }
-    if (s.largest_free_block_known && s.largest_free_block_bytes >= r) {
-        x.cause = OomCause::kFreeBlockAvailable;
-        x.summary = head + "would fit in a free block of " + bytes(s.largest_free_block_bytes) +
-                    " that the books show (" + state_text(s) +
-                    "). The allocator reuses a cached block only for requests on the same stream "
-                    "and pool, so the request likely came from another stream or a private pool "
-                    "(CUDA graphs, MemPool), or memory was freed after the failure.";
-        x.evidence.push_back("largest free block " + bytes(s.largest_free_block_bytes) +
-                             " >= request " + bytes(r));
-        x.advice.push_back(
-            "Check which stream allocated: blocks freed on one stream are not reused by another "
-            "until synchronised; avoid record_stream on long-lived tensors.");
-        return x;
-    }
-    if (s.releasable_known && releasable > 0 && releasable + dev_free >= x.segment_bytes) {
-        bloated_cache(s, head, x);
-        return x;
-    }
-    if (s.device_free_known && dev_free >= x.segment_bytes) {
-        x.summary = head + "had room: the device had " + bytes(dev_free) + " free, enough for the " +
-                    bytes(x.segment_bytes) + " segment it needs (" + state_text(s) + "). The state "
-                    "recorded is not the failing one (memory was freed after the failure), or a "
-                    "per-process memory fraction capped the allocator.";
-        x.evidence.push_back("free on the device " + bytes(dev_free) + " >= new segment " +
-                             bytes(x.segment_bytes));
-        x.advice.push_back("Check torch.cuda.set_per_process_memory_fraction() and dump the "
-                           "snapshot at the failure (gpudiag's oom_snapshot option).");
-        return x;
-    }
-    if (s.inactive_split_bytes > 0 && free_total >= r) {
-        fragmentation(s, head, free_total, pins, x);
-        return x;
-    }
     const bool other_fits = s.other_processes_bytes > 0 && free_total + s.other_processes_bytes >= r;
     const bool outside_fits = s.outside_framework_bytes > 0 && free_total + s.outside_framework_bytes >= r;
-    if (other_fits || outside_fits) {
+    if (r == 0) {
+        size_unknown(s, head, x);
+    } else if (s.largest_free_block_known && s.largest_free_block_bytes >= r) {
+        free_block_available(s, head, x);
+    } else if (s.releasable_known && releasable > 0 && releasable + dev_free >= x.segment_bytes) {
+        bloated_cache(s, head, x);
+    } else if (s.device_free_known && dev_free >= x.segment_bytes) {
+        device_had_room(s, head, x);
+    } else if (s.inactive_split_bytes > 0 && free_total >= r) {
+        fragmentation(s, head, free_total, pins, x);
+    } else if (other_fits || outside_fits) {
         // When either alone would make room, the larger holder is named.
-        held_elsewhere(s, head, other_fits && (!outside_fits || s.other_processes_bytes >= s.outside_framework_bytes), x);
-        return x;
+        held_elsewhere(s, head,
+                       other_fits && (!outside_fits || s.other_processes_bytes >= s.outside_framework_bytes), x);
+    } else if (s.device_free_known || s.capacity_bytes != 0) {
+        too_little_memory(s, head, free_total, x);
+    } else {
+        left_open(s, head, free_total, x);
     }
-    if (s.device_free_known || s.capacity_bytes != 0) {
-        x.cause = OomCause::kTooLittleMemory;
-        x.summary = head + "does not fit: live data holds " + bytes(s.allocated_bytes) +
-                    " and only " + bytes(free_total) +
-                    " is free in total, so no allocator setting would make room (" + state_text(s) + ").";
-        x.evidence.push_back("free in total " + bytes(free_total) + " < request " + bytes(r));
-        x.advice.push_back("Shrink the working set: a smaller batch or sequence length, activation "
-                           "checkpointing, bf16/fp16 weights and activations, or sharding "
-                           "parameters and optimizer state (FSDP/ZeRO).");
-        if (s.expandable_segments) {
-            x.advice.push_back("Expandable segments are already on; fragmentation is not the cause.");
-        }
-        return x;
-    }
-    x.summary = head + "cannot be judged fully: the free space in the framework's segments (" +
-                bytes(free_total) + ") cannot hold it, and the device's free memory and capacity "
-                "are unknown (" + state_text(s) + ").";
-    x.evidence.push_back("free in segments " + bytes(free_total) + " < request " + bytes(r) +
-                         "; device free memory unknown");
-    x.advice.push_back("Record the device capacity or the OOM event (torch records free device "
-                       "memory in the trace's oom entry) to get a full explanation.");
     return x;
 }
 
