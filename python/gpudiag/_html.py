@@ -37,6 +37,7 @@ _STEP_META_COLUMNS = {
 }
 _WATERMARK_WORDS = ("peak", "watermark", "high_water", "limit", "capacity")
 _PEAK_SERIES = "peak_sites"  # the memory section's composition of its peak (x = table row)
+_PEAK_SITES_SHOWN = 3  # by name in the peak chart; one legend row holds four entries
 
 
 def _unit_of(column: str) -> str:
@@ -135,8 +136,19 @@ def peak_chart(report: dict[str, Any]) -> str:
             values[bar] += float(value)
     if not by_site:
         return ""
-    return _svg.stacked_bars(labels, list(by_site.items()), title="Live at the peak, by site",
+    # The largest sites by name (what the legend has room for), the rest as one.
+    ranked = sorted(by_site.items(), key=lambda kv: -sum(kv[1]))
+    shown = [(_short_label(site), values) for site, values in ranked[:_PEAK_SITES_SHOWN]]
+    rest = [sum(values[i] for _, values in ranked[_PEAK_SITES_SHOWN:]) for i in range(len(labels))]
+    if any(rest):
+        shown.append(("other sites", rest))
+    return _svg.stacked_bars(labels, shown, title="Live at the peak, by site",
                              y_fmt=format_bytes, x_label="")
+
+
+def _short_label(site: str, width: int = 24) -> str:
+    """The end of a site name (its file:line and function) when it is long."""
+    return site if len(site) <= width else "…" + site[-(width - 1):]
 
 
 def step_chart(report: dict[str, Any]) -> str:

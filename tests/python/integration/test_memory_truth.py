@@ -274,4 +274,4 @@ def test_html_plots_the_peak_stacked_by_site() -> None:
     magma = next(p for p in SNAPSHOTS if p.name.startswith("magma27"))
     html = gpudiag.analyze([str(magma)]).to_html()
     assert "Live at the peak" in html
-    assert "cs336_basics/model.py:39 forward" in html  # the largest site, in the stacked bar
+    assert "model.py:39 forward" in html  # the largest site, in the stacked bar's legend
