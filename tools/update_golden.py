@@ -50,17 +50,17 @@ CASES: dict[str, list[str]] = {
 # result is a file the command writes rather than its stdout)
 Output = Callable[[list[str], Path], list[str]]
 OUTPUTS: dict[str, Output] = {
-    "txt": lambda inputs, out: ["analyze", *inputs],
-    "json": lambda inputs, out: ["analyze", *inputs, "--format", "json"],
+    "txt": lambda inputs, _out: ["analyze", *inputs],
+    "json": lambda inputs, _out: ["analyze", *inputs, "--format", "json"],
     "html": lambda inputs, out: ["analyze", *inputs, "--html", str(out)],
-    "prom": lambda inputs, out: ["export", *inputs, "--prometheus", "-"],
+    "prom": lambda inputs, _out: ["export", *inputs, "--prometheus", "-"],
 }
 # Outputs only some inputs have: a timeline (Chrome trace) and an allocation history (what-if).
 EXTRA: dict[str, dict[str, Output]] = {
     "kineto_pr1318": {"trace.json": lambda inputs, out: ["export", *inputs, "--chrome", str(out)]},
     "snapshot_silmont2000": {
-        "whatif.txt": lambda inputs, out: ["whatif", *inputs],
-        "whatif.json": lambda inputs, out: ["whatif", *inputs, "--format", "json"],
+        "whatif.txt": lambda inputs, _out: ["whatif", *inputs],
+        "whatif.json": lambda inputs, _out: ["whatif", *inputs, "--format", "json"],
     },
 }
 WRITES_FILE = {"html", "trace.json"}

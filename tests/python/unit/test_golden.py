@@ -14,7 +14,8 @@ import pytest
 
 TOOL = Path(__file__).resolve().parents[3] / "tools" / "update_golden.py"
 _spec = importlib.util.spec_from_file_location("update_golden", TOOL)
-assert _spec is not None and _spec.loader is not None
+assert _spec is not None
+assert _spec.loader is not None
 golden = importlib.util.module_from_spec(_spec)
 sys.modules["update_golden"] = golden
 _spec.loader.exec_module(golden)
