@@ -284,6 +284,10 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
 // the collectives' common end (the median, per rank, of its end minus the median end), so ranks
 // on machines whose clocks disagree still compare.
 
+// A rank's compute before a collective is "slower" beyond a tenth over the median rank's: kernel
+// times of the same work vary by a few percent from run to run.
+constexpr double kSlowerCompute = 1.10;
+
 struct ArrivalAt {
     double start_us;
     double end_us;
@@ -418,7 +422,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
                 "waited inside them " + format_duration_ns(wait) + " per step for it. Before those "
                 "collectives its GPU computed " + format_duration_ns(own) + " each, against " +
                 format_duration_ns(typical) + " on the median rank" +
-                (own > typical * 1.1 ? ": it is slow in the compute before them (in backward when they "
+                (own > typical * kSlowerCompute ? ": it is slow in the compute before them (in backward when they "
                                        "are the gradients' all-reduce)."
                                      : ": its compute is not slower, so it starts that compute late "
                                        "(host, input or launch delays on that rank).") +

@@ -668,8 +668,8 @@ void TimelineAnalyzer::note_collective(const Event& e, std::uint64_t launch) {
 }
 
 // Collective kernels in the order each rank's GPU reached them (matched across ranks by step,
-// name and occurrence), with the compute its device ran since the collective before: what a
-// rank that arrives late was still doing.
+// name and occurrence), with the compute its device ran since the collective before started:
+// what a rank that arrives late was still doing.
 void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t launch, WorkClass work) {
     constexpr std::size_t kMaxArrivals = 4096;
     constexpr std::size_t kMaxMerged = 4096;
@@ -677,7 +677,7 @@ void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t la
     const std::uint64_t start = e.start_ns;
     const std::uint64_t end = std::max(e.end_ns, e.start_ns);
     if (work == WorkClass::kCompute) {
-        std::uint64_t from = std::max(start, since.last_collective_end);
+        std::uint64_t from = std::max(start, since.last_collective_start);
         if (end <= from) return;
         if (!since.merged.empty() && from <= since.merged.back().end) {
             since.merged.back().end = std::max(since.merged.back().end, end);
@@ -694,10 +694,11 @@ void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t la
         std::uint64_t hi = std::min(sp.end, start);
         if (hi > sp.start) compute += hi - sp.start;
     }
-    // Compute still running past this collective's start counts toward the next one.
-    while (!since.merged.empty() && since.merged.front().end <= end) since.merged.pop_front();
-    if (!since.merged.empty()) since.merged.front().start = std::max(since.merged.front().start, end);
-    since.last_collective_end = std::max(since.last_collective_end, end);
+    // The compute between two collectives' starts is what a rank did to reach the second (with
+    // DDP's buckets it overlaps the first); what runs past this start counts toward the next.
+    while (!since.merged.empty() && since.merged.front().end <= start) since.merged.pop_front();
+    if (!since.merged.empty()) since.merged.front().start = std::max(since.merged.front().start, start);
+    since.last_collective_start = std::max(since.last_collective_start, start);
     std::size_t s = step_of(known ? launch : start);
     if (s == SIZE_MAX || arrivals_.size() >= kMaxArrivals) return;
     std::uint32_t& seen = arrival_counts_[{steps_[s].number, e.kernel.name}];

@@ -215,8 +215,8 @@ private:
         std::uint64_t compute_before;
     };
     struct ComputeSince {
-        std::deque<Span> merged;  // compute kernels' union since the last collective ended
-        std::uint64_t last_collective_end = 0;
+        std::deque<Span> merged;  // compute kernels' union since the last collective started
+        std::uint64_t last_collective_start = 0;
     };
     std::vector<Arrival> arrivals_;
     std::map<std::pair<std::int64_t, StringId>, std::uint32_t> arrival_counts_;
