@@ -326,7 +326,9 @@ class Integration:
         self._patch(loader_cls, "__iter__", __iter__)
 
     def describe_loader(self, loader: Any) -> None:
-        """Records the loader's settings that decide how well it keeps up (as annotations)."""
+        """Records the loader's settings that decide how well it keeps up (as annotations), and
+        the CPU cores its workers can use: the timeline's input finding reads them to say whether
+        more workers would help. num_workers comes first (it starts a loader's description)."""
         prefetch = getattr(loader, "prefetch_factor", None)
         for key, value in (
             ("num_workers", getattr(loader, "num_workers", 0)),
@@ -334,6 +336,7 @@ class Integration:
             ("prefetch_factor", -1 if prefetch is None else prefetch),
             ("persistent_workers", bool(getattr(loader, "persistent_workers", False))),
             ("batch_size", getattr(loader, "batch_size", None) or 0),
+            ("cpu_cores", _usable_cpu_cores()),
         ):
             self.session.annotate(f"dataloader.{key}", int(value))
 
@@ -426,6 +429,15 @@ class Integration:
 
         sys.excepthook = excepthook
         self._undo.append(lambda: setattr(sys, "excepthook", previous))
+
+
+def _usable_cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with contextlib.suppress(OSError):
+            return len(affinity(0))
+    return os.cpu_count() or 0
 
 
 def _module(name: str) -> Any:
