@@ -182,5 +182,72 @@ TEST(CriticalPathCorpus, TheReplayReproducesEveryTrace) {
     EXPECT_GE(checked, 15);
 }
 
+// The timeline findings: each says what fixing it is worth wherever the program could be replayed.
+bool is_timeline_finding(const std::string& id) {
+    for (const char* t : {"input_bound", "host_sync_stall", "pageable_memcpy", "launch_bound", "comm_bound", "gpu_idle"}) {
+        if (id == t) return true;
+    }
+    return false;
+}
+
+// Nsight Systems exports (SQLite) go through the same graph: launches, syncs and stream waits
+// joined, the replay reproducing the measured span, every timeline finding priced, and the price
+// kept through the JSON report.
+TEST(CriticalPathCorpus, NsightExportsAreReplayedAndTheirFindingsPriced) {
+    int findings = 0;
+    for (const char* name : {"extrap_con_kernel.sqlite", "pipit_perlmutter-cloverleaf-cuda.sqlite"}) {
+        const std::string path = std::string(GPUDIAG_CORPUS_DIR) + "/nsight_sqlite/" + name;
+        if (!fs::exists(path)) GTEST_SKIP() << "corpus file absent: " << path;
+        auto r = analyze_files({path}, AnalysisOptions{});
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        const double span = figure(*r, "replay_step_ns");
+        EXPECT_GT(figure(*r, "launch_links"), 0) << name;
+        EXPECT_GT(figure(*r, "sync_waits"), 0) << name;
+        EXPECT_GT(span, 0) << name;
+        EXPECT_LE(figure(*r, "replay_error_ns"), 0.01 * span) << name;
+        auto parsed = parse_report_json(render_json(*r));
+        ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string();
+        for (const auto& f : parsed->findings) {
+            if (!is_timeline_finding(f.id)) continue;
+            ++findings;
+            EXPECT_GE(f.saving_ns(), 0) << name << " " << f.id;
+            EXPECT_GE(predicted(f, "share"), 0) << name << " " << f.id;
+        }
+    }
+    EXPECT_GT(findings, 0);
+}
+
+// Across the Kineto corpus: wherever the trace has a host timeline to replay, every timeline
+// finding carries its predicted saving, and findings come out ordered by it.
+TEST(CriticalPathCorpus, EveryTimelineFindingIsPricedAndRankedByIt) {
+    if (!fs::exists(trace(""))) GTEST_SKIP() << "corpus absent";
+    int priced = 0;
+    for (const auto& e : fs::directory_iterator(trace(""))) {
+        std::string name = e.path().filename().string();
+        if (name.find(".tar.") != std::string::npos || name.find("memory_timeline") != std::string::npos) continue;
+        const Report& r = analysed(name);
+        if (figure(r, "replay_step_ns") <= 0) continue;
+        double previous = -1;
+        bool priced_part = true;
+        for (const auto& f : r.findings) {
+            if (is_timeline_finding(f.id)) {
+                EXPECT_GE(f.saving_ns(), 0) << name << " " << f.id;
+                ++priced;
+            }
+            // Priced findings first (after any failure), largest saving first.
+            if (f.saving_ns() < 0) {
+                priced_part = priced_part && f.severity == Severity::kCritical && previous < 0;
+                continue;
+            }
+            if (previous >= 0) {
+                EXPECT_LE(f.saving_ns(), previous) << name << " " << f.id;
+            }
+            EXPECT_TRUE(priced_part) << name << " " << f.id << ": a priced finding after an unpriced one";
+            previous = f.saving_ns();
+        }
+    }
+    EXPECT_GT(priced, 10);
+}
+
 }  // namespace
 }  // namespace gpudiag
