@@ -99,7 +99,7 @@ class StepClock:
                 return False
             if adopt and (step is None or int(step) == self._open):
                 number = self._open  # the open step goes on under its new owner
-            elif adopt:
+            elif adopt and step is not None:
                 # The caller numbers the step that begins now: the one the previous owner had
                 # begun is left open, and an open step counts for nothing (no duration).
                 number = int(step)
