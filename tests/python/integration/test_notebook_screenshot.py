@@ -23,7 +23,7 @@ def _screenshot(html: str, tmp_path: Path, name: str) -> Path:
     png = tmp_path / f"{name}.png"
     cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
            "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-           f"--screenshot={png}", "--window-size=800,1600", page.as_uri()]
+           f"--screenshot={png}", "--window-size=800,4000", page.as_uri()]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert png.exists(), f"chromium wrote no screenshot: {result.stderr[-2000:]}"
     return png
