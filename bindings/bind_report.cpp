@@ -75,7 +75,8 @@ void bind_report(py::module_& m) {
         .def_readwrite("evidence", &Finding::evidence)
         .def_readwrite("advice", &Finding::advice)
         .def_readwrite("rank", &Finding::rank)
-        .def_readwrite("device", &Finding::device);
+        .def_readwrite("device", &Finding::device)
+        .def_readwrite("predicted_saving", &Finding::predicted_saving);
 
     py::class_<Table>(m, "Table")
         .def(py::init<>())

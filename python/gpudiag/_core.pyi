@@ -100,6 +100,7 @@ class Finding:
     advice: list[str]
     rank: int
     device: int
+    predicted_saving: list[Figure]
 
 class Table:
     id: str

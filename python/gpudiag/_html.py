@@ -120,6 +120,25 @@ def _figures_table(figures: dict[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+def _saving(predicted: dict[str, Any]) -> str:
+    """What fixing the finding is worth, as the text report says it; "" when not predicted."""
+    saving = predicted.get("saving_ns")
+    if saving is None:
+        return ""
+    text = "Fixing this saves about " + format_figure(float(saving["value"]), saving["unit"])
+    if "per step" in str(saving.get("label", "")):
+        text += " per step"
+    share = predicted.get("share")
+    if share is not None:
+        text += f" ({format_figure(float(share['value']), share['unit'])})"
+    step = predicted.get("step_time_ns")
+    if step is not None:
+        before = float(step["value"]) + float(saving["value"])
+        text += (f": {format_figure(before, step['unit'])} -> "
+                 f"{format_figure(float(step['value']), step['unit'])}")
+    return f'<div class="saving"><b>{escape(text)}</b></div>'
+
+
 def _finding(f: dict[str, Any]) -> str:
     severity = str(f.get("severity", "info"))
     parts = [f'<div class="finding {escape(severity)}">',
@@ -129,6 +148,7 @@ def _finding(f: dict[str, Any]) -> str:
         parts.append(f'<div class="note">rank {int(f["rank"])}</div>')
     if f.get("summary"):
         parts.append(f"<p>{escape(str(f['summary']))}</p>")
+    parts.append(_saving(f.get("predicted_saving", {})))
     parts.append(_figures_table(f.get("figures", {})))
     sites = f.get("sites", [])[:10]
     if sites:

@@ -88,6 +88,12 @@ class Finding:
         entry = self._data.get("figures", {}).get(key)
         return _value(entry) if entry is not None else default
 
+    @property
+    def predicted_saving(self) -> dict[str, dict[str, Any]]:
+        """What fixing this is worth, when predicted: figures ``saving_ns`` (per step),
+        ``share`` (of the step time) and ``step_time_ns`` (predicted); {} otherwise."""
+        return dict(self._data.get("predicted_saving", {}))
+
     def at_least(self, severity: str) -> bool:
         """True when this finding is at ``severity`` ("info", "warning", "critical") or above."""
         if not hasattr(_core.Severity, severity):
@@ -135,7 +141,7 @@ class Report:
     # ---- content ------------------------------------------------------------------------------
     @property
     def findings(self) -> list[Finding]:
-        """Findings, most severe first."""
+        """Findings, what to fix first on top (failures, then by predicted saving, then severity)."""
         return [Finding(f) for f in self._data.get("findings", [])]
 
     def finding(self, finding_id: str) -> Finding | None:

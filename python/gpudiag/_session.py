@@ -215,6 +215,18 @@ class Session:
             return False
         return self._clock.boundary(source, number)
 
+    def step_begin_from(self, source: str, number: int) -> bool:
+        """Step ``number`` starts now, says ``source`` (a framework's batch start)."""
+        if not self._running or self._clock is None:
+            return False
+        return self._clock.begin(source, number)
+
+    def step_end_from(self, source: str, done: int) -> bool:
+        """``done`` steps are complete, says ``source`` (a framework's global step)."""
+        if not self._running or self._clock is None:
+            return False
+        return self._clock.end(source, done)
+
     @property
     def step_clock(self) -> StepClock | None:
         return self._clock

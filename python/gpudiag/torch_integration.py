@@ -239,15 +239,28 @@ class Integration:
         self._patch(scaler_cls, "step", step)
 
     def _install_profiler_step(self) -> None:
+        # Numbered as torch.profiler numbers them: ProfilerStep#N runs from the N-th step() call
+        # (from start() for N = 0) to the next.
         profile_cls = _module("torch.profiler").profile
-        original = profile_cls.__dict__["step"]
+        original_step = profile_cls.__dict__["step"]
+        original_start = profile_cls.__dict__["start"]
         session = self.session
 
-        def step(prof: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(prof, *args, **kwargs)
-            session.step_boundary("profiler")
+        def step_number(prof: Any) -> int | None:
+            number = getattr(prof, "step_num", None)
+            return number if isinstance(number, int) else None
+
+        def start(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original_start(prof, *args, **kwargs)
+            session.step_boundary("profiler", step_number(prof))
             return result
 
+        def step(prof: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original_step(prof, *args, **kwargs)
+            session.step_boundary("profiler", step_number(prof))
+            return result
+
+        self._patch(profile_cls, "start", start)
         self._patch(profile_cls, "step", step)
 
     # -- torch.profiler and CUPTI --
@@ -320,7 +333,9 @@ class Integration:
         self._patch(loader_cls, "__iter__", __iter__)
 
     def describe_loader(self, loader: Any) -> None:
-        """Records the loader's settings that decide how well it keeps up (as annotations)."""
+        """Records the loader's settings that decide how well it keeps up (as annotations), and
+        the CPU cores its workers can use: the timeline's input finding reads them to say whether
+        more workers would help. num_workers comes first (it starts a loader's description)."""
         prefetch = getattr(loader, "prefetch_factor", None)
         for key, value in (
             ("num_workers", getattr(loader, "num_workers", 0)),
@@ -328,6 +343,7 @@ class Integration:
             ("prefetch_factor", -1 if prefetch is None else prefetch),
             ("persistent_workers", bool(getattr(loader, "persistent_workers", False))),
             ("batch_size", getattr(loader, "batch_size", None) or 0),
+            ("cpu_cores", _usable_cpu_cores()),
         ):
             self.session.annotate(f"dataloader.{key}", int(value))
 
@@ -450,6 +466,15 @@ class Integration:
 
         sys.excepthook = excepthook
         self._undo.append(lambda: setattr(sys, "excepthook", previous))
+
+
+def _usable_cpu_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    if affinity is not None:
+        with contextlib.suppress(OSError):
+            return len(affinity(0))
+    return os.cpu_count() or 0
 
 
 def _module(name: str) -> Any:
@@ -638,7 +663,9 @@ def gather_report(report: Report) -> Report | None:
 
 # ---- framework callbacks -------------------------------------------------------------------------
 def lightning_callback() -> Any:
-    """A Lightning ``Callback`` marking a step at the end of every training batch."""
+    """A Lightning ``Callback`` marking each training step from its first batch's start to the
+    batch after which the trainer's global step advances (so accumulated micro-batches are one
+    step), numbered by the global step."""
     try:
         from lightning.pytorch.callbacks import Callback
     except ImportError:
@@ -649,25 +676,41 @@ def lightning_callback() -> Any:
     return _make_lightning_callback(Callback)()
 
 
-def _framework_step_boundary(progress: Any) -> None:
-    """A step boundary from a trainer callback, numbered by the trainer's ``global_step``."""
+def _framework_step_begin(progress: Any) -> None:
+    """A trainer callback at the start of a step: step ``global_step`` begins (a micro-batch of a
+    step already open continues it)."""
     s = _active.session if _active is not None else None
-    if s is not None:
-        s.step_boundary("framework", getattr(progress, "global_step", None))
+    number = getattr(progress, "global_step", None)
+    if s is not None and isinstance(number, int):
+        s.step_begin_from("framework", number)
+
+
+def _framework_step_end(progress: Any) -> None:
+    """A trainer callback after a batch: the open step ends once the trainer's ``global_step``
+    has passed it (after the optimizer step, not after each accumulated micro-batch)."""
+    s = _active.session if _active is not None else None
+    number = getattr(progress, "global_step", None)
+    if s is not None and isinstance(number, int):
+        s.step_end_from("framework", number)
 
 
 def _make_lightning_callback(base: type) -> type:
     class GpudiagLightningCallback(base):  # type: ignore[misc]
-        # Lightning's hook signature (it passes every argument by position).
+        # Lightning's hook signatures (it passes every argument by position).
+        def on_train_batch_start(self, trainer: Any, pl_module: Any,  # noqa: ARG002
+                                 batch: Any, batch_idx: int) -> None:  # noqa: ARG002
+            _framework_step_begin(trainer)
+
         def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any,  # noqa: ARG002
                                batch: Any, batch_idx: int) -> None:  # noqa: ARG002
-            _framework_step_boundary(trainer)
+            _framework_step_end(trainer)
 
     return GpudiagLightningCallback
 
 
 def hf_callback() -> Any:
-    """A Hugging Face ``TrainerCallback`` marking a step at every optimizer step's end."""
+    """A Hugging Face ``TrainerCallback`` marking each optimizer step from its start to its end,
+    numbered by the trainer's global step."""
     try:
         from transformers import TrainerCallback
     except ImportError as e:
@@ -677,10 +720,14 @@ def hf_callback() -> Any:
 
 def _make_hf_callback(base: type) -> type:
     class GpudiagTrainerCallback(base):  # type: ignore[misc]
-        # transformers' TrainerCallback signature.
+        # transformers' TrainerCallback signatures.
+        def on_step_begin(self, args: Any, state: Any, control: Any,  # noqa: ARG002
+                          **kwargs: Any) -> None:  # noqa: ARG002
+            _framework_step_begin(state)
+
         def on_step_end(self, args: Any, state: Any, control: Any,  # noqa: ARG002
                         **kwargs: Any) -> None:  # noqa: ARG002
-            _framework_step_boundary(state)
+            _framework_step_end(state)
 
     return GpudiagTrainerCallback
 

@@ -199,7 +199,12 @@ struct SyncPayload {
     SyncKind sync_kind;
     std::uint8_t pad[3];
     std::uint64_t object;         ///< event or stream handle waited on, 0 when unknown
-    std::uint64_t reserved[2];
+    /// kEvent / kStreamWaitEvent: the stream the waited-on event was recorded on, kNoStream when
+    /// the source does not say (Kineto's wait_on_stream)
+    std::uint32_t wait_stream;
+    /// correlation id of the cudaEventRecord call the wait is for, 0 when unknown
+    std::uint32_t record_correlation;
+    std::uint64_t reserved;
 };
 
 struct ApiPayload {

@@ -92,7 +92,25 @@ struct Finding {
     std::vector<std::string> advice;    ///< what to change, most effective first
     std::int32_t rank = -1;
     std::int32_t device = -1;
+    /// What fixing it is worth, where the analysis could replay the program without its cause
+    /// (timeline and job findings): "saving_ns" (time saved per step, or over the window without
+    /// steps), "share" (of the step time) and "step_time_ns" (the step time predicted). Empty
+    /// when not predicted. Reports rank findings by it (see rank_findings).
+    std::vector<Figure> predicted_saving{};
+
+    /// The predicted saving in ns (per step), or -1 when none was predicted.
+    [[nodiscard]] double saving_ns() const noexcept {
+        for (const auto& f : predicted_saving) {
+            if (f.key == "saving_ns") return f.value;
+        }
+        return -1.0;
+    }
 };
+
+/// Orders findings as a user should act on them: failures first (critical findings with no
+/// predicted saving: an out-of-memory error, uncorrected ECC errors), then every finding with a
+/// predicted saving, largest saving first, then the rest, most severe first. Stable.
+GPUDIAG_API void rank_findings(std::vector<Finding>& findings) noexcept;
 
 using Cell = std::variant<double, std::string>;
 

@@ -60,9 +60,8 @@ public:
             report.notes.emplace_back(
                 "The input ended early; figures cover the part that could be read.");
         }
-        // Most severe first; stable so analyses keep their own order within a severity.
-        std::stable_sort(report.findings.begin(), report.findings.end(),
-                         [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+        // What to act on first (see rank_findings); stable so analyses keep their own order.
+        rank_findings(report.findings);
         return report;
     }
 

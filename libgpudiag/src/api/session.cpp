@@ -372,8 +372,7 @@ struct Session::Impl final : detail::EventQueue {
                                    "; GPU activity was not observed directly.");
             for (const auto& r : st.reasons) report.notes.push_back(r);
         }
-        std::stable_sort(report.findings.begin(), report.findings.end(),
-                         [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+        rank_findings(report.findings);
         return report;
     }
 

@@ -11,8 +11,8 @@ namespace {
 
 using detail::JsonWriter;
 
-void write_figures(JsonWriter& w, const std::vector<Figure>& figures) {
-    w.key("figures").begin_object();
+void write_figures(JsonWriter& w, const std::vector<Figure>& figures, const char* key = "figures") {
+    w.key(key).begin_object();
     for (const auto& f : figures) {
         w.key(f.key).begin_object();
         w.field("value", f.value).field("unit", f.unit).field("label", f.label);
@@ -48,6 +48,7 @@ void write_finding(JsonWriter& w, const Finding& f) {
     w.field("title", f.title).field("summary", f.summary).field("confidence", f.confidence);
     w.field("rank", f.rank).field("device", f.device);
     write_figures(w, f.figures);
+    if (!f.predicted_saving.empty()) write_figures(w, f.predicted_saving, "predicted_saving");
     w.field("site_unit", f.site_unit);
     w.key("sites").begin_array();
     for (const auto& s : f.sites) {

@@ -189,15 +189,16 @@ private:
     }
 
     // Figures are an object keyed by figure key, in the order the analysis wrote them.
-    bool figures(dom::object parent, const std::string& path, std::vector<Figure>& out) {
+    bool figures(dom::object parent, const std::string& path, std::vector<Figure>& out,
+                 const char* key = "figures") {
         dom::element e;
-        if (parent["figures"].get(e) != simdjson::SUCCESS) return true;
+        if (parent[key].get(e) != simdjson::SUCCESS) return true;
         dom::object all;
-        if (!object(e, path + ".figures", all)) return false;
+        if (!object(e, path + "." + key, all)) return false;
         for (auto field : all) {
             Figure f;
             f.key.assign(field.key);
-            std::string where = path + ".figures." + f.key;
+            std::string where = path + "." + key + "." + f.key;
             dom::object o;
             if (!(object(field.value, where, o) && number(o, "value", where, f.value) &&
                   text(o, "unit", where, f.unit) && text(o, "label", where, f.label) &&
@@ -222,7 +223,9 @@ private:
                named(o, "severity", path, f.severity) && text(o, "title", path, f.title) &&
                text(o, "summary", path, f.summary) && number(o, "confidence", path, f.confidence) &&
                integer(o, "rank", path, f.rank) && integer(o, "device", path, f.device) &&
-               figures(o, path, f.figures) && text(o, "site_unit", path, f.site_unit) &&
+               figures(o, path, f.figures) &&
+               figures(o, path, f.predicted_saving, "predicted_saving") &&
+               text(o, "site_unit", path, f.site_unit) &&
                list(o, "sites", path, f.sites, &ReportReader::site) &&
                strings(o, "evidence", path, f.evidence) && strings(o, "advice", path, f.advice);
     }

@@ -192,6 +192,10 @@ void add_findings(Exposition& out, const Report& r, const Labels& base) {
             add_figure(out, "gpudiag_finding_" + metric_part(f.id) + "_", " (finding " + f.id + ")",
                        fig, labels);
         }
+        for (const auto& fig : f.predicted_saving) {
+            add_figure(out, "gpudiag_finding_" + metric_part(f.id) + "_predicted_",
+                       " (finding " + f.id + ", predicted when fixed)", fig, labels);
+        }
     }
 }
 

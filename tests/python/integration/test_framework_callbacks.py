@@ -30,13 +30,13 @@ def _step_calls(backend) -> list[tuple[str, int]]:
 
 
 def _expected_steps(last: int) -> list[tuple[str, int]]:
-    # Step 0 (begun by the first optimizer step, before the framework's first boundary) is the
-    # warm-up; each framework boundary then ends one step and begins the next, numbered by the
-    # trainer's global step.
+    # One step per optimizer step, from its first batch's start to the end of the batch that
+    # advanced the trainer's global step, numbered by the global step the trainer had during it;
+    # the optimizer hook inside adds nothing, and no step is left open after the last.
     out: list[tuple[str, int]] = []
     for n in range(last):
         out += [("step_begin", n), ("step_end", n)]
-    return [*out, ("step_begin", last)]
+    return out
 
 
 def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
@@ -111,3 +111,32 @@ def test_callbacks_say_what_is_missing(monkeypatch) -> None:
         torch_integration.lightning_callback()
     with pytest.raises(gpudiag.UnavailableError, match="transformers is not installed"):
         torch_integration.hf_callback()
+
+
+def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
+    # The same trainer in a real (CPU-only) session: the per-step table has one row per training
+    # step, numbered by the global step, none of them empty.
+    lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):  # noqa: ARG002 - Lightning's signature
+            return self.layer(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
+    with gpudiag.session(capture_gpu=False, nvml_hz=0) as s:
+        trainer = lightning.Trainer(
+            accelerator="cpu", max_steps=MAX_STEPS, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+            callbacks=[torch_integration.lightning_callback()])
+        trainer.fit(Tiny(), data)
+    table = next(t for t in s.report().section("timeline")["tables"] if t["id"] == "steps")
+    number, duration = table["columns"].index("step"), table["columns"].index("duration_ns")
+    assert [int(row[number]) for row in table["rows"]] == list(range(MAX_STEPS))
+    assert all(row[duration] > 0 for row in table["rows"])

@@ -52,14 +52,17 @@ def test_dataloader_wait_is_measured_per_step(fake_backend) -> None:
         _train(loader)
     backend = fake_backend.last
     waits = backend.input_waits_per_step()
-    # 6 batches: the first fetch precedes step 0 (warm-up), each later one is inside a step; the
-    # last step also contains the final, empty fetch that ends the loop.
-    assert sorted(waits) == [0, 1, 2, 3, 4, 5]
+    # 6 batches: the first fetch is in iteration 0, which the first optimizer step ends (so no
+    # step holds it); each later one is inside the step of its iteration (1..5); the step the last
+    # optimizer step begins holds only the final, empty fetch that ends the loop.
+    assert sorted(waits) == [1, 2, 3, 4, 5, 6]
     expected_ns = BATCH * ITEM_DELAY_S * 1e9
-    for step in range(5):
+    for step in range(1, 6):
         assert expected_ns * 0.95 <= waits[step] <= expected_ns * 2.0, (step, waits[step])
-    assert waits[5] < expected_ns * 0.5
-    assert backend.annotations() == {
+    assert waits[6] < expected_ns * 0.5
+    notes = backend.annotations()
+    assert notes.pop("dataloader.cpu_cores") >= 1
+    assert notes == {
         "dataloader.num_workers": 0, "dataloader.pin_memory": 0,
         "dataloader.prefetch_factor": -1, "dataloader.persistent_workers": 0,
         "dataloader.batch_size": BATCH}
@@ -127,8 +130,12 @@ def test_explicit_steps_win_over_optimizer_hooks(fake_backend) -> None:
             model(torch.ones(1, 4)).sum().backward()
             opt.step()
             gpudiag.step(100 + i)
-    begins = [a[0] for n, _, a in fake_backend.last.calls if n == "step_begin"]
+    calls = fake_backend.last.calls
+    begins = [a[0] for n, _, a in calls if n == "step_begin"]
+    ends = [a[0] for n, _, a in calls if n == "step_end"]
     assert begins[-4:] == [100, 101, 102, 103]
+    # The step the first optimizer step began is left open, not ended a moment later.
+    assert ends == [100, 101, 102]
 
 
 def test_grad_scaler_skipped_steps_still_end_the_step(fake_backend) -> None:
@@ -142,7 +149,8 @@ def test_grad_scaler_skipped_steps_still_end_the_step(fake_backend) -> None:
             scaler.scale(loss).backward()
             scaler.step(opt)  # skips optimizer.step() for the inf gradients of iteration 1
             scaler.update()
-    assert fake_backend.last.names().count("step_begin") == 3
+    begins = [a[0] for n, _, a in fake_backend.last.calls if n == "step_begin"]
+    assert begins == [1, 2, 3]  # the first boundary ends iteration 0
 
 
 def test_profiler_steps_and_cupti_handover(fake_backend) -> None:
@@ -154,7 +162,11 @@ def test_profiler_steps_and_cupti_handover(fake_backend) -> None:
                 prof.step()
         assert s.step_clock.owner == "profiler"
     names = fake_backend.last.names()
-    assert names.count("step_begin") == 3
+    # Numbered as the profiler's ProfilerStep#N: #0 from start() to the first step(); the one the
+    # last step() begins has no iteration in it and stays open.
+    begins = [a[0] for n, _, a in fake_backend.last.calls if n == "step_begin"]
+    assert begins == [0, 1, 2, 3]
+    assert names.count("step_end") == 3
     assert "pause_capture" not in names  # CPU-only profiling leaves CUPTI to gpudiag
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from html import escape
 
 import pytest
 
@@ -83,6 +84,23 @@ def test_html_is_self_contained_and_escaped(starved_report: Report) -> None:
     assert not re.search(r"(src|href)\s*=\s*[\"']?https?:", html)
     assert "@import" not in html
     assert "train.py &lt;b&gt;" in html
+
+
+def test_html_ranks_findings_by_their_predicted_saving(starved_report: Report) -> None:
+    # The text report's order and its "Fixing this saves about" line, in the HTML too.
+    html = starved_report.to_html()
+    text = starved_report.summary()
+    priced = [f for f in starved_report.findings if f.predicted_saving]
+    assert len(priced) >= 2
+    savings = [f.predicted_saving["saving_ns"]["value"] for f in priced]
+    assert savings == sorted(savings, reverse=True)
+    lines = [line.strip() for line in text.splitlines() if "Fixing this saves about" in line]
+    assert len(lines) == len(priced)
+    positions = [html.find(f"<b>{escape(line)}</b>") for line in lines]
+    assert -1 not in positions, lines
+    assert positions == sorted(positions)
+    titles = [html.find(escape(f.title)) for f in priced]
+    assert titles == sorted(titles)
 
 
 def test_numbers_print_as_cpp_prints_them(starved_report: Report) -> None:

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 #include <variant>
 #include <string>
 #include <vector>
@@ -274,6 +275,191 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     s.tables.push_back(std::move(t));
 }
 
+// ---- Stragglers by the GPU: who reaches each collective last -------------------------------------
+//
+// A collective kernel ends at about the same moment on every rank (it completes once the last rank
+// has joined), so its start on each rank's GPU is when that rank arrived: the rank that starts it
+// last holds everyone else inside it. Wall time per step says nothing here (every rank waits for
+// the last, so all steps are equally long); the GPU's own clock does. Ranks' clocks are aligned on
+// the collectives' common end (the median, per rank, of its end minus the median end), so ranks
+// on machines whose clocks disagree still compare.
+
+// A rank's compute before a collective is "slower" beyond a tenth over the median rank's: kernel
+// times of the same work vary by a few percent from run to run.
+constexpr double kSlowerCompute = 1.10;
+
+struct ArrivalAt {
+    double start_us;
+    double end_us;
+    double compute_ns;
+};
+// (step, kernel, occurrence within the step) -> rank -> arrival
+using ArrivalKey = std::tuple<std::int64_t, std::string, std::int64_t>;
+using Arrivals = std::map<ArrivalKey, std::map<std::int32_t, ArrivalAt>>;
+
+Arrivals read_arrivals(const Report& job) {
+    Arrivals out;
+    for (const auto& r : job.ranks) {
+        const Table* t = table_of(r, "timeline", "collective_arrivals");
+        if (t == nullptr) continue;
+        for (const auto& row : t->rows) {
+            if (row.size() < 7 || !std::holds_alternative<std::string>(row[2])) continue;
+            ArrivalKey key{static_cast<std::int64_t>(number_at(row, 0)), std::get<std::string>(row[2]),
+                           static_cast<std::int64_t>(number_at(row, 1))};
+            out[key][r.source.rank] = ArrivalAt{number_at(row, 4), number_at(row, 5), number_at(row, 6)};
+        }
+    }
+    // A collective seen on one rank only cannot say who was late.
+    for (auto it = out.begin(); it != out.end();) it = it->second.size() < 2 ? out.erase(it) : std::next(it);
+    return out;
+}
+
+struct LateRank {
+    int last = 0;               // collectives it reached last
+    double wait_ns = 0;         // what the others waited for it there (last minus second last)
+    double compute_ns = 0;      // its compute before those collectives
+    double median_compute_ns = 0;  // the median rank's compute before the same collectives
+    double offset_ns = 0;       // its clock against the others'
+};
+
+struct GpuArrivals {
+    std::size_t matched = 0;
+    std::set<std::int64_t> steps;
+    std::map<std::int32_t, LateRank> ranks;
+    Table table;
+};
+
+GpuArrivals gpu_arrivals(const Report& job) {
+    GpuArrivals out;
+    const Arrivals arrivals = read_arrivals(job);
+    if (arrivals.empty()) return out;
+    std::map<std::int32_t, std::vector<double>> skew;  // rank -> end minus the median end (ns)
+    for (const auto& [key, by_rank] : arrivals) {
+        std::vector<double> ends;
+        for (const auto& [rank, a] : by_rank) ends.push_back(a.end_us);
+        const double mid = median(ends);
+        for (const auto& [rank, a] : by_rank) skew[rank].push_back((a.end_us - mid) * 1000.0);
+    }
+    for (auto& [rank, v] : skew) out.ranks[rank].offset_ns = median(v);
+    out.table.id = "collective_arrivals";
+    out.table.title = "Who reached each collective last on the GPU (clocks aligned on the collectives' end)";
+    out.table.columns = {"step", "kernel", "occurrence", "last_rank", "wait_ns", "last_compute_ns",
+                         "median_compute_ns"};
+    out.table.units = {"step", "", "count", "rank", "ns", "ns", "ns"};
+    constexpr std::size_t kRows = 256;
+    for (const auto& [key, by_rank] : arrivals) {
+        std::vector<std::pair<double, std::int32_t>> at;  // aligned start (ns), rank
+        std::vector<double> compute;
+        for (const auto& [rank, a] : by_rank) {
+            at.emplace_back(a.start_us * 1000.0 - out.ranks[rank].offset_ns, rank);
+            compute.push_back(a.compute_ns);
+        }
+        std::sort(at.rbegin(), at.rend());
+        const std::int32_t last = at[0].second;
+        const double wait = at[0].first - at[1].first;
+        const double mid_compute = median(compute);
+        LateRank& lr = out.ranks[last];
+        ++lr.last;
+        lr.wait_ns += wait;
+        lr.compute_ns += by_rank.at(last).compute_ns;
+        lr.median_compute_ns += mid_compute;
+        ++out.matched;
+        out.steps.insert(std::get<0>(key));
+        if (out.table.rows.size() < kRows) {
+            out.table.rows.push_back({static_cast<double>(std::get<0>(key)), std::get<1>(key),
+                                      static_cast<double>(std::get<2>(key)), static_cast<double>(last),
+                                      wait, by_rank.at(last).compute_ns, mid_compute});
+        }
+    }
+    return out;
+}
+
+// The rank the others wait for most, by GPU arrival; adds the job figures and tables and, when it
+// holds the job back by kStragglerNotable of a step, the rank_straggler finding. False when the
+// ranks' reports carry no collective arrivals (they were not analysed for a job).
+bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
+    GpuArrivals g = gpu_arrivals(job);
+    if (g.matched == 0) return false;
+    const double steps = static_cast<double>(std::max<std::size_t>(1, g.steps.size()));
+    auto worst = std::max_element(g.ranks.begin(), g.ranks.end(), [](const auto& a, const auto& b) {
+        if (a.second.wait_ns != b.second.wait_ns) return a.second.wait_ns < b.second.wait_ns;
+        return a.second.last < b.second.last;
+    });
+    const std::int32_t rank = worst->first;
+    const LateRank& lr = worst->second;
+    const double wait = lr.wait_ns / steps;
+    const double excess = median_step_ns > 0 ? wait / median_step_ns : 0;
+    s.figures.push_back({"collectives_matched", static_cast<double>(g.matched), "count",
+                         "collective kernels matched across ranks"});
+    s.figures.push_back({"gpu_late_rank", static_cast<double>(rank), "rank",
+                         "rank the others wait for most, by when its GPU reached the collectives"});
+    s.figures.push_back({"gpu_late_wait_ns", wait, "ns", "the others' wait for it, per step"});
+    s.figures.push_back({"gpu_late_share", excess, "fraction", "that wait, share of the median step"});
+    Table per_rank;
+    per_rank.id = "gpu_arrivals";
+    per_rank.title = "Per rank: collectives reached last on the GPU, the wait it caused, the compute before";
+    per_rank.columns = {"rank", "collectives_last", "wait_ns_per_step", "compute_before_ns",
+                        "median_compute_before_ns", "clock_offset_ns"};
+    per_rank.units = {"rank", "count", "ns", "ns", "ns", "ns"};
+    for (const auto& [r, x] : g.ranks) {
+        per_rank.rows.push_back({static_cast<double>(r), static_cast<double>(x.last), x.wait_ns / steps,
+                                 x.last > 0 ? x.compute_ns / x.last : 0.0,
+                                 x.last > 0 ? x.median_compute_ns / x.last : 0.0, x.offset_ns});
+    }
+    s.tables.push_back(std::move(per_rank));
+    s.tables.push_back(std::move(g.table));
+    if (excess < kStragglerNotable) return true;
+    const double own = lr.last > 0 ? lr.compute_ns / lr.last : 0;
+    const double typical = lr.last > 0 ? lr.median_compute_ns / lr.last : 0;
+    Finding f;
+    f.id = "rank_straggler";
+    f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
+    f.rank = rank;
+    f.title = "Rank " + std::to_string(rank) + " reaches the collectives last on the GPU: the other "
+              "ranks wait about " + format_duration_ns(wait) + " per step (" + format_percent(excess) + ") for it";
+    f.summary = "Rank " + std::to_string(rank) + "'s GPU started " + std::to_string(lr.last) + " of the " +
+                std::to_string(g.matched) + " collective kernels matched across ranks last; the others "
+                "waited inside them " + format_duration_ns(wait) + " per step for it. Before those "
+                "collectives its GPU computed " + format_duration_ns(own) + " each, against " +
+                format_duration_ns(typical) + " on the median rank" +
+                (own > typical * kSlowerCompute ? ": it is slow in the compute before them (in backward when they "
+                                       "are the gradients' all-reduce)."
+                                     : ": its compute is not slower, so it starts that compute late "
+                                       "(host, input or launch delays on that rank).") +
+                " Step times can be equal on every rank all the same: each rank waits for it inside "
+                "the collective.";
+    f.figures = {{"share", excess, "fraction", "wait for this rank, share of the step"},
+                 {"wait_ns", wait, "ns", "the others' wait per step"},
+                 {"collectives_last", static_cast<double>(lr.last), "count", "collectives it reached last"},
+                 {"compute_before_ns", own, "ns", "its compute before each of them"},
+                 {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
+    f.predicted_saving = {{"saving_ns", wait, "ns", "time saved per step"},
+                          {"share", excess, "fraction", "share of the step time"},
+                          {"step_time_ns", std::max(0.0, median_step_ns - wait), "ns", "predicted step time"}};
+    f.site_unit = "ns";
+    double total = 0;
+    for (const auto& [r, x] : g.ranks) total += x.wait_ns;
+    for (const auto& [r, x] : g.ranks) {
+        if (x.last == 0) continue;
+        f.sites.push_back(CallSite{"rank " + std::to_string(r), x.wait_ns / steps,
+                                   total > 0 ? x.wait_ns / total : 0.0,
+                                   std::to_string(x.last) + " collectives reached last"});
+    }
+    f.evidence.push_back("GPU start of the collectives, clocks aligned on their common end: rank " +
+                         std::to_string(rank) + " last at " + std::to_string(lr.last) + " of " +
+                         std::to_string(g.matched));
+    f.summary += " Bringing it to the next-latest rank's arrival saves about " + format_duration_ns(wait) +
+                 " per step (" + format_percent(excess) + ").";
+    f.advice.push_back("Look at this rank's compute before the collectives it reaches last (its "
+                       "kernels, its GPU's clocks and temperature): its delay is every rank's delay.");
+    f.advice.push_back("Balance the work: uneven shards, embedding tables or sequence lengths make "
+                       "one rank's backward slower.");
+    f.advice.push_back("Check the machine: a throttled or shared GPU, or a busy CPU, shows up as one "
+                       "slow rank.");
+    job.findings.push_back(std::move(f));
+    return true;
+}
+
 // The figure a finding leads with, to rank ranks by: its "share" when it has one.
 const Figure* lead_figure(const Finding& f) {
     for (const auto& fig : f.figures) {
@@ -327,6 +513,7 @@ void summarise_rank_findings(Report& job) {
         }
         for (const auto& e : w.evidence) f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
         f.advice = w.advice;
+        f.predicted_saving = w.predicted_saving;
         job.findings.push_back(std::move(f));
     }
 }
@@ -412,7 +599,10 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                              "median rank's extra time in collectives, per step"});
         s.figures.push_back({"straggler_excess", excess, "fraction",
                              "that wait as a share of the median step time"});
-        if (excess >= kStragglerNotable) {
+        // The GPU's arrival at each collective names the straggler exactly; collective time per
+        // rank is the estimate for reports that lack it.
+        const bool by_gpu = add_gpu_straggler(job, s, med_step);
+        if (!by_gpu && excess >= kStragglerNotable) {
             Finding f;
             f.id = "rank_straggler";
             f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
@@ -431,6 +621,9 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                          {"wait_ns", wait, "ns", "others' extra collective time per step"},
                          {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
                          {"median_communication_ns", med_comm, "ns", "median collective time"}};
+            f.predicted_saving = {{"saving_ns", wait, "ns", "time saved per step"},
+                                  {"share", excess, "fraction", "share of the step time"},
+                                  {"step_time_ns", std::max(0.0, med_step - wait), "ns", "predicted step time"}};
             f.site_unit = "ns";
             for (const auto& r : ranks) {
                 f.sites.push_back(CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
@@ -476,6 +669,11 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             f.figures = {{"share", spread, "fraction", "(max - min) over the mean"},
                          {"max_communication_ns", hi->comm_ns, "ns", "most collective time"},
                          {"min_communication_ns", lo->comm_ns, "ns", "least collective time"}};
+            // Evening it out means the rank arriving last arrives with the median one.
+            const double even = std::max(0.0, med_comm - lo->comm_ns);
+            f.predicted_saving = {{"saving_ns", even, "ns", "time saved per step"},
+                                  {"share", med_step > 0 ? even / med_step : 0.0, "fraction", "share of the step time"},
+                                  {"step_time_ns", std::max(0.0, med_step - even), "ns", "predicted step time"}};
             f.site_unit = "ns";
             for (const auto& r : ranks) {
                 f.sites.push_back(CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
@@ -493,8 +691,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
     add_rank_table(job, s);
     job.sections.push_back(std::move(s));
     summarise_rank_findings(job);
-    std::stable_sort(job.findings.begin(), job.findings.end(),
-                     [](const Finding& a, const Finding& b) { return a.severity > b.severity; });
+    rank_findings(job.findings);
 }
 
 }  // namespace gpudiag::detail

@@ -125,6 +125,8 @@ void TimelineAnalyzer::consume(std::span<const Event> events) {
 
 void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
     for (auto& d : devices_) flush_pending(d);
+    critical_path_.finish();
+    critical_path_finished_ = true;
     ended_ = true;
 }
 
@@ -195,8 +197,18 @@ void TimelineAnalyzer::on_event(const Event& e) {
             // Host-blocking synchronizations (not the GPU-side cudaStreamWaitEvent).
             if (e.sync.sync_kind != SyncKind::kStreamWaitEvent) {
                 add_span(sync_spans_, e.start_ns, std::max(e.end_ns, e.start_ns));
+                // The stream it waits on: a stream sync's own, an event sync's recording stream.
+                std::uint32_t on = e.sync.sync_kind == SyncKind::kStream  ? e.stream
+                                   : e.sync.sync_kind == SyncKind::kEvent ? e.sync.wait_stream
+                                                                          : kNoStream;
+                critical_path_.name_sync_stream(e.sync.correlation, on);
+                critical_path_.add_host(CriticalPath::HostKind::kSync, e.start_ns, e.end_ns,
+                                        e.sync.correlation, e.device, on);
+            } else {
+                critical_path_.add_stream_wait(e.start_ns, e.device, e.stream, e.sync.wait_stream);
             }
             break;
+        case EventKind::kAnnotation: on_annotation(e); break;
         case EventKind::kRange:
             if (e.device == kNoDevice) {
                 on_host_range(e, e.start_ns, std::max(e.end_ns, e.start_ns), e.range.category,
@@ -242,6 +254,7 @@ void TimelineAnalyzer::on_event(const Event& e) {
                 StepRecord& st = steps_[*it];
                 if (st.number == static_cast<std::int64_t>(e.range.id) || it + 1 == open_steps_.rend()) {
                     st.end_ns = std::max(e.start_ns, st.start_ns);
+                    critical_path_.close_step(st.start_ns, st.end_ns);
                     open_steps_.erase(std::next(it).base());
                     break;
                 }
@@ -269,6 +282,7 @@ void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::ui
                                 [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
     std::size_t index = static_cast<std::size_t>(pos - steps_.begin());
     steps_.insert(pos, r);
+    critical_path_.add_step(start, end);
     for (auto& o : open_steps_) {
         if (o >= index) ++o;
     }
@@ -300,6 +314,8 @@ void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, st
             st.longest_input_wait_ns = std::max(st.longest_input_wait_ns, dur);
         }
         add_span(input_spans_, start, end);
+        critical_path_.add_host(CriticalPath::HostKind::kInput, start, end, 0);
+        if (current_loader_ < loaders_.size()) loaders_[current_loader_].input_wait_ns += dur;
         if (!single_process_loader_ && strings_ != nullptr &&
             strings_->lookup(name).find("_SingleProcessDataLoaderIter") != std::string_view::npos) {
             single_process_loader_ = true;
@@ -386,6 +402,45 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
             break;
         default: add_span(api_spans_, start, end); break;
     }
+    CriticalPath::HostKind kind = CriticalPath::HostKind::kOtherApi;
+    switch (api_kind(e.api.name)) {
+        case ApiKind::kSync: kind = CriticalPath::HostKind::kSync; break;
+        case ApiKind::kCopy: kind = CriticalPath::HostKind::kCopy; break;
+        case ApiKind::kLaunch: kind = CriticalPath::HostKind::kLaunch; break;
+        default: break;
+    }
+    critical_path_.add_host(kind, start, end, corr, e.device);
+}
+
+// gpudiag's PyTorch integration describes each DataLoader when it is first iterated, one
+// "dataloader.<setting>" annotation per setting, num_workers first.
+void TimelineAnalyzer::on_annotation(const Event& e) {
+    if (strings_ == nullptr) return;
+    std::string_view text = strings_->lookup(e.annotation.text);
+    if (!starts_with(text, "dataloader.")) return;
+    std::string_view key = text.substr(11);
+    constexpr std::size_t kMaxLoaders = 16;
+    if (key == "num_workers" || current_loader_ >= loaders_.size()) {
+        if (loaders_.size() < kMaxLoaders) loaders_.emplace_back();
+        current_loader_ = loaders_.size() - 1;
+    }
+    LoaderSettings& l = loaders_[current_loader_];
+    const std::int64_t v = e.annotation.value;
+    if (key == "num_workers") l.num_workers = v;
+    else if (key == "pin_memory") l.pin_memory = v;
+    else if (key == "prefetch_factor") l.prefetch_factor = v;
+    else if (key == "persistent_workers") l.persistent_workers = v;
+    else if (key == "batch_size") l.batch_size = v;
+    else if (key == "cpu_cores") l.cpu_cores = v;
+}
+
+void TimelineAnalyzer::feed_critical_path(const Event& e, std::uint64_t launch, bool known, WorkClass work) {
+    PathPart part = work == WorkClass::kCommunication ? PathPart::kCommunication
+                    : work == WorkClass::kMemory      ? PathPart::kMemory
+                                                      : PathPart::kCompute;
+    bool pageable = e.kind == EventKind::kMemcpy &&
+                    (e.copy.src_kind == MemoryKind::kPageable || e.copy.dst_kind == MemoryKind::kPageable);
+    critical_path_.add_gpu(e, known ? launch : 0, part, pageable);
 }
 
 void TimelineAnalyzer::add_span(SpanQueue& queue, std::uint64_t start, std::uint64_t end) {
@@ -480,6 +535,8 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
         work_class(e) == WorkClass::kCommunication) {
         note_collective(e, p.launch);
     }
+    if (options_.for_job && e.kind == EventKind::kKernel) note_arrival(e, p.known, p.launch, work_class(e));
+    const std::uint64_t raw_launch = p.launch;
     bool hta = options_.window == AnalysisWindow::kHta;
     if (hta) {
         p.start = ceil_us(p.start);
@@ -490,6 +547,7 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     p.unattributed = !p.known && hta;
     p.bucket = p.unattributed ? 0 : bucket_of(p.known ? p.launch : p.start);
     p.work = work_class(e);
+    feed_critical_path(e, raw_launch, p.known, p.work);
     apply(d.all, p, e, true);
     if (hta && p.known) apply(d.attributed, p, e, false);
 
@@ -609,6 +667,44 @@ void TimelineAnalyzer::note_collective(const Event& e, std::uint64_t launch) {
     if (chain.size() > kMaxCollectiveChain) chain.erase(chain.begin());
 }
 
+// Collective kernels in the order each rank's GPU reached them (matched across ranks by step,
+// name and occurrence), with the compute its device ran since the collective before started:
+// what a rank that arrives late was still doing.
+void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t launch, WorkClass work) {
+    constexpr std::size_t kMaxArrivals = 4096;
+    constexpr std::size_t kMaxMerged = 4096;
+    ComputeSince& since = compute_since_[e.device];
+    const std::uint64_t start = e.start_ns;
+    const std::uint64_t end = std::max(e.end_ns, e.start_ns);
+    if (work == WorkClass::kCompute) {
+        std::uint64_t from = std::max(start, since.last_collective_start);
+        if (end <= from) return;
+        if (!since.merged.empty() && from <= since.merged.back().end) {
+            since.merged.back().end = std::max(since.merged.back().end, end);
+        } else if (since.merged.size() < kMaxMerged) {
+            since.merged.push_back(Span{from, end});
+        } else {
+            since.merged.back().end = std::max(since.merged.back().end, end);
+        }
+        return;
+    }
+    if (work != WorkClass::kCommunication) return;
+    std::uint64_t compute = 0;
+    for (const Span& sp : since.merged) {
+        std::uint64_t hi = std::min(sp.end, start);
+        if (hi > sp.start) compute += hi - sp.start;
+    }
+    // The compute between two collectives' starts is what a rank did to reach the second (with
+    // DDP's buckets it overlaps the first); what runs past this start counts toward the next.
+    while (!since.merged.empty() && since.merged.front().end <= start) since.merged.pop_front();
+    if (!since.merged.empty()) since.merged.front().start = std::max(since.merged.front().start, start);
+    since.last_collective_start = std::max(since.last_collective_start, start);
+    std::size_t s = step_of(known ? launch : start);
+    if (s == SIZE_MAX || arrivals_.size() >= kMaxArrivals) return;
+    std::uint32_t& seen = arrival_counts_[{steps_[s].number, e.kernel.name}];
+    arrivals_.push_back(Arrival{steps_[s].number, seen++, e.kernel.name, e.stream, start, end, compute});
+}
+
 const TimelineAnalyzer::UnionView& TimelineAnalyzer::window_view(const DeviceTimeline& d) const {
     // With two or more steps HTA keeps only work whose launch it found; a separate union
     // without the rest keeps those from filling the gaps between the work it keeps.
@@ -710,16 +806,22 @@ Stats TimelineAnalyzer::select_window(const std::vector<Stats>& buckets,
     };
     switch (options_.window) {
         case AnalysisWindow::kAll: add_all(); break;
-        case AnalysisWindow::kSteps:
-            if (n == 0) {
+        case AnalysisWindow::kSteps: {
+            // Complete steps only: a step still open (the one a boundary began as the loop ended,
+            // or the current one mid-run) has no duration yet.
+            std::size_t closed = 0;
+            for (const auto& st : steps_) closed += st.end_ns != UINT64_MAX ? 1 : 0;
+            if (closed == 0) {
                 add_all();
             } else {
                 for (std::size_t i = 0; i < n; ++i) {
+                    if (steps_[i].end_ns == UINT64_MAX) continue;
                     add(1 + 2 * i);
                     if (i + 1 < n) add(2 + 2 * i);  // between steps, but not after the last
                 }
             }
             break;
+        }
         case AnalysisWindow::kHta:
             if (n < 2) {
                 add_all();
@@ -820,11 +922,31 @@ TimelineSummary TimelineAnalyzer::summarize() const {
         if (pageable_bytes_by_direction_[i] > pageable_bytes_by_direction_[top]) top = i;
     }
     if (pageable_bytes_by_direction_[top] > 0) s.top_pageable_direction = copy_direction_name(top);
+
+    // The what-ifs over the window's steps (all but the last in HTA's window).
+    std::size_t cp_last = n;
+    if (options_.window == AnalysisWindow::kHta) cp_last = n >= 2 ? n - 1 : 0;
+    if (critical_path_finished_) {
+        s.critical_path = critical_path_.summarize(0, cp_last);
+    } else {  // a report while the input still flows: replay what is pending on a copy
+        CriticalPath pending = critical_path_;
+        pending.finish();
+        s.critical_path = pending.summarize(0, cp_last);
+    }
+    for (const auto& l : loaders_) {
+        if (!s.loader_known || l.input_wait_ns > s.loader.input_wait_ns) {
+            s.loader = l;
+            s.loader_known = true;
+        }
+    }
     return s;
 }
 
 void TimelineAnalyzer::contribute(Report& report) {
-    if (!ended_) end(SourceSummary{});
+    if (!ended_) {  // a report mid-run: the replay keeps going (summarize finishes a copy)
+        for (auto& d : devices_) flush_pending(d);
+        ended_ = true;
+    }
     TimelineSummary s = summarize();
     // An input with no timeline (a memory snapshot) gets no section: its figures would all be
     // zeros that were never measured.
@@ -997,12 +1119,13 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         std::uint64_t origin = steps_.front().start_ns;
         for (std::size_t i = 0; i < steps_.size(); ++i) {
             const StepRecord& st = steps_[i];
+            if (st.end_ns == UINT64_MAX) continue;  // still open: no row until it ends
             GpuTimeStats g2;
             if (primary != nullptr) {
                 const UnionView& v = window_view(*primary);
                 if (1 + 2 * i < v.buckets.size()) g2.add(v.buckets[1 + 2 * i]);
             }
-            double dur = st.end_ns == UINT64_MAX ? 0.0 : static_cast<double>(st.end_ns - st.start_ns);
+            double dur = static_cast<double>(st.end_ns - st.start_ns);
             double t = static_cast<double>(st.start_ns - origin) / 1e9;
             if (i % stride == 0) {
                 steps.rows.push_back({static_cast<double>(st.number), t, dur,
@@ -1025,6 +1148,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         sec.series.push_back(std::move(idle_series));
         sec.series.push_back(std::move(time_series));
     }
+    add_critical_path(s, sec, report);
     if (options_.for_job) add_job_tables(sec);
     report.sections.push_back(std::move(sec));
     report.notes.push_back("Timeline window: " + s.window_description + ".");
@@ -1044,6 +1168,102 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     }
 }
 
+namespace {
+
+const char* what_if_key(WhatIf w) {
+    switch (w) {
+        case WhatIf::kMeasured: return "measured";
+        case WhatIf::kNoInputWait: return "no_input_wait";
+        case WhatIf::kNoSync: return "no_host_sync";
+        case WhatIf::kPinnedCopies: return "pinned_async_copies";
+        case WhatIf::kCudaGraph: return "cuda_graph";
+        case WhatIf::kNoCommunication: return "hidden_communication";
+        case WhatIf::kHostNeverLate: return "host_never_late";
+    }
+    return "unknown";
+}
+
+}  // namespace
+
+// The steps' critical path (what the step time was made of, along the chain that set it) and
+// the what-ifs (the step time with one cause removed).
+void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec, Report& report) const {
+    const CriticalPathSummary& cp = s.critical_path;
+    if (!cp.available) return;
+    auto fig = [&](std::string key, double value, const char* unit, std::string label) {
+        sec.figures.push_back(Figure{std::move(key), value, unit, std::move(label)});
+    };
+    const char* per = cp.per_step ? "per step" : "over the window";
+    if (cp.traced_steps > 0) {
+        fig("critical_path_steps", static_cast<double>(cp.traced_steps), "count",
+            "steps whose critical path was traced");
+        double gpu = 0;
+        for (PathPart p : {PathPart::kCompute, PathPart::kCommunication, PathPart::kMemory, PathPart::kGpuGap}) {
+            gpu += cp.path_ns[static_cast<std::size_t>(p)];
+        }
+        fig("critical_path_gpu_share", cp.path_step_ns > 0 ? gpu / cp.path_step_ns : 0.0, "fraction",
+            "share of the critical path on the GPU");
+        Table parts;
+        parts.id = "critical_path";
+        parts.title = "Critical path per step: what the step time was made of";
+        parts.columns = {"part", "ns_per_step", "share_of_step"};
+        parts.units = {"", "ns", "fraction"};
+        for (std::size_t p = 0; p < kPathParts; ++p) {
+            parts.rows.push_back({std::string(path_part_key(static_cast<PathPart>(p))), cp.path_ns[p],
+                                  cp.path_step_ns > 0 ? cp.path_ns[p] / cp.path_step_ns : 0.0});
+        }
+        sec.tables.push_back(std::move(parts));
+        Table per_step;
+        per_step.id = "step_critical_path";
+        per_step.title = "Critical path of each step, by part";
+        per_step.kind = TableKind::kPartition;
+        per_step.columns = {"step"};
+        per_step.units = {"step"};
+        for (std::size_t p = 0; p < kPathParts; ++p) {
+            per_step.columns.emplace_back(path_part_key(static_cast<PathPart>(p)));
+            per_step.units.emplace_back("ns");
+        }
+        for (const auto& [index, path] : cp.step_paths) {
+            std::vector<Cell> row{static_cast<double>(index < steps_.size() ? steps_[index].number : 0)};
+            for (std::uint64_t v : path) row.emplace_back(static_cast<double>(v));
+            per_step.rows.push_back(std::move(row));
+        }
+        sec.tables.push_back(std::move(per_step));
+    }
+    if (cp.untraced_steps > 0) {
+        fig("critical_path_untraced_steps", static_cast<double>(cp.untraced_steps), "count",
+            "steps too large to trace (more events than the history holds)");
+        report.notes.push_back("The critical path of " + std::to_string(cp.untraced_steps) +
+                               " steps was not traced: they hold more than " +
+                               std::to_string(CriticalPath::kMaxHistory) +
+                               " events (the what-ifs still cover them).");
+    }
+    Table whatif;
+    whatif.id = "what_if";
+    whatif.title = std::string("Step time with one cause removed (replayed critical path), ") + per;
+    whatif.columns = {"what_if", "saving_ns", "saving_share", "predicted_ns"};
+    whatif.units = {"", "ns", "fraction", "ns"};
+    const double base = cp.measured_ns;
+    for (std::size_t w = 1; w < kWhatIfs; ++w) {
+        whatif.rows.push_back({std::string(what_if_key(static_cast<WhatIf>(w))), cp.saving_ns[w],
+                               base > 0 ? cp.saving_ns[w] / base : 0.0, base - cp.saving_ns[w]});
+    }
+    sec.tables.push_back(std::move(whatif));
+    fig("replay_step_ns", base, "ns", std::string("replayed time ") + per + " (the what-ifs' baseline)");
+    fig("replay_error_ns", cp.replay_error_ns, "ns", "replayed minus measured span (0: the graph explains it all)");
+    fig("launch_links", static_cast<double>(cp.launch_edges), "count", "GPU activities joined to their launch");
+    fig("sync_waits", static_cast<double>(cp.sync_waits), "count", "syncs and copies that waited for GPU work");
+    fig("sync_links_named", static_cast<double>(cp.syncs_named), "count", "syncs joined to the stream the trace names");
+    fig("sync_links_inferred", static_cast<double>(cp.syncs_inferred), "count", "syncs joined by timing");
+    fig("stream_wait_links", static_cast<double>(cp.stream_waits), "count", "cross-stream event waits the trace names");
+    fig("stream_wait_links_inferred", static_cast<double>(cp.stream_waits_inferred), "count",
+        "waits on another stream inferred by timing");
+    if (cp.forced_items + cp.late_items > 0) {
+        report.notes.push_back("The critical-path replay took " + std::to_string(cp.late_items + cp.forced_items) +
+                               " host events out of order (they arrived late); the what-ifs are approximate there.");
+    }
+}
+
 // What the job view needs to compare ranks in time: each step's bounds (the host's step and the
 // GPU work launched in it) and the collective chains, on the clock all ranks share (Unix time,
 // in µs as the traces write it, exact in a double).
@@ -1056,6 +1276,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     bounds.columns = {"step", "start_us", "end_us"};
     for (std::size_t i = 0; i < steps_.size() && i < kStepRows; ++i) {
         const StepRecord& st = steps_[i];
+        if (st.end_ns == UINT64_MAX) continue;
         std::uint64_t first = st.start_ns;
         std::uint64_t last = st.end_ns == UINT64_MAX ? st.start_ns : st.end_ns;
         for (const auto& d : devices_) {
@@ -1082,6 +1303,17 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     }
     if (!bounds.rows.empty()) sec.tables.push_back(std::move(bounds));
     if (!coll.rows.empty()) sec.tables.push_back(std::move(coll));
+    Table arrivals;
+    arrivals.id = "collective_arrivals";
+    arrivals.title = "Collective kernels as the GPU reached them, with the compute before each (for the job view)";
+    arrivals.columns = {"step", "occurrence", "kernel", "stream", "start_us", "end_us", "compute_before_ns"};
+    for (const Arrival& a : arrivals_) {
+        arrivals.rows.push_back({static_cast<double>(a.step), static_cast<double>(a.occurrence),
+                                 std::string(strings_ != nullptr ? strings_->lookup(a.name) : ""),
+                                 static_cast<double>(a.stream), us(a.start), us(a.end),
+                                 static_cast<double>(a.compute_before)});
+    }
+    if (!arrivals.rows.empty()) sec.tables.push_back(std::move(arrivals));
 }
 
 }  // namespace gpudiag::detail

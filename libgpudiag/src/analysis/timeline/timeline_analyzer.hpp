@@ -10,6 +10,7 @@
 // host activity; nothing is kept per kernel.
 #pragma once
 
+#include "analysis/timeline/critical_path.hpp"
 #include "analysis/timeline/launch_table.hpp"
 #include "analysis/timeline/log_histogram.hpp"
 #include "analysis/timeline/timeline_stats.hpp"
@@ -150,7 +151,11 @@ private:
     template <typename Stats>
     Stats select_window(const std::vector<Stats>& buckets, const Stats& unattributed) const;
     void build_section(const TimelineSummary& s, Report& report) const;
+    void add_critical_path(const TimelineSummary& s, Section& sec, Report& report) const;
+    void on_annotation(const Event& e);
+    void feed_critical_path(const Event& e, std::uint64_t launch, bool known, WorkClass work);
     void note_collective(const Event& e, std::uint64_t launch);
+    void note_arrival(const Event& e, bool known, std::uint64_t launch, WorkClass work);
     void add_job_tables(Section& sec) const;
 
     AnalysisOptions options_;
@@ -198,6 +203,32 @@ private:
     // then earlier ones each longer than all after it. Whatever length a job-wide filter asks
     // for, its "last such kernel" is in the chain.
     std::map<CollectiveKey, std::vector<Launched>> collectives_;
+    // For a job: when each collective kernel started and ended on the GPU (ranks arriving late
+    // start it late), and the compute its device ran since the collective before it.
+    struct Arrival {
+        std::int64_t step;
+        std::uint32_t occurrence;  // of this kernel name within the step
+        StringId name;
+        std::uint32_t stream;
+        std::uint64_t start;
+        std::uint64_t end;
+        std::uint64_t compute_before;
+    };
+    struct ComputeSince {
+        std::deque<Span> merged;  // compute kernels' union since the last collective started
+        std::uint64_t last_collective_start = 0;
+    };
+    std::vector<Arrival> arrivals_;
+    std::map<std::pair<std::int64_t, StringId>, std::uint32_t> arrival_counts_;
+    std::map<std::uint16_t, ComputeSince> compute_since_;
+    // The step's dependency graph, replayed under what-ifs (bounded; see critical_path.hpp).
+    CriticalPath critical_path_;
+    bool critical_path_finished_ = false;
+    // DataLoaders the program described (gpudiag's PyTorch integration records their settings
+    // as "dataloader.<setting>" annotations when a loader is iterated), and the input wait each
+    // was iterated for.
+    std::vector<LoaderSettings> loaders_;
+    std::size_t current_loader_ = SIZE_MAX;
 };
 
 }  // namespace gpudiag::detail

@@ -4,6 +4,7 @@
 #include "support/format.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace gpudiag::detail {
@@ -24,6 +25,12 @@ constexpr double kCommNotable = 0.10;
 constexpr double kCommSevere = 0.30;
 // Pageable copies of less than a MiB in total are not worth a finding.
 constexpr double kPageableMinBytes = 1 << 20;
+// A fix that saves under 1 % of the step is lost in the step time's run-to-run noise: the cause
+// is off the critical path, and other findings are worth fixing first.
+constexpr double kWorthFixing = 0.01;
+// This many host syncs per step is what users notice (set_sync_debug_mode warns on each); say
+// what they cost even when it is nothing.
+constexpr double kManySyncsPerStep = 10;
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
@@ -49,6 +56,113 @@ const char* cause_advice(IdleCause c) {
                    "(fused=True / foreach=True), or a bigger batch per step.";
     }
     return "";
+}
+
+// The step time the what-ifs are measured against: the mean step, or the window without steps.
+double replay_base(const TimelineSummary& s) {
+    const CriticalPathSummary& cp = s.critical_path;
+    return cp.per_step && s.step_time_mean_ns > 0 ? static_cast<double>(s.step_time_mean_ns) : cp.measured_ns;
+}
+
+// The replayed saving of `w`, 0..base; < 0 when no replay was possible.
+double saving_of(const TimelineSummary& s, WhatIf w) {
+    const CriticalPathSummary& cp = s.critical_path;
+    if (!cp.available) return -1;
+    return std::clamp(cp.saving_ns[static_cast<std::size_t>(w)], 0.0, replay_base(s));
+}
+
+// Attaches what removing the finding's cause is worth (the critical path replayed without it)
+// and says so in the summary; a saving under kWorthFixing makes the finding informational.
+// `lower_bound`: the replay leaves out part of the fix's effect, so a small saving proves nothing.
+void attach_saving(Finding& f, const TimelineSummary& s, WhatIf w, const std::string& fix,
+                   bool lower_bound = false) {
+    const double saving = saving_of(s, w);
+    if (saving < 0) return;
+    const bool per_step = s.critical_path.per_step;
+    const double base = replay_base(s);
+    const double share = ratio(saving, base);
+    const std::string per = per_step ? " per step" : " over the window";
+    f.predicted_saving = {{"saving_ns", saving, "ns", std::string("time saved") + per},
+                          {"share", share, "fraction", per_step ? "share of the step time" : "share of the window"},
+                          {"step_time_ns", base - saving, "ns", per_step ? "predicted step time" : "predicted window"}};
+    if (lower_bound) {
+        f.summary += " " + fix + " saves at least " + dur(saving) + per + " (" + pct(share) +
+                     ", replaying the critical path without the host waiting for them; the copies "
+                     "keep their measured speed, and pinned ones are faster).";
+    } else if (share < kWorthFixing) {
+        f.severity = Severity::kInfo;
+        f.summary += " " + fix + " would save " + dur(saving) + per + " (" + pct(share) +
+                     ", replaying the critical path without it): it is off the critical path, so "
+                     "other findings are worth fixing first.";
+    } else {
+        f.summary += " " + fix + " saves about " + dur(saving) + per + " (" + pct(share) + "): " +
+                     dur(base) + " -> " + dur(base - saving) + ", replaying the critical path without it.";
+    }
+}
+
+std::string setting(std::int64_t v, bool flag = false) {
+    if (v < 0) return "?";
+    if (flag) return v != 0 ? "True" : "False";
+    return std::to_string(v);
+}
+
+// Whether more DataLoader workers would help, from the loader's own settings: each batch costs
+// the workers `fetch` of work, so keeping up with a loop that needs `compute` per step takes
+// fetch / compute workers, which the CPU cores must be able to run.
+void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding& f) {
+    const LoaderSettings* l = s.loader_known ? &s.loader : nullptr;
+    const std::int64_t workers = l != nullptr ? l->num_workers : (s.single_process_loader ? 0 : -1);
+    const std::int64_t cores = l != nullptr ? l->cpu_cores : -1;
+    if (l != nullptr) {
+        f.evidence.push_back("DataLoader settings (read live): num_workers=" + setting(l->num_workers) +
+                             ", pin_memory=" + setting(l->pin_memory, true) +
+                             ", prefetch_factor=" + (l->prefetch_factor < 0 ? std::string("None") : setting(l->prefetch_factor)) +
+                             ", persistent_workers=" + setting(l->persistent_workers, true) +
+                             ", batch_size=" + setting(l->batch_size) +
+                             (cores > 0 ? ", on " + std::to_string(cores) + " CPU cores" : std::string()));
+        f.figures.push_back({"num_workers", static_cast<double>(l->num_workers), "count", "DataLoader workers"});
+    }
+    const double step = replay_base(s);
+    const double input_saving = saving_of(s, WhatIf::kNoInputWait);
+    const double compute = input_saving >= 0 ? step - input_saving : step - wait_per_step;
+    if (workers < 0 || compute <= 0) return;
+    // With no workers the loop fetches each batch itself; with N workers that cannot keep up,
+    // each worker delivers one batch every N steps.
+    const double fetch = workers == 0 ? wait_per_step : static_cast<double>(workers) * step;
+    const auto needed = static_cast<std::int64_t>(std::ceil(fetch / compute));
+    f.figures.push_back({"workers_needed", static_cast<double>(needed), "count",
+                         "workers that would keep up (batch fetch time / step time without input wait)"});
+    const std::string basis = "a batch takes about " + dur(fetch) + " of worker time" +
+                              (workers > 0 ? " (" + std::to_string(workers) + " workers, one batch each per " +
+                                                 std::to_string(workers) + " steps of " + dur(step) + ")"
+                                           : "") +
+                              " and the step without input wait " + dur(compute);
+    if (cores > 0 && workers > 0 && workers + 1 >= cores) {
+        f.evidence.push_back("More workers would not help: the " + std::to_string(workers) +
+                             " workers and the training loop already occupy the " + std::to_string(cores) +
+                             " CPU cores; the source (decoding, augmentation or disk) is the limit: " + basis + ".");
+        f.advice.insert(f.advice.begin(), "The data source is the limit, not the worker count: make each "
+                        "sample cheaper (decode once and cache, smaller or pre-resized inputs, GPU decoding "
+                        "such as DALI or torchvision.io.decode_jpeg on the GPU) or read from faster storage.");
+    } else if (cores > 0 && needed + 1 > cores) {
+        f.evidence.push_back("About " + std::to_string(needed) + " workers would keep up (" + basis +
+                             "), more than the " + std::to_string(cores) + " CPU cores can run: more workers "
+                             "help up to " + std::to_string(cores - 1) + ", then the source is the limit.");
+        f.advice.insert(f.advice.begin(), "Raise num_workers to " + std::to_string(std::max<std::int64_t>(1, cores - 1)) +
+                        ", then make each sample cheaper: the CPU cannot run the " + std::to_string(needed) +
+                        " workers this loop needs.");
+    } else if (needed > workers) {
+        f.evidence.push_back("More workers would help: about " + std::to_string(needed) + " keep up (" + basis +
+                             ")" + (cores > 0 ? ", and the " + std::to_string(cores) + " CPU cores can run them" : "") + ".");
+        f.advice.insert(f.advice.begin(), "DataLoader(num_workers=" + std::to_string(needed) + ")" +
+                        (workers == 0 ? " moves the fetch out of the training loop." : " keeps up with the loop."));
+    }
+    if (l != nullptr && l->pin_memory == 0) {
+        f.advice.push_back("pin_memory=True: this loader copies batches from pageable memory.");
+    }
+    if (l != nullptr && workers > 0 && l->persistent_workers == 0) {
+        f.advice.push_back("persistent_workers=True: the workers are restarted at every epoch.");
+    }
 }
 
 void add_input_bound(const TimelineSummary& s, Report& report) {
@@ -93,6 +207,8 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
                        "compute.");
     f.advice.push_back("Move decoding and augmentation off the critical path (pre-process once, "
                        "or augment on the GPU).");
+    add_loader_verdict(s, per_step, f);
+    attach_saving(f, s, WhatIf::kNoInputWait, "Having each batch ready when the loop asks");
     report.findings.push_back(std::move(f));
 }
 
@@ -100,13 +216,22 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     double span = static_cast<double>(s.gpu.span_ns());
     double sync_idle = static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(IdleCause::kSync)]);
     double share = ratio(sync_idle, span);
-    if (share < kCauseNotable) return;
+    // Raised when syncs idle the GPU, when replaying without them saves time, or when there are
+    // so many per step that the user will wonder (then to say what they cost).
+    const double saving_share = ratio(std::max(0.0, saving_of(s, WhatIf::kNoSync)), replay_base(s));
+    const double per_step = s.steps > 0 ? static_cast<double>(s.sync_calls) / static_cast<double>(s.steps) : 0;
+    const bool many = per_step >= kManySyncsPerStep && saving_of(s, WhatIf::kNoSync) >= 0;
+    if (share < kCauseNotable && saving_share < kCauseNotable && !many) return;
     Finding f;
     f.id = "host_sync_stall";
-    f.severity = share >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
+    f.severity = std::max(share, saving_share) >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
     f.title = "Host synchronizations stall the GPU: " + pct(share) + " of the window idle after syncs";
+    if (saving_share < kWorthFixing && saving_of(s, WhatIf::kNoSync) >= 0) {
+        f.title = format_number(per_step, 0) + " syncs per step, but they cost < 1 % of the step time: "
+                  "not worth fixing first";
+    }
     f.summary = "The GPU ran out of work right as the host returned from a synchronization, then "
                 "waited " + dur(sync_idle) + " for the host to launch again. " +
                 std::to_string(s.sync_calls) + " synchronizing calls blocked the host for " +
@@ -129,6 +254,7 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     f.advice.push_back("Find the calls with torch.cuda.set_sync_debug_mode(\"warn\").");
     f.advice.push_back("Use non_blocking=True copies from pinned memory; avoid torch.cuda.synchronize() "
                        "except for timing.");
+    attach_saving(f, s, WhatIf::kNoSync, "Removing these synchronizations");
     report.findings.push_back(std::move(f));
 }
 
@@ -165,6 +291,8 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
                        "every step.");
     f.advice.push_back("Then copy with .to(device, non_blocking=True) so the copy overlaps compute.");
     f.advice.push_back("Keep tensors that are reused across steps on the GPU.");
+    attach_saving(f, s, WhatIf::kPinnedCopies, "Copying from pinned memory without blocking the host",
+                  true);
     report.findings.push_back(std::move(f));
 }
 
@@ -207,6 +335,7 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     f.advice.push_back("torch.compile fuses small elementwise kernels into fewer, larger ones.");
     f.advice.push_back("A bigger batch per step makes each kernel longer for the same launch cost.");
     f.advice.push_back("Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
+    attach_saving(f, s, WhatIf::kCudaGraph, "Launching the kernels as one CUDA graph (no per-kernel host work)");
     report.findings.push_back(std::move(f));
 }
 
@@ -238,6 +367,7 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
                        "batch per rank.");
     f.advice.push_back("Collectives also wait for the slowest rank: compare ranks (gpudiag analyze "
                        "with every rank's trace) before tuning the network.");
+    attach_saving(f, s, WhatIf::kNoCommunication, "Hiding the collectives behind compute");
     report.findings.push_back(std::move(f));
 }
 
@@ -290,6 +420,17 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
                            "events, stream waits). Look at the streams table and at cross-stream "
                            "waits.");
     }
+    // Worth what removing the dominant cause is (so the specific finding about that cause, which
+    // names the fix, ranks with it); idle between queued kernels has no host-side fix.
+    static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
+                                                        WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
+                                                        WhatIf::kCudaGraph};
+    attach_saving(f, s, host_dominated ? kFixOf[top] : WhatIf::kHostNeverLate,
+                  host_dominated ? std::string("Removing that cause (") +
+                                       idle_cause_label(static_cast<IdleCause>(top)) + ")"
+                                 : "Feeding the GPU as fast as it runs (no input waits, syncs, "
+                                   "pageable copies or per-kernel launches)",
+                  host_dominated && top == static_cast<std::size_t>(IdleCause::kCopy));
     report.findings.push_back(std::move(f));
 }
 

@@ -3,6 +3,7 @@
 // timeline findings are built (and which tests can check directly).
 #pragma once
 
+#include "analysis/timeline/critical_path.hpp"
 #include "analysis/timeline/timeline_stats.hpp"
 
 #include <gpudiag/analyze.hpp>
@@ -14,6 +15,17 @@
 #include <vector>
 
 namespace gpudiag::detail {
+
+/// A DataLoader's settings as the program had them (-1: not known).
+struct LoaderSettings {
+    std::int64_t num_workers = -1;
+    std::int64_t pin_memory = -1;
+    std::int64_t prefetch_factor = -1;  ///< -1 also when the loader has none (num_workers=0)
+    std::int64_t persistent_workers = -1;
+    std::int64_t batch_size = -1;
+    std::int64_t cpu_cores = -1;        ///< CPU cores the process may run on
+    std::uint64_t input_wait_ns = 0;    ///< input wait while this loader was the last described
+};
 
 struct TimelineSummary {
     AnalysisWindow window = AnalysisWindow::kSteps;
@@ -41,6 +53,12 @@ struct TimelineSummary {
     double launch_median_ns = 0;     ///< median duration of launch API calls
     std::uint64_t launch_calls = 0;
     std::string top_pageable_direction;  ///< "host to device" ...
+
+    /// The steps' critical path and what each cause costs (the replayed what-ifs).
+    CriticalPathSummary critical_path;
+    /// The loader behind most of the input wait, when the program described one (live).
+    bool loader_known = false;
+    LoaderSettings loader;
 };
 
 /// Adds the timeline findings (input_bound, host_sync_stall, pageable_memcpy, launch_bound,

@@ -116,6 +116,8 @@ struct RawArgs {
     double total_allocated = -1;
     double total_reserved = -1;
     std::string_view sync_kind;
+    std::int64_t wait_on_stream = -1;    // cuda_sync: where the waited-on event was recorded
+    std::int64_t wait_on_record = -1;    // cuda_sync: that cudaEventRecord's correlation
     std::string_view arg_name;    // args.name of metadata events
     std::string_view arg_labels;  // args.labels of process_labels
 };
@@ -317,6 +319,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 break;
             case 'l':
                 if (key == "labels") ignore(read_string(value, e.arg_labels));
+                break;
+            case 'w':
+                if (key == "wait_on_stream") read_int(value, e.wait_on_stream);
+                else if (key == "wait_on_cuda_event_record_corr_id") read_int(value, e.wait_on_record);
                 break;
             default: break;
         }
@@ -603,6 +609,8 @@ private:
         e.thread = 0;
         e.sync.correlation = static_cast<std::uint32_t>(r.correlation);
         e.sync.sync_kind = sync_kind_from(r.sync_kind.empty() ? r.name : r.sync_kind);
+        e.sync.wait_stream = r.wait_on_stream > 0 ? clamp_u32(r.wait_on_stream) : kNoStream;
+        e.sync.record_correlation = r.wait_on_record > 0 ? clamp_u32(r.wait_on_record) : 0;
         out_.events.push_back(e);
     }
 

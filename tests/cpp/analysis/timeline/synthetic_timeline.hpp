@@ -93,15 +93,30 @@ public:
     }
 
     Result<Report> analyze(AnalysisWindow window = AnalysisWindow::kSteps, std::int32_t rank = -1) {
+        AnalysisOptions options;
+        options.window = window;
+        return analyze_with(options, rank);
+    }
+    Result<Report> analyze_with(const AnalysisOptions& options, std::int32_t rank = -1) {
         std::stable_sort(events.begin(), events.end(),
                          [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; });
         SourceInfo info;
         info.producer = "simulated";
         info.simulated = true;
         info.rank = rank;
-        AnalysisOptions options;
-        options.window = window;
         return analyze_events(events, info, strings, options);
+    }
+    /// A synchronizing call that returns when the GPU work before it is done.
+    void sync(std::uint64_t start, std::uint64_t dur, const std::string& name = "cudaStreamSynchronize") {
+        api(start, dur, name);
+    }
+    /// An annotation, as the PyTorch integration records a DataLoader's settings.
+    void annotate(std::uint64_t at_time, const std::string& text, std::int64_t value) {
+        Event e = at(at_time, 0);
+        e.kind = EventKind::kAnnotation;
+        e.annotation.text = strings.intern(text);
+        e.annotation.value = value;
+        events.push_back(e);
     }
 
     StringTable strings;
