@@ -7,7 +7,8 @@ set -euo pipefail
 PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
   libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv"
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium"
+  # clang: the ASan+UBSan build and the libFuzzer targets (libFuzzer ships with clang).
+  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang"
 fi
 command -v dpkg-query >/dev/null || { echo "not a Debian-like system: install the equivalents of: $PACKAGES"; exit 0; }
 missing=""
