@@ -81,9 +81,10 @@ InputCoverage job_coverage(const std::vector<Report>& ranks, std::int32_t world_
         for (std::size_t i = 0; i < absent.size(); ++i) list += (i > 0 ? ", " : "") + std::to_string(absent[i]);
         if (total > absent.size()) list += fmt::format(" and {} more", total - absent.size());
         c.missing.insert(c.missing.begin(),
-                         fmt::format("{} of the job's {} ranks have no input (rank{} {}): the "
+                         fmt::format("{} of the job's {} ranks {} no input (rank{} {}): the "
                                      "job figures cover only the ranks given",
-                                     total, world_size, total > 1 ? "s" : "", list));
+                                     total, world_size, total > 1 ? "have" : "has",
+                                     total > 1 ? "s" : "", list));
     }
     return c;
 }

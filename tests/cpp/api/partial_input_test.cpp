@@ -240,7 +240,7 @@ TEST(PartialInput, JobWithAMissingRankSaysWhichOne) {
     auto job = combine_input_reports(std::move(reports), kept);
     ASSERT_TRUE(job.is_ok()) << job.status().to_string();
     expect_says_partial(*job, "job without rank 3");
-    EXPECT_NE(job->input.missing.front().find("1 of the job's 8 ranks have no input (rank 3)"),
+    EXPECT_NE(job->input.missing.front().find("1 of the job's 8 ranks has no input (rank 3)"),
               std::string::npos)
         << job->input.missing.front();
     // All eight: complete.
