@@ -56,8 +56,8 @@ if [ $QUICK -eq 0 ]; then
   cmake --build --preset asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --preset asan -j "$JOBS"
-  step "fuzz smoke: every target ${GPUDIAG_FUZZ_SECONDS:-15} s (libFuzzer, ASan+UBSan)"
-  tools/fuzz_campaign.sh --smoke --build build/asan --seconds "${GPUDIAG_FUZZ_SECONDS:-15}"
+  step "fuzz smoke: every target ${GPUDIAG_FUZZ_SECONDS:-10} s (libFuzzer, ASan+UBSan)"
+  tools/fuzz_campaign.sh --smoke --build build/asan --seconds "${GPUDIAG_FUZZ_SECONDS:-10}"
 
   step "TSan run of the concurrency tests"
   cmake --preset tsan >/dev/null
