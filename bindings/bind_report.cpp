@@ -45,7 +45,17 @@ void bind_report(py::module_& m) {
         .def_readwrite("events", &SourceSummary::events)
         .def_readwrite("dropped", &SourceSummary::dropped)
         .def_readwrite("truncated", &SourceSummary::truncated)
-        .def_readwrite("notes", &SourceSummary::notes);
+        .def_readwrite("notes", &SourceSummary::notes)
+        .def_readwrite("damaged", &SourceSummary::damaged)
+        .def_readwrite("missing", &SourceSummary::missing);
+
+    py::class_<InputCoverage>(m, "InputCoverage")
+        .def(py::init<>())
+        .def_readwrite("complete", &InputCoverage::complete)
+        .def_readwrite("events", &InputCoverage::events)
+        .def_readwrite("first_ns", &InputCoverage::first_ns)
+        .def_readwrite("last_ns", &InputCoverage::last_ns)
+        .def_readwrite("missing", &InputCoverage::missing);
 
     py::class_<Figure>(m, "Figure")
         .def(py::init<>())
@@ -108,6 +118,7 @@ void bind_report(py::module_& m) {
         .def_readwrite("schema_version", &Report::schema_version)
         .def_readwrite("source", &Report::source)
         .def_readwrite("capture", &Report::capture)
+        .def_readwrite("input", &Report::input)
         .def_readwrite("findings", &Report::findings)
         .def_readwrite("sections", &Report::sections)
         .def_readwrite("notes", &Report::notes)

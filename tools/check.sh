@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what gpudiag needs, builds it, and runs every test: C++ (GoogleTest via ctest), the
-# ASan+UBSan build of the C++ tests, the TSan run of the concurrency tests, the consumers (C++20
+# ASan+UBSan build of the C++ tests with clang (which also builds every libFuzzer target and runs
+# each for a short campaign), the TSan run of the concurrency tests, the consumers (C++20
 # and C++17 find_package, C, add_subdirectory) and the C++ example built against the installed
 # package, the GPU device check's preflight (tests/gpu/README.md), the Python suite (pytest), and
 # the lint. Any failure fails the script. This is the README's test command and .ci/run's body.
@@ -47,11 +48,16 @@ if [ $QUICK -eq 0 ]; then
     fi
   done
 
-  step "ASan + UBSan build of the C++ tests"
+  # One clang build serves both: the C++ tests under ASan+UBSan (with gcc elsewhere, code only
+  # gcc accepts fails here), and the libFuzzer targets, each fuzzed briefly from its seeds so a
+  # target that crashes or cannot fuzz fails CI (tools/fuzz_campaign.sh runs long campaigns).
+  step "ASan + UBSan build (clang) of the C++ tests and the fuzz targets"
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --preset asan -j "$JOBS"
+  step "fuzz smoke: every target ${GPUDIAG_FUZZ_SECONDS:-10} s (libFuzzer, ASan+UBSan)"
+  tools/fuzz_campaign.sh --smoke --build build/asan --seconds "${GPUDIAG_FUZZ_SECONDS:-10}"
 
   step "TSan run of the concurrency tests"
   cmake --preset tsan >/dev/null

@@ -73,6 +73,15 @@ class SourceSummary:
     dropped: int
     truncated: bool
     notes: list[str]
+    damaged: int
+    missing: list[str]
+
+class InputCoverage:
+    complete: bool
+    events: int
+    first_ns: int
+    last_ns: int
+    missing: list[str]
 
 class Figure:
     key: str
@@ -128,6 +137,7 @@ class Report:
     schema_version: int
     source: SourceInfo
     capture: SourceSummary
+    input: InputCoverage
     findings: list[Finding]
     sections: list[Section]
     notes: list[str]

@@ -70,10 +70,13 @@ class IoError(GpudiagError, OSError):
 
 
 class ResourceExhaustedError(GpudiagError, RuntimeError):
-    """A configured bound was reached (buffer cap, memory cap)."""
+    """A configured bound was reached (buffer cap, memory cap).
+
+    On the command line this is an input error: an input needs more memory than gpudiag allows
+    itself (a snapshot past the decoding budget), which is no bug to report."""
 
     code = "resource_exhausted"
-    exit_code = EXIT_INTERNAL
+    exit_code = EXIT_INPUT
 
 
 class FailedPreconditionError(GpudiagError, RuntimeError):

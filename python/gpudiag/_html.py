@@ -27,6 +27,7 @@ _CSS = """
 .gpudiag td,.gpudiag th{border:1px solid #ddd;padding:2px 6px;text-align:left}
 .gpudiag th{background:#f0f0f0}.gpudiag .note{color:#666}
 .gpudiag figure{margin:8px 0}.gpudiag figcaption{font-weight:bold;margin-bottom:2px}
+.gpudiag .partial{border-left:5px solid #d62728;padding:4px 10px;margin:8px 0;background:#fff4f4}
 """
 
 # What a chart needs to know about a figure, a series or a table comes from what the report
@@ -204,10 +205,18 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     out.append(f"<h2>{escape(title)}</h2>")
     if source.get("description"):
         out.append(f'<div class="note">{escape(str(source["description"]))}</div>')
+    coverage = report.get("input", {})
+    complete = bool(coverage.get("complete", True))
+    if not complete:
+        missing = "".join(f"<li>{escape(str(m))}</li>" for m in coverage.get("missing", []))
+        out.append('<div class="partial"><strong>Partial input:</strong> only part of the input '
+                   f"could be read ({escape(str(coverage.get('events', 0)))} events); everything "
+                   f"below covers that part alone.<ul>{missing}</ul></div>")
     for note in report.get("notes", []):
         out.append(f'<div class="note">{escape(str(note))}</div>')
     if not findings and not report.get("ranks"):
-        out.append("<p>No problems found.</p>")
+        out.append("<p>No problems found.</p>" if complete
+                   else "<p>No problems found in the part that could be read.</p>")
     out.extend(_finding(f) for f in findings)
     for rank in report.get("ranks", []):
         rank_findings = rank.get("findings", [])

@@ -169,6 +169,19 @@ class Report:
         return dict(self._data.get("source", {}))
 
     @property
+    def input(self) -> dict[str, Any]:
+        """What part of its input the report covers: ``complete``, ``events`` (read),
+        ``first_ns``/``last_ns`` (their span) and ``missing`` (what could not be read, in plain
+        language)."""
+        return copy.deepcopy(self._data.get("input", {}))
+
+    @property
+    def complete(self) -> bool:
+        """False when part of the input could not be read (a file cut short, damaged parts, a
+        rank without its trace): findings then cover only the part that was read."""
+        return bool(self._data.get("input", {}).get("complete", True))
+
+    @property
     def ranks(self) -> list[Report]:
         """Per-rank reports of a multi-rank job (empty for one process)."""
         return [Report(r) for r in self._native.ranks]

@@ -45,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     serial.events.size() == split.events.size() &&
                     serial_strings.size() == split_strings.size() &&
                     serial.summary.notes == split.summary.notes &&
+                    serial.summary.missing == split.summary.missing &&
                     serial.info.properties == split.info.properties;
         for (std::size_t i = 0; same && i < serial.events.size(); ++i) {
             same = std::memcmp(&serial.events[i], &split.events[i], sizeof(Event)) == 0;

@@ -161,10 +161,25 @@ struct Section {
     }
 };
 
+/// How much of its input a report covers. When not all of it could be read (a file cut short,
+/// damaged chunks, a rank without its trace), every renderer says so before anything else, and a
+/// report without findings only clears the part that was read.
+struct InputCoverage {
+    bool complete = true;              ///< all of the input was read
+    std::uint64_t events = 0;          ///< events read
+    std::uint64_t first_ns = 0;        ///< start of the earliest event read (the input's clock)
+    std::uint64_t last_ns = 0;         ///< end of the latest event read
+    std::vector<std::string> missing;  ///< what could not be read, in plain language
+
+    [[nodiscard]] std::uint64_t span_ns() const { return last_ns > first_ns ? last_ns - first_ns : 0; }
+};
+
 struct Report {
     std::uint32_t schema_version = 1;
     SourceInfo source;
     SourceSummary capture;
+    /// What part of the input the findings and figures cover.
+    InputCoverage input{};
     std::vector<Finding> findings;
     std::vector<Section> sections;
     std::vector<std::string> notes;

@@ -46,6 +46,12 @@ struct SourceSummary {
     std::uint64_t dropped = 0;       ///< events lost to full buffers (capture) or skipped (import)
     bool truncated = false;          ///< the input ended early (killed writer, cut file)
     std::vector<std::string> notes;  ///< plain-language remarks about what was lost and why
+    /// Events lost to damage in the input (recording chunks that failed their checks): the file
+    /// lost them, not the capture, so they are not in `dropped`.
+    std::uint64_t damaged = 0;
+    /// What of the input could not be read, in plain language, one entry per gap: where the input
+    /// stopped being readable and what is therefore missing. Empty when all of it was read.
+    std::vector<std::string> missing{};
 };
 
 }  // namespace gpudiag

@@ -4,6 +4,7 @@
 #include <gpudiag/job.hpp>
 
 #include "analysis/registry.hpp"
+#include "core/input_coverage.hpp"
 #include "importers/archive.hpp"
 #include "importers/job_inputs.hpp"
 #include "importers/open_source.hpp"
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <exception>
 #include <filesystem>
+#include <limits>
 #include <new>
 
 namespace gpudiag {
@@ -31,6 +33,10 @@ public:
     }
     void consume(std::span<const Event> events) override {
         delivered_ += events.size();
+        for (const Event& e : events) {
+            first_ns_ = std::min(first_ns_, e.start_ns);
+            last_ns_ = std::max(last_ns_, std::max(e.start_ns, e.end_ns));
+        }
         for (auto& a : analyzers_) a->consume(events);
     }
     void end(const SourceSummary& summary) override {
@@ -41,24 +47,28 @@ public:
 
     [[nodiscard]] bool delivered_anything() const { return began_ && delivered_ > 0; }
 
-    Report finish() {
+    /// `stopped`: why the source stopped before its end (OK when it did not).
+    Report finish(const Status& stopped = Status::ok()) {
         if (began_ && !ended_) {
             SourceSummary s;
             s.events = delivered_;
             s.truncated = true;
             end(s);
         }
+        if (!stopped.is_ok()) {
+            summary_.truncated = true;
+            summary_.missing.push_back("reading stopped early (" + stopped.to_string() +
+                                       "): whatever followed is missing");
+        }
         Report report;
         report.source = info_;
         report.capture = summary_;
+        report.input = detail::input_coverage(summary_, delivered_,
+                                              delivered_ > 0 ? first_ns_ : 0, last_ns_);
         for (auto& a : analyzers_) a->contribute(report);
         if (report.source.simulated) {
             report.notes.insert(report.notes.begin(),
                                 "SIMULATED: these events were generated, not recorded on a GPU.");
-        }
-        if (report.capture.truncated) {
-            report.notes.emplace_back(
-                "The input ended early; figures cover the part that could be read.");
         }
         // What to act on first (see rank_findings); stable so analyses keep their own order.
         rank_findings(report.findings);
@@ -70,6 +80,8 @@ private:
     SourceInfo info_;
     SourceSummary summary_;
     std::uint64_t delivered_ = 0;
+    std::uint64_t first_ns_ = std::numeric_limits<std::uint64_t>::max();
+    std::uint64_t last_ns_ = 0;
     bool began_ = false;
     bool ended_ = false;
 };
@@ -100,12 +112,7 @@ Result<Report> analyze_source(Result<std::unique_ptr<detail::EventSource>> sourc
     // A source that failed before delivering anything is an error; one that failed midway still
     // gives a report of what it read, with the reason attached.
     if (!status.is_ok() && !run.delivered_anything()) return status;
-    Report report = run.finish();
-    if (!status.is_ok()) {
-        report.capture.truncated = true;
-        report.notes.push_back("Stopped early: " + status.to_string());
-    }
-    return report;
+    return run.finish(status);
 }
 
 // One input: a saved report comes back as it was; anything else goes through the analyses.

@@ -5,6 +5,7 @@
 
 #include "analysis/job/job_analysis.hpp"
 #include "analysis/job/process_merge.hpp"
+#include "core/input_coverage.hpp"
 #include "importers/job_inputs.hpp"
 
 #include <algorithm>
@@ -107,11 +108,17 @@ Result<Report> analyze_job(std::vector<Report> ranks, const AnalysisOptions& opt
         if (job.source.world_size <= 0) {
             job.source.world_size = static_cast<std::int32_t>(job.ranks.size());
         }
+        std::int32_t named_world = 0;  // the world size the ranks' own sources give
         for (const auto& r : job.ranks) {
             job.capture.events += r.capture.events;
             job.capture.dropped += r.capture.dropped;
+            job.capture.damaged += r.capture.damaged;
             job.capture.truncated = job.capture.truncated || r.capture.truncated;
+            named_world = std::max(named_world, r.source.world_size);
         }
+        // Ranks chosen with options.rank leave the others out on purpose: only a job read whole
+        // can miss a rank.
+        job.input = detail::job_coverage(job.ranks, options.rank >= 0 ? 0 : named_world);
         detail::analyze_job(job, options);
         return job;
     } catch (const std::bad_alloc&) {

@@ -14,6 +14,7 @@
 #include "analysis/registry.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
+#include "core/input_coverage.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -366,6 +367,7 @@ struct Session::Impl final : detail::EventQueue {
         Report report;
         report.source = source_info();
         report.capture = ended ? final_summary : summary();
+        report.input = detail::input_coverage(report.capture, report.capture.events, 0, 0);
         for (auto& a : analyzers) a->contribute(report);
         if (auto st = status(); st.level < CaptureLevel::kCuptiActivity) {
             report.notes.push_back(std::string("Capture level: ") + capture_level_name(st.level) +

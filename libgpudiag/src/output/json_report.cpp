@@ -42,6 +42,16 @@ void write_source(JsonWriter& w, const SourceInfo& s) {
     w.end_object();
 }
 
+void write_input(JsonWriter& w, const InputCoverage& c) {
+    w.key("input").begin_object();
+    w.field("complete", c.complete).field("events", c.events);
+    w.field("first_ns", c.first_ns).field("last_ns", c.last_ns);
+    w.key("missing").begin_array();
+    for (const auto& m : c.missing) w.value(m);
+    w.end_array();
+    w.end_object();
+}
+
 void write_finding(JsonWriter& w, const Finding& f) {
     w.begin_object();
     w.field("id", f.id).field("severity", severity_name(f.severity));
@@ -125,7 +135,12 @@ void write_report(JsonWriter& w, const Report& r) {
     w.key("notes").begin_array();
     for (const auto& n : r.capture.notes) w.value(n);
     w.end_array();
+    w.field("damaged", r.capture.damaged);
+    w.key("missing").begin_array();
+    for (const auto& m : r.capture.missing) w.value(m);
+    w.end_array();
     w.end_object();
+    write_input(w, r.input);
     w.key("findings").begin_array();
     for (const auto& f : r.findings) write_finding(w, f);
     w.end_array();

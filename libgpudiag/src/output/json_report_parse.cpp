@@ -5,6 +5,8 @@
 // one is ignored (a newer writer). A field of the wrong type is an error naming where it is.
 #include <gpudiag/report.hpp>
 
+#include "core/input_coverage.hpp"
+
 #include <simdjson.h>
 
 #include <cmath>
@@ -42,6 +44,12 @@ public:
         if (o["capture"].get(child) == simdjson::SUCCESS &&
             !capture(child, path + ".capture", r.capture)) {
             return false;
+        }
+        if (o["input"].get(child) == simdjson::SUCCESS) {
+            if (!input(child, path + ".input", r.input)) return false;
+        } else {
+            // Written before reports said what they covered: the capture summary tells.
+            r.input = detail::input_coverage(r.capture, r.capture.events, 0, 0);
         }
         return list(o, "findings", path, r.findings, &ReportReader::finding) &&
                list(o, "sections", path, r.sections, &ReportReader::section) &&
@@ -185,7 +193,15 @@ private:
         dom::object o;
         return object(e, path, o) && integer(o, "events", path, c.events) &&
                integer(o, "dropped", path, c.dropped) &&
-               boolean(o, "truncated", path, c.truncated) && strings(o, "notes", path, c.notes);
+               boolean(o, "truncated", path, c.truncated) && strings(o, "notes", path, c.notes) &&
+               integer(o, "damaged", path, c.damaged) && strings(o, "missing", path, c.missing);
+    }
+
+    bool input(dom::element e, const std::string& path, InputCoverage& c) {
+        dom::object o;
+        return object(e, path, o) && boolean(o, "complete", path, c.complete) &&
+               integer(o, "events", path, c.events) && integer(o, "first_ns", path, c.first_ns) &&
+               integer(o, "last_ns", path, c.last_ns) && strings(o, "missing", path, c.missing);
     }
 
     // Figures are an object keyed by figure key, in the order the analysis wrote them.

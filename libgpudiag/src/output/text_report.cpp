@@ -155,6 +155,21 @@ void render_section(std::string& out, const Section& s) {
     out += "\n";
 }
 
+// Partial input comes first: what was read, then what is missing, before any finding.
+void render_input(std::string& out, const InputCoverage& in) {
+    if (in.complete) return;
+    out += "PARTIAL INPUT: only part of the input could be read; everything below covers that "
+           "part alone.\n";
+    out += "  Read: " + std::to_string(in.events) + " events";
+    if (in.events > 0) {
+        out += " over " + detail::format_duration_ns(static_cast<double>(in.span_ns())) +
+               " of the input's time";
+    }
+    out += ".\n";
+    for (const auto& m : in.missing) out += "  Missing: " + m + "\n";
+    out += "\n";
+}
+
 void render_report(std::string& out, const Report& r, bool nested) {
     if (!nested) {
         out += "gpudiag " + std::string(version()) + " diagnosis";
@@ -173,8 +188,10 @@ void render_report(std::string& out, const Report& r, bool nested) {
     } else {
         out += "== rank " + std::to_string(r.source.rank) + " (" + r.source.description + ")\n";
     }
+    render_input(out, r.input);
     if (r.findings.empty()) {
-        out += "No problems found.\n\n";
+        out += r.input.complete ? "No problems found.\n\n"
+                                : "No problems found in the part that could be read.\n\n";
     } else {
         out += "Findings (" + std::to_string(r.findings.size()) + ", what to fix first on top):\n";
         std::vector<Finding> ranked = r.findings;
@@ -188,8 +205,11 @@ void render_report(std::string& out, const Report& r, bool nested) {
         for (const auto& n : r.notes) out += "  - " + n + "\n";
         for (const auto& n : r.capture.notes) out += "  - " + n + "\n";
         if (r.capture.dropped > 0) {
+            // Only live capture has buffers to fill; an importer's skipped events are its own.
             out += "  - " + std::to_string(r.capture.dropped) +
-                   " events were dropped by full capture buffers; figures may be incomplete.\n";
+                   (r.source.producer == "gpudiag-capture"
+                        ? " events were dropped by full capture buffers; figures may be incomplete.\n"
+                        : " events of the input could not be used; figures may be incomplete.\n");
         }
     }
 }

@@ -357,14 +357,30 @@ struct RecordingReader::Impl {
                                    std::to_string(h->payload_bytes) +
                                    " payload bytes, above the 64 MiB limit: treated as damage");
                 } else if (h->payload_bytes > left - kChunkHeaderBytes) {
-                    walk.truncated = true;
+                    // A chunk longer than the rest of the file: the last one, cut short by a
+                    // writer that stopped mid-write, unless valid chunks follow (then its length
+                    // is damaged, and the walk resumes at the next one below).
+                    const std::uint64_t resume = resync(walk, walk.pos + 1);
+                    if (walk.io_failed) return Step::kEnd;
+                    if (resume >= size) {
+                        walk.truncated = true;
+                        walk.lost_events += h->event_count;
+                        walk.notes.add("the last " + describe_chunk(*h, walk.pos) +
+                                       " is cut short (" +
+                                       std::to_string(left - kChunkHeaderBytes) + " of " +
+                                       std::to_string(h->payload_bytes) +
+                                       " bytes): the writer stopped mid-write; everything before "
+                                       "it was read");
+                        return Step::kEnd;
+                    }
                     walk.lost_events += h->event_count;
-                    walk.notes.add("the last " + describe_chunk(*h, walk.pos) + " is cut short (" +
-                                   std::to_string(left - kChunkHeaderBytes) + " of " +
+                    walk.notes.add(describe_chunk(*h, walk.pos) + " claims " +
                                    std::to_string(h->payload_bytes) +
-                                   " bytes): the writer stopped mid-write; everything before it "
-                                   "was read");
-                    return Step::kEnd;
+                                   " payload bytes, more than the file holds after it, yet valid "
+                                   "chunks follow: its length is damaged; skipped to byte " +
+                                   std::to_string(resume));
+                    walk.pos = resume;
+                    continue;
                 } else {
                     if (h->sequence > walk.next_sequence) {
                         walk.notes.add(std::to_string(h->sequence - walk.next_sequence) +
@@ -407,6 +423,7 @@ struct RecordingReader::Impl {
         std::uint64_t unmapped_strings = 0;
         std::uint64_t id_gap_budget = kMaxTotalStringIdGap;
         const std::uint64_t size = input->size();
+        std::vector<std::string> remarks;  // notes that do not mean anything is missing
 
         auto begin_once = [&](const SourceInfo* info) {
             if (begun) return;
@@ -440,7 +457,7 @@ struct RecordingReader::Impl {
             switch (static_cast<ChunkType>(h.type)) {
                 case ChunkType::kSourceInfo: {
                     if (begun) {
-                        walk.notes.add("extra " + describe_chunk(h, at) + " ignored");
+                        remarks.push_back("extra " + describe_chunk(h, at) + " ignored");
                         break;
                     }
                     SourceInfo info;
@@ -519,14 +536,19 @@ struct RecordingReader::Impl {
         }
         begin_once(nullptr);
 
+        // What the capture dropped is the writer's to say; what damage or a cut took from the
+        // file is this read's, and is counted and worded apart (never as capture drops).
         SourceSummary summary;
         summary.events = delivered;
-        summary.dropped = writer_summary.dropped + walk.lost_events;
+        summary.dropped = writer_summary.dropped;
+        summary.damaged = writer_summary.damaged + walk.lost_events;
         summary.truncated = writer_summary.truncated || walk.truncated || walk.io_failed;
         summary.notes = header_notes;
         summary.notes.insert(summary.notes.end(), writer_summary.notes.begin(),
                              writer_summary.notes.end());
-        walk.notes.append_to(summary.notes);
+        summary.notes.insert(summary.notes.end(), remarks.begin(), remarks.end());
+        summary.missing = writer_summary.missing;
+        walk.notes.append_to(summary.missing);
         if (unknown_chunks > 0) {
             summary.notes.push_back(std::to_string(unknown_chunks) +
                                     " chunk(s) of a type this gpudiag does not know were skipped "
@@ -541,7 +563,7 @@ struct RecordingReader::Impl {
                                     " string(s) could not be matched to ids (too many conflicts); "
                                     "some names may be missing");
         }
-        if (walk.io_failed) summary.notes.push_back("stopped by a read error: " + walk.io_error);
+        if (walk.io_failed) summary.missing.push_back("stopped by a read error: " + walk.io_error);
         last_summary = summary;
         sink.end(summary);
         if (walk.io_failed) return io_error(walk.io_error);

@@ -24,7 +24,9 @@ exit codes:
   {EXIT_OK}    success (and, with --fail-on, no finding at that severity or above)
   {EXIT_FINDINGS}    --fail-on was given and a finding at that severity or above was found
   {EXIT_USAGE}    usage error: bad arguments or options
-  {EXIT_INPUT}    input error: a file is missing, unreadable, corrupt or of an unsupported kind
+  {EXIT_INPUT}    input error: a file is missing, unreadable, corrupt, of an unsupported kind or
+       beyond gpudiag's memory limits; or only part of the input could be read (its report
+       is still printed; accept it with --allow-partial)
   {EXIT_UNAVAILABLE}    a needed capability is unavailable here (live capture not built, bundled
        demo recording missing, no recording produced)
   {EXIT_PROGRAM_FAILED}    gpudiag run: the program exited with an error (its report is still written)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from gpudiag import _core
-from gpudiag._errors import EXIT_FINDINGS, EXIT_OK
+from gpudiag._errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_OK
 from gpudiag._format import format_bytes
 from gpudiag._report import Report
 
@@ -28,6 +28,10 @@ def add_report_options(p: argparse.ArgumentParser) -> None:
                    "HTML page with plots")
     p.add_argument("--fail-on", choices=SEVERITIES, default=None,
                    help="exit with 1 when a finding at this severity or above is found")
+    p.add_argument("--allow-partial", action="store_true",
+                   help="accept input that could be read only in part (a file cut short, "
+                        "damaged parts, a rank missing): the report says what is missing either "
+                        f"way, but without this the exit code is {EXIT_INPUT}")
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
@@ -52,10 +56,17 @@ def emit_report(report: Report, args: argparse.Namespace, out: TextIO | None = N
         Path(args.json).write_text(report.to_json() + "\n", encoding="utf-8")
     if getattr(args, "html", None):
         Path(args.html).write_text(report.to_html(full_page=True), encoding="utf-8")
-    return exit_code_for(report, args.fail_on)
+    allow_partial = bool(getattr(args, "allow_partial", False))
+    if not report.complete and not allow_partial:
+        print(f"gpudiag: only part of the input could be read (see the report); exit code "
+              f"{EXIT_INPUT} (--allow-partial accepts it)", file=sys.stderr)
+    return exit_code_for(report, args.fail_on, allow_partial)
 
 
-def exit_code_for(report: Report, fail_on: str | None) -> int:
+def exit_code_for(report: Report, fail_on: str | None, allow_partial: bool = False) -> int:
+    # A diagnosis of part of the input is no all-clear: partial input fails unless accepted.
+    if not report.complete and not allow_partial:
+        return EXIT_INPUT
     if fail_on is None:
         return EXIT_OK
     threshold = SEVERITIES.index(fail_on)

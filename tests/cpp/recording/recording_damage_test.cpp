@@ -65,9 +65,9 @@ TEST(RecordingDamage, TruncationAtEveryByteYieldsAPrefix) {
         const bool complete = len == bytes.size();
         ASSERT_EQ(sink.summary.truncated, !complete) << "length " << len;
         if (!complete) {
-            ASSERT_FALSE(sink.summary.notes.empty());
+            ASSERT_FALSE(sink.summary.missing.empty());
             bool says_so = false;
-            for (const auto& note : sink.summary.notes) {
+            for (const auto& note : sink.summary.missing) {
                 says_so = says_so || note.find("cut short") != std::string::npos ||
                           note.find("without its closing index") != std::string::npos;
             }
@@ -104,7 +104,8 @@ TEST(RecordingDamage, TruncatedFileOnDiskReadsItsCompleteChunks) {
     ASSERT_TRUE(read_recording(path, sink, strings).is_ok());
     EXPECT_EQ(sink.events.size(), 30u);
     EXPECT_TRUE(sink.summary.truncated);
-    EXPECT_EQ(sink.summary.dropped, 10u);  // the partial chunk's events
+    EXPECT_EQ(sink.summary.damaged, 10u);  // the partial chunk's events: lost to the cut
+    EXPECT_EQ(sink.summary.dropped, 0u);   // not to the capture
     auto info = read_recording_info(path);
     ASSERT_TRUE(info.is_ok());
     EXPECT_TRUE(info->truncated);
@@ -140,9 +141,10 @@ TEST(RecordingDamage, FlippedPayloadByteSkipsThatChunkOnly) {
         ASSERT_TRUE(same_bytes(sink.events[i], events[want])) << i;
     }
     EXPECT_FALSE(sink.summary.truncated);
-    EXPECT_EQ(sink.summary.dropped, 10u);
+    EXPECT_EQ(sink.summary.damaged, 10u);
+    EXPECT_EQ(sink.summary.dropped, 0u);
     bool named = false;
-    for (const auto& note : sink.summary.notes) {
+    for (const auto& note : sink.summary.missing) {
         named = named || (note.find("CRC") != std::string::npos &&
                           note.find("byte " + std::to_string(victim)) != std::string::npos);
     }
@@ -177,7 +179,7 @@ TEST(RecordingDamage, FlippedHeaderByteResynchronises) {
     EXPECT_FALSE(sink.summary.truncated);  // the trailer was still found
     bool damaged = false;
     bool lost = false;
-    for (const auto& note : sink.summary.notes) {
+    for (const auto& note : sink.summary.missing) {
         damaged = damaged || note.find("bytes " + std::to_string(victim)) != std::string::npos;
         lost = lost || note.find("1 chunk(s)") != std::string::npos;
     }
@@ -283,7 +285,7 @@ TEST(RecordingDamage, OversizedChunkLengthIsRejectedWithoutAllocating) {
     EXPECT_TRUE(sink.events.empty());
     EXPECT_TRUE(sink.summary.truncated);
     bool mentions_limit = false;
-    for (const auto& note : sink.summary.notes) {
+    for (const auto& note : sink.summary.missing) {
         mentions_limit = mentions_limit || note.find("64 MiB") != std::string::npos;
     }
     EXPECT_TRUE(mentions_limit);

@@ -12,6 +12,7 @@ import pytest
 
 import gpudiag
 from gpudiag import cli
+from gpudiag._errors import EXIT_INPUT
 
 ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -50,9 +51,12 @@ def test_dask_local_cluster_equals_one_process() -> None:
 
 def test_cli_jobs_equals_one_process(capsys: pytest.CaptureFixture[str]) -> None:
     _need(*PAIR)
-    assert cli.main(["analyze", *map(str, PAIR), "--format", "json"]) in (0, 1)
+    # Two ranks of a 128-rank job: partial input, so exit 3 unless accepted.
+    assert cli.main(["analyze", *map(str, PAIR), "--format", "json"]) == EXIT_INPUT
     alone = json.loads(capsys.readouterr().out)
-    assert cli.main(["analyze", *map(str, PAIR), "--format", "json", "--jobs", "2"]) in (0, 1)
+    assert not alone["input"]["complete"]
+    args = ["analyze", *map(str, PAIR), "--format", "json", "--jobs", "2", "--allow-partial"]
+    assert cli.main(args) in (0, 1)
     pooled = json.loads(capsys.readouterr().out)
     assert pooled == alone
     # The headline of the job names the ranks' findings.

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "analysis/job/process_merge.hpp"
 
+#include "core/input_coverage.hpp"
+
 #include <algorithm>
 #include <string>
 
@@ -48,8 +50,10 @@ void merge_part(Report& into, Report part, bool several) {
     merge_source(into.source, part.source);
     into.capture.events += part.capture.events;
     into.capture.dropped += part.capture.dropped;
+    into.capture.damaged += part.capture.damaged;
     into.capture.truncated = into.capture.truncated || part.capture.truncated;
     for (auto& n : part.capture.notes) into.capture.notes.push_back(several ? file + ": " + n : n);
+    add_coverage(into.input, part.input, several ? file + ": " : std::string());
     for (auto& n : part.notes) {
         if (std::find(into.notes.begin(), into.notes.end(), n) == into.notes.end()) into.notes.push_back(n);
     }
@@ -77,6 +81,7 @@ Report merge_process_reports(std::vector<Report> parts) {
     Report out = std::move(parts.front());
     const std::string base_file = file_of(out);
     for (auto& n : out.capture.notes) n = base_file + ": " + n;
+    for (auto& m : out.input.missing) m = base_file + ": " + m;
     for (std::size_t i = 1; i < parts.size(); ++i) merge_part(out, std::move(parts[i]), true);
     std::stable_sort(out.findings.begin(), out.findings.end(),
                      [](const Finding& a, const Finding& b) { return a.severity > b.severity; });

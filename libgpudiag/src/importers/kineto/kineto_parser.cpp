@@ -815,7 +815,7 @@ simdjson::error_code read_event_array(od::array& events, Converter& converter,
 // One thread's share of the event array: consecutive pieces, parsed in order into one result.
 struct SliceWork {
     std::vector<std::string_view> pieces;
-    std::unique_ptr<StringTable> own_strings;  // all slices but the first
+    std::unique_ptr<StringTable> own_strings;  // the slice's names, until the split passes
     KinetoParseResult result;
     std::unique_ptr<Converter> converter;
     std::vector<StringId> remap;               // own_strings' ids -> the shared table's
@@ -992,6 +992,17 @@ void parse_slice(SliceWork& work, StringTable& strings, std::size_t reserve) noe
     }
 }
 
+// Interns every string of `from` into `into`, in id order; returns the map from `from`'s ids.
+std::vector<StringId> intern_all(const StringTable& from, StringTable& into) {
+    const std::size_t n = from.size();
+    std::vector<StringId> ids(n, kNoString);
+    if (n > StringTable::kOverflowString) ids[StringTable::kOverflowString] = StringTable::kOverflowString;
+    for (std::size_t id = StringTable::kOverflowString + 1; id < n; ++id) {
+        ids[id] = into.intern(from.lookup(static_cast<StringId>(id)));
+    }
+    return ids;
+}
+
 // The skeleton of a split: the text up to and including the array's "[", then from its "]" on.
 TraceBuffer make_skeleton(std::string_view text, std::size_t open, std::size_t close) {
     const std::size_t head = open + 1;
@@ -1036,10 +1047,11 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
         if (close == std::string_view::npos || close <= open) return false;
         skeleton = make_skeleton(text, open, close);
         KinetoParseResult scratch;
+        StringTable scratch_strings;  // the skeleton holds no events; the caller's stays untouched
         SplitMerge probe{skeleton.data() + open, nullptr, nullptr, false};
         ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
-                                              skeleton.capacity() + TraceBuffer::kPadding, strings,
-                                              scratch, &probe);
+                                              skeleton.capacity() + TraceBuffer::kPadding,
+                                              scratch_strings, scratch, &probe);
         found = attempt.error == simdjson::SUCCESS && probe.merged;
     }
     if (!found) return false;
@@ -1058,9 +1070,11 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
             const auto& s = split.slices[k];
             slices[g].pieces.push_back(text.substr(s.begin, s.end - s.begin));
         }
-        // The first slice interns into the shared table directly: its first-seen order is the
-        // serial parse's. The others intern into their own and are mapped in order below.
-        if (g > 0) slices[g].own_strings = std::make_unique<StringTable>();
+        // Every slice interns into a table of its own, mapped into the caller's in slice order
+        // below (the serial parse's first-seen order) only once all have passed: a split that
+        // fails leaves the caller's table as it was, so the serial parse that follows interns
+        // exactly what it would have alone.
+        slices[g].own_strings = std::make_unique<StringTable>();
     }
     // The first slice's events become the result: room for all (untouched pages cost nothing).
     const std::size_t reserve_all = buffer.size() / 128 + 16;
@@ -1079,27 +1093,27 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
             inline_slices.push_back(k);  // no thread to be had: parse it here, afterwards
         }
     }
-    parse_slice(slices[0], strings, reserve_all);
+    parse_slice(slices[0], *slices[0].own_strings, reserve_all);
     for (auto& w : workers) w.join();
     for (std::size_t k : inline_slices) parse_slice(slices[k], *slices[k].own_strings, 0);
     for (const SliceWork& work : slices) {
         if (!work.ok) return false;
     }
-    for (std::size_t k = 1; k < slices.size(); ++k) {
-        SliceWork& work = slices[k];
-        const std::size_t n = work.own_strings->size();
-        work.remap.assign(n, kNoString);
-        if (n > StringTable::kOverflowString) work.remap[StringTable::kOverflowString] = StringTable::kOverflowString;
-        for (std::size_t id = StringTable::kOverflowString + 1; id < n; ++id) {
-            work.remap[id] = strings.intern(work.own_strings->lookup(static_cast<StringId>(id)));
-        }
-    }
-
+    // The slices' names go through a staging table, in slice order, and reach the caller's only
+    // once the merge has passed too.
+    StringTable staging;
+    for (SliceWork& work : slices) work.remap = intern_all(*work.own_strings, staging);
     SplitMerge merge{skeleton.data() + split.array_open, &slices, nullptr, false};
     ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
-                                          skeleton.capacity() + TraceBuffer::kPadding, strings, out,
+                                          skeleton.capacity() + TraceBuffer::kPadding, staging, out,
                                           &merge);
     if (attempt.error != simdjson::SUCCESS || !merge.merged) return false;
+    const std::vector<StringId> final_ids = intern_all(staging, strings);
+    bool identity = true;
+    for (std::size_t id = 0; identity && id < final_ids.size(); ++id) identity = final_ids[id] == id;
+    if (!identity) {
+        for (Event& e : out.events) remap_strings(e, final_ids);
+    }
     out.slices = slices.size();
     return true;
 }
@@ -1269,8 +1283,9 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
                                 "; not a readable Chrome/Kineto trace");
         }
         out.summary.truncated = true;
-        out.summary.notes.push_back(problem + "; kept the " + std::to_string(out.events.size()) +
-                                    " events before it");
+        out.summary.missing.push_back(problem + ": the trace is unreadable from there on; kept the " +
+                                      std::to_string(out.events.size()) +
+                                      " events before it, whatever followed is missing");
     } else if (!first.found_events) {
         return corrupt_data(name + ": valid JSON but no \"traceEvents\" array: not a "
                                    "Chrome/Kineto trace");

@@ -39,33 +39,59 @@ public:
     }
 
 private:
+    // The stream first (bounded memory); the whole-document parse, bounded by kMaxWholeText,
+    // for what the stream cannot verify.
     Status run_impl(EventSink& sink, StringTable& strings) {
-        if (streamed(sink, strings)) return Status::ok();
-        return run_whole(sink, strings);
+        KinetoStreamResult result;
+        switch (stream(result)) {
+            case StreamOutcome::kRead:
+            case StreamOutcome::kPartial: return deliver(result, sink, strings);
+            case StreamOutcome::kRefused: return result.refusal;
+            case StreamOutcome::kUnclosed:
+                // Most likely cut short; read whole when small enough, as an unusual layout that
+                // the serial parse reads in full also ends up here.
+                if (result.text_bytes > kMaxWholeText) return deliver(result, sink, strings);
+                return run_whole(sink, strings, result.why);
+            case StreamOutcome::kDeclined: break;
+        }
+        return run_whole(sink, strings, result.why);
     }
 
-    // The bounded-memory reading (kineto_stream.hpp); false when the trace must be read whole.
-    bool streamed(EventSink& sink, StringTable& strings) {
+    // The bounded-memory reading (kineto_stream.hpp).
+    StreamOutcome stream(KinetoStreamResult& result) {
         // A small gzip trace is inflated whole by libdeflate, twice as fast as zlib's streaming
         // inflate; its pieces are then cut from memory. Past the limit, zlib streams it.
         std::optional<TraceBuffer> small;
         if (!whole_from_stream_) small = inflate_small_gzip(path_, kWholeInflateLimit);
         auto in = small ? Result<std::unique_ptr<ByteStream>>(memory_stream(small->data(), small->size()))
                         : open_();
-        if (!in) return false;  // the whole-file reading reports why
+        if (!in) {
+            result.why = in.status().message();
+            return StreamOutcome::kDeclined;  // the whole-file reading reports why
+        }
         KinetoStreamOptions options;
         options.progress = options_.progress;
-        KinetoStreamResult result;
-        if (!stream_kineto_events(**in, path_, strings, options, result)) return false;
+        return stream_kineto_trace(**in, path_, options, result);
+    }
+
+    Status deliver(KinetoStreamResult& result, EventSink& sink, StringTable& strings) {
+        publish_stream_names(result, strings);
         note_missing_gpu_work(result.parse);
         sink.begin(result.parse.info, strings);
         result.runs.replay(sink);
         sink.end(result.parse.summary);
-        return true;
+        return Status::ok();
     }
 
     static void note_missing_gpu_work(KinetoParseResult& parsed) {
         if (parsed.gpu_activities != 0) return;
+        if (parsed.summary.truncated && parsed.device_vendor != "mtia") {
+            parsed.summary.missing.emplace_back(
+                "no GPU kernels, copies or memsets were read: the profiler writes GPU activity "
+                "after the CPU operators, so a trace cut short loses it first; GPU timeline "
+                "figures are not available");
+            return;
+        }
         parsed.summary.notes.push_back(
             parsed.device_vendor == "mtia"
                 ? "MTIA trace: its device events (mtia_ccp_events) are not kernels or copies, "
@@ -76,11 +102,19 @@ private:
 
     // The whole text in memory, parsed at once: for traces the stream cannot verify (damaged,
     // cut short, unusually laid out), whose recovery needs all of it.
-    Status run_whole(EventSink& sink, StringTable& strings) {
+    // `why`: why the stream could not read it, for the refusal of one too large to read whole.
+    Status run_whole(EventSink& sink, StringTable& strings, const std::string& why) {
         bool gzip_truncated = false;
-        auto buffer = whole_from_stream_ ? load_whole_stream(&gzip_truncated)
-                                         : load_trace_file(path_, &gzip_truncated, options_.progress);
-        if (!buffer) return buffer.status();
+        auto buffer = whole_from_stream_
+                          ? load_whole_stream(&gzip_truncated)
+                          : load_trace_file(path_, &gzip_truncated, options_.progress, kMaxWholeText);
+        if (!buffer) {
+            if (buffer.status().code() != StatusCode::kUnsupported || why.empty()) return buffer.status();
+            std::string_view problem = buffer.status().message();
+            if (problem.substr(0, path_.size() + 2) == path_ + ": ") problem.remove_prefix(path_.size() + 2);
+            return unsupported(path_ + ": could not be read as a stream (" + why + "), and " +
+                               std::string(problem) + "; gpudiag reads no more than that at once");
+        }
         KinetoParseResult parsed;
         Status status = parse_kineto_events(*buffer, path_, strings, parsed);
         if (!status.is_ok()) {
@@ -93,8 +127,9 @@ private:
         buffer = TraceBuffer();  // the events hold everything needed; give the text back
         if (gzip_truncated) {
             parsed.summary.truncated = true;
-            parsed.summary.notes.insert(parsed.summary.notes.begin(),
-                                        "the gzip stream is cut short (file truncated?)");
+            parsed.summary.missing.insert(parsed.summary.missing.begin(),
+                                          "the gzip stream is cut short (file truncated?): "
+                                          "whatever followed the last complete event is missing");
         }
         note_missing_gpu_work(parsed);
         const std::vector<Event>& events = parsed.events;
@@ -122,13 +157,17 @@ private:
     Result<TraceBuffer> load_whole_stream(bool* truncated) {
         auto in = open_();
         if (!in) return in.status();
-        auto buffer = load_trace_stream(**in, truncated);
+        auto buffer = load_trace_stream(**in, truncated, kMaxWholeText);
         if (!buffer) return Status(buffer.status().code(), path_ + ": " + buffer.status().message());
         return buffer;
     }
 
     // Gzip traces up to this size once inflated are inflated whole (a bounded, transient buffer).
     static constexpr std::size_t kWholeInflateLimit = std::size_t{64} << 20;
+    // The most text read whole, for a trace the stream cannot verify. The whole-document parse
+    // needs about three times the text (the text, simdjson's index, the events); past this the
+    // trace is refused with the reason the stream gave, rather than risking the host's memory.
+    static constexpr std::uint64_t kMaxWholeText = std::uint64_t{256} << 20;
 
     std::string path_;
     StreamOpener open_;

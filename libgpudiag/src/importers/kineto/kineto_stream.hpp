@@ -19,7 +19,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <string_view>
 
 namespace gpudiag::detail {
 
@@ -38,16 +40,52 @@ struct KinetoStreamOptions {
     std::function<void(std::uint64_t, std::uint64_t)> progress;
 };
 
+/// How a streamed read ended.
+enum class StreamOutcome : std::uint8_t {
+    kRead,      ///< the whole trace, verified
+    /// The input itself ends early or turns unreadable (a gzip stream cut short, bytes JSON text
+    /// cannot hold, a read error): the verified events before that point, `why` says what is
+    /// missing. The whole-document parse could not read more.
+    kPartial,
+    /// The text ends without its event array closing where the stream can verify it (a plain file
+    /// cut short, most likely): the verified events before the end, as for kPartial. A trace laid
+    /// out unusually also ends here, so the caller reads it whole when it is small enough.
+    kUnclosed,
+    kDeclined,  ///< not verifiable this way (`why` says why): read it whole instead
+    kRefused,   ///< cannot be a trace gpudiag reads, whole or not: `refusal` says why
+};
+
 struct KinetoStreamResult {
     KinetoParseResult parse;  ///< info, summary and counts; `parse.events` stays empty
     EventRunSet runs;         ///< the events, replayed in start order
     std::size_t pieces = 0;
+    StreamOutcome outcome = StreamOutcome::kDeclined;
+    std::uint64_t text_bytes = 0;  ///< bytes of the trace's text read (inflated)
+    std::string why;               ///< what is missing (partial), or why it was declined
+    Status refusal;                ///< kRefused: the error to report
+    /// The names the runs' string ids refer to, until publish_stream_names() moves them.
+    std::unique_ptr<StringTable> names;
 };
 
+/// Reads the trace from `in` into `out`; `out.outcome` is also returned. The caller's string
+/// table is never touched: the runs refer to `out.names` until publish_stream_names().
+/// Throws std::bad_alloc.
+StreamOutcome stream_kineto_trace(ByteStream& in, const std::string& name,
+                                  const KinetoStreamOptions& options, KinetoStreamResult& out);
+
+/// Interns `result`'s names into `strings`, in the serial parse's first-seen order, and maps the
+/// runs' ids to them.
+void publish_stream_names(KinetoStreamResult& result, StringTable& strings);
+
 /// Reads the trace from `in`. Returns true with `out` filled, string ids interned into `strings`
-/// in the order the serial parse interns them; false when the trace could not be read this way
-/// (nothing was added to `strings` then, and `out` is to be ignored). Throws std::bad_alloc.
+/// in the order the serial parse interns them, when the whole trace was read and verified; false
+/// otherwise (nothing was added to `strings` then, and `out` is to be ignored). Throws
+/// std::bad_alloc.
 bool stream_kineto_events(ByteStream& in, const std::string& name, StringTable& strings,
                           const KinetoStreamOptions& options, KinetoStreamResult& out);
+
+/// The offset of the first byte in `text` that JSON text cannot hold anywhere (a control
+/// character other than tab, line feed and carriage return), or npos.
+std::size_t find_non_json_byte(std::string_view text) noexcept;
 
 }  // namespace gpudiag::detail

@@ -5,6 +5,7 @@
 // streaming inflate handles everything else: several members, wrapped sizes, cut-off files.
 #include "importers/kineto/trace_buffer.hpp"
 
+#include <fmt/format.h>
 #include <libdeflate.h>
 #include <zlib.h>
 
@@ -49,8 +50,18 @@ struct FileCloser {
     }
 };
 
+Status too_large(std::uint64_t max_bytes) {
+    if (max_bytes >= TraceBuffer::kMaxContentBytes) {
+        return unsupported(
+            "the trace is larger than 4 GiB once decompressed, which the JSON parser cannot index "
+            "in one piece; record fewer steps per trace (torch.profiler schedule active=...)");
+    }
+    return unsupported(fmt::format("the trace holds more than {} MiB of text, the most read whole",
+                                   max_bytes >> 20));
+}
+
 // The file's bytes, unmodified, in a padded buffer (a plain JSON trace is parsed in place).
-Result<TraceBuffer> read_raw(const std::string& path) {
+Result<TraceBuffer> read_raw(const std::string& path, std::uint64_t max_bytes) {
     std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
     if (!f) {
         if (errno == ENOENT) return not_found(path + ": no such file");
@@ -62,14 +73,20 @@ Result<TraceBuffer> read_raw(const std::string& path) {
         if (n > 0) expected = static_cast<std::size_t>(n);
         std::fseek(f.get(), 0, SEEK_SET);
     }
-    if (expected > TraceBuffer::kMaxContentBytes) expected = TraceBuffer::kMaxContentBytes;
+    max_bytes = std::min<std::uint64_t>(max_bytes, TraceBuffer::kMaxContentBytes);
+    if (expected > max_bytes) return too_large(max_bytes);  // before allocating anything
     TraceBuffer out(expected);
     std::size_t size = 0;
     for (;;) {
         if (size == out.capacity()) {  // the file grew while we read it
-            if (out.capacity() >= TraceBuffer::kMaxContentBytes) break;
+            if (out.capacity() >= max_bytes) {
+                char probe = 0;
+                if (std::fread(&probe, 1, 1, f.get()) == 1) return too_large(max_bytes);
+                break;
+            }
             out.resize(size);
-            out.reserve(std::min<std::size_t>(out.capacity() * 2, TraceBuffer::kMaxContentBytes));
+            out.reserve(static_cast<std::size_t>(
+                std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2, max_bytes)));
         }
         std::size_t got = std::fread(out.data() + size, 1, out.capacity() - size, f.get());
         size += got;
@@ -80,15 +97,10 @@ Result<TraceBuffer> read_raw(const std::string& path) {
     return out;
 }
 
-Status too_large() {
-    return resource_exhausted(
-        "the trace is larger than 4 GiB once decompressed, which the JSON parser cannot index in "
-        "one piece; record fewer steps per trace (torch.profiler schedule active=...)");
-}
-
 // zlib's streaming inflate over every gzip member; keeps what it produced when the input stops.
 Result<TraceBuffer> inflate_streaming(const unsigned char* in, std::size_t in_size,
-                                      std::size_t size_hint, bool* truncated) {
+                                      std::size_t size_hint, bool* truncated,
+                                      std::uint64_t max_bytes) {
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 16) != Z_OK) return internal_error("zlib inflateInit2 failed");
     struct Ender {
@@ -96,14 +108,15 @@ Result<TraceBuffer> inflate_streaming(const unsigned char* in, std::size_t in_si
         ~Ender() { inflateEnd(z); }
     } ender{&zs};
 
-    TraceBuffer out(std::max<std::size_t>(size_hint, 1 << 16));
+    max_bytes = std::min<std::uint64_t>(max_bytes, TraceBuffer::kMaxContentBytes);
+    TraceBuffer out(static_cast<std::size_t>(
+        std::min<std::uint64_t>(std::max<std::size_t>(size_hint, 1 << 16), max_bytes)));
     std::size_t produced = 0;
     std::size_t consumed = 0;
     for (;;) {
         if (produced == out.capacity()) {
-            if (out.capacity() >= TraceBuffer::kMaxContentBytes) return too_large();
-            std::uint64_t next = std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2,
-                                                         TraceBuffer::kMaxContentBytes);
+            if (out.capacity() >= max_bytes) return too_large(max_bytes);
+            std::uint64_t next = std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2, max_bytes);
             out.resize(produced);
             out.reserve(static_cast<std::size_t>(next));
         }
@@ -146,11 +159,12 @@ Result<TraceBuffer> inflate_streaming(const unsigned char* in, std::size_t in_si
 
 }  // namespace
 
-Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, bool* truncated) {
+Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, bool* truncated,
+                                 std::uint64_t max_bytes) {
     *truncated = false;
     if (in_size < 18) {
         // Header and trailer alone take 18 bytes: this can only be a cut-off file.
-        return inflate_streaming(in, in_size, 1 << 16, truncated);
+        return inflate_streaming(in, in_size, 1 << 16, truncated, max_bytes);
     }
     std::uint32_t isize = static_cast<std::uint32_t>(in[in_size - 4]) |
                           (static_cast<std::uint32_t>(in[in_size - 3]) << 8) |
@@ -158,7 +172,8 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
                           (static_cast<std::uint32_t>(in[in_size - 1]) << 24);
     // ISIZE is trustworthy only when it is plausible for this much compressed data; otherwise the
     // size wrapped past 4 GiB, the file has several members, or it is cut short.
-    bool plausible = isize > 0 && std::uint64_t{isize} <= std::uint64_t{in_size} * kMaxDeflateRatio;
+    bool plausible = isize > 0 && std::uint64_t{isize} <= std::uint64_t{in_size} * kMaxDeflateRatio &&
+                     isize <= max_bytes;
     if (plausible) {
         TraceBuffer out(isize);
         libdeflate_decompressor* d = libdeflate_alloc_decompressor();
@@ -174,7 +189,7 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
         }
     }
     std::size_t hint = plausible ? isize : std::min<std::size_t>(in_size * 8, 1u << 30);
-    return inflate_streaming(in, in_size, hint, truncated);
+    return inflate_streaming(in, in_size, hint, truncated, max_bytes);
 }
 
 std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size_t limit) {
@@ -212,15 +227,22 @@ std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size
     return out;
 }
 
-Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated) {
-    TraceBuffer out(std::size_t{1} << 20);
+Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated, std::uint64_t max_bytes) {
+    max_bytes = std::min<std::uint64_t>(max_bytes, TraceBuffer::kMaxContentBytes);
+    TraceBuffer out(static_cast<std::size_t>(std::min<std::uint64_t>(std::size_t{1} << 20, max_bytes)));
     std::size_t size = 0;
     for (;;) {
         if (size == out.capacity()) {
-            if (out.capacity() >= TraceBuffer::kMaxContentBytes) return too_large();
+            if (out.capacity() >= max_bytes) {
+                char probe = 0;
+                auto more = in.read(&probe, 1);
+                if (!more) return more.status();
+                if (*more == 0) break;
+                return too_large(max_bytes);
+            }
             out.resize(size);
-            out.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2,
-                                                                         TraceBuffer::kMaxContentBytes)));
+            out.reserve(static_cast<std::size_t>(
+                std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2, max_bytes)));
         }
         auto got = in.read(out.data() + size, out.capacity() - size);
         if (!got) return got.status();
@@ -233,15 +255,19 @@ Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated) {
 }
 
 Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
-                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+                                    std::uint64_t max_bytes) {
     *truncated = false;
-    auto raw = read_raw(path);
-    if (!raw) return raw.status();
+    // A gzip file is read whole before it is inflated: its compressed size is bounded too.
+    auto raw = read_raw(path, max_bytes);
+    if (!raw) return Status(raw.status().code(), raw.status().code() == StatusCode::kUnsupported
+                                                     ? path + ": " + raw.status().message()
+                                                     : raw.status().message());
     const auto* bytes = reinterpret_cast<const unsigned char*>(raw->data());
     std::size_t n = raw->size();
     if (progress) progress(0, n);
     if (n >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b) {
-        auto out = inflate_gzip(bytes, n, truncated);
+        auto out = inflate_gzip(bytes, n, truncated, max_bytes);
         if (!out) return Status(out.status().code(), path + ": " + out.status().message());
         if (progress) progress(n, n);
         return out;

@@ -44,13 +44,15 @@ private:
     std::size_t capacity_ = 0;
 };
 
-/// Reads `path` into memory, inflating gzip (single or multi-member, any size up to the parser's
-/// limit). `progress(done, total)` is called now and then with compressed bytes consumed.
-/// Errors: kNotFound, kIoError, kCorruptData (bad gzip; the message says how far it got),
-/// kResourceExhausted (larger than kMaxContentBytes once inflated).
-/// A gzip stream cut short yields the bytes inflated so far and sets `*truncated`.
+/// Reads `path` into memory, inflating gzip (single or multi-member, any size up to `max_bytes`
+/// and the parser's limit). `progress(done, total)` is called now and then with compressed bytes
+/// consumed. Errors: kNotFound, kIoError, kCorruptData (bad gzip; the message says how far it
+/// got), kUnsupported (more than `max_bytes`, or kMaxContentBytes, once inflated: refused before
+/// that much is allocated). A gzip stream cut short yields the bytes inflated so far and sets
+/// `*truncated`.
 Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
-                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress);
+                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+                                    std::uint64_t max_bytes = TraceBuffer::kMaxContentBytes);
 
 /// The gzip file at `path` inflated whole with libdeflate (about twice zlib's speed), when it is
 /// one gzip member of at most `limit` bytes inflated; nullopt when it is not (the caller then
@@ -58,10 +60,12 @@ Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
 std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size_t limit);
 
 /// Reads all of `in` (already inflated) into memory; `*truncated` when the stream broke off.
-/// Errors: those of the stream, kResourceExhausted (larger than kMaxContentBytes).
-Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated);
+/// Errors: those of the stream, kUnsupported (more than `max_bytes` or kMaxContentBytes).
+Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated,
+                                      std::uint64_t max_bytes = TraceBuffer::kMaxContentBytes);
 
 /// Inflates an in-memory gzip image (used by load_trace_file and by tests). Same errors.
-Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, bool* truncated);
+Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, bool* truncated,
+                                 std::uint64_t max_bytes = TraceBuffer::kMaxContentBytes);
 
 }  // namespace gpudiag::detail

@@ -18,10 +18,13 @@
 //   returned when a streamed item is released.
 #include "importers/torch_snapshot/safe_pickle_reader.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <new>
 #include <unordered_map>
@@ -144,6 +147,7 @@ bool is_code_opcode(unsigned char op) {
 // Thrown inside the machine only; converted to a Status at the boundary of run().
 struct PickleError {
     Status status;
+    bool cut_short = false;  // the input ended before the pickle did
 };
 
 }  // namespace
@@ -226,7 +230,14 @@ const char* pickle_opcode_name(unsigned char op) noexcept {
 // in the buffer (nearly all: opcodes and their arguments are a few bytes) take the inline path.
 class SafePickleReader::Input {
 public:
-    Input(std::FILE* file, std::uint64_t& offset) : file_(file), reported_(offset) {}
+    Input(std::FILE* file, std::uint64_t& offset) : file_(file), reported_(offset) {
+        struct stat st {};
+        const long at = std::ftell(file);
+        if (::fstat(::fileno(file), &st) == 0 && S_ISREG(st.st_mode) && at >= 0 &&
+            static_cast<std::uint64_t>(st.st_size) >= static_cast<std::uint64_t>(at)) {
+            file_bytes_ = static_cast<std::uint64_t>(st.st_size) - static_cast<std::uint64_t>(at);
+        }
+    }
     Input(std::string_view bytes, std::uint64_t& offset)
         : data_(bytes.data()), size_(bytes.size()), reported_(offset) {}
     ~Input() { reported_ = offset(); }
@@ -270,6 +281,12 @@ public:
         return read(&out, 1);
     }
     [[nodiscard]] std::uint64_t offset() const { return base_ + pos_; }
+    /// Bytes left to read (of a regular file, as it was when opened); the most a length read
+    /// from the input can honestly claim.
+    [[nodiscard]] std::uint64_t remaining() const {
+        if (file_ == nullptr) return size_ - pos_;
+        return file_bytes_ > offset() ? file_bytes_ - offset() : 0;
+    }
 
 private:
     bool refill() {
@@ -289,6 +306,7 @@ private:
     std::size_t size_ = 0;
     std::size_t pos_ = 0;
     std::uint64_t base_ = 0;  // bytes of the input before data_
+    std::uint64_t file_bytes_ = std::numeric_limits<std::uint64_t>::max();  // unknown: a pipe
     std::uint64_t& reported_;
 };
 
@@ -329,8 +347,10 @@ private:
     // ---- errors ----
     [[noreturn]] void fail(Status s) { throw PickleError{std::move(s)}; }
     [[noreturn]] void fail_truncated(const char* what) {
-        fail(corrupt_data(name_ + ": the file ends early (offset " + std::to_string(in_.offset()) +
-                          ") while reading " + what + "; the snapshot was cut short"));
+        throw PickleError{corrupt_data(name_ + ": the file ends early (offset " +
+                                       std::to_string(in_.offset()) + ") while reading " + what +
+                                       "; the snapshot was cut short"),
+                          true};
     }
     [[noreturn]] void fail_at(unsigned char op, const std::string& why) {
         fail(corrupt_data(name_ + ": malformed pickle at offset " + std::to_string(op_offset_) +
@@ -373,6 +393,16 @@ private:
     }
 
     std::size_t checked_length(unsigned char op, std::uint64_t n) {
+        // A length is only a claim: one longer than what is left of the input is damage (or
+        // hostility), reported as such before anything is allocated for it.
+        if (n > in_.remaining()) {
+            throw PickleError{corrupt_data(name_ + ": a " + pickle_opcode_name(op) + " value at offset " +
+                                           std::to_string(op_offset_) + " declares " +
+                                           std::to_string(n) + " bytes, but only " +
+                                           std::to_string(in_.remaining()) +
+                                           " follow: the file is cut short or damaged"),
+                              true};
+        }
         if (n > limits_.max_string_bytes) {
             fail(resource_exhausted(name_ + ": a " + pickle_opcode_name(op) + " value of " +
                                     std::to_string(n) + " bytes at offset " +
@@ -870,10 +900,12 @@ private:
 
 Result<PickleRef> SafePickleReader::run(Input& input, const std::string& name,
                                         PickleStreamHandler* handler) {
+    ended_early_ = false;
     try {
         Machine machine(input, name, limits_, handler);
         return machine.run();
     } catch (PickleError& e) {
+        ended_early_ = e.cut_short;
         return std::move(e.status);
     } catch (const std::bad_alloc&) {
         return resource_exhausted(name + ": out of host memory while decoding the pickle");

@@ -61,6 +61,9 @@ public:
 
     /// Bytes consumed by the last read.
     [[nodiscard]] std::uint64_t bytes_read() const noexcept { return offset_; }
+    /// The last read failed because the input ended before the pickle did (cut short, or a
+    /// length that claims more than is left); what the handler was given before stays valid.
+    [[nodiscard]] bool ended_early() const noexcept { return ended_early_; }
 
 private:
     class Input;
@@ -69,6 +72,7 @@ private:
 
     PickleLimits limits_;
     std::uint64_t offset_ = 0;
+    bool ended_early_ = false;
 };
 
 /// The pickle name of opcode byte `op` ("GLOBAL", "BININT1", ...) or "unknown".

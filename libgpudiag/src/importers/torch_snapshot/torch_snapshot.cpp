@@ -367,6 +367,8 @@ MemoryCategory frames_to_category(const PickleValue& frames) {
 
 Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
                                  SnapshotVisitor& visitor) noexcept {
+    ended_early_ = false;
+    bytes_read_ = 0;
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
     if (!file) {
         if (errno == ENOENT) return not_found(path + ": no such file");
@@ -376,6 +378,8 @@ Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
         SnapshotHandler handler(path, strings, visitor);
         SafePickleReader reader(limits_);
         auto root = reader.read(file.get(), path, &handler);
+        ended_early_ = reader.ended_early() && std::ferror(file.get()) == 0;
+        bytes_read_ = reader.bytes_read();
         if (root && std::ferror(file.get()) != 0) return io_error(path + ": read error");
         return finish(root, path, visitor);
     } catch (...) {
@@ -385,10 +389,14 @@ Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
 
 Status TorchSnapshotReader::read_bytes(std::string_view bytes, const std::string& name,
                                        StringTable& strings, SnapshotVisitor& visitor) noexcept {
+    ended_early_ = false;
+    bytes_read_ = 0;
     try {
         SnapshotHandler handler(name, strings, visitor);
         SafePickleReader reader(limits_);
         auto root = reader.read(bytes, name, &handler);
+        ended_early_ = reader.ended_early();
+        bytes_read_ = reader.bytes_read();
         return finish(root, name, visitor);
     } catch (...) {
         return resource_exhausted(name + ": out of host memory while reading the snapshot");

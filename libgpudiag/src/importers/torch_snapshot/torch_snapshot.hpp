@@ -100,9 +100,16 @@ public:
     /// The same from bytes in memory (tests, fuzzing).
     Status read_bytes(std::string_view bytes, const std::string& name, StringTable& strings,
                       SnapshotVisitor& visitor) noexcept;
+    /// The last read failed only because the file ends early: what the visitor was given (whole
+    /// segments and trace entries, in file order) is a valid prefix of the snapshot.
+    [[nodiscard]] bool ended_early() const noexcept { return ended_early_; }
+    /// Bytes of the pickle decoded by the last read.
+    [[nodiscard]] std::uint64_t bytes_read() const noexcept { return bytes_read_; }
 
 private:
     PickleLimits limits_;
+    bool ended_early_ = false;
+    std::uint64_t bytes_read_ = 0;
 };
 
 /// The allocation site for a frame list: the innermost frame in the program's own code

@@ -260,7 +260,8 @@ TEST(KinetoImport, GarbageAndNonTracesGetClearErrors) {
         StatusCode code;
         std::string words;
     } cases[] = {
-        {"garbage.json", "{\"traceEvents\": [ \x01\x02 ###", StatusCode::kCorruptData, "malformed JSON"},
+        {"garbage.json", "{\"traceEvents\": [ \x01\x02 ###", StatusCode::kCorruptData, "0x01, which JSON text cannot hold"},
+        {"bad.json", "{\"traceEvents\": [ {\"ph\": ### ]}", StatusCode::kCorruptData, "malformed JSON"},
         {"object.json", "{\"a\": 1}", StatusCode::kCorruptData, "no \"traceEvents\""},
         {"timeline.json", "[[1, 0, 5, 1], [2, 1, 5, 1]]", StatusCode::kUnsupported, "memory-timeline"},
         {"binary.bin", std::string("\x00\x01\x02\x03", 4), StatusCode::kUnsupported, "not a format"},

@@ -190,6 +190,133 @@ TEST(KinetoStream, WhatItCannotVerifyItLeavesAloneAndInternsNothing) {
     }
 }
 
+// A ByteStream that hands out the text in small reads and never all at once (as files are read).
+class PiecemealStream final : public ByteStream {
+public:
+    explicit PiecemealStream(std::string text, bool truncated = false)
+        : text_(std::move(text)), truncated_(truncated) {}
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        const std::size_t take = std::min({n, std::size_t{777}, text_.size() - pos_});
+        std::memcpy(dst, text_.data() + pos_, take);
+        pos_ += take;
+        return take;
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override { return pos_; }
+    [[nodiscard]] std::uint64_t total() const noexcept override { return text_.size(); }
+    [[nodiscard]] bool truncated() const noexcept override { return truncated_ && pos_ == text_.size(); }
+
+private:
+    std::string text_;
+    std::size_t pos_ = 0;
+    bool truncated_;
+};
+
+StreamOutcome stream_piecemeal(const std::string& text, KinetoStreamResult& out, bool truncated = false,
+                               std::size_t max_held = std::size_t{64} << 20) {
+    PiecemealStream in(text, truncated);
+    KinetoStreamOptions options;
+    options.piece_bytes = 1024;
+    options.max_threads = 2;
+    options.max_held_bytes = max_held;
+    return stream_kineto_trace(in, "t", options, out);
+}
+
+TEST(KinetoStream, BlankLinesAndTrailingSpacesBetweenEventsAreCuts) {
+    // "}, \n\n  {": whitespace around line breaks between events (it once hung the cut search).
+    std::string text = R"({"traceEvents": [)";
+    for (int i = 0; i < 300; ++i) {
+        if (i > 0) text += i % 2 ? ", \n\n  " : ",\n \t\n";
+        text += R"({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": )" +
+                std::to_string(100 + i) + R"(, "dur": 1})";
+    }
+    text += "]}";
+    Whole w;
+    parse_whole(text, w);
+    Streamed s;
+    parse_streamed(text, s, 300, 2);
+    expect_same(w, s);
+    KinetoStreamResult r;
+    EXPECT_EQ(stream_piecemeal(text, r), StreamOutcome::kRead);
+}
+
+TEST(KinetoStream, InputCutShortKeepsTheEventsBeforeTheCut) {
+    const std::string text = kineto_text(2000);
+    Whole w;
+    parse_whole(text, w);
+    // A gzip stream that ends early: the events before the cut, said to be partial.
+    const std::string cut = text.substr(0, text.size() / 2);
+    KinetoStreamResult r;
+    ASSERT_EQ(stream_piecemeal(cut, r, true), StreamOutcome::kPartial) << r.why;
+    EXPECT_TRUE(r.parse.summary.truncated);
+    ASSERT_EQ(r.parse.summary.missing.size(), 1u);
+    EXPECT_NE(r.parse.summary.missing[0].find("gzip stream ends early"), std::string::npos);
+    // As many as the whole-document parse recovers from the same text.
+    Whole w_cut;
+    parse_whole(cut, w_cut);
+    ASSERT_TRUE(w_cut.result.summary.truncated);
+    EXPECT_EQ(r.runs.events(), w_cut.result.events.size());
+    EXPECT_GT(r.runs.events(), w.result.events.size() / 3);
+    EXPECT_EQ(r.parse.info.rank, 2);  // what came before the array is read
+    // The same text from a plain file: the array never closes.
+    KinetoStreamResult plain;
+    ASSERT_EQ(stream_piecemeal(cut, plain), StreamOutcome::kUnclosed) << plain.why;
+    EXPECT_EQ(plain.runs.events(), r.runs.events());
+    // Nothing reaches the caller's strings until published, and then the names the events use.
+    StringTable strings;
+    publish_stream_names(r, strings);
+    Collect sink;
+    r.runs.replay(sink);
+    for (const Event& e : sink.seen) {
+        if (e.kind == EventKind::kKernel) {
+            EXPECT_EQ(strings.lookup(e.kernel.name).substr(0, 7), "kernel_");
+        }
+    }
+}
+
+TEST(KinetoStream, BytesJsonCannotHoldEndTheReading) {
+    const std::string text = kineto_text(600);
+    std::string zeroed = text.substr(0, text.size() / 3) + std::string(100000, '\0');
+    for (bool piecemeal : {true, false}) {
+        KinetoStreamResult r;
+        StreamOutcome outcome;
+        if (piecemeal) {
+            outcome = stream_piecemeal(zeroed, r);
+        } else {
+            auto in = memory_stream(zeroed.data(), zeroed.size());
+            KinetoStreamOptions options;
+            options.piece_bytes = 1024;
+            outcome = stream_kineto_trace(*in, "t", options, r);
+        }
+        ASSERT_EQ(outcome, StreamOutcome::kPartial) << r.why;
+        ASSERT_FALSE(r.parse.summary.missing.empty());
+        EXPECT_NE(r.parse.summary.missing[0].find("byte " + std::to_string(text.size() / 3) + " of the trace's text is 0x00"),
+                  std::string::npos)
+            << r.parse.summary.missing[0];
+        EXPECT_GT(r.runs.events(), 150u);
+    }
+    // Zeros after the trace's end are nobody's loss: the trace is whole.
+    KinetoStreamResult after;
+    EXPECT_EQ(stream_piecemeal(text + std::string(5000, '\0'), after), StreamOutcome::kRead) << after.why;
+    Whole w;
+    parse_whole(text, w);
+    EXPECT_EQ(after.runs.events(), w.result.events.size());
+}
+
+TEST(KinetoStream, WhitespaceIsSqueezedAndBoundlessTextRefused) {
+    // Megabytes of whitespace between two events stay out of memory.
+    const std::string event = R"({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 5, "dur": 1})";
+    const std::string spaced = R"({"traceEvents": [)" + event + "," + std::string(8u << 20, ' ') + "\n" + event + "]}";
+    KinetoStreamResult r;
+    ASSERT_EQ(stream_piecemeal(spaced, r, false, 1u << 20), StreamOutcome::kRead) << r.why;
+    EXPECT_EQ(r.runs.events(), 2u);
+    // No boundary between two events within the hold limit: refused, whatever follows.
+    const std::string nested = R"({"traceEvents": [)" + std::string(3u << 20, '[');
+    KinetoStreamResult n;
+    ASSERT_EQ(stream_piecemeal(nested, n, false, 1u << 20), StreamOutcome::kRefused);
+    EXPECT_EQ(n.refusal.code(), StatusCode::kCorruptData);
+    EXPECT_NE(n.refusal.message().find("no boundary between two events"), std::string::npos);
+}
+
 TEST(KinetoStream, CutsInsideStringsOfOneLineFilesAreCaught) {
     // json.dumps writes a trace on one line; names holding "}, {" offer cuts inside strings.
     std::string text = R"({"traceEvents": [)";

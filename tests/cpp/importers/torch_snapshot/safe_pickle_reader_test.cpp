@@ -189,7 +189,20 @@ TEST(SafePickleReader, MalformedInput) {
     EXPECT_NE(read("hello").status().message().find("not a binary pickle"), std::string::npos);
     EXPECT_EQ(read(op(0x80) + op(1)).status().code(), StatusCode::kUnsupported);
     auto truncated = read(op(0x80) + op(4) + op('X') + le(100, 4) + "abc");
-    EXPECT_NE(truncated.status().message().find("ends early"), std::string::npos);
+    EXPECT_EQ(truncated.status().code(), StatusCode::kCorruptData);
+    EXPECT_NE(truncated.status().message().find("declares 100 bytes, but only 3 follow"),
+              std::string::npos)
+        << truncated.status().message();
+    auto cut = read(op(0x80) + op(4) + op(']') + op('('));
+    EXPECT_NE(cut.status().message().find("ends early"), std::string::npos);
+    // A length far past the file's end is refused before anything is allocated for it.
+    for (const std::string& huge : {op('X') + le(0xFFFFFFFFu, 4), op(0x8d) + le(~0ull, 8),
+                                    op(0x96) + le(1ull << 62, 8), op('B') + le(0x7FFFFFFFu, 4)}) {
+        auto r = read(op(0x80) + op(4) + huge + "abc.");
+        EXPECT_EQ(r.status().code(), StatusCode::kCorruptData) << r.status().message();
+        EXPECT_NE(r.status().message().find("but only 4 follow"), std::string::npos)
+            << r.status().message();
+    }
     EXPECT_FALSE(read(op(0x80) + op(4) + op('a') + ".").is_ok());         // APPEND on empty stack
     EXPECT_FALSE(read(op(0x80) + op(4) + op('h') + op(3) + ".").is_ok());  // unknown memo entry
     EXPECT_FALSE(read(op(0x80) + op(4) + op('K') + op(1) + op('K') + op(2) + ".").is_ok());
