@@ -42,7 +42,9 @@ const char* const kDecodedCupti = "gpudiag decodes CUPTI 12.0 to 13.x records";
 // The libcupti.so.12 ABI: its symbols carry that version node (12.0 shares API version 18 with
 // CUPTI 11.8, whose symbols carry libcupti.so.11.8).
 bool has_cupti12_abi(void* handle) {
-    return dlvsym(handle, "cuptiGetVersion", "libcupti.so.12") != nullptr;
+    // A library without symbol versions answers every dlvsym: it has no such node.
+    return dlvsym(handle, "cuptiGetVersion", "libcupti.so.12") != nullptr &&
+           dlvsym(handle, "cuptiGetVersion", "gpudiag.no.such.version") == nullptr;
 }
 
 LibrarySearch cupti_search() {
