@@ -31,7 +31,7 @@ void bind_capture(py::module_& m) {
     m.def("capture_level_name", &capture_level_name);
     m.def("add_library_search_dir", [](const std::string& directory) {
         add_library_search_dir(directory);
-    }, "Adds a directory where live capture looks for libcupti.so.13 before the system's.");
+    }, "Adds a directory where live capture looks for libcupti.so.13/.12 before the system's.");
     m.def("probe_capture", &probe_capture, py::call_guard<py::gil_scoped_release>(),
           "Probes the machine without starting capture or creating a CUDA context.");
 }
