@@ -47,8 +47,7 @@ struct CaptureStatus {
 /// Adds a directory where live capture looks for an NVIDIA library that is not already in the
 /// process (libcupti.so.13 or .12), after $GPUDIAG_CUPTI_PATH and before the system's places. The
 /// Python package names nvidia/cu13/lib and nvidia/cuda_cupti/lib of a pip-installed CUDA here,
-/// so that gpudiag loads
-/// the very file PyTorch loads, never a second copy. At most 16 directories; duplicates are
+/// so that gpudiag loads the very file PyTorch loads, never a second copy. At most 16 directories; duplicates are
 /// ignored. Thread-safety: safe. Errors: none.
 GPUDIAG_API void add_library_search_dir(std::string_view directory) noexcept;
 
