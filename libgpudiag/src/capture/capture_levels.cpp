@@ -33,6 +33,8 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     if (!nvml) {
         r.push_back(!f.nvml_loaded ? "nvml: " + f.nvml_why_not
                                    : std::string("nvml: NVML loaded but reports no GPU"));
+    } else {
+        for (const auto& note : f.nvml_notes) r.push_back(note);
     }
     if (!framework) {
         if (!gpu) {

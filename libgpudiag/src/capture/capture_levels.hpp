@@ -15,6 +15,7 @@ struct CaptureFacts {
     std::string nvml_why_not;
     int nvml_devices = 0;
     std::string nvml_driver_version;
+    std::vector<std::string> nvml_notes;  ///< what this driver's NVML lacks (NvmlApi::notes)
 
     bool cuda_driver_loaded = false;
     std::string cuda_why_not;

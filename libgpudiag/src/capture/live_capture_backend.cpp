@@ -68,12 +68,13 @@ CaptureFacts gather_static_facts() {
     if (const NvmlApi* nvml = nvml_api(&why); nvml != nullptr) {
         f.nvml_loaded = true;
         unsigned n = 0;
-        if (nvml->device_get_count_v2(&n) == nvml::kSuccess) f.nvml_devices = static_cast<int>(n);
+        if (nvml->device_get_count(&n) == nvml::kSuccess) f.nvml_devices = static_cast<int>(n);
         char version[96] = {};
         if (nvml->system_get_driver_version != nullptr &&
             nvml->system_get_driver_version(version, sizeof version) == nvml::kSuccess) {
             f.nvml_driver_version = version;
         }
+        f.nvml_notes = nvml->notes;
     } else {
         f.nvml_why_not = why;
     }
