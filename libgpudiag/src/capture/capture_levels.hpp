@@ -26,6 +26,9 @@ struct CaptureFacts {
     std::string cupti_path;
     std::uint32_t cupti_version = 0;
 
+    SoftwareStack stack;          ///< driver, framework, CUPTI (stack_verdict.hpp)
+    bool framework_reported = false;  ///< a framework integration called set_framework_info
+
     bool nvtx_injected = false;   ///< some NVTX instance installed gpudiag's handlers
     bool nvtx_attached = true;    ///< (backend) ranges reach this session
 
