@@ -19,9 +19,11 @@ from gpudiag import _core
 
 @dataclass
 class Capabilities:
-    """What is available. ``print(gpudiag.capabilities())`` explains it in plain words.
+    """What is available. ``print(gpudiag.capabilities())`` explains it in plain words: what
+    gpudiag can do here, what it cannot and why, then the stack it found and its mismatches.
 
-    ``level`` and ``capturing`` are named as in C++'s ``CaptureStatus``.
+    ``level`` and ``capturing`` are named as in C++'s ``CaptureStatus``; ``available``,
+    ``reasons``, ``stack`` and ``stack_issues`` come from it unchanged.
     """
 
     version: str
@@ -35,23 +37,47 @@ class Capabilities:
     torch_cuda: bool | None = None
     torch_reason: str = ""
     capturing: bool = False
+    available: list[str] = field(default_factory=list)
+    stack: dict[str, Any] = field(default_factory=dict)
+    stack_issues: list[dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"gpudiag {self.version}: capture level {self.level}"]
-        if self.device_count:
-            lines.append(f"  devices: {self.device_count} (driver {self.driver_version or '?'})")
-        if self.cupti_library:
-            lines.append(f"  CUPTI: {self.cupti_library}")
-        lines.extend(f"  not available: {r}" for r in self.reasons)
+        lines = [f"gpudiag {self.version}: capture level {self.level}", "  can:"]
+        lines.extend(f"    {a}" for a in self.available)
         if not self.live_sessions:
-            lines.append("  live sessions: not built in this gpudiag._core (analysis only)")
-        if self.torch_version:
-            cuda = "with CUDA" if self.torch_cuda else "without CUDA"
-            lines.append(f"  PyTorch {self.torch_version} ({cuda})")
-        else:
-            lines.append(f"  PyTorch: {self.torch_reason}")
+            lines.append("    (live sessions are not built in this gpudiag._core: analysis only)")
+        lines.append("  cannot:")
+        lines.extend(f"    {r}" for r in self.reasons)
+        lines.append("  stack:")
+        lines.extend(f"    {line}" for line in self._stack_lines())
+        for issue in self.stack_issues:
+            lines.append(f"  problem: {issue['title']}")
+            lines.append(f"    {issue['problem']}")
+            lines.append(f"    fix: {issue['fix']}")
         lines.append(f"  session capturing: {'yes' if self.capturing else 'no'}")
         return "\n".join(lines)
+
+    def _stack_lines(self) -> list[str]:
+        s = self.stack
+        driver = s.get("driver_version") or "none found"
+        if s.get("driver_cuda"):
+            driver += f" (supports CUDA {s['driver_cuda']})"
+        lines = [f"driver: {driver}"]
+        if self.device_count:
+            lines.append(f"devices: {self.device_count}")
+        if self.torch_version:
+            built = f"built for CUDA {s['framework_cuda']}" if s.get("framework_cuda") else "CPU build"
+            cudnn = f", cuDNN {s['cudnn']}" if s.get("cudnn") else ""
+            lines.append(f"PyTorch {self.torch_version} ({built}{cudnn})")
+        else:
+            lines.append(f"PyTorch: {self.torch_reason}")
+        if s.get("cupti"):
+            lines.append(f"CUPTI: {s['cupti']} at {s['cupti_library']}")
+        else:
+            lines.append("CUPTI: none in use")
+        others = [p for p in s.get("cupti_mapped", []) if p != s.get("cupti_library")]
+        lines.extend(f"also mapped: {p}" for p in others)
+        return lines
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -81,10 +107,11 @@ def capabilities() -> Capabilities:
     PyTorch is described only from what is importable and already imported: this does not import
     torch (slow) and does not initialise CUDA.
     """
-    from gpudiag import _session
+    from gpudiag import _session, _stack
     from gpudiag._libraries import register_nvidia_library_dirs
 
     register_nvidia_library_dirs()  # pip's CUDA libraries first, so the probe maps torch's CUPTI
+    _stack.publish()  # the framework side, from what is imported (never imports torch)
     probe = _core.probe_capture()
     caps = Capabilities(
         version=str(_core.__version__),
@@ -94,7 +121,23 @@ def capabilities() -> Capabilities:
         device_count=int(probe.device_count),
         driver_version=str(probe.driver_version),
         cupti_library=str(probe.cupti_library),
+        available=list(getattr(probe, "available", [])),
     )
+    stack = getattr(probe, "stack", None)
+    if stack is not None:
+        caps.stack = {
+            "driver_version": stack.driver_version,
+            "driver_cuda": stack.driver_cuda,
+            "framework_cuda": stack.framework.cuda_version,
+            "cudnn": stack.framework.cudnn_version,
+            "cupti": stack.cupti,
+            "cupti_library": stack.cupti_library,
+            "cupti_mapped": list(stack.cupti_mapped),
+        }
+        caps.stack_issues = [
+            {"id": i.id, "title": i.title, "problem": i.problem, "fix": i.fix}
+            for i in probe.stack_issues
+        ]
     torch = sys.modules.get("torch")
     if torch is not None:
         caps.torch_version = str(getattr(torch, "__version__", "?"))

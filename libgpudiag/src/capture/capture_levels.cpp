@@ -30,6 +30,11 @@ void add_available(const CaptureFacts& f, bool nvml, bool activity, bool deep,
                       f.cupti_path);
     }
     if (deep) out.emplace_back("cupti_deep: allocation call sites and virtual-memory mapping sizes");
+    if (!activity) {
+        out.emplace_back("findings without GPU activity: input_bound, step times, memory and "
+                         "health (gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
+                         "comm_bound need CUPTI)");
+    }
 }
 
 }  // namespace
@@ -96,9 +101,6 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
         } else if (f.activity_reasons.empty()) {
             r.push_back("cupti_activity: CUPTI could not be enabled");
         }
-        r.push_back("cupti_activity: without GPU activity the findings that need it (gpu_idle, "
-                    "host_sync_stall, launch_bound, pageable_memcpy, comm_bound) are not "
-                    "evaluated; input_bound, step times, memory and health findings still are");
     }
     for (const auto& reason : f.activity_reasons) r.push_back(reason);
     if (!deep) {
