@@ -60,7 +60,7 @@ if [ $QUICK -eq 0 ]; then
 
   step "TSan run of the concurrency tests"
   cmake --preset tsan >/dev/null
-  cmake --build --preset tsan -j "$JOBS"
+  cmake --build --preset tsan -j "$JOBS" --target concurrency_tests
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan -j "$JOBS"
 
   # The GPU machine's check, rehearsed here: no network, the bundled dependencies only, every

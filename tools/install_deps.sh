@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages gpudiag builds and tests with (only those missing).
 #   tools/install_deps.sh          build + run
-#   tools/install_deps.sh --test   also what the test suite needs (GoogleTest, Benchmark, chromium)
+#   tools/install_deps.sh --test   also what the test suite needs (GoogleTest, Benchmark, chromium,
+#                                  clang for the fuzz targets, tcl for the GPU bundle's SQLite)
 set -euo pipefail
 PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
   libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv"
 if [ "${1:-}" = "--test" ]; then
-  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium"
+  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang tcl"
 fi
 command -v dpkg-query >/dev/null || { echo "not a Debian-like system: install the equivalents of: $PACKAGES"; exit 0; }
 missing=""

@@ -9,9 +9,10 @@
 #
 # What goes in (sources, built on the GPU machine by its own compiler: its OS and compiler may
 # differ from this one, so no binaries travel):
-#   src/zlib src/libdeflate src/simdjson src/googletest   trimmed upstream sources of Debian's
-#       packages (`apt-get source`, the versions this machine's CI builds against); built into a
-#       prefix by tools/devbundle/CMakeLists.txt (see tests/gpu/device_check.sh)
+#   src/zlib src/libdeflate src/simdjson src/googletest src/fmt src/sqlite   trimmed upstream
+#       sources of Debian's packages (`apt-get source`, the versions this machine's CI builds
+#       against; SQLite as the amalgamation its own build makes from them, which needs tclsh
+#       here); built into a prefix by tools/devbundle/CMakeLists.txt (see tests/gpu/device_check.sh)
 #   python/pybind11            pybind11 from its PyPI wheel, used only where `python3 -m pybind11`
 #                              is missing
 #   python/include/python3.12  CPython 3.12 headers, used only where the box's Python.h is missing
@@ -19,7 +20,7 @@
 #                              binary, as PyTorch's cu129 wheels install it): the device check's
 #                              ctest_gpu_cupti12 stage forces it with GPUDIAG_CUPTI_PATH
 #   MANIFEST.txt               versions, hashes, sizes
-# The bundle is about 15 MB; with the repository it must stay under the device tool's 64 MiB.
+# The bundle is about 25 MB; with the repository it must stay under the device tool's 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -27,7 +28,7 @@ BUNDLE=${GPUDIAG_BUNDLE_DIR:-$ROOT/.devbundle}
 FORCE=0
 [ "${1:-}" = "--force" ] && FORCE=1
 PYBIND11_VERSION=2.13.6
-PACKAGES="zlib libdeflate simdjson googletest"
+PACKAGES="zlib libdeflate simdjson googletest fmtlib sqlite3"
 # The recipe's identity: this script and the CMake project that builds the sources.
 RECIPE=$(cat "$0" tools/devbundle/CMakeLists.txt | sha256sum | cut -c1-16)
 
@@ -75,6 +76,15 @@ extract simdjson simdjson singleheader/simdjson.h singleheader/simdjson.cpp LICE
 mv "$NEW/src/simdjson/singleheader/"* "$NEW/src/simdjson/" && rmdir "$NEW/src/simdjson/singleheader"
 extract googletest googletest 'googletest/include/*' 'googletest/src/*' LICENSE
 mv "$NEW/src/googletest/googletest/"* "$NEW/src/googletest/" && rmdir "$NEW/src/googletest/googletest"
+extract fmtlib fmt 'include/fmt/*' LICENSE.rst
+# SQLite's amalgamation (sqlite3.c, sqlite3.h), made by SQLite's own build from Debian's sources:
+# one C file that any compiler builds, as SQLite itself recommends for embedding.
+command -v tclsh >/dev/null || { echo "tclsh is needed to make SQLite's amalgamation (Debian: tcl)" >&2; exit 1; }
+sqlite_tarball=$(ls "$TMP"/sqlite3_*.orig.tar.* | grep -v -- '-www')
+mkdir -p "$TMP/x-sqlite" "$NEW/src/sqlite"
+tar -xf "$sqlite_tarball" -C "$TMP/x-sqlite"
+(cd "$TMP"/x-sqlite/sqlite3-* && ./configure --disable-tcl >/dev/null && make sqlite3.c >/dev/null)
+cp "$TMP"/x-sqlite/sqlite3-*/sqlite3.c "$TMP"/x-sqlite/sqlite3-*/sqlite3.h "$NEW/src/sqlite/"
 
 # pybind11 from its wheel (pure Python plus headers and CMake files).
 PY=$(command -v python3)
@@ -106,7 +116,7 @@ cp "build/cupti-libs/$CUPTI12_VERSION/libcupti.so.12" "$NEW/cupti12/"
   echo "recipe $RECIPE"
   echo "made $(date -u +%FT%TZ) on $(. /etc/os-release && echo "$PRETTY_NAME") $(uname -m)"
   for p in $PACKAGES; do
-    for f in "$TMP"/${p}_*.orig.tar.*; do
+    for f in $(ls "$TMP"/${p}_*.orig.tar.* | grep -v -- '-www'); do
       echo "source $p $(basename "$f") sha256 $(sha256sum "$f" | cut -d' ' -f1)"
     done
   done

@@ -81,15 +81,18 @@ hide_system_copies() {
   chmod +x $masks/tool
   local hidden=() p
   for p in /usr/include/zlib.h /usr/include/zconf.h /usr/include/libdeflate.h /usr/include/simdjson.h \
+           /usr/include/sqlite3.h /usr/include/sqlite3ext.h \
            /usr/local/include/zlib.h /usr/local/include/simdjson.h; do
     [ -f "$p" ] && [ ! -L "$p" ] && mount --bind $masks/header.h "$p" && hidden+=("$p")
   done
-  for p in /usr/lib/$multi/libz.a /usr/lib/$multi/libdeflate.a /usr/lib/$multi/libgtest.a \
+  for p in /usr/lib/$multi/libz.a /usr/lib/$multi/libdeflate.a /usr/lib/$multi/libsqlite3.a \
+           /usr/lib/$multi/libgtest.a \
            /usr/lib/$multi/libgtest_main.a /usr/lib/$multi/libgmock.a /usr/lib/$multi/libgmock_main.a; do
     [ -f "$p" ] && [ ! -L "$p" ] && mount --bind $masks/library "$p" && hidden+=("$p")
   done
-  for p in /usr/include/gtest /usr/include/gmock /usr/include/pybind11 /usr/src/googletest \
-           /usr/lib/$multi/cmake/GTest /usr/lib/$multi/cmake/simdjson /usr/lib/cmake/pybind11 \
+  for p in /usr/include/gtest /usr/include/gmock /usr/include/pybind11 /usr/include/fmt \
+           /usr/src/googletest /usr/lib/$multi/cmake/GTest /usr/lib/$multi/cmake/simdjson \
+           /usr/lib/$multi/cmake/fmt /usr/lib/cmake/pybind11 \
            /usr/share/cmake/pybind11; do
     [ -d "$p" ] && [ ! -L "$p" ] && mount -t tmpfs none "$p" && hidden+=("$p/")
   done
@@ -364,7 +367,7 @@ check_needed() {
   local f bad=0
   for f in "$LIB" "$BUILD"/python/gpudiag/_core*.so; do
     echo "$f: $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
-    if readelf -d "$f" | grep NEEDED | grep -E "libz\.|libdeflate|libsimdjson|libcuda|libcupti|libnvidia"; then
+    if readelf -d "$f" | grep NEEDED | grep -E "libz\.|libdeflate|libsimdjson|libsqlite3|libfmt|libcuda|libcupti|libnvidia"; then
       bad=1
     fi
   done

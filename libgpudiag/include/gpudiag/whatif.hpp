@@ -17,7 +17,9 @@
 #include <gpudiag/string_table.hpp>
 
 #include <cstdint>
+#if GPUDIAG_HAS_SPAN
 #include <span>
+#endif
 #include <string>
 #include <vector>
 
@@ -129,10 +131,12 @@ struct WhatIfResult {
 GPUDIAG_API Result<WhatIfResult> whatif_file(const std::string& path,
                                              const WhatIfOptions& options = {}) noexcept;
 
+#if GPUDIAG_HAS_SPAN  // takes a span of events: C++20
 /// The same for events already in memory.
 GPUDIAG_API Result<WhatIfResult> whatif_events(std::span<const Event> events, const SourceInfo& info,
                                                const StringTable& strings,
                                                const WhatIfOptions& options = {}) noexcept;
+#endif
 
 /// Plain-text rendering (the CLI's output) and JSON rendering of a result.
 GPUDIAG_API std::string whatif_text(const WhatIfResult& result);

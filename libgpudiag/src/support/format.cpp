@@ -20,7 +20,11 @@ std::string format_number(double value, int digits) {
     return s;
 }
 
-std::string format_bytes(double bytes) {
+namespace {
+
+// The binary unit ladder shared by both byte formats; `decimals(v)` picks the precision.
+template <typename Decimals>
+std::string bytes_in_units(double bytes, Decimals decimals) {
     if (!std::isfinite(bytes)) return "n/a";
     constexpr std::string_view kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     double v = std::fabs(bytes);
@@ -31,7 +35,17 @@ std::string format_bytes(double bytes) {
     }
     std::string_view sign = bytes < 0 ? "-" : "";
     if (u == 0) return fmt::format("{}{:.0f} B", sign, v);
-    return fmt::format("{}{:.1f} {}", sign, v, kUnits[u]);
+    return fmt::format("{}{:.{}f} {}", sign, v, decimals(v), kUnits[u]);
+}
+
+}  // namespace
+
+std::string format_bytes(double bytes) {
+    return bytes_in_units(bytes, [](double) { return 1; });
+}
+
+std::string format_bytes_3(double bytes) {
+    return bytes_in_units(bytes, [](double v) { return v < 10 ? 2 : v < 100 ? 1 : 0; });
 }
 
 std::string format_duration_ns(double ns) {

@@ -9,6 +9,9 @@ namespace gpudiag::detail {
 
 /// Binary units, one decimal: "964.6 MiB", "13.2 GiB", "512 B".
 std::string format_bytes(double bytes);
+/// Binary units to three significant digits, for comparing close figures (what-if predictions):
+/// "1.69 GiB", "17.5 MiB", "512 B".
+std::string format_bytes_3(double bytes);
 /// Adaptive time units from nanoseconds: "37 ns", "4.2 us", "62.3 ms", "2.25 s", "1.5 min", "3 h".
 std::string format_duration_ns(double ns);
 /// A fraction 0..1 as a percentage with one decimal: "39.4 %".

@@ -315,18 +315,7 @@ void fill_reproduction(const DeviceHistory& h, const ReplayOutcome& out, WhatIfR
 
 }  // namespace
 
-std::string whatif_bytes(std::uint64_t bytes) {
-    static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    double v = static_cast<double>(bytes);
-    std::size_t unit = 0;
-    while (v >= 1024.0 && unit + 1 < std::size(kUnits)) {
-        v /= 1024.0;
-        ++unit;
-    }
-    if (unit == 0) return std::to_string(bytes) + " B";
-    const int decimals = v < 10 ? 2 : v < 100 ? 1 : 0;
-    return fmt::format("{:.{}f} {}", v, decimals, kUnits[unit]);
-}
+std::string whatif_bytes(std::uint64_t bytes) { return format_bytes_3(static_cast<double>(bytes)); }
 
 Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOptions& options) {
     Plan plan;
