@@ -9,6 +9,7 @@ every rule about them lives in C++ (``check_stack``). Nothing here imports torch
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -50,12 +51,11 @@ def framework_info(torch: Any = None) -> Any:
     info.name = "torch"
     info.version = str(getattr(torch, "__version__", ""))
     info.cuda_version = str(getattr(getattr(torch, "version", None), "cuda", None) or "")
-    try:
+    # cuDNN's version is a nicety, never a failure.
+    with contextlib.suppress(Exception):
         cudnn = torch.backends.cudnn
         if cudnn.is_available():
             info.cudnn_version = _cudnn_text(int(cudnn.version()))
-    except Exception:  # noqa: BLE001 - cuDNN's version is a nicety, never a failure
-        pass
     major = int(info.cuda_version.split(".")[0]) if info.cuda_version[:2].isdigit() else 0
     runtime_and_cupti = _WHEEL_FILES.get(major)
     if runtime_and_cupti is not None:

@@ -87,7 +87,8 @@ def test_capabilities_say_what_works_then_what_does_not_and_name_the_stack() -> 
         caps = gpudiag.capabilities()
         text = str(caps)
         print(__import__("json").dumps({"level": caps.level, "text": text,
-                                         "available": caps.available, "stack": caps.stack}))
+                                         "available": caps.available,
+                                         "stack": caps.to_dict()["stack"]}))
     """
     out = _run(code)
     text = out["text"]
@@ -98,4 +99,6 @@ def test_capabilities_say_what_works_then_what_does_not_and_name_the_stack() -> 
     assert "framework: NVTX ranges need a GPU" in text or out["level"] != "no_gpu"
     assert out["level"] != "no_gpu"
     assert "PyTorch " in text[stack:]
+    assert out["stack"]["framework"] == "torch"
+    assert out["stack"]["cupti"] == ""
     assert "CUPTI: none in use" in text[stack:]
