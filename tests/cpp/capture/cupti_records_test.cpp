@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -98,8 +99,9 @@ std::vector<Library> cupti13_libraries() {
 
 // Whether this library's cuptiGetVersion answers in this process's setting, asked in a child:
 // without a CUDA driver, CUPTI 13.2.86 crashes there and 13.3 on return CUPTI_ERROR_UNKNOWN,
-// while 12.x, 13.0 and 13.1 answer (measured on a machine without a driver).
-bool version_answers(void* handle) {
+// while 12.x, 13.0 and 13.1 answer (measured on a machine without a driver). The crash takes
+// seconds (a stack overflow), so each library is asked once.
+bool ask_version_in_child(void* handle) {
     auto get_version = reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(handle, "cuptiGetVersion"));
     if (get_version == nullptr) return false;
     pid_t child = fork();
@@ -110,6 +112,13 @@ bool version_answers(void* handle) {
     int status = 0;
     if (child < 0 || waitpid(child, &status, 0) != child) return false;
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+bool version_answers(const std::string& path, void* handle) {
+    static std::map<std::string, bool> answers;
+    auto [it, fresh] = answers.try_emplace(path, false);
+    if (fresh) it->second = ask_version_in_child(handle);
+    return it->second;
 }
 
 // Hand-built records, each at the size its kind has in the library under test, 8-byte aligned.
@@ -181,7 +190,7 @@ protected:
         ASSERT_NE(handle_, nullptr) << dlerror();
         // A CUPTI 13 wheel newer than the toolkit may need the driver this machine lacks; the
         // device check runs these tests where one is.
-        if (lib.label.rfind("13.", 0) == 0 && !version_answers(handle_)) {
+        if (lib.label.rfind("13.", 0) == 0 && !version_answers(lib.path, handle_)) {
             GTEST_SKIP() << "CUPTI " << lib.label
                          << " answers cuptiGetVersion only with a CUDA driver, and none is here";
         }
