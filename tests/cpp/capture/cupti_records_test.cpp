@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -42,6 +43,9 @@ struct Library {
     /// update of 13.mm answers 13mmuu).
     std::uint32_t expected_version;
 };
+
+// gtest names the parameter by its label, not by its bytes.
+void PrintTo(const Library& lib, std::ostream* os) { *os << lib.label << " (" << lib.path << ")"; }
 
 std::vector<std::string> split(const std::string& list) {
     std::vector<std::string> out;
