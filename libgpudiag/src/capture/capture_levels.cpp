@@ -4,6 +4,8 @@
 
 #include "capture/stack_verdict.hpp"
 
+#include <algorithm>
+
 namespace gpudiag::detail {
 namespace {
 
@@ -102,7 +104,10 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
             r.push_back("cupti_activity: CUPTI could not be enabled");
         }
     }
-    for (const auto& reason : f.activity_reasons) r.push_back(reason);
+    // A failed start repeats the loader's reason; each reason is said once.
+    for (const auto& reason : f.activity_reasons) {
+        if (std::find(r.begin(), r.end(), reason) == r.end()) r.push_back(reason);
+    }
     if (!deep) {
         bool explained = false;
         for (const auto& reason : f.activity_reasons) explained |= reason.starts_with("cupti_deep:");

@@ -358,6 +358,16 @@ TEST(CaptureLevelsTest, NoDriverIsNoGpuWithAReasonPerLevel) {
     EXPECT_EQ(st.cupti_library, f.cupti_path);
 }
 
+// A session whose CUPTI start failed for the reason the loader gave says it once.
+TEST(CaptureLevelsTest, AReasonRepeatedByAFailedStartIsSaidOnce) {
+    CaptureFacts f;
+    f.cupti_why_not = "libcupti not loaded: no CUDA driver: libcuda.so.1 not found";
+    f.activity_reasons.push_back("cupti_activity: " + f.cupti_why_not);
+    CaptureStatus st = detail::compute_capture_status(f);
+    auto same = std::count(st.reasons.begin(), st.reasons.end(), "cupti_activity: " + f.cupti_why_not);
+    EXPECT_EQ(same, 1);
+}
+
 TEST(CaptureLevelsTest, EachLevelNeedsItsOwnFacts) {
     CaptureFacts f;
     f.nvml_loaded = true;
