@@ -12,6 +12,7 @@ namespace py = pybind11;
 void bind_event(py::module_& m) {
     bind_enum<EventKind>(m, "EventKind");
     bind_enum<MemoryKind>(m, "MemoryKind");
+    bind_enum<MemoryCategory>(m, "MemoryCategory");
     bind_enum<CopyDirection>(m, "CopyDirection");
     bind_enum<SyncKind>(m, "SyncKind");
     bind_enum<ApiDomain>(m, "ApiDomain");

@@ -122,6 +122,13 @@ void bind_session(py::module_& m) {
                 check(without_gil([&] { return s.unwatch_memory(id); }));
             },
             py::arg("id"))
+        .def(
+            "record_watch_action",
+            [](Session& s, WatchId id, const std::string& action, bool ok, std::uint64_t bytes_freed,
+               const std::string& detail) {
+                check(without_gil([&] { return s.record_watch_action(id, action, ok, bytes_freed, detail); }));
+            },
+            py::arg("id"), py::arg("action"), py::arg("ok"), py::arg("bytes_freed"), py::arg("detail"))
         .def("report", [](Session& s) { return unwrap(without_gil([&] { return s.report(); })); })
         .def("status", [](const Session& s) { return without_gil([&] { return s.status(); }); })
         .def(

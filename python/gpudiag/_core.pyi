@@ -34,6 +34,9 @@ def probe_capture() -> CaptureStatus: ...
 def add_library_search_dir(directory: str) -> None: ...
 def set_framework_info(info: FrameworkInfo) -> None: ...
 def whatif_file(path: str, options: WhatIfOptions = ...) -> WhatIfResult: ...
+def oom_cause_name(cause: OomCause) -> str: ...
+def explain_oom_state(state: AllocatorOomState) -> OomExplanation: ...
+def explain_oom_in_snapshot(path: str, request_bytes: int, device: int = ...) -> OomExplanation: ...
 
 class _Enum:
     name: str
@@ -236,6 +239,48 @@ class SessionOptions:
     properties: list[tuple[str, str]]
     on_report: object
 
+class AllocatorOomState:
+    device: int
+    requested_bytes: int
+    segment_bytes: int
+    device_free_known: bool
+    device_free_bytes: int
+    capacity_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    inactive_split_bytes: int
+    releasable_known: bool
+    releasable_bytes: int
+    largest_free_block_known: bool
+    largest_free_block_bytes: int
+    pending_free_bytes: int
+    outside_framework_bytes: int
+    other_processes_bytes: int
+    expandable_segments: bool
+
+class OomExplanation:
+    cause: OomCause
+    device: int
+    requested_bytes: int
+    rounded_bytes: int
+    segment_bytes: int
+    capacity_bytes: int
+    device_free_known: bool
+    device_free_bytes: int
+    reserved_bytes: int
+    allocated_bytes: int
+    free_in_segments_bytes: int
+    largest_free_block_bytes: int
+    releasable_bytes: int
+    inactive_split_bytes: int
+    outside_framework_bytes: int
+    other_processes_bytes: int
+    expandable_segments: bool
+    summary: str
+    evidence: list[str]
+    advice: list[str]
+    pinning_sites: list[tuple[str, int]]
+
 class Session:
     @staticmethod
     def create(options: SessionOptions) -> Session: ...
@@ -254,6 +299,8 @@ class Session:
     def intern(self, text: str) -> int: ...
     def watch_memory(self, level_bytes: int, callback: Callable[[int], None]) -> int: ...
     def unwatch_memory(self, id: int) -> None: ...
+    def record_watch_action(self, id: int, action: str, ok: bool, bytes_freed: int,
+                            detail: str) -> None: ...
     def report(self) -> Report: ...
     def status(self) -> CaptureStatus: ...
     def pause_capture(self, reason: str) -> None: ...
@@ -487,6 +534,13 @@ class CounterKind(_Enum):
     capture_overhead_ns: CounterKind
     untimed_kernels: CounterKind
 
+class MemoryCategory(_Enum):
+    other: MemoryCategory
+    parameters: MemoryCategory
+    gradients: MemoryCategory
+    optimizer_state: MemoryCategory
+    activations: MemoryCategory
+
 class MemoryMetric(_Enum):
     allocated: MemoryMetric
     reserved: MemoryMetric
@@ -499,6 +553,7 @@ class OomCause(_Enum):
     memory_outside_framework: OomCause
     too_little_memory: OomCause
     free_block_available: OomCause
+    other_process: OomCause
 
 class Severity(_Enum):
     info: Severity

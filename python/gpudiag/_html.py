@@ -69,13 +69,10 @@ def _partition_tables(report: dict[str, Any]) -> list[dict[str, Any]]:
             if t.get("kind") == "partition" and t.get("rows")]
 
 
-def step_chart(report: dict[str, Any]) -> str:
-    """The first table whose rows split a whole into parts (kind "partition", e.g. each step's
-    GPU time: busy, and idle by cause) as stacked bars; "" without one."""
-    tables = _partition_tables(report)
-    if not tables:
-        return ""
-    table = tables[0]
+def partition_chart(table: dict[str, Any]) -> str:
+    """A table whose rows split a whole into parts (kind "partition": each step's GPU time,
+    busy and idle by cause; what was live at each device's peak, by site) as stacked bars, its
+    numbers printed by their declared units; "" when it has nothing to draw."""
     columns = [str(c) for c in table.get("columns", [])]
     units = [str(u) for u in table.get("units", [])] + [""] * len(columns)
     rows = [r for r in table.get("rows", []) if len(r) == len(columns)]
@@ -84,10 +81,29 @@ def step_chart(report: dict[str, Any]) -> str:
     label_unit = units[0]
     labels = [format_figure(r[0], label_unit) if isinstance(r[0], (int, float)) else str(r[0])
               for r in rows]
-    components = [(columns[i], [float(r[i]) if isinstance(r[i], (int, float)) else 0.0
-                                for r in rows]) for i in range(1, len(columns))]
+    components = [(_short_label(columns[i]), [float(r[i]) if isinstance(r[i], (int, float)) else 0.0
+                                              for r in rows]) for i in range(1, len(columns))]
     return _svg.stacked_bars(labels, components, title=str(table.get("title", "")),
                              y_fmt=_formatter(units[1]), x_label=columns[0])
+
+
+def _short_label(name: str, width: int = 24) -> str:
+    """The end of a long legend entry (a site's file:line and function), so four fit a row."""
+    return name if len(name) <= width else "\u2026" + name[-(width - 1):]
+
+
+def step_chart(report: dict[str, Any]) -> str:
+    """The first partition whose rows are steps (its first column's unit is "step"), e.g. each
+    step's GPU time by cause, as stacked bars; "" without one."""
+    tables = [t for t in _partition_tables(report) if (t.get("units") or [""])[0] == "step"]
+    return partition_chart(tables[0]) if tables else ""
+
+
+def partition_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every partition table of the report as (its title, its chart), charts that draw."""
+    charts = [(str(t.get("title") or t.get("id", "")), partition_chart(t))
+              for t in _partition_tables(report)]
+    return [(title, chart) for title, chart in charts if chart]
 
 
 def _figure_text(f: dict[str, Any]) -> str:
@@ -179,9 +195,11 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
             r = rank.get("source", {}).get("rank", -1)
             out.append(f"<h3>Rank {escape(str(r))}</h3>")
             out.extend(_finding(f) for f in rank_findings)
-    for caption, chart in (("Memory", memory_chart(report)), ("Steps", step_chart(report))):
+    charts = [("Memory", memory_chart(report)), *partition_charts(report)]
+    for caption, chart in charts:
         if chart:
-            out.append(f'<figure class="plot"><figcaption>{caption}</figcaption>{chart}</figure>')
+            out.append(f'<figure class="plot"><figcaption>{escape(caption)}</figcaption>{chart}'
+                       "</figure>")
     sections = _sections(report)
     if sections:
         out.append("<h3>Figures</h3>")

@@ -36,6 +36,10 @@ _current: Session | None = None
 _current_lock = threading.Lock()
 
 SizeLike = Union[int, float, str]
+ActionLike = Union[str, "list[str]", "tuple[str, ...]", None]
+
+# What watch_memory can do by itself at a crossing (run before the callback, in this order).
+WATCH_ACTIONS = ("empty_cache", "snapshot", "report")
 
 
 def native_sessions_available() -> bool:
@@ -65,6 +69,8 @@ class Session:
         memory_history: keep PyTorch's allocation history with at most this many entries (for
             snapshots with stacks); None = off. Started at the program's first CUDA use.
         oom_snapshot: on a CUDA out-of-memory error, dump a torch memory snapshot to this path.
+        memory_poll_s: also read PyTorch's allocator statistics this often, in seconds, not only
+            at step boundaries (services mark no steps); 0 = at steps only.
         report_period_s: call ``on_report`` with a fresh Report this often (0 = never).
         on_report: callable taking a :class:`Report` (runs on the session's thread).
         properties: free-form facts for the report.
@@ -82,6 +88,7 @@ class Session:
         dataloader: bool = True,
         memory_history: int | None = None,
         oom_snapshot: str | Path | None = None,
+        memory_poll_s: float = 1.0,
         report_period_s: float = 0.0,
         on_report: Callable[[Report], None] | None = None,
         properties: dict[str, Any] | None = None,
@@ -93,6 +100,8 @@ class Session:
         analysis_window(window)  # refuses a name the C++ enum does not have
         if memory_history is not None and int(memory_history) <= 0:
             raise InvalidArgumentError("memory_history must be a positive number of entries")
+        if memory_poll_s < 0:
+            raise InvalidArgumentError("memory_poll_s must be >= 0 (0 = at steps only)")
         self.record_path = Path(record) if record is not None else None
         self.capture_gpu = capture_gpu
         self.deep = deep
@@ -101,6 +110,7 @@ class Session:
         self.dataloader = dataloader
         self.memory_history = int(memory_history) if memory_history is not None else None
         self.oom_snapshot = Path(oom_snapshot) if oom_snapshot is not None else None
+        self.memory_poll_s = float(memory_poll_s)
         self.report_period_s = report_period_s
         self.on_report = on_report
         self.properties = dict(properties or {})
@@ -287,19 +297,54 @@ class Session:
 
     # ---- memory -------------------------------------------------------------------------------
     def watch_memory(self, level: SizeLike | None = None,
-                     callback: Callable[[int], None] | None = None, **renamed: Any) -> int:
-        """Calls ``callback(bytes_in_use)`` each time the memory in use on a device rises to
-        ``level`` ("2 GiB" or bytes) or above; re-armed when it falls below 95 % of it. In use
-        means the framework's reserved bytes plus memory held outside it, or NVML's figure for
-        this process when larger. Returns an id for :meth:`unwatch_memory`. The callback runs on
-        the session's thread with no lock held: keep it short. (``limit=`` is the deprecated
-        name of ``level``.)"""
+                     callback: Callable[[int], None] | None = None, *,
+                     action: ActionLike = None, path: str | Path | None = None,
+                     **renamed: Any) -> int:
+        """Acts each time the memory in use on a device rises to ``level`` ("2 GiB" or bytes) or
+        above; re-armed when it falls below 95 % of it. In use means the framework's reserved
+        bytes plus memory held outside it, or NVML's figure for this process when larger.
+
+        ``action`` is done by gpudiag itself, before ``callback(bytes_in_use)``: "empty_cache"
+        (collect garbage, then torch.cuda.empty_cache()), "snapshot" (dump a torch memory
+        snapshot) or "report" (write this session's report as JSON), or a list of them; files go
+        to the directory ``path`` (default: the temporary directory). Each crossing records what
+        ran and what it returned (bytes freed, the file written) in the report's table of watch
+        crossings, next to what emptying the cache could return at that moment (memory stranded
+        in partly used segments it cannot). Returns an id for :meth:`unwatch_memory`. Runs on
+        the session's thread with no lock held: keep callbacks short. (``limit=`` is the
+        deprecated name of ``level``.)"""
         level = _renamed_level(level, renamed)
         if not self._running:
             raise FailedPreconditionError("watch_memory needs a running session")
-        if not callable(callback):
+        actions = _watch_actions(action)
+        if callback is None and not actions:
+            raise InvalidArgumentError("watch_memory needs a callback or an action")
+        if callback is not None and not callable(callback):
             raise InvalidArgumentError("callback must be callable")
-        return int(self._native.watch_memory(parse_size(level), callback))
+        folder = Path(path) if path is not None else None
+        watch: dict[str, int] = {"id": 0, "crossings": 0}
+
+        def on_crossing(used: int) -> None:
+            watch["crossings"] += 1
+            from gpudiag import torch_integration
+
+            results = [torch_integration.run_watch_action(self, name, folder, watch["crossings"])
+                       for name in actions]
+            failure = ""
+            if callback is not None:
+                try:
+                    callback(used)
+                except Exception as e:  # noqa: BLE001 - recorded with the crossing, then dropped
+                    failure = f"callback raised {type(e).__name__}: {e}"
+            names = [*actions, *(["callback"] if callback is not None else [])]
+            details = [d for _, _, d in results if d] + ([failure] if failure else [])
+            ok = all(r[0] for r in results) and not failure
+            with contextlib.suppress(Exception):
+                self._native.record_watch_action(watch["id"], "+".join(names), ok,
+                                                 sum(r[1] for r in results), "; ".join(details))
+
+        watch["id"] = int(self._native.watch_memory(parse_size(level), on_crossing))
+        return watch["id"]
 
     def unwatch_memory(self, watch_id: int) -> None:
         self._native.unwatch_memory(int(watch_id))
@@ -411,14 +456,15 @@ def phase(name: str) -> Iterator[None]:
             torch_integration.nvtx_pop()
 
 
-def watch_memory(level: SizeLike | None = None, callback: Callable[[int], None] | None = None,
-                 **renamed: Any) -> int:
-    """Watch a memory level on the current session (see :meth:`Session.watch_memory`)."""
+def watch_memory(level: SizeLike | None = None, callback: Callable[[int], None] | None = None, *,
+                 action: ActionLike = None, path: str | Path | None = None, **renamed: Any) -> int:
+    """Watch a memory level on the current session and act on it (see
+    :meth:`Session.watch_memory`)."""
     level = _renamed_level(level, renamed)
     s = _current
     if s is None:
         raise FailedPreconditionError("watch_memory needs a running session (gpudiag.start())")
-    return s.watch_memory(level, callback)
+    return s.watch_memory(level, callback, action=action, path=path)
 
 
 def _renamed_level(level: SizeLike | None, renamed: dict[str, Any]) -> SizeLike:
@@ -435,6 +481,15 @@ def _renamed_level(level: SizeLike | None, renamed: dict[str, Any]) -> SizeLike:
     if level is None:
         raise InvalidArgumentError("watch_memory needs a level, e.g. '2 GiB'")
     return level
+
+
+def _watch_actions(action: ActionLike) -> list[str]:
+    names = [action] if isinstance(action, str) else list(action or ())
+    for name in names:
+        if name not in WATCH_ACTIONS:
+            raise InvalidArgumentError(
+                f"unknown watch action {name!r}: use one of {', '.join(WATCH_ACTIONS)}")
+    return names
 
 
 def report(*, gather: bool = False) -> Report | None:

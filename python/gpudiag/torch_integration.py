@@ -10,7 +10,8 @@ disables its own part. Rules that keep the host program safe:
   PyTorch 2.2 attaching the OOM observer before CUDA initialisation segfaults (pytorch#102796,
   #107330), and ``_record_memory_history`` would create a context on device 0 of every rank.
 * Allocator statistics are read with ``memory_stats``, which returns {} before CUDA is
-  initialised instead of initialising it. Peak statistics are never reset: users rely on them.
+  initialised instead of initialising it, at step boundaries and on a timer (services mark no
+  steps). Peak statistics are never reset: users rely on them.
 * The OOM observer cannot be detached (no PyTorch API for it), so one process-wide observer
   forwards to the running session, if any, and never raises (an exception there would be thrown
   from inside the allocator).
@@ -40,7 +41,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from gpudiag import _core, _stack
 from gpudiag._errors import GpudiagError, UnavailableError
-from gpudiag._format import format_bytes
 
 if TYPE_CHECKING:
     from gpudiag._report import Report
@@ -145,6 +145,8 @@ class Integration:
         self._history_started = False
         self._detached = False
         self._lock = threading.Lock()
+        self._poller: threading.Thread | None = None
+        self._stop_polling = threading.Event()
         self.problems: list[str] = []  # parts that could not be installed, and why
 
     # -- life --
@@ -176,6 +178,7 @@ class Integration:
         if self.session.dataloader:
             self._try(self._install_dataloader)
         self._try(self._defer_until_cuda)
+        self._try(self._start_poller)
 
     def _try(self, part: Callable[[], None]) -> None:
         try:
@@ -187,6 +190,10 @@ class Integration:
         global _active
         self._detached = True
         self._remove_hook()
+        self._stop_polling.set()
+        if self._poller is not None:
+            self._poller.join(timeout=5)
+            self._poller = None
         if self.torch is not None:
             self._try(self.poll_memory)
             if self._history_started:
@@ -332,7 +339,20 @@ class Integration:
         if not cuda.is_initialized():
             return
         device = cuda.current_device()
-        stats = cuda.memory_stats(device)
+        self._record_stats(device, cuda.memory_stats(device))
+
+    def poll_all_devices(self) -> None:
+        """From the timer's thread, whose current device is not the program's: every device on
+        which the allocator holds memory (reading its statistics creates no CUDA context)."""
+        cuda = self.torch.cuda
+        if not cuda.is_initialized():
+            return
+        for device in range(int(cuda.device_count())):
+            stats = cuda.memory_stats(device)
+            if stats.get("reserved_bytes.all.current", 0) > 0:
+                self._record_stats(device, stats)
+
+    def _record_stats(self, device: int, stats: dict[str, Any]) -> None:
         for key, counter in STAT_COUNTERS:
             if key in stats:
                 self.session.record_counter(counter, float(stats[key]), device)
@@ -340,6 +360,23 @@ class Integration:
     def on_step_boundary(self, _number: int) -> None:
         if self.torch is not None:
             self._try(self.poll_memory)
+
+    def _start_poller(self) -> None:
+        """Polls the allocator on a timer as well: a service marks no steps, and its memory
+        must still form a series the leak detector can trend."""
+        period = float(getattr(self.session, "memory_poll_s", 0.0) or 0.0)
+        if period <= 0:
+            return
+
+        def loop() -> None:
+            while not self._stop_polling.wait(period):
+                if self._detached:
+                    return
+                with _suppress():
+                    self.poll_all_devices()
+
+        self._poller = threading.Thread(target=loop, name="gpudiag-memory-poll", daemon=True)
+        self._poller.start()
 
     def _defer_until_cuda(self) -> None:
         cuda = self.torch.cuda
@@ -396,7 +433,7 @@ class Integration:
             return
         if getattr(exc, "gpudiag_explanation", None):
             return
-        text = explain_oom(self._last_oom)
+        text = oom_note(self._last_oom, expandable_segments=_expandable_segments_on())
         exc.gpudiag_explanation = text
         if hasattr(exc, "add_note"):
             exc.add_note(text)
@@ -455,37 +492,83 @@ def _attach_oom_observer() -> None:
     _oom_observer_attached = True
 
 
-def explain_oom(oom: dict[str, Any]) -> str:
-    """A plain-language account of an out-of-memory failure from the observer's numbers."""
+def oom_state(oom: dict[str, Any], *, expandable_segments: bool = False) -> Any:
+    """The OOM observer's numbers and ``memory_stats`` as the C++ explainer's input."""
+    from gpudiag import _core
+
     stats = oom.get("stats", {})
-    allocated = float(stats.get("allocated_bytes.all.current", 0))
-    reserved = float(stats.get("reserved_bytes.all.current", 0))
-    stranded = float(stats.get("inactive_split_bytes.all.current", 0))
-    unallocated = max(0.0, reserved - allocated)
-    alloc, free, total = float(oom["alloc"]), float(oom["free"]), float(oom["total"])
-    lines = [
-        (f"gpudiag: cuda:{oom['device']} could not get a {format_bytes(alloc)} segment: "
-         f"{format_bytes(free)} of {format_bytes(total)} was free on the device."),
-        (f"PyTorch held {format_bytes(reserved)}: {format_bytes(allocated)} in tensors and "
-         f"{format_bytes(unallocated)} cached but unallocated "
-         f"({format_bytes(stranded)} of it in partly used segments that empty_cache() cannot "
-         "return)."),
-    ]
-    # The allocator has already released every fully free cached segment before giving up, so
-    # what is still reserved-but-unallocated is stranded by fragmentation.
-    if unallocated + free >= alloc:
-        lines.append(
-            "Enough memory was free in total, but not in one piece: this OOM is fragmentation. "
-            "Try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_ALLOC_CONF on newer "
-            "PyTorch) or allocate long-lived tensors first.")
-    else:
-        lines.append(
-            "Even without fragmentation the request does not fit: the working set is too large. "
-            "Reduce the batch size, use activation checkpointing or mixed precision, or free "
-            "tensors kept across steps.")
+    state = _core.AllocatorOomState()
+    state.device = int(oom["device"])
+    # The observer passes the segment size the allocator tried to map, not the tensor's size.
+    state.requested_bytes = state.segment_bytes = max(0, int(oom["alloc"]))
+    state.device_free_known = True
+    state.device_free_bytes = max(0, int(oom["free"]))
+    state.capacity_bytes = max(0, int(oom["total"]))
+    state.reserved_bytes = int(stats.get("reserved_bytes.all.current", 0))
+    state.allocated_bytes = int(stats.get("allocated_bytes.all.current", 0))
+    state.inactive_split_bytes = int(stats.get("inactive_split_bytes.all.current", 0))
+    # The allocator released its wholly free cached segments and retried before calling the
+    # observer: none are left.
+    state.releasable_known = True
+    state.releasable_bytes = 0
+    state.expandable_segments = bool(expandable_segments)
+    return state
+
+
+def oom_note(oom: dict[str, Any], *, expandable_segments: bool = False) -> str:
+    """The C++ explainer's account of an out-of-memory failure, as a note for the exception."""
+    from gpudiag import _core
+
+    x = _core.explain_oom_state(oom_state(oom, expandable_segments=expandable_segments))
+    lines = [f"gpudiag: {_core.oom_cause_name(x.cause)}: {x.summary}"]
+    lines += [f"  evidence: {e}" for e in x.evidence]
+    lines += [f"  advice: {a}" for a in x.advice]
     if oom.get("snapshot"):
         lines.append(f"Memory snapshot: {oom['snapshot']} (gpudiag analyze {oom['snapshot']}).")
     return "\n".join(lines)
+
+
+def _expandable_segments_on() -> bool:
+    """The allocator setting, as the environment gives it (torch reads the same variables)."""
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(var, "").replace(" ", "").lower()
+        if "expandable_segments:true" in conf:
+            return True
+    return False
+
+
+# ---- watch actions --------------------------------------------------------------------------------
+def run_watch_action(session: Any, name: str, folder: Path | None, n: int) -> tuple[bool, int, str]:
+    """Does one built-in watch action; returns (ok, bytes freed, detail: a path or the reason it
+    failed). Never raises: it runs on the session's thread."""
+    try:
+        if name == "report":
+            path = _watch_file(folder, n, ".report.json")
+            session.report().save(path)
+            return True, 0, str(path)
+        torch = sys.modules.get("torch")
+        if torch is None or not torch.cuda.is_initialized():
+            return False, 0, f"{name}: PyTorch with CUDA is not initialised in this process"
+        if name == "empty_cache":
+            import gc
+
+            before = int(torch.cuda.memory_reserved())
+            gc.collect()
+            torch.cuda.empty_cache()
+            return True, max(0, before - int(torch.cuda.memory_reserved())), ""
+        if name == "snapshot":
+            path = _watch_file(folder, n, ".pickle")
+            torch.cuda.memory._dump_snapshot(str(path))
+            return True, 0, str(path)
+        return False, 0, f"unknown watch action {name!r}"
+    except Exception as e:  # noqa: BLE001 - reported with the crossing instead
+        return False, 0, f"{name} failed: {type(e).__name__}: {e}"
+
+
+def _watch_file(folder: Path | None, n: int, suffix: str) -> Path:
+    base = folder if folder is not None else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    return base / f"gpudiag-watch-{os.getpid()}-{n}{suffix}"
 
 
 # ---- snapshots and ranks -------------------------------------------------------------------------

@@ -82,6 +82,10 @@ class FakeNative:
     def unwatch_memory(self, wid: int) -> None:
         del self.watches[wid]
 
+    def record_watch_action(self, wid: int, action: str, ok: bool, bytes_freed: int,
+                            detail: str) -> None:
+        self._log("record_watch_action", wid, action, ok, bytes_freed, detail)
+
     def report(self) -> Any:
         r = _core.Report()
         r.notes = [f"fake session: {len(self.calls)} calls"]

@@ -37,7 +37,8 @@ enum class EventKind : std::uint8_t {
                          ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known
     kSegmentFree = 9,
     kBlockAlloc = 10,    ///< a framework block handed to the program; bytes = rounded,
-                         ///< aux = requested, extra = segment id (0 = unknown)
+                         ///< aux = requested, extra = segment id (0 = unknown) and category
+                         ///< (see MemoryCategory); address 0 = the source gives no address
     kBlockFree = 11,
     // ---- memory CUDA allocates that is not device memory (payload: MemoryPayload) ----
     kHostAlloc = 12,     ///< host memory through CUDA (cudaMallocHost, cudaHostAlloc,
@@ -301,6 +302,31 @@ static_assert(std::is_standard_layout_v<Event>, "Event must have a standard layo
 inline constexpr std::uint64_t kSegmentPoolUnknown = 0;
 inline constexpr std::uint64_t kSegmentPoolSmall = 1;  ///< requests up to 1 MiB
 inline constexpr std::uint64_t kSegmentPoolLarge = 2;
+
+/// What a framework block holds, where the framework says (torch snapshots: from the frames of
+/// its own code: nn.Module setup, the forward call, autograd's backward, torch.optim). Carried by
+/// kBlockAlloc in the top four bits of MemoryPayload::extra; the low 28 bits keep the segment id.
+/// Inputs that predate it carry 0: kOther.
+enum class MemoryCategory : std::uint8_t {
+    kOther = 0,           ///< the framework did not say
+    kParameters = 1,      ///< model weights (allocated by module setup, .to(), loading)
+    kGradients = 2,       ///< allocated during the backward pass (gradients and their temporaries)
+    kOptimizerState = 3,  ///< allocated by the optimizer (its state and step temporaries)
+    kActivations = 4,     ///< allocated during the forward pass
+};
+inline constexpr std::size_t kMemoryCategoryCount = 5;
+
+constexpr MemoryCategory block_category(const MemoryPayload& m) noexcept {
+    auto c = static_cast<std::uint8_t>(m.extra >> 28);
+    return c < kMemoryCategoryCount ? static_cast<MemoryCategory>(c) : MemoryCategory::kOther;
+}
+constexpr void set_block_category(MemoryPayload& m, MemoryCategory c) noexcept {
+    m.extra = (m.extra & 0x0FFFFFFFu) | (static_cast<std::uint32_t>(c) << 28);
+}
+template <>
+GPUDIAG_API EnumNames<MemoryCategory> enum_names<MemoryCategory>() noexcept;
+/// "parameters", "gradients", "optimizer_state", "activations", "other".
+GPUDIAG_API const char* memory_category_name(MemoryCategory c) noexcept;
 
 /// True for kinds whose payload is MemoryPayload.
 constexpr bool is_memory_event(EventKind k) noexcept {

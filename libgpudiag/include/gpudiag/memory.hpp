@@ -49,6 +49,12 @@ struct MemoryWatchCrossing {
     std::uint64_t value_bytes = 0;     ///< the value that crossed it
     std::uint64_t capacity_bytes = 0;  ///< 0 when unknown
     std::uint64_t time_ns = 0;         ///< on the event source's clock
+    /// What emptying the framework's cache could do at that moment: `releasable_bytes` sit in
+    /// wholly free segments (torch.cuda.empty_cache() returns them), `stranded_bytes` are free
+    /// but in segments that also hold live blocks (it cannot). Valid when `cache_known`.
+    bool cache_known = false;
+    std::uint64_t releasable_bytes = 0;
+    std::uint64_t stranded_bytes = 0;
 };
 
 /// Called on the thread that feeds the ledger, inside its update. Keep it short; it must not
@@ -73,6 +79,8 @@ enum class OomCause : std::uint8_t {
     /// A free block large enough existed when the state was recorded (the request was on
     /// another stream or pool, or memory was freed between the failure and the snapshot).
     kFreeBlockAvailable = 5,
+    /// The request would have fitted without the memory other processes hold on the device.
+    kOtherProcess = 6,
 };
 template <>
 GPUDIAG_API EnumNames<OomCause> enum_names<OomCause>() noexcept;
@@ -96,13 +104,50 @@ struct OomExplanation {
     std::uint64_t inactive_split_bytes = 0;       ///< free blocks in partly used segments
     std::uint64_t pending_free_bytes = 0;         ///< freed, waiting for streams to catch up
     std::uint64_t outside_framework_bytes = 0;
+    std::uint64_t other_processes_bytes = 0;
     bool expandable_segments = false;
     std::string summary;               ///< plain language, with the numbers
+    /// The facts the cause rests on, one per line ("largest free block 314 MiB < 1.0 GiB").
+    std::vector<std::string> evidence;
     std::vector<std::string> advice;   ///< what fits these facts, most effective first
     /// Call sites of live blocks that pin partly used segments (split them around free space),
     /// with the free bytes of the segments they pin; most first.
     std::vector<std::pair<std::string, std::uint64_t>> pinning_sites;
 };
+
+/// The allocator's figures at a failed allocation, as a framework reports them (PyTorch's OOM
+/// observer plus torch.cuda.memory_stats), for explain_oom_state. Unknown figures stay 0 with
+/// their `*_known` flag false.
+struct AllocatorOomState {
+    int device = 0;
+    std::uint64_t requested_bytes = 0;  ///< the request, or the segment the allocator tried to map
+    std::uint64_t segment_bytes = 0;    ///< the new segment it needed (0: derived from the request)
+    bool device_free_known = false;
+    std::uint64_t device_free_bytes = 0;
+    std::uint64_t capacity_bytes = 0;   ///< 0 when unknown
+    std::uint64_t reserved_bytes = 0;
+    std::uint64_t allocated_bytes = 0;
+    /// Free bytes in segments that also hold live blocks (torch's inactive_split_bytes).
+    std::uint64_t inactive_split_bytes = 0;
+    /// Free bytes in wholly free segments. torch releases them and retries before it reports a
+    /// failure (except while a CUDA graph is captured), so after a real OOM this is 0, known.
+    bool releasable_known = false;
+    std::uint64_t releasable_bytes = 0;
+    bool largest_free_block_known = false;
+    std::uint64_t largest_free_block_bytes = 0;
+    std::uint64_t pending_free_bytes = 0;
+    std::uint64_t outside_framework_bytes = 0;  ///< device memory this process holds outside it
+    std::uint64_t other_processes_bytes = 0;    ///< held by other processes (NVML)
+    bool expandable_segments = false;
+};
+
+/// The one OOM explainer (every path uses it): why a request fails given the allocator's state.
+/// In order: a free block that fits (another stream or pool asked); wholly free cached segments
+/// that cover the new segment (the allocator releases them and retries, so a failure with them
+/// means the request came from outside its cache: a bloated cache); enough free in total but not
+/// in one block (fragmentation); memory held by other processes or outside the framework; else
+/// the working set does not fit. Errors: none (unknown figures lower what can be concluded).
+GPUDIAG_API OomExplanation explain_oom_state(const AllocatorOomState& state) noexcept;
 
 /// Explains why an allocation of `request_bytes` on `device` fails given the allocator state in
 /// a torch memory snapshot (read with the safe reader; never executes the file).

@@ -101,6 +101,13 @@ public:
     Result<WatchId> watch_memory(std::uint64_t level_bytes,
                                  std::function<void(std::uint64_t)> callback) noexcept;
     Status unwatch_memory(WatchId id) noexcept;
+    /// Records what the program did about the latest crossing of watch `id` and what it returned
+    /// ("empty_cache" and the bytes it freed, "snapshot" and its path, ...): the report's table
+    /// of crossings shows it next to what emptying the cache could return at that moment.
+    /// Callback-safe: yes. Errors: kNotFound for an unknown watch, or when its latest crossing
+    /// already has an action (or it has none).
+    Status record_watch_action(WatchId id, std::string_view action, bool ok,
+                               std::uint64_t bytes_freed, std::string_view detail) noexcept;
 
     /// Flushes what is buffered and returns the diagnosis so far (the session keeps running).
     Result<Report> report() noexcept;

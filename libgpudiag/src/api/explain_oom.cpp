@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <new>
+#include <string>
 
 namespace gpudiag {
 
@@ -35,7 +36,16 @@ Result<OomExplanation> explain_oom_in_snapshot(const std::string& path, std::uin
         // The analyzer saw the allocator settings and the segments' expandable flags.
         ctx.expandable_segments = analyzer.expandable_segments();
         auto dev = static_cast<std::uint16_t>(device);
-        return detail::explain_oom(request_bytes, dev, analyzer.ledger(), ctx);
+        OomExplanation x = detail::explain_oom(request_bytes, dev, analyzer.ledger(), ctx);
+        // The what-if replays the snapshot's allocation history under the usual settings: when it
+        // answers whether a setting avoids the snapshot's out-of-memory failure, that measured
+        // answer leads the advice (closes it when the replay did not reproduce the run). Its
+        // answer about the peak reserved says nothing about why this request fails.
+        detail::MeasuredAdvice measured = analyzer.allocator_advice_for(dev);
+        if (!measured.sentence.empty() && measured.about_oom) {
+            x.advice.insert(measured.reproduced ? x.advice.begin() : x.advice.end(), std::move(measured.sentence));
+        }
+        return x;
     } catch (const std::bad_alloc&) {
         return resource_exhausted(path + ": out of host memory while explaining the OOM");
     } catch (const std::exception& e) {

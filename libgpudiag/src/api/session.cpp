@@ -72,6 +72,13 @@ public:
         for (auto& [id, entry] : entries_) register_entry(id, entry);
     }
 
+    bool record_action(WatchId id, std::string action, bool ok, std::uint64_t freed, std::string detail) {
+        auto it = entries_.find(id);
+        if (it == entries_.end() || ledger_ == nullptr || it->second.ledger_id == 0) return false;
+        return ledger_->record_watch_action(it->second.ledger_id, std::move(action), ok, freed,
+                                            std::move(detail));
+    }
+
     // The crossings since the last call, each with its watch's callback.
     std::vector<std::pair<Callback, std::uint64_t>> take_due() {
         std::vector<std::pair<Callback, std::uint64_t>> out;
@@ -551,6 +558,19 @@ Status Session::unwatch_memory(WatchId id) noexcept {
         return not_found("no watch with id " + std::to_string(id));
     } catch (...) {
         return internal_error("unwatch_memory failed");
+    }
+}
+
+Status Session::record_watch_action(WatchId id, std::string_view action, bool ok,
+                                    std::uint64_t bytes_freed, std::string_view detail) noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->sink_mutex);
+        if (impl_->watches.record_action(id, std::string(action), ok, bytes_freed, std::string(detail))) {
+            return Status::ok();
+        }
+        return not_found("watch " + std::to_string(id) + " has no crossing waiting for its action");
+    } catch (...) {
+        return resource_exhausted("out of memory recording a watch action");
     }
 }
 

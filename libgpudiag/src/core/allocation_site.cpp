@@ -92,6 +92,37 @@ std::string allocation_site(std::span<const FrameView> frames) {
     return pick != nullptr ? format_frame(*pick) : std::string();
 }
 
+MemoryCategory allocation_category(std::span<const FrameView> frames) {
+    // What the framework's own frames say, strongest role first: an optimizer step may run
+    // modules, and a backward pass may rerun forward (activation checkpointing).
+    bool optimizer = false, backward = false, parameters = false, forward = false;
+    for (const FrameView& f : frames) {
+        std::string_view file = f.filename;
+        std::string_view name = f.name;
+        const bool torch = is_torch_python(file);
+        if ((torch && (contains(file, "optim/") || contains(file, "optim\\"))) ||
+            name.rfind("torch::optim", 0) == 0) {
+            optimizer = true;
+        } else if (name.rfind("torch::autograd::Engine", 0) == 0 || contains(name, "torch::autograd::run_backward") ||
+                   (torch && name == "backward" && (ends_with(file, "_tensor.py") || contains(file, "autograd")))) {
+            backward = true;
+        } else if (torch && (contains(file, "nn/parameter.py") || contains(file, "nn\\parameter.py") ||
+                             contains(file, "nn/init.py") || contains(file, "nn\\init.py") ||
+                             name == "reset_parameters" || name == "_load_from_state_dict" ||
+                             (ends_with(file, "module.py") &&
+                              (name == "_apply" || name == "to" || name == "cuda" || name == "convert")))) {
+            parameters = true;
+        } else if (torch && ends_with(file, "module.py") && (name == "_call_impl" || name == "_wrapped_call_impl")) {
+            forward = true;
+        }
+    }
+    return optimizer    ? MemoryCategory::kOptimizerState
+           : backward   ? MemoryCategory::kGradients
+           : parameters ? MemoryCategory::kParameters
+           : forward    ? MemoryCategory::kActivations
+                        : MemoryCategory::kOther;
+}
+
 }  // namespace gpudiag::detail
 
 namespace gpudiag {

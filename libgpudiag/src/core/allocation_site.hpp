@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // The allocation-site rule: which frame of a call stack names the place an allocation came from.
-// One owner: the torch-snapshot importer, the public allocation_site() and, through it, the
+// The category rule beside it reads the same frames. One owner: the torch-snapshot importer, the public allocation_site() and, through it, the
 // Python layer (the pytest plugin's leak sites) all name sites with it.
 #pragma once
+
+#include <gpudiag/event.hpp>
 
 #include <cstdint>
 #include <span>
@@ -23,5 +25,10 @@ struct FrameView {
 /// native frame that is not the allocator itself, then the innermost torch Python frame; "" when
 /// no frame says anything.
 std::string allocation_site(std::span<const FrameView> frames);
+
+/// What the framework's own frames say an allocation holds: made by torch.optim (optimizer
+/// state), during the backward pass (gradients), by module setup or loading (parameters), during
+/// a module's forward call (activations); kOther when they say nothing.
+MemoryCategory allocation_category(std::span<const FrameView> frames);
 
 }  // namespace gpudiag::detail

@@ -64,6 +64,14 @@ constexpr EnumName<MemoryKind> kMemoryKindNames[] = {
     {MemoryKind::kManaged, "managed"},   {MemoryKind::kArray, "array"},
 };
 
+constexpr EnumName<MemoryCategory> kMemoryCategoryNames[] = {
+    {MemoryCategory::kOther, "other"},
+    {MemoryCategory::kParameters, "parameters"},
+    {MemoryCategory::kGradients, "gradients"},
+    {MemoryCategory::kOptimizerState, "optimizer_state"},
+    {MemoryCategory::kActivations, "activations"},
+};
+
 constexpr EnumName<CopyDirection> kCopyDirectionNames[] = {
     {CopyDirection::kUnknown, "unknown"},
     {CopyDirection::kHostToDevice, "host_to_device"},
@@ -211,6 +219,7 @@ constexpr EnumName<OomCause> kOomCauseNames[] = {
     {OomCause::kOutsideFramework, "memory_outside_framework"},
     {OomCause::kTooLittleMemory, "too_little_memory"},
     {OomCause::kFreeBlockAvailable, "free_block_available"},
+    {OomCause::kOtherProcess, "other_process"},
 };
 
 constexpr EnumName<WhatIfStart> kWhatIfStartNames[] = {
@@ -256,6 +265,7 @@ constexpr bool complete(const EnumName<E> (&table)[N]) {
 
 GPUDIAG_CHECK_TABLE(kEventKindNames, true);
 GPUDIAG_CHECK_TABLE(kMemoryKindNames, true);
+GPUDIAG_CHECK_TABLE(kMemoryCategoryNames, true);
 GPUDIAG_CHECK_TABLE(kCopyDirectionNames, true);
 GPUDIAG_CHECK_TABLE(kSyncKindNames, true);
 GPUDIAG_CHECK_TABLE(kRangeCategoryNames, true);
@@ -290,6 +300,7 @@ constexpr EnumNames<E> view(const EnumName<E> (&table)[N]) {
 
 GPUDIAG_ENUM_NAMES(EventKind, kEventKindNames)
 GPUDIAG_ENUM_NAMES(MemoryKind, kMemoryKindNames)
+GPUDIAG_ENUM_NAMES(MemoryCategory, kMemoryCategoryNames)
 GPUDIAG_ENUM_NAMES(CopyDirection, kCopyDirectionNames)
 GPUDIAG_ENUM_NAMES(SyncKind, kSyncKindNames)
 GPUDIAG_ENUM_NAMES(RangeCategory, kRangeCategoryNames)
@@ -311,6 +322,9 @@ GPUDIAG_ENUM_NAMES(WhatIfStart, kWhatIfStartNames)
 
 const char* event_kind_name(EventKind kind) noexcept {
     return enum_name(kind);
+}
+const char* memory_category_name(MemoryCategory c) noexcept {
+    return enum_name(c);
 }
 const char* status_code_name(StatusCode code) noexcept {
     return enum_name(code);

@@ -174,7 +174,8 @@ def test_enums_are_bound_from_the_cpp_name_tables() -> None:
     for name, value in _core.EventKind.__members__.items():
         assert _core.event_kind_name(value) == name
     assert list(_core.InputFormat.__members__) == [
-        "unknown", "recording", "kineto_json", "torch_snapshot", "report_json"]
+        "unknown", "recording", "kineto_json", "torch_snapshot", "report_json",
+        "nsight_sqlite"]
     assert _core.input_format_name(_core.InputFormat.kineto_json) == "kineto_json"
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.chromium
 Image = pytest.importorskip("PIL.Image")
 
 
-def _screenshot(html: str, tmp_path: Path, name: str) -> Path:
+def _screenshot(html: str, tmp_path: Path, name: str, height: int = 1600) -> Path:
     from conftest import chromium_binary
 
     page = tmp_path / f"{name}.html"
@@ -23,7 +23,7 @@ def _screenshot(html: str, tmp_path: Path, name: str) -> Path:
     png = tmp_path / f"{name}.png"
     cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
            "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-           f"--screenshot={png}", "--window-size=800,1600", page.as_uri()]
+           f"--screenshot={png}", f"--window-size=800,{height}", page.as_uri()]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert png.exists(), f"chromium wrote no screenshot: {result.stderr[-2000:]}"
     return png
@@ -69,8 +69,10 @@ def _page(*charts: str) -> str:
 
 
 def test_screenshot_shows_the_step_bars(tmp_path: Path, starved_report: Report) -> None:
-    # The starvation case: per-step bars, GPU busy and idle waiting for input, on the full page.
-    img = Image.open(_screenshot(starved_report.to_html(full_page=True), tmp_path, "steps"))
+    # The starvation case: per-step bars, GPU busy and idle waiting for input, on the full page
+    # (a tall window: the findings and the memory charts come first).
+    img = Image.open(_screenshot(starved_report.to_html(full_page=True), tmp_path, "steps",
+                                 height=4000))
     seen = _colour_counts(img.convert("RGB"), PLOT_COLOURS)
     assert seen["busy"][0] > 2000, "per-step bars (busy) not visible"
     assert seen["input_wait"][0] > 2000, "per-step bars (input wait) not visible"

@@ -124,6 +124,7 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const 
     }
     const WhatIfOutcome* best = best_of(fitting);
     const bool oom_question = a.recorded_oom || baseline.oom;
+    a.about_oom = oom_question;
     if (oom_question) {
         if (best == nullptr) {
             a.sentence = "No allocator setting tried avoids the out-of-memory failure: the program's "

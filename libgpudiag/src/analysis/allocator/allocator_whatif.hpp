@@ -30,6 +30,9 @@ struct AllocatorAdvice {
     std::uint64_t baseline_peak_reserved_bytes = 0;  ///< the recorded settings, replayed alike
     bool recorded_oom = false;
     bool oom_avoided = false;        ///< best_change makes every recorded OOM fit
+    /// The sentence answers whether a setting avoids an out-of-memory failure (one was recorded,
+    /// or the replay ran out of the capacity given); otherwise it is about the peak reserved.
+    bool about_oom = false;
     bool reproduction_exact = false; ///< the model reproduced the recording exactly
 };
 

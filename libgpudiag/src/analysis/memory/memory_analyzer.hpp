@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// MemoryAnalyzer: feeds a MemoryLedger and turns it into the "memory" section and the findings
-// memory_leak, fragmentation, reserved_unused, near_oom, memory_outside_framework and
-// out_of_memory.
+// MemoryAnalyzer: feeds a MemoryLedger, summarizes it (MemorySummary) and turns the summary into
+// the "memory" section and the findings memory_leak, memory_growth_in_iteration, fragmentation,
+// reserved_unused, near_oom, memory_outside_framework and out_of_memory.
 #pragma once
 
 #include <gpudiag/memory.hpp>
 
+#include "analysis/allocator/allocation_history.hpp"
 #include "analysis/memory/memory_ledger.hpp"
+#include "analysis/memory/memory_summary.hpp"
 #include "core/analyzer.hpp"
 
+#include <string>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -21,43 +24,49 @@ public:
     void end(const SourceSummary& summary) override;
     void contribute(Report& report) override;
 
+    /// Everything the section and the findings are built from.
+    [[nodiscard]] MemorySummary summarize() const;
+
     [[nodiscard]] const MemoryLedger& ledger() const noexcept { return ledger_; }
     /// For owners that register watches on the books (the live session).
     [[nodiscard]] MemoryLedger& ledger() noexcept { return ledger_; }
-    [[nodiscard]] const std::vector<OomExplanation>& ooms() const noexcept { return ooms_; }
     /// Expandable segments were on (allocator setting, or seen on segments).
     [[nodiscard]] bool expandable_segments() const noexcept { return expandable_; }
+    /// The allocator what-if's advice for `device` (the best of the usual allocator settings
+    /// replayed on the allocations seen, or that none helps); its sentence is "" when the input
+    /// has no allocation history to replay. Replays the history: call it once per device.
+    [[nodiscard]] MeasuredAdvice allocator_advice_for(std::uint16_t device) const;
 
 private:
-    void on_oom(const Event& e);
-    void explain_at(const Event& e, std::uint16_t device);
-    void withdraw_oom(const Event& e);
-    void add_device_findings(Report& report, std::uint16_t device);
-    void add_leak_finding(Report& report, std::uint16_t device);
-    [[nodiscard]] std::string site_name(StringId id) const;
-
-    MemoryLedger ledger_;
-    const StringTable* strings_ = nullptr;
-    bool expandable_ = false;
-    bool memory_events_ = false;
-    std::vector<OomExplanation> ooms_;
-    struct OomSeen {  // beside each explanation
-        std::uint64_t time_ns;
-        std::uint32_t thread;
-        std::uint32_t correlation;  // of a retryable marker, 0 otherwise
-    };
-    std::vector<OomSeen> oom_seen_;
-    // Retryable markers not withdrawn yet, and where each was counted (bounded: a marker is
-    // withdrawn within seconds or never).
-    enum class Counted : std::uint8_t { kExplained, kDuplicate, kHost, kUnplaced };
+    // Where an out-of-memory marker was counted, so that a later withdrawal (its caller's retry
+    // succeeded) can take it back.
+    enum class Counted : std::uint8_t { kNewGroup, kJoinedGroup, kDuplicate, kHost, kUnplaced };
     struct Retryable {
         std::uint32_t thread;
         std::uint32_t correlation;
         Counted counted;
+        std::uint16_t device;
+        std::uint64_t time_ns;
     };
+
+    void on_oom(const Event& e);
+    [[nodiscard]] std::uint16_t oom_device(const Event& e, bool& inferred) const;
+    Counted count_oom(const Event& e, std::uint16_t device, bool inferred);
+    [[nodiscard]] OomExplanation explain_now(const Event& e, std::uint16_t device) const;
+    void withdraw_oom(const Event& e);
+    [[nodiscard]] DeviceMemorySummary summarize_device(std::uint16_t device) const;
+    [[nodiscard]] std::string site_name(StringId id) const;
+
+    MemoryLedger ledger_;
+    AllocationHistory history_;  // for the allocator what-if quoted by findings' advice
+    const StringTable* strings_ = nullptr;
+    bool expandable_ = false;
+    bool observed_ = false;
+    std::vector<OomGroup> ooms_;
+    // Retryable markers not withdrawn yet (bounded: one is withdrawn within moments or never).
     std::vector<Retryable> retryable_;
-    std::uint64_t ooms_seen_ = 0;   ///< out-of-memory markers, withdrawn ones excluded
-    std::uint64_t host_ooms_ = 0;   ///< of which page-locked host allocations
+    std::uint64_t oom_events_ = 0;     ///< out-of-memory markers, withdrawn ones excluded
+    std::uint64_t host_ooms_ = 0;      ///< of which host allocations (pinned or pageable)
     std::uint64_t unplaced_ooms_ = 0;  ///< of which on a device the input does not name
     std::uint64_t retried_ooms_ = 0;   ///< withdrawn: the caller's retry succeeded
 };

@@ -9,7 +9,13 @@
 //
 // Reconciling the two views: a driver-level allocation (kDeviceAlloc, kVmMap) that starts where
 // a framework segment starts is the segment's backing store and is not counted as outside the
-// framework; the check runs on whichever of the two arrives second.
+// framework; the check runs on whichever of the two arrives second. Without segment events (a
+// live PyTorch program polls its totals), the framework's reserved bytes are matched against the
+// driver allocations that have no call site or whose site is the framework's allocator
+// (reattribute()), so torch's own cudaMalloc calls are not counted again as outside memory.
+//
+// The peak's composition costs O(1) per change: each site remembers its live bytes at the latest
+// peak lazily, when it first changes after that peak (site_change()).
 #include "analysis/memory/memory_ledger.hpp"
 
 #include <algorithm>
@@ -25,6 +31,9 @@ constexpr std::uint16_t kKindPool = 2;
 constexpr std::uint16_t kKindVm = 3;
 constexpr std::uint16_t kFlagPending = 0x4;
 constexpr std::uint16_t kFlagBacked = 0x8;
+constexpr int kOwnerShift = 8;  // driver records keep their MemoryOwner in bits 8..11
+constexpr std::size_t kMaxCachedOwners = 1 << 16;
+constexpr std::size_t kMaxPendingCapacities = 256;
 constexpr std::size_t kMaxOpenRanges = 64;
 constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 
@@ -124,8 +133,13 @@ struct MemoryLedger::Device {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> pools;  // pool -> reserved bytes
     std::uint64_t pool_live = 0;
     std::uint64_t pool_reserved = 0;
-    bool framework_events = false;
-    bool polled = false;
+    std::array<std::uint64_t, kMemoryOwnerCount> owner_raw{};  // unbacked device + VM bytes
+    std::uint64_t segment_reserved = 0;  // sum of the segments
+    std::uint64_t reported_reserved = 0;  // the framework's own total
+    std::uint64_t first_alloc_ns = 0;  // the span the allocation pattern covers
+    std::uint64_t last_alloc_ns = 0;
+    std::uint64_t peak_version = 0;       // bumped at each new peak of live()
+    std::array<std::uint32_t, 2> overflow_slot{};  // sites past the cap: framework, driver
     MemorySeries series;
     std::uint64_t last_ns = 0;
     // steps
@@ -155,8 +169,8 @@ struct MemoryLedger::Device {
 };
 
 MemoryLedger::MemoryLedger(LedgerOptions options) : options_(options) {
-    // Slot 0 collects sites past the cap (and is never handed out for a real site).
-    site_usage_.push_back(SiteUsage{0, StringTable::kOverflowString, 0, 0, 0});
+    // Slot 0 means "no slot" (backed driver records); it is never handed out for a site.
+    site_usage_.emplace_back();
     site_checkpoints_.emplace_back();
 }
 
@@ -181,9 +195,27 @@ MemoryLedger::Device* MemoryLedger::device(std::uint16_t ordinal) {
     devices_.push_back(owned.get());
     owned.release();
     device_slots_[ordinal] = static_cast<std::uint16_t>(index + 1u);
+    Device& d = *devices_.back();
+    // Each device collects its sites past the cap in its own slots, so per-device sums hold.
+    for (std::uint32_t driver = 0; driver < 2; ++driver) {
+        auto slot = static_cast<std::uint32_t>(site_usage_.size());
+        SiteUsage u;
+        u.device = ordinal;
+        u.site = StringTable::kOverflowString;
+        u.driver = driver != 0;
+        u.owner = driver != 0 ? MemoryOwner::kOther : MemoryOwner::kNoSite;
+        u.slot = slot;
+        site_usage_.push_back(u);
+        site_checkpoints_.emplace_back();
+        d.site_slots.push_back(slot);
+        d.overflow_slot[driver] = slot;
+    }
+    for (const auto& [dev, bytes] : pending_capacity_) {
+        if (dev == ordinal) d.t.capacity = bytes;
+    }
     // Watches registered before the device's first event apply to it too.
-    if (!watches_.empty()) recompute_watch_bounds(*devices_.back());
-    return devices_.back();
+    if (!watches_.empty()) recompute_watch_bounds(d);
+    return &d;
 }
 
 const MemoryLedger::Device* MemoryLedger::find_device(std::uint16_t ordinal) const {
@@ -192,8 +224,9 @@ const MemoryLedger::Device* MemoryLedger::find_device(std::uint16_t ordinal) con
                : nullptr;
 }
 
-std::uint32_t MemoryLedger::site_slot(std::uint16_t dev, StringId site) {
-    std::uint64_t key = (std::uint64_t{dev} << 32) | site;
+std::uint32_t MemoryLedger::site_slot(Device& d, StringId site, bool driver, std::uint8_t kind) {
+    std::uint64_t key = (std::uint64_t{d.ordinal} << 48) | (std::uint64_t{driver} << 47) |
+                        (std::uint64_t{kind} << 32) | site;
     // A direct-mapped cache in front of the hash map: programs allocate from a few hot sites.
     SiteCacheEntry& cached = site_cache_[(key * 0x9E3779B97F4A7C15ull) >> 56];
     if (cached.valid && cached.key == key) return cached.slot;
@@ -202,22 +235,98 @@ std::uint32_t MemoryLedger::site_slot(std::uint16_t dev, StringId site) {
         cached = SiteCacheEntry{key, it->second, true};
         return it->second;
     }
-    if (site_usage_.size() >= options_.max_sites) return 0;
+    if (site_usage_.size() >= options_.max_sites) return d.overflow_slot[driver ? 1 : 0];
     auto slot = static_cast<std::uint32_t>(site_usage_.size());
-    site_usage_.push_back(SiteUsage{dev, site, 0, 0, 0});
-    Device* d = device(dev);
+    SiteUsage u;
+    u.device = d.ordinal;
+    u.site = site;
+    u.driver = driver;
+    if (driver) {
+        u.owner = static_cast<MemoryOwner>(kind);
+    } else {
+        u.category = static_cast<MemoryCategory>(kind);
+    }
+    u.slot = slot;
+    site_usage_.push_back(u);
     // A site first seen now held nothing at the earlier checkpoints.
-    site_checkpoints_.emplace_back(d != nullptr ? d->checkpoint_ns.size() : 0, 0);
-    if (d != nullptr) d->site_slots.push_back(slot);
+    site_checkpoints_.emplace_back(d.checkpoint_ns.size(), 0);
+    d.site_slots.push_back(slot);
     site_slots_.emplace(key, slot);
     return slot;
 }
 
+MemoryOwner MemoryLedger::owner_of(StringId site) {
+    if (site == kNoString) return MemoryOwner::kNoSite;
+    if (strings_ == nullptr) return MemoryOwner::kOther;
+    auto it = owners_.find(site);
+    if (it != owners_.end()) return it->second;
+    MemoryOwner owner = classify_owner(strings_->lookup(site));
+    if (owner == MemoryOwner::kNoSite) owner = MemoryOwner::kOther;  // a site id with no text
+    if (owners_.size() < kMaxCachedOwners) owners_.emplace(site, owner);
+    return owner;
+}
+
+// Every change to a site's live bytes goes through here: before the first change after a new
+// peak, the site's live bytes are its bytes at that peak, so they are kept then.
+void MemoryLedger::site_change(Device& d, std::uint32_t slot, std::int64_t bytes, int blocks) {
+    if (slot == 0 || slot >= site_usage_.size()) return;
+    SiteUsage& u = site_usage_[slot];
+    if (u.seen_version != d.peak_version) {
+        u.at_peak = u.live_bytes;
+        u.seen_version = d.peak_version;
+    }
+    u.live_bytes += bytes;
+    if (blocks > 0) {
+        u.live_blocks += static_cast<std::uint64_t>(blocks);
+    } else if (u.live_blocks > 0) {
+        --u.live_blocks;
+    }
+}
+
+void MemoryLedger::note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes, std::uint64_t t) {
+    if (d.first_alloc_ns == 0 || t < d.first_alloc_ns) d.first_alloc_ns = t;
+    d.last_alloc_ns = std::max(d.last_alloc_ns, t);
+    if (slot == 0) return;
+    SiteUsage& u = site_usage_[slot];
+    u.allocated_total += bytes;
+    u.pattern.add(t);
+}
+
+// Derives reserved and the owner split of outside memory from the raw sums (see the file
+// comment). O(owners); runs on driver, segment and reserved-total changes only.
+void MemoryLedger::reattribute(Device& d) {
+    LedgerTotals& t = d.t;
+    const auto fw = static_cast<std::size_t>(MemoryOwner::kFramework);
+    const auto nosite = static_cast<std::size_t>(MemoryOwner::kNoSite);
+    std::uint64_t attributed = 0;
+    if (t.segments_seen) {
+        t.reserved = d.segment_reserved;
+    } else {
+        t.reserved = std::max(t.reserved_reported ? d.reported_reserved : 0, d.owner_raw[fw]);
+        attributed = std::min(t.reserved, d.owner_raw[fw] + d.owner_raw[nosite]);
+    }
+    t.framework_attributed = attributed;
+    t.outside_by_owner = d.owner_raw;
+    std::uint64_t from_fw = std::min(attributed, t.outside_by_owner[fw]);
+    t.outside_by_owner[fw] -= from_fw;
+    t.outside_by_owner[nosite] = sub(t.outside_by_owner[nosite], attributed - from_fw);
+    t.outside_by_owner[static_cast<std::size_t>(MemoryOwner::kStreamPool)] += t.outside_pool;
+}
+
 void MemoryLedger::set_capacity(std::uint16_t ordinal, std::uint64_t bytes) {
-    Device* d = device(ordinal);
-    if (d == nullptr || bytes == 0) return;
-    d->t.capacity = bytes;
-    recompute_watch_bounds(*d);
+    if (bytes == 0 || ordinal == kNoDevice) return;
+    auto it = std::find_if(pending_capacity_.begin(), pending_capacity_.end(),
+                           [&](const auto& p) { return p.first == ordinal; });
+    if (it != pending_capacity_.end()) {
+        it->second = bytes;
+    } else if (pending_capacity_.size() < kMaxPendingCapacities) {
+        pending_capacity_.emplace_back(ordinal, bytes);
+    }
+    if (ordinal < device_slots_.size() && device_slots_[ordinal] != 0) {
+        Device& d = *devices_[device_slots_[ordinal] - 1u];
+        d.t.capacity = bytes;
+        recompute_watch_bounds(d);
+    }
 }
 
 // ---- segments ----
@@ -266,7 +375,7 @@ void MemoryLedger::segments_changed(Device& d) { d.last_segment = 0; }
 void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     const MemoryPayload& m = e.memory;
     if (m.bytes == 0) return;
-    d.framework_events = true;
+    d.t.segments_seen = true;
     auto& segs = d.segments;
     auto it = std::lower_bound(segs.begin(), segs.end(), m.address,
                                [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
@@ -276,19 +385,20 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
         auto prev = it - 1;
         if (prev->expandable && prev->address + prev->size == m.address) {
             prev->size += m.bytes;
-            d.t.reserved += m.bytes;
+            d.segment_reserved += m.bytes;
             if (it != segs.end() && it->expandable && it->address == prev->address + prev->size) {
                 prev->size += it->size;
                 erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
                 --d.t.segments;
             }
             segments_changed(d);
+            reattribute(d);
             return;
         }
     }
     if (it != segs.end() && it->address == m.address) {
         // A segment at the same address again: the free was lost. Replace it.
-        d.t.reserved = sub(d.t.reserved, it->size);
+        d.segment_reserved = sub(d.segment_reserved, it->size);
         --d.t.segments;
         erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
         it = std::lower_bound(segs.begin(), segs.end(), m.address,
@@ -301,15 +411,22 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     seg.site = m.site;
     seg.expandable = expandable;
     insert_segment(d, static_cast<std::size_t>(it - segs.begin()), seg);
-    d.t.reserved += m.bytes;
+    d.segment_reserved += m.bytes;
     ++d.t.segments;
     if (LiveRecord* r = d.driver.find(m.address);
-        r != nullptr && (r->flags() & kFlagBacked) == 0) {
+        r != nullptr && (r->flags() & kFlagBacked) == 0 &&
+        (r->flags() & kKindMask) != kKindPool) {
+        // The driver allocation arrived first: it was outside, it is the segment's store now.
         std::uint16_t kind = r->flags() & kKindMask;
         r->set_flags(r->flags() | kFlagBacked);
         if (kind == kKindDevice) d.t.outside_device = sub(d.t.outside_device, r->size());
         if (kind == kKindVm) d.t.outside_vm = sub(d.t.outside_vm, r->size());
+        auto owner = static_cast<std::size_t>((r->flags() >> kOwnerShift) & 0xF);
+        if (owner < kMemoryOwnerCount) d.owner_raw[owner] = sub(d.owner_raw[owner], r->size());
+        site_change(d, r->site_slot, -static_cast<std::int64_t>(r->size()), -1);
+        r->site_slot = 0;
     }
+    reattribute(d);
 }
 
 void MemoryLedger::segment_free(Device& d, const Event& e) {
@@ -323,9 +440,10 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
             ++unmatched_frees_;
             return;
         }
-        d.t.reserved = sub(d.t.reserved, it->size);
+        d.segment_reserved = sub(d.segment_reserved, it->size);
         --d.t.segments;
         erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
+        reattribute(d);
         return;
     }
     // Unmapping pages of an expandable segment: cut [a, a + n) out of the segment holding it.
@@ -336,7 +454,7 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
     }
     std::uint64_t cut_end = std::min(m.address + m.bytes, s->address + s->size);
     std::uint64_t removed = cut_end - m.address;
-    d.t.reserved = sub(d.t.reserved, removed);
+    d.segment_reserved = sub(d.segment_reserved, removed);
     LedgerSegment head = *s;
     head.size = m.address - s->address;
     LedgerSegment tail = *s;
@@ -350,6 +468,7 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
         insert_segment(d, index, *part);
         ++d.t.segments;
     }
+    reattribute(d);
 }
 
 // ---- blocks ----
@@ -357,16 +476,16 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
 void MemoryLedger::block_alloc(Device& d, const Event& e) {
     const MemoryPayload& m = e.memory;
     if (m.address == 0) {
-        ++dropped_;
+        anonymous_block(d, e);
         return;
     }
-    d.framework_events = true;
+    d.t.blocks_seen = true;
     std::uint64_t requested = m.aux == 0 || m.aux > m.bytes ? m.bytes : m.aux;
     LiveRecord r;
     r.address = m.address;
     r.set(m.bytes, 0);
     r.shortfall = encode_shortfall(m.bytes - requested);
-    r.site_slot = site_slot(d.ordinal, m.site);
+    r.site_slot = site_slot(d, m.site, false, static_cast<std::uint8_t>(block_category(m)));
     LiveRecord old;
     if (!d.blocks.insert(r, &old)) {
         // Allocated again without a free in between (a lost free): retire the old one first.
@@ -377,17 +496,40 @@ void MemoryLedger::block_alloc(Device& d, const Event& e) {
         block_free(d, undo);
         d.blocks.insert(r);
     }
-    d.t.allocated_rounded += r.size();
-    d.t.allocated_requested += requested;
+    if (!d.t.allocated_reported) {
+        d.t.allocated_rounded += r.size();
+        d.t.allocated_requested += requested;
+    }
     ++d.t.live_blocks;
-    SiteUsage& u = site_usage_[r.site_slot];
-    u.live_bytes += static_cast<std::int64_t>(r.size());
-    ++u.live_blocks;
-    u.allocated_total += r.size();
+    site_change(d, r.site_slot, static_cast<std::int64_t>(r.size()), 1);
+    note_allocation(d, r.site_slot, r.size(), e.start_ns);
+}
+
+// A block without an address (Kineto [memory] events before 2022): its size still moves the
+// level, as a running sum; frees cannot be matched to sites.
+void MemoryLedger::anonymous_block(Device& d, const Event& e) {
+    if (d.t.allocated_reported) return;  // the framework's own totals carry the level
+    d.t.allocated_from_sizes = true;
+    const std::uint64_t bytes = e.memory.bytes;
+    if (e.kind == EventKind::kBlockAlloc) {
+        d.t.allocated_rounded += bytes;
+        d.t.allocated_requested += bytes;
+        return;
+    }
+    if ((e.flags & kEventFlagPendingFree) != 0) return;  // the completion counts
+    // A free larger than the level released memory allocated before the input began.
+    if (bytes > d.t.allocated_rounded) ++unmatched_frees_;
+    d.t.allocated_rounded = sub(d.t.allocated_rounded, bytes);
+    d.t.allocated_requested = sub(d.t.allocated_requested, bytes);
 }
 
 void MemoryLedger::block_free(Device& d, const Event& e) {
     const MemoryPayload& m = e.memory;
+    if (m.address == 0) {
+        anonymous_block(d, e);
+        return;
+    }
+    const bool counts = !d.t.allocated_reported;
     bool pending = (e.flags & kEventFlagPendingFree) != 0;
     if (!pending) {
         // The common case takes one probe: erase, then settle the books from the record.
@@ -399,11 +541,11 @@ void MemoryLedger::block_free(Device& d, const Event& e) {
         if ((r.flags() & kFlagPending) != 0) {
             d.t.pending_free = sub(d.t.pending_free, r.size());
         } else {
-            SiteUsage& u = site_usage_[r.site_slot];
-            u.live_bytes -= static_cast<std::int64_t>(r.size());
-            if (u.live_blocks > 0) --u.live_blocks;
-            d.t.allocated_rounded = sub(d.t.allocated_rounded, r.size());
-            d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(r));
+            site_change(d, r.site_slot, -static_cast<std::int64_t>(r.size()), -1);
+            if (counts) {
+                d.t.allocated_rounded = sub(d.t.allocated_rounded, r.size());
+                d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(r));
+            }
         }
         if (d.t.live_blocks > 0) --d.t.live_blocks;
         return;
@@ -413,11 +555,11 @@ void MemoryLedger::block_free(Device& d, const Event& e) {
     if ((found->flags() & kFlagPending) == 0) {
         // The program is done with it: it leaves "allocated" now, and leaves the segment's
         // occupied space only when the free completes.
-        SiteUsage& u = site_usage_[found->site_slot];
-        u.live_bytes -= static_cast<std::int64_t>(found->size());
-        if (u.live_blocks > 0) --u.live_blocks;
-        d.t.allocated_rounded = sub(d.t.allocated_rounded, found->size());
-        d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(*found));
+        site_change(d, found->site_slot, -static_cast<std::int64_t>(found->size()), -1);
+        if (counts) {
+            d.t.allocated_rounded = sub(d.t.allocated_rounded, found->size());
+            d.t.allocated_requested = sub(d.t.allocated_requested, requested_of(*found));
+        }
         found->set_flags(found->flags() | kFlagPending);
         d.t.pending_free += found->size();
     }
@@ -436,15 +578,20 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
                                                            : kKindVm;
     // VM mappings count physical bytes (aux) when the source knows them.
     std::uint64_t bytes = kind == kKindVm && m.aux != 0 ? m.aux : m.bytes;
+    const MemoryOwner owner = kind == kKindPool ? MemoryOwner::kStreamPool : owner_of(m.site);
     LiveRecord r;
     r.address = m.address;
-    std::uint16_t flags = kind;
+    std::uint16_t flags = kind | static_cast<std::uint16_t>(static_cast<unsigned>(owner) << kOwnerShift);
     if (kind != kKindPool) {
         LedgerSegment* s = segment_containing(d, m.address);
         if (s != nullptr && (kind == kKindVm || s->address == m.address)) flags |= kFlagBacked;
     }
     r.set(bytes, flags);
-    r.site_slot = 0;
+    const bool outside = (flags & kFlagBacked) == 0;
+    // Sites are kept for memory that is outside the framework by its call site; the framework's
+    // own and site-less allocations are matched in aggregate (reattribute()), not per site.
+    const bool keeps_site = outside && owner != MemoryOwner::kNoSite && owner != MemoryOwner::kFramework;
+    r.site_slot = keeps_site ? site_slot(d, m.site, true, static_cast<std::uint8_t>(owner)) : 0;
     LiveRecord old;
     if (!d.driver.insert(r, &old)) {
         Event undo = e;
@@ -455,19 +602,27 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
         driver_free(d, undo);
         d.driver.insert(r);
     }
-    if ((flags & kFlagBacked) != 0) return;
+    if (!outside) return;
+    d.t.driver_seen = true;
     if (kind == kKindDevice) d.t.outside_device += bytes;
     if (kind == kKindVm) d.t.outside_vm += bytes;
     if (kind == kKindPool) {
         d.pool_live += bytes;
         d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    } else {
+        d.owner_raw[static_cast<std::size_t>(owner)] += bytes;
     }
+    site_change(d, r.site_slot, static_cast<std::int64_t>(bytes), 1);
+    note_allocation(d, r.site_slot, bytes, e.start_ns);
+    reattribute(d);
 }
 
 void MemoryLedger::driver_free(Device& d, const Event& e) {
     LiveRecord r;
     if (!d.driver.erase(e.memory.address, &r)) {
-        ++unmatched_frees_;
+        // A free that does not say its memory kind (cudaFreeHost seen as a plain free) of
+        // host memory booked earlier.
+        if (!release_host(e.memory.address)) ++unmatched_frees_;
         return;
     }
     if ((r.flags() & kFlagBacked) != 0) return;
@@ -477,7 +632,12 @@ void MemoryLedger::driver_free(Device& d, const Event& e) {
     if (kind == kKindPool) {
         d.pool_live = sub(d.pool_live, r.size());
         d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    } else {
+        auto owner = static_cast<std::size_t>((r.flags() >> kOwnerShift) & 0xF);
+        if (owner < kMemoryOwnerCount) d.owner_raw[owner] = sub(d.owner_raw[owner], r.size());
     }
+    site_change(d, r.site_slot, -static_cast<std::int64_t>(r.size()), -1);
+    reattribute(d);
 }
 
 void MemoryLedger::pool_resize(Device& d, const Event& e) {
@@ -495,6 +655,8 @@ void MemoryLedger::pool_resize(Device& d, const Event& e) {
     d.pool_reserved = sub(d.pool_reserved, it->second) + m.bytes;
     it->second = m.bytes;
     d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    d.t.driver_seen = true;
+    reattribute(d);
 }
 
 // ---- host and managed memory (process-wide) ----
@@ -536,11 +698,12 @@ void MemoryLedger::host_alloc(const Event& e, MemoryKind kind) {
 
 void MemoryLedger::host_free(const Event& e) {
     host_totals_.seen = true;
+    if (!release_host(e.memory.address)) ++unmatched_frees_;
+}
+
+bool MemoryLedger::release_host(std::uint64_t address) {
     LiveRecord r;
-    if (!host_.erase(e.memory.address, &r)) {
-        ++unmatched_frees_;
-        return;
-    }
+    if (!host_.erase(address, &r)) return false;
     HostMemoryTotals& h = host_totals_;
     if (h.live > 0) --h.live;
     switch (static_cast<MemoryKind>(r.flags())) {
@@ -548,31 +711,65 @@ void MemoryLedger::host_free(const Event& e) {
         case MemoryKind::kManaged: h.managed = sub(h.managed, r.size()); break;
         default: h.pinned = sub(h.pinned, r.size()); break;
     }
+    return true;
 }
 
 // ---- counters, steps, ranges ----
 
 void MemoryLedger::counter(const Event& e) {
     if (e.device == kNoDevice) return;
-    Device* d = device(e.device);
-    if (d == nullptr) return;
     double v = e.counter.value;
     auto bytes = v > 0 ? static_cast<std::uint64_t>(v) : 0;
-    switch (e.counter.counter) {
-        case CounterKind::kDeviceMemoryTotalBytes: set_capacity(e.device, bytes); return;
-        case CounterKind::kProcessMemoryUsedBytes: d->t.process_used = bytes; break;
+    const CounterKind kind = e.counter.counter;
+    if (kind == CounterKind::kDeviceMemoryTotalBytes) {
+        set_capacity(e.device, bytes);
+        return;
+    }
+    // A device the program never used (NVML samples every visible one) does not appear.
+    const bool exists = find_device(e.device) != nullptr;
+    if (kind == CounterKind::kForeignProcessMemoryBytes) {
+        if (exists) device(e.device)->t.foreign_used = bytes;
+        return;
+    }
+    if (kind == CounterKind::kProcessMemoryUsedBytes && bytes == 0 && !exists) return;
+    if (kind != CounterKind::kProcessMemoryUsedBytes && kind != CounterKind::kFrameworkAllocatedBytes &&
+        kind != CounterKind::kFrameworkReservedBytes && kind != CounterKind::kFrameworkInactiveSplitBytes) {
+        return;
+    }
+    Device* d = device(e.device);
+    if (d == nullptr) return;
+    LedgerTotals& t = d->t;
+    switch (kind) {
+        case CounterKind::kProcessMemoryUsedBytes:
+            t.process_used = bytes;
+            t.process_sampled = true;
+            d->peak.process_used = std::max(d->peak.process_used, bytes);
+            break;
         case CounterKind::kFrameworkAllocatedBytes:
-            // Polled totals stand in only where no block events arrive for the device.
-            if (d->framework_events) return;
-            d->polled = true;
-            d->t.allocated_rounded = d->t.allocated_requested = bytes;
+            // The allocator's own total is exact; block events, when they come too, may start
+            // after allocations the input never showed.
+            t.allocated_reported = true;
+            t.allocated_rounded = t.allocated_requested = bytes;
             break;
-        case CounterKind::kFrameworkReservedBytes:
-            if (d->framework_events) return;
-            d->polled = true;
-            d->t.reserved = bytes;
+        case CounterKind::kFrameworkReservedBytes: {
+            // Until the framework's first total, driver allocations with no call site could be
+            // its segments or anyone's: peaks of "outside" and "live" taken then are ambiguous,
+            // so they start again from the first reconciled state.
+            const bool settles = !t.reserved_reported && !t.segments_seen &&
+                                 d->owner_raw[static_cast<std::size_t>(MemoryOwner::kNoSite)] > 0;
+            t.reserved_reported = true;
+            d->reported_reserved = bytes;
+            reattribute(*d);
+            if (settles) {
+                d->peak.outside = 0;
+                d->peak.live = 0;
+            }
             break;
-        default: return;
+        }
+        default:  // kFrameworkInactiveSplitBytes
+            t.inactive_split_reported = bytes;
+            t.split_reported = true;
+            return;
     }
     after_change(*d, e.start_ns);
 }
@@ -585,7 +782,9 @@ void MemoryLedger::step_begin(Device& d, std::uint64_t id, std::uint64_t t) {
     d.current.first_step = id;
     d.current.start_ns = t;
     d.current.allocated_min = d.current.allocated_peak = d.t.allocated_rounded;
-    d.current.reserved_peak = d.t.reserved;
+    d.current.reserved_peak = d.current.reserved_min = d.t.reserved;
+    d.current.outside_min = d.t.outside();
+    d.current.process_min = d.t.process_used;
 }
 
 void MemoryLedger::step_end(Device& d, std::uint64_t t) {
@@ -604,6 +803,9 @@ void MemoryLedger::step_end(Device& d, std::uint64_t t) {
             d.group.allocated_min = std::min(d.group.allocated_min, s.allocated_min);
             d.group.allocated_peak = std::max(d.group.allocated_peak, s.allocated_peak);
             d.group.reserved_peak = std::max(d.group.reserved_peak, s.reserved_peak);
+            d.group.reserved_min = std::min(d.group.reserved_min, s.reserved_min);
+            d.group.outside_min = std::min(d.group.outside_min, s.outside_min);
+            d.group.process_min = std::min(d.group.process_min, s.process_min);
             d.group.allocated_end = s.allocated_end;
         }
         if (d.group.steps >= d.group_stride) {
@@ -621,6 +823,9 @@ void MemoryLedger::step_end(Device& d, std::uint64_t t) {
                         m.allocated_min = std::min(m.allocated_min, b.allocated_min);
                         m.allocated_peak = std::max(m.allocated_peak, b.allocated_peak);
                         m.reserved_peak = std::max(m.reserved_peak, b.reserved_peak);
+                        m.reserved_min = std::min(m.reserved_min, b.reserved_min);
+                        m.outside_min = std::min(m.outside_min, b.outside_min);
+                        m.process_min = std::min(m.process_min, b.process_min);
                         m.allocated_end = b.allocated_end;
                     }
                     merged.push_back(m);
@@ -727,6 +932,7 @@ void MemoryLedger::after_change(Device& d, std::uint64_t t) {
     if (v.allocated_rounded > d.peak.allocated_rounded) {
         d.peak.allocated_rounded = v.allocated_rounded;
         d.peak.allocated_requested = std::max(d.peak.allocated_requested, v.allocated_requested);
+        d.peak.allocated_ns = t;
     }
     if (v.reserved > d.peak.reserved) d.peak.reserved = v.reserved;
     std::uint64_t outside = v.outside();
@@ -735,17 +941,26 @@ void MemoryLedger::after_change(Device& d, std::uint64_t t) {
         d.peak.used = v.used();
         d.peak.used_ns = t;
     }
+    if (v.live() > d.peak.live) {
+        d.peak.live = v.live();
+        d.peak.live_ns = t;
+        d.peak.at_live_peak = v;
+        ++d.peak_version;
+    }
     if (d.in_step) {
         d.current.allocated_min = std::min(d.current.allocated_min, v.allocated_rounded);
         d.current.allocated_peak = std::max(d.current.allocated_peak, v.allocated_rounded);
         d.current.reserved_peak = std::max(d.current.reserved_peak, v.reserved);
+        d.current.reserved_min = std::min(d.current.reserved_min, v.reserved);
+        d.current.outside_min = std::min(d.current.outside_min, outside);
+        d.current.process_min = std::min(d.current.process_min, v.process_used);
     }
     if (!open_ranges_.empty()) {
         PhaseLevels& p = open_ranges_.back().at(d.index);
         p.peak_allocated = std::max(p.peak_allocated, v.allocated_rounded);
         p.peak_reserved = std::max(p.peak_reserved, v.reserved);
     }
-    d.series.record(t, MemoryLevels{v.allocated_rounded, v.reserved, outside});
+    d.series.record(t, MemoryLevels{v.allocated_rounded, v.reserved, outside, v.process_used});
     if (!d.saw_steps && d.series.closed_buckets() != d.last_bucket_count) {
         // Without steps, growth is tracked over time: one tick per closed series bucket.
         d.last_bucket_count = d.series.closed_buckets();
@@ -958,8 +1173,9 @@ void MemoryLedger::check_watches(Device& d, std::uint64_t t) {
             c.value_bytes = values[m];
             c.capacity_bytes = d.t.capacity;
             c.time_ns = t;
+            record_crossing(d, c);
             try {
-                w.callback(c);
+                w.callback(crossings_.back().crossing);
             } catch (...) {
                 ++dropped_;  // a throwing callback must not break the books
             }
@@ -970,6 +1186,45 @@ void MemoryLedger::check_watches(Device& d, std::uint64_t t) {
         }
     }
     recompute_watch_bounds(d);
+}
+
+// What emptying the cache could have done at a crossing: from the segments when the ledger has
+// them, else from the framework's own figures (reserved − allocated − stranded is what sits in
+// wholly free segments, which empty_cache returns).
+void MemoryLedger::record_crossing(Device& d, const MemoryWatchCrossing& c) {
+    WatchCrossingRecord rec;
+    rec.crossing = c;
+    rec.allocated = d.t.allocated_rounded;
+    rec.reserved = d.t.reserved;
+    if (d.t.segments_seen) {
+        DeviceLayout l = layout(d.ordinal);
+        rec.crossing.cache_known = true;
+        rec.crossing.releasable_bytes = l.releasable;
+        rec.crossing.stranded_bytes = l.inactive_split;
+    } else if (d.t.reserved_reported && d.t.split_reported) {
+        rec.crossing.cache_known = true;
+        rec.crossing.stranded_bytes = d.t.inactive_split_reported;
+        rec.crossing.releasable_bytes =
+            sub(d.t.unallocated(), d.t.inactive_split_reported + d.t.pending_free);
+    }
+    ++crossings_total_;
+    if (crossings_.size() >= kMaxCrossings) crossings_.erase(crossings_.begin());
+    crossings_.push_back(std::move(rec));
+}
+
+bool MemoryLedger::record_watch_action(int id, std::string action, bool ok,
+                                       std::uint64_t bytes_freed, std::string detail) {
+    for (auto it = crossings_.rbegin(); it != crossings_.rend(); ++it) {
+        if (it->crossing.watch_id != id) continue;
+        if (it->action_recorded) return false;  // the latest crossing already has its action
+        it->action_recorded = true;
+        it->action = std::move(action);
+        it->action_ok = ok;
+        it->bytes_freed = bytes_freed;
+        it->detail = std::move(detail);
+        return true;
+    }
+    return false;
 }
 
 // ---- queries ----
@@ -1084,7 +1339,12 @@ std::vector<SiteUsage> MemoryLedger::sites(std::uint16_t ordinal) const {
     std::vector<SiteUsage> out;
     const Device* d = find_device(ordinal);
     if (d == nullptr) return out;
-    for (std::uint32_t slot : d->site_slots) out.push_back(site_usage_[slot]);
+    for (std::uint32_t slot : d->site_slots) {
+        SiteUsage u = site_usage_[slot];
+        // Unchanged since the latest peak: its bytes now are its bytes then.
+        if (u.seen_version != d->peak_version) u.at_peak = u.live_bytes;
+        out.push_back(u);
+    }
     return out;
 }
 
@@ -1093,13 +1353,27 @@ std::vector<std::uint64_t> MemoryLedger::checkpoint_ticks(std::uint16_t ordinal)
     return d != nullptr ? d->checkpoint_ns : std::vector<std::uint64_t>{};
 }
 
-std::vector<std::int64_t> MemoryLedger::site_checkpoints(std::uint16_t ordinal, StringId site) const {
-    auto it = site_slots_.find((std::uint64_t{ordinal} << 32) | site);
-    if (it == site_slots_.end()) return {};
-    std::vector<std::int64_t> v = site_checkpoints_[it->second];
+std::vector<std::int64_t> MemoryLedger::site_checkpoints(std::uint16_t ordinal,
+                                                         std::uint32_t slot) const {
     const Device* d = find_device(ordinal);
-    if (d != nullptr) v.resize(d->checkpoint_ns.size(), 0);
+    if (d == nullptr || slot == 0 || slot >= site_checkpoints_.size() ||
+        site_usage_[slot].device != ordinal) {
+        return {};
+    }
+    std::vector<std::int64_t> v = site_checkpoints_[slot];
+    v.resize(d->checkpoint_ns.size(), 0);
     return v;
+}
+
+DetectedPeriod MemoryLedger::period(std::uint16_t ordinal, std::uint64_t min_repetitions) const {
+    const Device* d = find_device(ordinal);
+    if (d == nullptr) return {};
+    std::vector<SiteUsage> mine;
+    for (std::uint32_t slot : d->site_slots) {
+        // A catch-all slot (sites past the cap) mixes sites: it is no site's pattern.
+        if (site_usage_[slot].site != StringTable::kOverflowString) mine.push_back(site_usage_[slot]);
+    }
+    return detect_period(mine, d->last_alloc_ns - d->first_alloc_ns, min_repetitions);
 }
 
 bool MemoryLedger::has_steps(std::uint16_t ordinal) const {
@@ -1109,7 +1383,8 @@ bool MemoryLedger::has_steps(std::uint16_t ordinal) const {
 
 std::size_t MemoryLedger::memory_bytes() const {
     std::size_t total = sizeof(*this) + site_usage_.capacity() * sizeof(SiteUsage) +
-                        site_slots_.size() * 32 + host_.memory_bytes();
+                        site_slots_.size() * 32 + owners_.size() * 32 + host_.memory_bytes() +
+                        crossings_.size() * sizeof(WatchCrossingRecord);
     for (const auto& v : site_checkpoints_) total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
     for (const Device* d : devices_) {
         if (d == nullptr) continue;

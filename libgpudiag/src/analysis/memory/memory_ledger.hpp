@@ -12,12 +12,15 @@
 #include <gpudiag/string_table.hpp>
 
 #include "analysis/memory/address_table.hpp"
+#include "analysis/memory/allocation_pattern.hpp"
+#include "analysis/memory/memory_owner.hpp"
 #include "analysis/memory/memory_series.hpp"
 
 #include <array>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -46,26 +49,60 @@ struct LedgerBlock {
 };
 
 /// Instantaneous totals of one device.
+///
+/// Reconciliation. Framework memory comes from whichever source is best: the allocator's segments
+/// and blocks (snapshots, replayed allocator events), else its own totals (torch memory_stats,
+/// Kineto "Total Allocated/Reserved"), else a running sum of allocation sizes. Driver-level
+/// allocations (cudaMalloc, cuMemMap, pools) are the framework's when a segment starts there, or
+/// when their call site names the framework's allocator; without segment events the framework's
+/// reserved bytes are matched against driver allocations with no call site (torch's cudaMalloc
+/// calls are among them), so the same bytes never count as both reserved and outside. What stays
+/// is outside the framework, by owner.
 struct LedgerTotals {
-    std::uint64_t reserved = 0;             ///< framework segments
+    std::uint64_t reserved = 0;             ///< framework segments (or its reported total)
     std::uint64_t allocated_rounded = 0;    ///< live blocks, rounded sizes (torch allocated_bytes)
     std::uint64_t allocated_requested = 0;  ///< live blocks, requested sizes (_memory_viz "allocated")
     std::uint64_t pending_free = 0;         ///< freed blocks awaiting their streams
     std::uint64_t live_blocks = 0;
     std::uint64_t segments = 0;
-    std::uint64_t outside_device = 0;  ///< plain device allocations not backing a segment
+    std::uint64_t outside_device = 0;  ///< plain device allocations not backing a segment (raw)
     std::uint64_t outside_pool = 0;    ///< stream-ordered pools (reserved, or live when unknown)
-    std::uint64_t outside_vm = 0;      ///< physical bytes of VM mappings outside segments
+    std::uint64_t outside_vm = 0;      ///< physical bytes of VM mappings outside segments (raw)
+    /// Driver-level bytes with no segment event that are the framework's (its reserved bytes
+    /// matched against allocations with no call site, or sites in its allocator).
+    std::uint64_t framework_attributed = 0;
+    /// outside(), split by owner (sums to it).
+    std::array<std::uint64_t, kMemoryOwnerCount> outside_by_owner{};
     std::uint64_t capacity = 0;        ///< 0 when unknown
     std::uint64_t process_used = 0;    ///< NVML's figure for this process, 0 when not sampled
+    std::uint64_t foreign_used = 0;    ///< other processes on the device, per NVML
+    std::uint64_t inactive_split_reported = 0;  ///< the framework's own figure (torch stats)
+
+    // Where the figures come from (a figure the input cannot give is absent, never 0).
+    bool segments_seen = false;   ///< the allocator's segments: layout figures are measured
+    bool blocks_seen = false;     ///< framework blocks with addresses
+    bool allocated_reported = false;  ///< allocated from the framework's own totals
+    bool reserved_reported = false;   ///< reserved from the framework's own totals
+    bool allocated_from_sizes = false;  ///< a running sum of sizes (events without addresses)
+    bool driver_seen = false;     ///< driver-level allocations (CUPTI, or a caller)
+    bool process_sampled = false; ///< NVML's per-process figure
+    bool split_reported = false;  ///< inactive_split_reported is measured
 
     [[nodiscard]] std::uint64_t outside() const noexcept {
-        return outside_device + outside_pool + outside_vm;
+        std::uint64_t raw = outside_device + outside_pool + outside_vm;
+        return raw > framework_attributed ? raw - framework_attributed : 0;
     }
     [[nodiscard]] std::uint64_t used() const noexcept { return reserved + outside(); }
+    /// Live allocations: framework blocks plus what is held outside the framework.
+    [[nodiscard]] std::uint64_t live() const noexcept { return allocated_rounded + outside(); }
     /// Reserved but not handed out: torch's "reserved by PyTorch but unallocated".
     [[nodiscard]] std::uint64_t unallocated() const noexcept {
         return reserved > allocated_rounded ? reserved - allocated_rounded : 0;
+    }
+    /// NVML's per-process figure minus what the ledger attributes (the CUDA context, and what
+    /// no event showed); 0 when NVML was not sampled.
+    [[nodiscard]] std::uint64_t unattributed() const noexcept {
+        return process_used > used() ? process_used - used() : 0;
     }
 };
 
@@ -87,10 +124,15 @@ struct HostMemoryTotals {
 struct LedgerPeaks {
     std::uint64_t allocated_rounded = 0;
     std::uint64_t allocated_requested = 0;  ///< at the time of the rounded peak
+    std::uint64_t allocated_ns = 0;
     std::uint64_t reserved = 0;
     std::uint64_t outside = 0;
     std::uint64_t used = 0;  ///< reserved + outside
     std::uint64_t used_ns = 0;  ///< when `used` peaked
+    std::uint64_t process_used = 0;
+    std::uint64_t live = 0;     ///< allocated + outside: what live allocations held
+    std::uint64_t live_ns = 0;  ///< when `live` first reached its peak
+    LedgerTotals at_live_peak;  ///< the totals at that moment
 };
 
 /// Layout of a device's segments, computed on demand from the live blocks.
@@ -128,6 +170,10 @@ struct StepMark {
     std::uint64_t allocated_peak = 0;
     std::uint64_t allocated_end = 0;
     std::uint64_t reserved_peak = 0;
+    // Lowest levels within the step, for trends of what persists across steps.
+    std::uint64_t reserved_min = 0;
+    std::uint64_t outside_min = 0;
+    std::uint64_t process_min = 0;
 };
 
 /// Watermarks of one phase name, over every time it ran.
@@ -140,13 +186,34 @@ struct PhaseMark {
     std::uint64_t total_ns = 0;
 };
 
-/// Live bytes of one call site on one device, with checkpoints for growth attribution.
+/// Live bytes of one call site on one device (framework blocks of one category, or driver-level
+/// allocations outside the framework of one owner), with checkpoints for growth attribution.
 struct SiteUsage {
     std::uint16_t device = 0;
     StringId site = kNoString;  ///< kNoString = unknown site; kOverflowString = sites past the cap
+    bool driver = false;        ///< driver-level allocations outside the framework
+    MemoryCategory category = MemoryCategory::kOther;  ///< framework blocks: what they hold
+    MemoryOwner owner = MemoryOwner::kNoSite;          ///< driver allocations: who holds them
+    std::uint32_t slot = 0;     ///< for site_checkpoints()
     std::int64_t live_bytes = 0;
     std::uint64_t live_blocks = 0;
     std::uint64_t allocated_total = 0;
+    /// Live bytes when the device's live level (allocated + outside) last reached its peak.
+    std::int64_t at_peak = 0;
+    std::uint64_t seen_version = 0;  ///< internal: the peak this site's at_peak belongs to
+    PatternStats pattern;            ///< when it allocated (for the period of a step-less loop)
+};
+
+/// A watch crossing as the report keeps it: the state then, and what the owner's action did.
+struct WatchCrossingRecord {
+    MemoryWatchCrossing crossing;
+    std::uint64_t allocated = 0;
+    std::uint64_t reserved = 0;
+    bool action_recorded = false;
+    std::string action;        ///< "empty_cache", "snapshot", "report", "callback", ...
+    bool action_ok = false;
+    std::uint64_t bytes_freed = 0;
+    std::string detail;        ///< a path, or what went wrong
 };
 
 struct LedgerOptions {
@@ -174,12 +241,25 @@ public:
     /// from memory (a large live set does not fit in cache, and random addresses miss).
     void apply(std::span<const Event> events);
 
-    /// Device capacity in bytes (from SourceInfo, NVML or the user).
+    /// Device capacity in bytes (from SourceInfo, NVML or the user). Applies when the device
+    /// first shows memory activity; a device the program never used does not appear.
     void set_capacity(std::uint16_t device, std::uint64_t bytes);
+    /// Site names, for telling the owner of driver-level allocations from their call sites.
+    void set_strings(const StringTable* strings) noexcept { strings_ = strings; }
 
     /// Registers a watch; returns its id (> 0), or 0 when the spec is unusable.
     int add_watch(const MemoryWatch& watch, MemoryWatchCallback callback);
     void remove_watch(int id);
+    /// What the watch's owner did about its latest crossing (its action and the result).
+    /// Returns false when the watch has no crossing left to attach it to.
+    bool record_watch_action(int id, std::string action, bool ok, std::uint64_t bytes_freed,
+                             std::string detail);
+    /// Crossings kept for the report (the most recent kMaxCrossings), oldest first.
+    [[nodiscard]] const std::vector<WatchCrossingRecord>& crossings() const noexcept {
+        return crossings_;
+    }
+    [[nodiscard]] std::uint64_t crossings_total() const noexcept { return crossings_total_; }
+    static constexpr std::size_t kMaxCrossings = 64;
 
     // ---- queries ----
     [[nodiscard]] std::vector<std::uint16_t> devices() const;
@@ -190,12 +270,20 @@ public:
     [[nodiscard]] std::vector<MemorySeriesPoint> series(std::uint16_t device) const;
     [[nodiscard]] std::vector<StepMark> steps(std::uint16_t device) const;
     [[nodiscard]] std::vector<PhaseMark> phases(std::uint16_t device) const;
+    /// Sites of the device, with at_peak resolved.
     [[nodiscard]] std::vector<SiteUsage> sites(std::uint16_t device) const;
     /// Per-site live bytes at the kept checkpoints (aligned with checkpoint_ticks()); a
     /// checkpoint is taken at step ends, or at series bucket closes when there are no steps.
     [[nodiscard]] std::vector<std::uint64_t> checkpoint_ticks(std::uint16_t device) const;
     [[nodiscard]] std::vector<std::int64_t> site_checkpoints(std::uint16_t device,
-                                                             StringId site) const;
+                                                             std::uint32_t slot) const;
+    /// The repetition found in the device's allocations (see AllocationPattern).
+    [[nodiscard]] DetectedPeriod period(std::uint16_t device, std::uint64_t min_repetitions) const;
+    /// Pinned host memory (page-locked, cudaHostAlloc): a process-wide line, not device memory
+    /// (the host books' pinned line, see host_totals()).
+    [[nodiscard]] std::uint64_t pinned_host() const noexcept { return host_totals_.pinned; }
+    [[nodiscard]] std::uint64_t pinned_host_peak() const noexcept { return host_totals_.peak_pinned; }
+    [[nodiscard]] bool pinned_host_seen() const noexcept { return host_totals_.seen; }
     /// Live framework blocks (active and pending-free), unordered.
     [[nodiscard]] std::vector<LedgerBlock> blocks(std::uint16_t device) const;
 
@@ -213,7 +301,13 @@ private:
 
     Device* device(std::uint16_t ordinal);
     [[nodiscard]] const Device* find_device(std::uint16_t ordinal) const;
-    std::uint32_t site_slot(std::uint16_t device, StringId site);
+    std::uint32_t site_slot(Device& d, StringId site, bool driver, std::uint8_t kind);
+    MemoryOwner owner_of(StringId site);
+    void site_change(Device& d, std::uint32_t slot, std::int64_t bytes, int blocks);
+    void note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes, std::uint64_t t);
+    void reattribute(Device& d);
+    void anonymous_block(Device& d, const Event& e);
+    void record_crossing(Device& d, const MemoryWatchCrossing& c);
 
     void block_alloc(Device& d, const Event& e);
     void block_free(Device& d, const Event& e);
@@ -223,6 +317,7 @@ private:
     void driver_free(Device& d, const Event& e);
     void host_alloc(const Event& e, MemoryKind kind);
     void host_free(const Event& e);
+    bool release_host(std::uint64_t address);
     void pool_resize(Device& d, const Event& e);
     void counter(const Event& e);
     void step_begin(Device& d, std::uint64_t id, std::uint64_t t);
@@ -246,7 +341,13 @@ private:
     std::vector<OpenRange> open_ranges_;
     std::vector<SiteUsage> site_usage_;  // slot -> usage
     std::vector<std::vector<std::int64_t>> site_checkpoints_;  // slot -> values
-    std::unordered_map<std::uint64_t, std::uint32_t> site_slots_;  // (device << 32 | site) -> slot
+    // (device << 48 | driver << 47 | kind << 32 | site) -> slot
+    std::unordered_map<std::uint64_t, std::uint32_t> site_slots_;
+    std::unordered_map<StringId, MemoryOwner> owners_;  // site -> owner, bounded
+    const StringTable* strings_ = nullptr;
+    std::vector<WatchCrossingRecord> crossings_;
+    std::uint64_t crossings_total_ = 0;
+    std::vector<std::pair<std::uint16_t, std::uint64_t>> pending_capacity_;
     struct SiteCacheEntry {
         std::uint64_t key = 0;
         std::uint32_t slot = 0;

@@ -16,6 +16,7 @@ struct MemoryLevels {
     std::uint64_t allocated = 0;  ///< live framework blocks, rounded
     std::uint64_t reserved = 0;   ///< framework segments
     std::uint64_t outside = 0;    ///< device memory held outside the framework
+    std::uint64_t process = 0;    ///< NVML's figure for the process (0 when not sampled)
 };
 
 struct MemorySeriesPoint {
@@ -27,12 +28,21 @@ struct MemorySeriesPoint {
     std::uint64_t reserved_last = 0;
     std::uint64_t used_max = 0;  ///< reserved + outside
     std::uint64_t outside_last = 0;
+    // Lowest levels in the bucket: what persisted through it (the trends use them).
+    std::uint64_t reserved_min = 0;
+    std::uint64_t outside_min = 0;
+    std::uint64_t process_min = 0;
+    std::uint64_t process_max = 0;
 
     void merge(const MemorySeriesPoint& later) {
         allocated_min = std::min(allocated_min, later.allocated_min);
         allocated_max = std::max(allocated_max, later.allocated_max);
         reserved_max = std::max(reserved_max, later.reserved_max);
         used_max = std::max(used_max, later.used_max);
+        reserved_min = std::min(reserved_min, later.reserved_min);
+        outside_min = std::min(outside_min, later.outside_min);
+        process_min = std::min(process_min, later.process_min);
+        process_max = std::max(process_max, later.process_max);
         allocated_last = later.allocated_last;
         reserved_last = later.reserved_last;
         outside_last = later.outside_last;
@@ -86,6 +96,9 @@ private:
         current_ = MemorySeriesPoint{};
         current_.start_ns = origin_ns_ + offset;
         current_.allocated_min = current_.allocated_max = v.allocated;
+        current_.reserved_min = v.reserved;
+        current_.outside_min = v.outside;
+        current_.process_min = current_.process_max = v.process;
         open_ = true;
         update(v);
     }
@@ -97,6 +110,10 @@ private:
         current_.reserved_last = v.reserved;
         current_.used_max = std::max(current_.used_max, v.reserved + v.outside);
         current_.outside_last = v.outside;
+        current_.reserved_min = std::min(current_.reserved_min, v.reserved);
+        current_.outside_min = std::min(current_.outside_min, v.outside);
+        current_.process_min = std::min(current_.process_min, v.process);
+        current_.process_max = std::max(current_.process_max, v.process);
     }
     void close() {
         // After a compaction the open bucket may fall in the last merged one: fold it in.

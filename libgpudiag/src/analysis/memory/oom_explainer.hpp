@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// explain_oom: why a request of N bytes fails on a device, from the ledger at that instant.
+// explain_oom: why a request of N bytes fails on a device, from the ledger at that instant. The
+// decision itself is explain_oom_state (public, memory.hpp), which every path shares: the ledger
+// (snapshots, recordings, live allocator events) and a framework's own figures (PyTorch's OOM
+// observer from Python).
 #pragma once
 
 #include <gpudiag/memory.hpp>
@@ -19,8 +22,15 @@ struct OomContext {
 };
 
 /// The computed explanation: cause, figures, plain-language summary and advice that fits.
+/// A request of 0 bytes means "unknown" (CUPTI outside deep mode): the cause then rests on the
+/// state alone.
 OomExplanation explain_oom(std::uint64_t request_bytes, std::uint16_t device,
                            const MemoryLedger& ledger, const OomContext& context = {});
+
+/// The ledger's state as AllocatorOomState (what explain_oom decides on).
+AllocatorOomState oom_state(std::uint64_t request_bytes, std::uint16_t device,
+                            const MemoryLedger& ledger, const DeviceLayout& layout,
+                            const OomContext& context);
 
 /// torch's CUDACachingAllocator rounding: requests round up to 512 B multiples.
 std::uint64_t torch_round_size(std::uint64_t bytes);

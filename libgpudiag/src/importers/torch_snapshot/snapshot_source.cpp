@@ -378,7 +378,7 @@ private:
                     if (b.state == BlockState::kInactive) continue;
                     if (h != nullptr && h->blocks.count(b.address) != 0) continue;  // traced
                     emit_block_alloc(device, t0, b.address, b.size, b.requested, b.site,
-                                     stream_id(s->stream), true);
+                                     stream_id(s->stream), true, b.category);
                     if (b.state == BlockState::kPendingFree) emit_block_free(device, t0, b.address, b.size, true, true);
                 }
             }
@@ -421,7 +421,8 @@ private:
                         requested = fb->requested;
                     }
                 }
-                emit_block_alloc(e.device, t, e.address, e.size, requested, e.site, stream, false);
+                emit_block_alloc(e.device, t, e.address, e.size, requested, e.site, stream, false,
+                                 e.category);
                 break;
             }
             case TraceAction::kFreeRequested:
@@ -589,7 +590,7 @@ private:
                 auto it = sim_.blocks.find(b.address);
                 if (it == sim_.blocks.end() || it->second.first != b.size) {
                     emit_block_alloc(device, t, b.address, b.size, b.requested, b.site,
-                                     stream_id(s->stream), true);
+                                     stream_id(s->stream), true, b.category);
                     it = sim_.blocks.find(b.address);
                 }
                 if (b.state == BlockState::kPendingFree && it != sim_.blocks.end() && !it->second.second) {
@@ -610,7 +611,8 @@ private:
         return ev;
     }
     void emit_block_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                          std::uint64_t requested, StringId site, std::uint32_t stream, bool synthetic) {
+                          std::uint64_t requested, StringId site, std::uint32_t stream, bool synthetic,
+                          MemoryCategory category = MemoryCategory::kOther) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kBlockAlloc, device, t, synthetic);
         ev.stream = stream;
@@ -618,7 +620,8 @@ private:
         ev.memory.bytes = size;
         ev.memory.aux = requested;
         ev.memory.site = site;
-        ev.memory.extra = segment_ordinal(device, addr);
+        ev.memory.extra = segment_ordinal(device, addr) & 0x0FFFFFFFu;
+        set_block_category(ev.memory, category);
         sim_.blocks[addr] = {size, false};
         push(ev);
     }

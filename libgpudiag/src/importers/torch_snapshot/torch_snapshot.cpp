@@ -77,10 +77,11 @@ public:
         return trace_entry(static_cast<std::uint16_t>(tag - kDeviceTraceTag), item);
     }
 
-    StringId site_of(const PickleValue* frames) {
+    // The site and category of a frame list, cached: most lists repeat.
+    FrameFacts facts_of(const PickleValue* frames) {
         if (frames == nullptr || frames->kind() != PickleValue::Kind::kList ||
             frames->items().empty()) {
-            return kNoString;
+            return FrameFacts{};
         }
         // Lists the pickle memoizes live until the read ends, so their address is a safe key;
         // torch shares one frame list between an allocation and its frees.
@@ -100,10 +101,10 @@ public:
         if (all_memoized) {
             auto it = sequence_cache_.find(hash);
             if (it != sequence_cache_.end() && same_frames(it->second.frames, *frames)) {
-                return it->second.site;
+                return it->second.facts;
             }
         }
-        StringId id = strings_.intern(frames_to_site(*frames));
+        FrameFacts id{strings_.intern(frames_to_site(*frames)), frames_to_category(*frames)};
         if (frames->is_memoized() && site_cache_.size() < kMaxCachedSites) {
             site_cache_.emplace(frames, id);
         }
@@ -114,10 +115,11 @@ public:
             entry.frames.clear();
             for (const auto& f : frames->items()) entry.frames.push_back(f.get());
             cached_frame_pointers_ += entry.frames.size();
-            entry.site = id;
+            entry.facts = id;
         }
         return id;
     }
+    StringId site_of(const PickleValue* frames) { return facts_of(frames).site; }
 
 private:
     Status segment(const PickleValue& v) {
@@ -156,14 +158,18 @@ private:
                 block.state = parse_state(b->string_at("state"));
                 if (const PickleValue* req = b->find("requested_size")) {
                     block.requested = non_negative(req->as_int());
-                    block.site = site_of(b->find("frames"));
+                    FrameFacts f = facts_of(b->find("frames"));
+                    block.site = f.site;
+                    block.category = f.category;
                 } else if (const PickleValue* history = b->find("history");
                            history != nullptr && history->size() > 0 &&
                            history->items()[0]->kind() == PickleValue::Kind::kDict) {
                     // torch 2.0: the block's most recent allocation is history[0].
                     const PickleValue& h = *history->items()[0];
                     block.requested = non_negative(h.int_at("real_size", b->int_at("size", 0)));
-                    block.site = site_of(h.find("frames"));
+                    FrameFacts f = facts_of(h.find("frames"));
+                    block.site = f.site;
+                    block.category = f.category;
                 } else {
                     block.requested = block.size;
                 }
@@ -245,7 +251,9 @@ private:
         }
         if (e.action == TraceAction::kAlloc || e.action == TraceAction::kSegmentAlloc ||
             e.action == TraceAction::kSegmentMap || e.action == TraceAction::kOom) {
-            e.site = site_of(frames);
+            FrameFacts f = facts_of(frames);
+            e.site = f.site;
+            e.category = f.category;
         }
         return visitor_.on_trace_entry(e);
     }
@@ -263,7 +271,7 @@ private:
 
     struct FrameSequence {
         std::vector<const PickleValue*> frames;
-        StringId site = kNoString;
+        FrameFacts facts;
     };
     static bool same_frames(const std::vector<const PickleValue*>& a, const PickleValue& list) {
         const auto& items = list.items();
@@ -280,7 +288,7 @@ private:
     const std::string& name_;
     StringTable& strings_;
     SnapshotVisitor& visitor_;
-    std::unordered_map<const PickleValue*, StringId> site_cache_;
+    std::unordered_map<const PickleValue*, FrameFacts> site_cache_;
     std::unordered_map<std::uint64_t, FrameSequence> sequence_cache_;  // frame pointers' hash
     std::size_t cached_frame_pointers_ = 0;
 };
@@ -345,6 +353,16 @@ std::string frames_to_site(const PickleValue& frames) {
         views.push_back({f->string_at("filename"), f->string_at("name"), f->int_at("line", 0)});
     }
     return allocation_site(views);
+}
+
+MemoryCategory frames_to_category(const PickleValue& frames) {
+    std::vector<FrameView> views;
+    views.reserve(frames.items().size());
+    for (const auto& f : frames.items()) {
+        if (f->kind() != PickleValue::Kind::kDict) continue;
+        views.push_back({f->string_at("filename"), f->string_at("name"), f->int_at("line", 0)});
+    }
+    return allocation_category(views);
 }
 
 Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,

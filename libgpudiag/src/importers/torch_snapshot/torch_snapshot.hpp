@@ -11,6 +11,7 @@
 // "time_us" and "frames"; "oom" entries carrying "device_free" instead of "addr".
 #pragma once
 
+#include <gpudiag/event.hpp>
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
 
@@ -31,6 +32,7 @@ struct SnapshotBlock {
     std::uint64_t requested = 0;   ///< bytes the program asked for
     BlockState state = BlockState::kInactive;
     StringId site = kNoString;
+    MemoryCategory category = MemoryCategory::kOther;
 };
 
 struct SnapshotSegment {
@@ -67,6 +69,7 @@ struct TraceEntry {
     std::uint64_t time_us = 0;      ///< 0 when the snapshot predates time stamps (< ~2.2)
     std::uint64_t device_free = 0;  ///< oom only
     StringId site = kNoString;
+    MemoryCategory category = MemoryCategory::kOther;  ///< alloc only
 };
 
 struct SnapshotAnnotation {
@@ -106,5 +109,18 @@ private:
 /// (not torch, not site-packages), else the innermost Python frame, else the innermost native
 /// frame outside the allocator and unwinder; formatted "dir/file.py:42 function". "" if none.
 std::string frames_to_site(const PickleValue& frames);
+
+/// What a block holds, from the framework's own frames in its stack: torch.optim code →
+/// optimizer state; autograd's engine or Tensor.backward → gradients (the backward pass);
+/// nn.Module setup (_apply/.to()/.cuda(), nn.init, Parameter, loading a state dict) →
+/// parameters; an nn.Module call (_call_impl) → activations; otherwise kOther. The strongest role
+/// wins (optimizer, then backward, then parameters, then forward).
+MemoryCategory frames_to_category(const PickleValue& frames);
+
+/// The facts a frame list gives: its site and category.
+struct FrameFacts {
+    StringId site = kNoString;
+    MemoryCategory category = MemoryCategory::kOther;
+};
 
 }  // namespace gpudiag::detail

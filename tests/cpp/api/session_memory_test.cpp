@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+// The 48-hour service, time-compressed through Session::record: a C++ inference service without
+// a framework allocator whose driver-level memory (cudaMalloc, as CUPTI reports it) climbs from
+// 10 GB to 24 GB until requests fail; and a watch whose action is recorded next to what emptying
+// the cache could have returned.
+#include <gpudiag/gpudiag.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+namespace gpudiag {
+namespace {
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+constexpr std::uint64_t kMinute = 60'000'000'000ull;
+
+SessionOptions cpu_options() {
+    SessionOptions o;
+    o.capture_gpu = false;  // deterministic on any machine: no CUPTI, no NVML
+    o.nvml_hz = 0;
+    o.flush_period_ms = 5;
+    o.queue_capacity = 1u << 16;
+    return o;
+}
+
+Event driver(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64_t bytes, StringId site) {
+    Event e;
+    e.kind = kind;
+    e.device = 0;
+    e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+    e.start_ns = e.end_ns = t;
+    e.memory.address = address;
+    e.memory.bytes = bytes;
+    e.memory.site = site;
+    return e;
+}
+
+// Records without losing events: the hand-off is bounded, so the producer waits for the worker
+// when it is full (a real service would drop and count instead).
+void put(Session& s, const Event& e) {
+    while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+const Figure* figure(const Finding& f, const char* key) {
+    for (const auto& fig : f.figures) {
+        if (fig.key == key) return &fig;
+    }
+    return nullptr;
+}
+
+// The service loads a 10 GiB model, then serves one request a minute: a 256 MiB workspace
+// allocated and freed, plus, from hour 8 on, 6 MiB a request that is never freed (the planted
+// leak, at its own call site). The 24 GiB device fills near hour 47; from then on the workspace
+// allocations fail, as CUPTI reports them: an out-of-memory event with no device.
+TEST(ServiceMemory, PlantedDriverLeakIsFoundWithItsSiteRateAndOnsetAndExplainsTheOoms) {
+    auto created = Session::create(cpu_options());
+    ASSERT_TRUE(created.is_ok());
+    Session& s = **created;
+    ASSERT_TRUE(s.start().is_ok());
+    const StringId model = s.intern("svc.cpp:40 Model::load (cudaMalloc)");
+    const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
+    const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
+    const std::uint64_t t0 = 1'000'000'000'000ull;
+
+    Event capacity;
+    capacity.kind = EventKind::kCounter;
+    capacity.device = 0;
+    capacity.start_ns = capacity.end_ns = t0;
+    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
+    capacity.counter.value = static_cast<double>(24 * kGiB);
+    put(s, capacity);
+    put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB, model));
+
+    std::uint64_t used = 10 * kGiB;
+    std::uint64_t leak_address = 0x7a0000000000;
+    int failures = 0;
+    for (std::uint64_t minute = 0; minute < 48 * 60; ++minute) {
+        const std::uint64_t t = t0 + (minute + 1) * kMinute;
+        if (used + 256 * kMiB > 24 * kGiB) {
+            Event oom;  // CUPTI: an allocation API returned cudaErrorMemoryAllocation
+            oom.kind = EventKind::kOutOfMemory;
+            oom.start_ns = oom.end_ns = t;
+            oom.oom.requested_bytes = 256 * kMiB;  // known in deep mode
+            put(s, oom);
+            ++failures;
+            continue;
+        }
+        put(s, driver(EventKind::kDeviceAlloc, t, 0x7e0000000000, 256 * kMiB, workspace));
+        if (minute >= 8 * 60) {
+            put(s, driver(EventKind::kDeviceAlloc, t + 1000, leak_address, 6 * kMiB, planted));
+            leak_address += 6 * kMiB;
+            used += 6 * kMiB;
+        }
+        put(s, driver(EventKind::kDeviceFree, t + 2000, 0x7e0000000000, 256 * kMiB, workspace));
+    }
+    ASSERT_GT(failures, 1);
+    ASSERT_TRUE(s.stop().is_ok());
+    auto report = s.report();
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    EXPECT_EQ(report->capture.dropped, 0u);
+    if (std::getenv("PRINT")) std::puts(render_text(*report).c_str());
+
+    // The leak: outside any framework, from the planted site, at its rate, since hour 8.
+    std::size_t leak_index = report->findings.size();
+    std::size_t oom_index = report->findings.size();
+    int oom_findings = 0;
+    for (std::size_t i = 0; i < report->findings.size(); ++i) {
+        if (report->findings[i].id == "memory_leak") leak_index = std::min(leak_index, i);
+        if (report->findings[i].id == "out_of_memory") {
+            oom_index = i;
+            ++oom_findings;
+        }
+    }
+    ASSERT_LT(leak_index, report->findings.size()) << render_text(*report);
+    const Finding& leak = report->findings[leak_index];
+    ASSERT_FALSE(leak.sites.empty());
+    EXPECT_EQ(leak.sites.front().location, "svc.cpp:88 Engine::bind_output (cudaMalloc)");
+    EXPECT_GT(leak.sites.front().share, 0.99);
+    const Figure* rate = figure(leak, "leak_rate_bytes_per_hour");
+    ASSERT_NE(rate, nullptr);
+    EXPECT_NEAR(rate->value, 360.0 * kMiB, 0.05 * 360.0 * kMiB);  // 6 MiB a minute
+    const Figure* since = figure(leak, "since_ns");
+    ASSERT_NE(since, nullptr);
+    EXPECT_NEAR(since->value / 1e9, 8 * 3600.0, 1800.0);  // within half an hour of the onset
+    EXPECT_NE(leak.title.find("outside"), std::string::npos) << leak.title;
+    EXPECT_NE(figure(leak, "time_until_full_ns"), nullptr);
+    EXPECT_EQ(report->finding("memory_outside_framework"), nullptr) << "no framework to be outside of";
+
+    // The failures: one finding, after the leak, explained by it, with service advice.
+    EXPECT_EQ(oom_findings, 1) << render_text(*report);
+    ASSERT_LT(oom_index, report->findings.size());
+    EXPECT_GT(oom_index, leak_index);
+    const Finding& oom = report->findings[oom_index];
+    EXPECT_EQ(figure(oom, "failures")->value, failures);
+    EXPECT_NE(oom.title.find("(memory_leak)"), std::string::npos) << oom.title;
+    EXPECT_NE(oom.summary.find("svc.cpp:88"), std::string::npos) << oom.summary;
+    EXPECT_EQ(leak.severity, Severity::kCritical);  // it took requests down
+    for (const auto& a : oom.advice) {
+        EXPECT_EQ(a.find("FSDP"), std::string::npos) << a;
+        EXPECT_EQ(a.find("batch"), std::string::npos) << a;
+    }
+    EXPECT_EQ(oom.device, 0);  // inferred: the only device the process allocates on
+}
+
+// A step-less service with no leak: requests allocate and free, with noise; no memory_leak and no
+// growth verdict.
+TEST(ServiceMemory, SteadyServiceIsNotALeak) {
+    auto created = Session::create(cpu_options());
+    ASSERT_TRUE(created.is_ok());
+    Session& s = **created;
+    ASSERT_TRUE(s.start().is_ok());
+    const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
+    const std::uint64_t t0 = 1'000'000'000'000ull;
+    put(s, driver(EventKind::kDeviceAlloc, t0, 0x7f0000000000, 10 * kGiB, s.intern("svc.cpp:40 load")));
+    for (std::uint64_t minute = 0; minute < 24 * 60; ++minute) {
+        const std::uint64_t t = t0 + (minute + 1) * kMinute;
+        std::uint64_t bytes = (200 + (minute * 7919) % 113) * kMiB;  // varies per request
+        put(s, driver(EventKind::kDeviceAlloc, t, 0x7e0000000000, bytes, workspace));
+        put(s, driver(EventKind::kDeviceFree, t + 2000, 0x7e0000000000, bytes, workspace));
+    }
+    ASSERT_TRUE(s.stop().is_ok());
+    auto report = s.report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->finding("memory_leak"), nullptr) << render_text(*report);
+    EXPECT_EQ(report->finding("memory_growth_in_iteration"), nullptr);
+}
+
+// A watch whose owner empties the cache: the crossing is kept with what empty_cache could return
+// then (from the allocator's segments) and the action's result.
+TEST(ServiceMemory, WatchActionIsRecordedWithWhatItCouldReturn) {
+    auto created = Session::create(cpu_options());
+    ASSERT_TRUE(created.is_ok());
+    Session& s = **created;
+    std::atomic<bool> acted{false};
+    WatchId id = 0;
+    Session* session = &s;
+    auto added = s.watch_memory(3 * kGiB, [&](std::uint64_t) {
+        // What a built-in "empty_cache" action does: free, then say what it freed.
+        acted = session->record_watch_action(id, "empty_cache", true, 2 * kGiB, "").is_ok();
+    });
+    ASSERT_TRUE(added.is_ok());
+    id = *added;
+    EXPECT_EQ(s.record_watch_action(id, "empty_cache", true, 0, "").code(), StatusCode::kNotFound);
+    ASSERT_TRUE(s.start().is_ok());
+    // A 2 GiB segment half used (1 GiB stranded), then a 2 GiB wholly free one (releasable),
+    // which takes the process to 4 GiB: the crossing.
+    put(s, driver(EventKind::kSegmentAlloc, 0, 0x7f0080000000, 2 * kGiB, 0));
+    Event block = driver(EventKind::kBlockAlloc, 0, 0x7f0080000000, kGiB, 0);
+    block.memory.aux = kGiB;
+    put(s, block);
+    put(s, driver(EventKind::kSegmentAlloc, 0, 0x7f0000000000, 2 * kGiB, 0));
+    for (int i = 0; i < 400 && !acted.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_TRUE(acted.load());
+    ASSERT_TRUE(s.stop().is_ok());
+    auto report = s.report();
+    ASSERT_TRUE(report.is_ok());
+    const Section* mem = report->section("memory");
+    ASSERT_NE(mem, nullptr);
+    const Table* crossings = nullptr;
+    for (const auto& t : mem->tables) {
+        if (t.id == "watch_crossings") crossings = &t;
+    }
+    ASSERT_NE(crossings, nullptr) << render_text(*report);
+    ASSERT_EQ(crossings->rows.size(), 1u);
+    const auto& row = crossings->rows.front();
+    EXPECT_EQ(std::get<std::string>(row[4]), "2.0 GiB");  // empty_cache could return
+    EXPECT_EQ(std::get<std::string>(row[5]), "1.0 GiB");  // stranded: it could not
+    EXPECT_EQ(std::get<std::string>(row[6]), "empty_cache");
+    EXPECT_EQ(std::get<std::string>(row[7]), "freed 2.0 GiB");
+}
+
+}  // namespace
+}  // namespace gpudiag
