@@ -27,6 +27,11 @@ step "lint"
 tools/lint.sh
 
 # --- C++: build and test -------------------------------------------------------------------------
+# The real libcupti.so.12 of the nvidia-cuda-cupti-cu12 wheels, for the *Cupti12* tests (pip's
+# cache keeps the wheels; only the libraries are unpacked, into build/cupti-libs).
+step "CUPTI 12 libraries for the *Cupti12* tests"
+tools/fetch_cupti_libs.sh
+
 step "configure + build (dev preset)"
 cmake --preset dev >/dev/null
 cmake --build --preset dev -j "$JOBS"

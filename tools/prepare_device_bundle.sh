@@ -16,8 +16,11 @@
 #   python/pybind11            pybind11 from its PyPI wheel, used only where `python3 -m pybind11`
 #                              is missing
 #   python/include/python3.12  CPython 3.12 headers, used only where the box's Python.h is missing
+#   cupti12/libcupti.so.12     the CUPTI of the nvidia-cuda-cupti-cu12 12.9.79 wheel (NVIDIA's own
+#                              binary, as PyTorch's cu129 wheels install it): the device check's
+#                              ctest_gpu_cupti12 stage forces it with GPUDIAG_CUPTI_PATH
 #   MANIFEST.txt               versions, hashes, sizes
-# The bundle is about 17 MB; with the repository it must stay under the device tool's 64 MiB.
+# The bundle is about 25 MB; with the repository it must stay under the device tool's 64 MiB.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -102,6 +105,12 @@ if [ -n "$PY312" ]; then
   [ -f "$inc/Python.h" ] && cp -r "$inc" "$NEW/python/include/python3.12"
 fi
 
+# The newest CUPTI 12 (PyTorch's cu129 wheels), library only, for the ctest_gpu_cupti12 stage.
+CUPTI12_VERSION=12.9.79
+tools/fetch_cupti_libs.sh >/dev/null  # into build/cupti-libs, as for the *Cupti12* tests
+mkdir -p "$NEW/cupti12"
+cp "build/cupti-libs/$CUPTI12_VERSION/libcupti.so.12" "$NEW/cupti12/"
+
 {
   echo "gpudiag device bundle (tools/prepare_device_bundle.sh)"
   echo "recipe $RECIPE"
@@ -112,6 +121,7 @@ fi
     done
   done
   echo "pybind11 $PYBIND11_VERSION (wheel)"
+  echo "libcupti.so.12 of nvidia-cuda-cupti-cu12 $CUPTI12_VERSION sha256 $(sha256sum "$NEW/cupti12/libcupti.so.12" | cut -d' ' -f1)"
   if [ -d "$NEW/python/include/python3.12" ]; then
     echo "python headers $("$PY312" -c 'import platform; print(platform.python_version())') from $PY312"
   else

@@ -19,7 +19,14 @@ from __future__ import annotations
 
 from gpudiag import _core
 from gpudiag._analyze import analyze, detect_format
-from gpudiag._capabilities import Capabilities, Status, capabilities, status
+from gpudiag._capabilities import (
+    Capabilities,
+    SoftwareStack,
+    StackIssue,
+    Status,
+    capabilities,
+    status,
+)
 from gpudiag._errors import (
     CorruptDataError,
     FailedPreconditionError,
@@ -63,6 +70,8 @@ __all__ = [
     "Report",
     "ResourceExhaustedError",
     "Session",
+    "SoftwareStack",
+    "StackIssue",
     "Status",  # deprecated: Capabilities
     "UnavailableError",
     "UnsupportedError",

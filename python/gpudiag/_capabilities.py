@@ -11,17 +11,89 @@ from __future__ import annotations
 import importlib.util
 import sys
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gpudiag import _core
 
 
 @dataclass
-class Capabilities:
-    """What is available. ``print(gpudiag.capabilities())`` explains it in plain words.
+class StackIssue:
+    """A mismatch in the software stack that breaks something, with the fix (C++ ``StackIssue``;
+    the ids are listed in docs/findings.md)."""
 
-    ``level`` and ``capturing`` are named as in C++'s ``CaptureStatus``.
+    id: str
+    title: str
+    problem: str
+    fix: str
+
+
+@dataclass
+class SoftwareStack:
+    """Which NVIDIA software this process runs on (C++ ``SoftwareStack``); "" means unknown."""
+
+    driver_version: str = ""
+    driver_cuda: str = ""  # the newest CUDA the driver supports
+    framework: str = ""  # "torch", "python"
+    framework_version: str = ""
+    framework_cuda: str = ""  # the CUDA runtime the framework was built for; "" for a CPU build
+    cudnn: str = ""
+    cuda_wheels_dir: str = ""  # pip's nvidia folder the framework's CUDA libraries come from
+    cupti_in_wheels: bool = False
+    cupti: str = ""  # "CUPTI 12.4 (API version 22)"; "" when none is in use
+    cupti_cuda: str = ""
+    cupti_library: str = ""
+    cupti_mapped: list[str] = field(default_factory=list)  # every libcupti mapped in the process
+
+    @classmethod
+    def from_core(cls, s: Any) -> SoftwareStack:
+        f = s.framework
+        return cls(
+            driver_version=str(s.driver_version),
+            driver_cuda=str(s.driver_cuda),
+            framework=str(f.name),
+            framework_version=str(f.version),
+            framework_cuda=str(f.cuda_version),
+            cudnn=str(f.cudnn_version),
+            cuda_wheels_dir=str(f.cuda_wheels_dir),
+            cupti_in_wheels=bool(f.cupti_in_wheels),
+            cupti=str(s.cupti),
+            cupti_cuda=str(s.cupti_cuda),
+            cupti_library=str(s.cupti_library),
+            cupti_mapped=[str(p) for p in s.cupti_mapped],
+        )
+
+    def lines(self, device_count: int = 0) -> list[str]:
+        """The stack in plain words, one part a line."""
+        driver = self.driver_version or "none found"
+        if self.driver_cuda:
+            driver += f" (supports CUDA {self.driver_cuda})"
+        out = [f"driver: {driver}"]
+        if device_count:
+            out.append(f"devices: {device_count}")
+        if self.framework == "torch":
+            out.append(self._framework_line())
+        if self.cupti:
+            out.append(f"CUPTI: {self.cupti} at {self.cupti_library}")
+        else:
+            out.append("CUPTI: none in use")
+        out.extend(f"also mapped: {p}" for p in self.cupti_mapped if p != self.cupti_library)
+        return out
+
+    def _framework_line(self) -> str:
+        built = f"built for CUDA {self.framework_cuda}" if self.framework_cuda else "CPU build"
+        cudnn = f", cuDNN {self.cudnn}" if self.cudnn else ""
+        wheels = f", CUDA from {self.cuda_wheels_dir}" if self.cuda_wheels_dir else ""
+        return f"PyTorch {self.framework_version} ({built}{cudnn}{wheels})"
+
+
+@dataclass
+class Capabilities:
+    """What is available. ``print(gpudiag.capabilities())`` explains it in plain words: what
+    gpudiag can do here, what it cannot and why, then the stack it found and its mismatches.
+
+    ``level`` and ``capturing`` are named as in C++'s ``CaptureStatus``; ``available``,
+    ``reasons``, ``stack`` and ``stack_issues`` come from it unchanged.
     """
 
     version: str
@@ -35,26 +107,31 @@ class Capabilities:
     torch_cuda: bool | None = None
     torch_reason: str = ""
     capturing: bool = False
+    available: list[str] = field(default_factory=list)
+    stack: SoftwareStack = field(default_factory=SoftwareStack)
+    stack_issues: list[StackIssue] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = [f"gpudiag {self.version}: capture level {self.level}"]
-        if self.device_count:
-            lines.append(f"  devices: {self.device_count} (driver {self.driver_version or '?'})")
-        if self.cupti_library:
-            lines.append(f"  CUPTI: {self.cupti_library}")
-        lines.extend(f"  not available: {r}" for r in self.reasons)
+        lines = [f"gpudiag {self.version}: capture level {self.level}", "  can:"]
+        lines.extend(f"    {a}" for a in self.available)
         if not self.live_sessions:
-            lines.append("  live sessions: not built in this gpudiag._core (analysis only)")
-        if self.torch_version:
-            cuda = "with CUDA" if self.torch_cuda else "without CUDA"
-            lines.append(f"  PyTorch {self.torch_version} ({cuda})")
-        else:
-            lines.append(f"  PyTorch: {self.torch_reason}")
+            lines.append("    (live sessions are not built in this gpudiag._core: analysis only)")
+        lines.append("  cannot:")
+        lines.extend(f"    {r}" for r in self.reasons)
+        lines.append("  stack:")
+        lines.extend(f"    {line}" for line in self.stack.lines(self.device_count))
+        if self.stack.framework != "torch":  # not imported (or a _core without the verdict)
+            torch = f"PyTorch {self.torch_version}" if self.torch_version else "PyTorch:"
+            lines.append(f"    {torch} {self.torch_reason}".rstrip())
+        for issue in self.stack_issues:
+            lines.append(f"  problem: {issue.title}")
+            lines.append(f"    {issue.problem}")
+            lines.append(f"    fix: {issue.fix}")
         lines.append(f"  session capturing: {'yes' if self.capturing else 'no'}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        return asdict(self)
 
     @property
     def capture_level(self) -> str:
@@ -81,10 +158,11 @@ def capabilities() -> Capabilities:
     PyTorch is described only from what is importable and already imported: this does not import
     torch (slow) and does not initialise CUDA.
     """
-    from gpudiag import _session
+    from gpudiag import _session, _stack
     from gpudiag._libraries import register_nvidia_library_dirs
 
     register_nvidia_library_dirs()  # pip's CUDA libraries first, so the probe maps torch's CUPTI
+    _stack.publish()  # the framework side, from what is imported (never imports torch)
     probe = _core.probe_capture()
     caps = Capabilities(
         version=str(_core.__version__),
@@ -94,7 +172,15 @@ def capabilities() -> Capabilities:
         device_count=int(probe.device_count),
         driver_version=str(probe.driver_version),
         cupti_library=str(probe.cupti_library),
+        available=list(getattr(probe, "available", [])),
     )
+    stack = getattr(probe, "stack", None)  # absent from a _core older than the stack verdict
+    if stack is not None:
+        caps.stack = SoftwareStack.from_core(stack)
+        caps.stack_issues = [
+            StackIssue(id=i.id, title=i.title, problem=i.problem, fix=i.fix)
+            for i in probe.stack_issues
+        ]
     torch = sys.modules.get("torch")
     if torch is not None:
         caps.torch_version = str(getattr(torch, "__version__", "?"))

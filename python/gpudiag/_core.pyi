@@ -32,6 +32,7 @@ def export_chrome_trace(paths: list[str], out_path: str,
                         options: AnalysisOptions = ...) -> None: ...
 def probe_capture() -> CaptureStatus: ...
 def add_library_search_dir(directory: str) -> None: ...
+def set_framework_info(info: FrameworkInfo) -> None: ...
 def whatif_file(path: str, options: WhatIfOptions = ...) -> WhatIfResult: ...
 def oom_cause_name(cause: OomCause) -> str: ...
 def explain_oom_state(state: AllocatorOomState) -> OomExplanation: ...
@@ -148,8 +149,33 @@ class AnalysisOptions:
     rank: int
     for_job: bool
 
+class FrameworkInfo:
+    name: str
+    version: str
+    cuda_version: str
+    cudnn_version: str
+    cuda_wheels_dir: str
+    cupti_in_wheels: bool
+    def __init__(self) -> None: ...
+
+class SoftwareStack:
+    driver_version: str
+    driver_cuda: str
+    framework: FrameworkInfo
+    cupti: str
+    cupti_cuda: str
+    cupti_library: str
+    cupti_mapped: list[str]
+
+class StackIssue:
+    id: str
+    title: str
+    problem: str
+    fix: str
+
 class CaptureStatus:
     level: CaptureLevel
+    available: list[str]
     reasons: list[str]
     capturing: bool
     paused: bool
@@ -161,6 +187,8 @@ class CaptureStatus:
     cupti_version: int
     driver_version: str
     device_count: int
+    stack: SoftwareStack
+    stack_issues: list[StackIssue]
 
 class StackFrame:
     filename: str

@@ -1,11 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where pip-installed CUDA libraries live, so live capture loads the libcupti PyTorch loads.
 
-A process must hold one CUPTI. PyTorch's CUDA 13 wheels bring libcupti.so.13 in the ``nvidia``
-namespace package (``site-packages/nvidia/cu13/lib``); when a session starts before
-``import torch``, gpudiag loading the toolkit's copy would leave PyTorch to map a second one.
-Naming the wheel's directory first makes gpudiag load that very file. Nothing is imported:
-the directories are found with importlib's finders only.
+A process must hold one CUPTI. PyTorch's wheels bring their own in the ``nvidia`` namespace
+package: ``site-packages/nvidia/cu13/lib/libcupti.so.13`` for CUDA 13 builds,
+``site-packages/nvidia/cuda_cupti/lib/libcupti.so.12`` (the nvidia-cuda-cupti-cu12 wheel) for
+CUDA 12 ones. When a session starts before ``import torch``, gpudiag loading the toolkit's copy
+would leave PyTorch to map a second one; naming the wheel's directory first makes gpudiag load
+that very file. Nothing is imported: the directories are found with importlib's finders only.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from pathlib import Path
 
 from gpudiag import _core
 
-CUPTI = "libcupti.so.13"
+# (directory under nvidia/, library file): the CUDA 13 layout first, as the native search does.
+CUPTI_LOCATIONS = (("cu13/lib", "libcupti.so.13"), ("cuda_cupti/lib", "libcupti.so.12"))
+CUPTI = CUPTI_LOCATIONS[0][1]
 
 
 def nvidia_library_dirs() -> list[str]:
-    """The ``nvidia/cu13/lib`` directories on sys.path that hold libcupti.so.13, in path order."""
+    """The pip CUDA directories on sys.path that hold a libcupti, in path order."""
     try:
         spec = importlib.util.find_spec("nvidia")
     except (ImportError, ValueError):
@@ -28,9 +31,10 @@ def nvidia_library_dirs() -> list[str]:
         return []
     found = []
     for location in spec.submodule_search_locations:
-        lib = Path(location) / "cu13" / "lib"
-        if (lib / CUPTI).is_file() and str(lib) not in found:
-            found.append(str(lib))
+        for sub, name in CUPTI_LOCATIONS:
+            lib = Path(location) / sub
+            if (lib / name).is_file() and str(lib) not in found:
+                found.append(str(lib))
     return found
 
 

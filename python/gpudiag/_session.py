@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union, overload
 
-from gpudiag import _core
+from gpudiag import _core, _stack
 from gpudiag._analyze import analysis_window
 from gpudiag._errors import FailedPreconditionError, InvalidArgumentError, UnavailableError
 from gpudiag._format import parse_size
@@ -155,6 +155,7 @@ class Session:
                 raise FailedPreconditionError(
                     "another gpudiag session is running in this process; stop it first")
             register_nvidia_library_dirs()  # before CUPTI loads: the file torch will map
+            _stack.publish()  # the framework side of the stack verdict
             native = self._backend_factory(self._options())
             native.start()
             self._native = native

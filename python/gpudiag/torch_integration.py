@@ -39,7 +39,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from gpudiag import _core
+from gpudiag import _core, _stack
 from gpudiag._errors import GpudiagError, UnavailableError
 
 if TYPE_CHECKING:
@@ -170,6 +170,7 @@ class Integration:
 
     def install(self, torch: Any) -> None:
         self.torch = torch
+        self._try(lambda: _stack.publish(torch))  # which CUDA and cuDNN this torch was built for
         for part in (self._install_optimizer_hook, self._install_grad_scaler,
                      self._install_profiler_step, self._install_profiler_coexistence,
                      self._install_excepthook):

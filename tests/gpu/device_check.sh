@@ -432,6 +432,25 @@ ctest_gpu() {
 gpu_stage ctest_gpu 180 ctest_gpu
 grep -E "^[0-9]+: (STATUS|SUMMARY|  reason|kernels|pool_alloc)|^ctest gpu:" "$LOG" | sed 's/^[0-9]*: /      /' | tail -30 | tee -a "$SUMMARY" >/dev/null
 
+# The same tests through the CUDA 12 CUPTI of PyTorch's cu129 wheels (the bundle carries it),
+# forced with GPUDIAG_CUPTI_PATH: CUPTI 12's record layouts on a real GPU. Passes only when
+# every capture ran on that library (its STATUS lines name API version 28).
+CUPTI12_LIB=$BUNDLE/cupti12/libcupti.so.12
+ctest_gpu_cupti12() {
+  GPUDIAG_CUPTI_PATH="$CUPTI12_LIB" ctest_gpu || return $?
+  local on12 other
+  on12=$(grep -c "STATUS level=cupti_[a-z]* cupti=28 ($CUPTI12_LIB)" "$WORK/ctest_gpu.txt")
+  other=$(grep "STATUS level=" "$WORK/ctest_gpu.txt" | grep -vc "cupti=28 ($CUPTI12_LIB)")
+  echo "ctest gpu on CUPTI 12: $on12 captures on $CUPTI12_LIB, $other on another"
+  [ "$on12" -gt 0 ] && [ "$other" -eq 0 ]
+}
+if [ -f "$CUPTI12_LIB" ]; then
+  gpu_stage ctest_gpu_cupti12 180 ctest_gpu_cupti12
+else
+  say "FAIL       ctest_gpu_cupti12: $CUPTI12_LIB missing (tools/prepare_device_bundle.sh puts it there)"
+  FAILED=$((FAILED+1))
+fi
+
 # ------------------------------------------------------------------ 4. recorded workloads
 W=$WORK/capture_workload
 if [ -x "$W" ]; then

@@ -2,6 +2,7 @@
 // The list of analyses run on every input, in report order.
 #include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/health/health_analyzer.hpp"
+#include "analysis/health/stack_analyzer.hpp"
 #include "analysis/overview/overview_analyzer.hpp"
 #include "analysis/timeline/timeline_analyzer.hpp"
 #include "analysis/registry.hpp"
@@ -14,6 +15,7 @@ std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& opt
     analyzers.push_back(std::make_unique<TimelineAnalyzer>(options));
     analyzers.push_back(std::make_unique<MemoryAnalyzer>());
     analyzers.push_back(std::make_unique<HealthAnalyzer>());
+    analyzers.push_back(std::make_unique<StackAnalyzer>());
     return analyzers;
 }
 

@@ -11,6 +11,7 @@
 
 #include "analysis/memory/memory_analyzer.hpp"
 #include "capture/capture_backend.hpp"
+#include "capture/stack_verdict.hpp"
 #include "analysis/registry.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
@@ -185,6 +186,9 @@ struct Session::Impl final : detail::EventQueue {
         char host[256] = {};
         if (::gethostname(host, sizeof host - 1) == 0) info.hostname = host;
         info.properties = options.properties;
+        // Which driver, framework, cuDNN and CUPTI this process runs on (the stack verdict).
+        CaptureStatus capture = backend ? backend->status() : probe_capture();
+        detail::add_stack_properties(capture.stack, info.properties);
         return info;
     }
 

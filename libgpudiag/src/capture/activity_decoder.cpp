@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// ActivityDecoder. Field-by-field mapping of CUPTI 13.0 records to Events:
+// ActivityDecoder. Field-by-field mapping of CUPTI 12.0-13.x records (their fields as declared in
+// cupti_record_layouts.hpp) to Events:
 //
 //   MEMORY2            -> by memory kind: DEVICE, DEVICE_STATIC and ARRAY (device memory)
 //                         become kDeviceAlloc/kDeviceFree, or kPoolAlloc/kPoolFree when the
@@ -19,7 +20,8 @@
 //                         call returning out-of-memory also yields a retryable kOutOfMemory
 //                         (device, requested size when deep mode knows it), withdrawn when the
 //                         same request then succeeds on the same thread (an allocator retry)
-//   OVERHEAD           -> counted (CUPTI's own cost, reported as a counter by the source)
+//   OVERHEAD           -> counted (CUPTI's own cost, reported as a counter by the source); the
+//                         overheadData CUPTI allocates (Overhead3, 12.4+) is freed
 #include "capture/activity_decoder.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
@@ -36,20 +38,6 @@
 
 namespace gpudiag::detail {
 namespace {
-
-// The fields read here sit where the CUDA 13.0 headers put them; later CUPTI versions only
-// append. These checks fail the build if someone compiles against headers that moved them.
-static_assert(offsetof(CUpti_ActivityKernel10, start) == 16);
-static_assert(offsetof(CUpti_ActivityKernel10, correlationId) == 92);
-static_assert(offsetof(CUpti_ActivityKernel10, name) == 104);
-static_assert(offsetof(CUpti_ActivityMemcpy6, bytes) == 8);
-static_assert(offsetof(CUpti_ActivityMemcpy6, correlationId) == 44);
-static_assert(offsetof(CUpti_ActivityMemory4, address) == 16);
-static_assert(offsetof(CUpti_ActivityMemory4, memoryPoolConfig) == 80);
-static_assert(offsetof(CUpti_ActivityMemoryPool3, utilizedSize) == 64);
-static_assert(offsetof(CUpti_ActivitySynchronization2, correlationId) == 24);
-static_assert(offsetof(CUpti_ActivitySynchronization2, cudaEventId) == 36);
-static_assert(sizeof(CUpti_ActivityAPI) == 40);
 
 constexpr std::size_t kMaxCachedNames = 16384;
 constexpr std::size_t kMaxPools = 1024;
@@ -128,10 +116,6 @@ std::uint16_t device_of(std::uint32_t id) noexcept {
     return id >= kNoDevice ? kNoDevice : static_cast<std::uint16_t>(id);
 }
 
-std::uint32_t stream_of(std::uint32_t id) noexcept {
-    return id == CUPTI_INVALID_STREAM_ID ? kNoStream : id;
-}
-
 std::uint64_t hash_text(const char* s) noexcept {
     std::uint64_t h = 1469598103934665603ULL;  // FNV-1a
     for (; *s != '\0'; ++s) {
@@ -142,29 +126,47 @@ std::uint64_t hash_text(const char* s) noexcept {
 
 std::uint64_t clamp_u32(std::int64_t v) noexcept { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
 
-// The 13.0 struct of each kind decoded here: a lower bound on the record's size in any 13.x.
-std::size_t min_record_size(CUpti_ActivityKind kind) noexcept {
-    switch (kind) {
-        case CUPTI_ACTIVITY_KIND_MEMORY2: return sizeof(CUpti_ActivityMemory4);
-        case CUPTI_ACTIVITY_KIND_MEMORY_POOL: return sizeof(CUpti_ActivityMemoryPool3);
-        case CUPTI_ACTIVITY_KIND_KERNEL:
-        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sizeof(CUpti_ActivityKernel10);
-        case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
-        case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
-        case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
-        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
-        case CUPTI_ACTIVITY_KIND_RUNTIME:
-        case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
-        case CUPTI_ACTIVITY_KIND_OVERHEAD: return sizeof(CUpti_ActivityOverhead3);
-        default: return sizeof(CUpti_Activity);
-    }
+// A record of the loaded CUPTI's layout, copied into the view of the fields read (every view
+// is at most as large as the record in any release: the bytes copied are the record's own).
+template <typename View>
+View view_of(const CUpti_Activity* record) noexcept {
+    View v;
+    std::memcpy(&v, record, sizeof v);
+    return v;
 }
 
 }  // namespace
 
 ActivityDecoder::ActivityDecoder(EventQueue& out, StringTable& strings,
-                                 const ClockCalibration& clock) noexcept
-    : out_(out), strings_(strings), clock_(clock), pid_(static_cast<std::uint32_t>(getpid())) {}
+                                 const ClockCalibration& clock, std::uint32_t cupti_version) noexcept
+    : out_(out),
+      strings_(strings),
+      clock_(clock),
+      layout_(cupti_record_layout(cupti_version)),
+      pid_(static_cast<std::uint32_t>(getpid())) {}
+
+std::size_t ActivityDecoder::record_size(std::uint32_t kind) const noexcept {
+    const CuptiRecordSizes& z = layout_.sizes;
+    switch (kind) {
+        case CUPTI_ACTIVITY_KIND_MEMORY2: return z.memory;
+        case CUPTI_ACTIVITY_KIND_MEMORY_POOL: return z.memory_pool;
+        case CUPTI_ACTIVITY_KIND_KERNEL:
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return z.kernel;
+        case CUPTI_ACTIVITY_KIND_MEMCPY: return z.memcpy;
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: return z.memcpy_p2p;
+        case CUPTI_ACTIVITY_KIND_MEMSET: return z.memset;
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return z.sync;
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER: return z.api;
+        case CUPTI_ACTIVITY_KIND_OVERHEAD: return z.overhead;
+        default: return sizeof(CUpti_Activity);
+    }
+}
+
+std::uint32_t ActivityDecoder::stream_of(std::uint32_t id) const noexcept {
+    // CUPTI_INVALID_STREAM_ID is 0xFFFFFFFF up to 13.1 and 0 from 13.2.
+    return id == layout_.invalid_stream || id == 0xFFFFFFFFu ? kNoStream : id;
+}
 
 void ActivityDecoder::push(const Event& e) noexcept {
     if (out_.try_push(e)) {
@@ -188,9 +190,9 @@ void ActivityDecoder::decode_buffer(NextRecordFn next_record, std::uint8_t* buff
             continue;
         }
         // CUPTI's parser stops at a record it cannot size and never moves past it (checked
-        // against libcupti 13.0), so what follows in this buffer cannot be read. After a forced
-        // flush that is a record still in flight; otherwise the buffer is damaged.
-        if (rc == CUPTI_ERROR_INVALID_KIND && forced) {
+        // against libcupti 12.0-12.9 and 13.0), so what follows in this buffer cannot be read.
+        // After a forced flush that is a record still in flight; otherwise the buffer is damaged.
+        if (forced && static_cast<int>(rc) == layout_.unsizable_record_result) {
             ++counters_.incomplete_at_flush;
             counters_.unreadable_bytes += unread_after(buffer, valid, previous);
         } else {
@@ -202,12 +204,12 @@ void ActivityDecoder::decode_buffer(NextRecordFn next_record, std::uint8_t* buff
 }
 
 std::uint64_t ActivityDecoder::unread_after(const std::uint8_t* buffer, std::size_t valid,
-                                            const CUpti_Activity* last_read) noexcept {
-    // The incomplete record follows the last readable one, whose size in the loaded CUPTI may
-    // exceed the 13.0 struct's (later versions append fields): an upper bound.
+                                            const CUpti_Activity* last_read) const noexcept {
+    // The incomplete record follows the last readable one, whose size is the loaded release's
+    // (a release newer than the layout table may append fields: then an upper bound).
     if (last_read == nullptr) return valid;
     std::size_t at = static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(last_read) - buffer) +
-                     min_record_size(last_read->kind);
+                     record_size(last_read->kind);
     return at < valid ? valid - at : 0;
 }
 
@@ -220,37 +222,28 @@ void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
             ++counters_.by_kind[kind];
         }
         switch (record->kind) {
-            case CUPTI_ACTIVITY_KIND_MEMORY2:
-                on_memory(*reinterpret_cast<const CUpti_ActivityMemory4*>(record));
-                break;
+            case CUPTI_ACTIVITY_KIND_MEMORY2: on_memory(view_of<MemoryView>(record)); break;
             case CUPTI_ACTIVITY_KIND_MEMORY_POOL:
-                on_memory_pool(*reinterpret_cast<const CUpti_ActivityMemoryPool3*>(record));
+                if (layout_.pool_has_managed_flag) {
+                    auto pool = view_of<MemoryPool3View>(record);
+                    on_memory_pool(pool.v2, pool.isManagedPool != 0);
+                } else {
+                    on_memory_pool(view_of<MemoryPool2View>(record), false);  // CUDA 12: device pools
+                }
                 break;
             case CUPTI_ACTIVITY_KIND_KERNEL:  // never enabled by gpudiag; decoded if another
             case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:  // client turned it on
-                on_kernel(*reinterpret_cast<const CUpti_ActivityKernel10*>(record));
+                on_kernel(view_of<KernelView>(record));
                 break;
-            case CUPTI_ACTIVITY_KIND_MEMCPY:
-                on_memcpy(*reinterpret_cast<const CUpti_ActivityMemcpy6*>(record));
-                break;
-            case CUPTI_ACTIVITY_KIND_MEMCPY2:
-                on_memcpy_p2p(*reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record));
-                break;
-            case CUPTI_ACTIVITY_KIND_MEMSET:
-                on_memset(*reinterpret_cast<const CUpti_ActivityMemset4*>(record));
-                break;
-            case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-                on_sync(*reinterpret_cast<const CUpti_ActivitySynchronization2*>(record));
-                break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY: on_memcpy(view_of<MemcpyView>(record)); break;
+            case CUPTI_ACTIVITY_KIND_MEMCPY2: on_memcpy_p2p(view_of<MemcpyPtoPView>(record)); break;
+            case CUPTI_ACTIVITY_KIND_MEMSET: on_memset(view_of<MemsetView>(record)); break;
+            case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: on_sync(view_of<SyncView>(record)); break;
             case CUPTI_ACTIVITY_KIND_RUNTIME:
-                on_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record), ApiDomain::kRuntime);
+                on_api(view_of<ApiView>(record), ApiDomain::kRuntime);
                 break;
-            case CUPTI_ACTIVITY_KIND_DRIVER:
-                on_api(*reinterpret_cast<const CUpti_ActivityAPI*>(record), ApiDomain::kDriver);
-                break;
-            case CUPTI_ACTIVITY_KIND_OVERHEAD:
-                on_overhead(*reinterpret_cast<const CUpti_ActivityOverhead3*>(record));
-                break;
+            case CUPTI_ACTIVITY_KIND_DRIVER: on_api(view_of<ApiView>(record), ApiDomain::kDriver); break;
+            case CUPTI_ACTIVITY_KIND_OVERHEAD: on_overhead(record); break;
             default:
                 ++counters_.other_kinds;  // newer kinds, or kinds another client enabled
                 break;
@@ -273,7 +266,7 @@ Event ActivityDecoder::timed_device_event(EventKind kind, const Record& r) const
     return e;
 }
 
-void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
+void ActivityDecoder::on_memory(const MemoryView& r) {
     bool alloc = r.memoryOperationType == CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
     if (!alloc && r.memoryOperationType != CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE) return;
     Book book = book_of(r.memoryKind);
@@ -312,7 +305,7 @@ void ActivityDecoder::on_memory(const CUpti_ActivityMemory4& r) {
         }
     }
     if (pooled && r.memoryPoolConfig.memoryPoolType == CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
-        note_pool_size(e, r.memoryPoolConfig.address, r.memoryPoolConfig.pool.size,
+        note_pool_size(e, r.memoryPoolConfig.address, r.memoryPoolConfig.size,
                        r.memoryPoolConfig.utilizedSize, r.correlationId);
     }
 }
@@ -340,13 +333,12 @@ void ActivityDecoder::note_pool_size(const Event& like, std::uint64_t pool, std:
     push(e);
 }
 
-void ActivityDecoder::on_memory_pool(const CUpti_ActivityMemoryPool3& r) {
+void ActivityDecoder::on_memory_pool(const MemoryPool2View& r, bool managed) {
     bool destroyed =
         r.memoryPoolOperationType == CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED;
     Event e;
     e.kind = EventKind::kPoolResize;
-    e.flags = static_cast<std::uint8_t>(r.isManagedPool != 0 ? MemoryKind::kManaged
-                                                             : MemoryKind::kDevice);
+    e.flags = static_cast<std::uint8_t>(managed ? MemoryKind::kManaged : MemoryKind::kDevice);
     e.device = device_of(r.deviceId);
     e.process = r.processId != 0 ? r.processId : pid_;
     e.start_ns = e.end_ns = ts(r.timestamp);
@@ -363,7 +355,7 @@ void ActivityDecoder::on_memory_pool(const CUpti_ActivityMemoryPool3& r) {
     }
 }
 
-void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
+void ActivityDecoder::on_kernel(const KernelView& r) {
     if (r.start == 0 && r.end == 0) {
         // In a forced flush: still running. Otherwise CUPTI's device buffer was full.
         ++(forced_ ? counters_.incomplete_at_flush : counters_.kernels_without_timing);
@@ -383,7 +375,7 @@ void ActivityDecoder::on_kernel(const CUpti_ActivityKernel10& r) {
     note_device(e.device, r.contextId);
 }
 
-void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
+void ActivityDecoder::on_memcpy(const MemcpyView& r) {
     Event e = timed_device_event(EventKind::kMemcpy, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
@@ -395,7 +387,7 @@ void ActivityDecoder::on_memcpy(const CUpti_ActivityMemcpy6& r) {
     note_device(e.device, r.contextId);
 }
 
-void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
+void ActivityDecoder::on_memcpy_p2p(const MemcpyPtoPView& r) {
     Event e = timed_device_event(EventKind::kMemcpy, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
@@ -406,7 +398,7 @@ void ActivityDecoder::on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r) {
     push(e);
 }
 
-void ActivityDecoder::on_memset(const CUpti_ActivityMemset4& r) {
+void ActivityDecoder::on_memset(const MemsetView& r) {
     Event e = timed_device_event(EventKind::kMemset, r);
     e.copy.bytes = r.bytes;
     e.copy.correlation = r.correlationId;
@@ -416,7 +408,7 @@ void ActivityDecoder::on_memset(const CUpti_ActivityMemset4& r) {
     note_device(e.device, r.contextId);
 }
 
-void ActivityDecoder::on_sync(const CUpti_ActivitySynchronization2& r) {
+void ActivityDecoder::on_sync(const SyncView& r) {
     Event e;
     e.kind = EventKind::kSync;
     e.stream = stream_of(r.streamId);
@@ -429,7 +421,12 @@ void ActivityDecoder::on_sync(const CUpti_ActivitySynchronization2& r) {
     push(e);
 }
 
-void ActivityDecoder::on_api(const CUpti_ActivityAPI& r, ApiDomain domain) {
+void ActivityDecoder::on_api(const ApiView& r, ApiDomain domain) {
+    const WhitelistedApi* api = find_whitelisted_api(domain, r.cbid);
+    if (api == nullptr && whitelisted_api_only_) {
+        ++counters_.api_records_filtered;
+        return;
+    }
     Event e;
     e.kind = EventKind::kApiCall;
     e.process = r.processId != 0 ? r.processId : pid_;
@@ -442,7 +439,6 @@ void ActivityDecoder::on_api(const CUpti_ActivityAPI& r, ApiDomain domain) {
     e.api.domain = domain;
     e.api.return_code = r.returnValue;
     push(e);
-    const WhitelistedApi* api = find_whitelisted_api(domain, r.cbid);
     if (api != nullptr && (api->role == ApiRole::kAlloc || api->role == ApiRole::kVmm)) {
         on_allocation_call(e, *api);
     }
@@ -558,11 +554,16 @@ std::uint16_t ActivityDecoder::device_of_context(std::uint32_t context) const no
     return several_devices_ ? kNoDevice : only_device_;
 }
 
-void ActivityDecoder::on_overhead(const CUpti_ActivityOverhead3& r) {
+void ActivityDecoder::on_overhead(const CUpti_Activity* record) {
+    // Overhead (12.0-12.2) and Overhead2 (12.3) end before overheadData: reading it there would
+    // free whatever the next record holds.
+    const auto v1 = view_of<Overhead1View>(record);
     ++counters_.overhead_records;
-    if (r.end > r.start) counters_.overhead_ns += r.end - r.start;
+    if (v1.end > v1.start) counters_.overhead_ns += v1.end - v1.start;
+    if (layout_.overhead_version < 3) return;
     // CUPTI allocates overheadData for the client and documents that the client frees it.
-    if (r.overheadData != nullptr) std::free(r.overheadData);
+    const auto v3 = view_of<Overhead3View>(record);
+    if (v3.overheadData != nullptr) std::free(v3.overheadData);
 }
 
 StringId ActivityDecoder::kernel_name(const char* mangled) {

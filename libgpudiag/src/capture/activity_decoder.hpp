@@ -2,8 +2,8 @@
 // ActivityDecoder: turns completed CUPTI activity buffers into gpudiag Events.
 //
 // Records are walked only with the loaded library's cuptiActivityGetNextRecord (record sizes
-// belong to the runtime, not to our headers) and read through the CUDA 13.0 structs, prefix
-// fields only: CUPTI appends fields when it bumps a struct version (Kernel10 -> 11 ...).
+// belong to the runtime, not to our headers) and read through views of the fields gpudiag uses
+// (cupti_record_layouts.hpp), chosen for the loaded CUPTI (12.0 to 13.x) where they differ.
 #pragma once
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
@@ -12,6 +12,7 @@
 #  include <gpudiag/string_table.hpp>
 
 #  include "capture/clock_calibration.hpp"
+#  include "capture/cupti_record_layouts.hpp"
 #  include "core/event_queue.hpp"
 
 #  include <cupti_activity.h>
@@ -44,6 +45,9 @@ struct DecoderCounters {
     /// records behind one in the same buffer are lost; they are counted, never guessed at.
     std::uint64_t unreadable_bytes = 0;
     std::uint64_t memory_unknown_kind = 0;    ///< MEMORY2 records of no known memory kind: not booked
+    /// API records of calls outside the whitelist, dropped (CUPTI before 12.5 can only record
+    /// the whole runtime API, see keep_whitelisted_api_only).
+    std::uint64_t api_records_filtered = 0;
     std::uint64_t failed_allocations = 0;     ///< allocation calls that returned out-of-memory
     std::uint64_t retried_allocations = 0;    ///< of those, requests that then succeeded on retry
 };
@@ -54,7 +58,15 @@ class ActivityDecoder {
 public:
     using NextRecordFn = CUptiResult (*)(uint8_t*, size_t, CUpti_Activity**);
 
-    ActivityDecoder(EventQueue& out, StringTable& strings, const ClockCalibration& clock) noexcept;
+    /// `cupti_version`: cuptiGetVersion of the library whose records are decoded (13.0's when
+    /// not given).
+    ActivityDecoder(EventQueue& out, StringTable& strings, const ClockCalibration& clock,
+                    std::uint32_t cupti_version = 130000) noexcept;
+
+    /// Drops API records of calls gpudiag does not whitelist (counted in api_records_filtered):
+    /// set when the whole runtime API kind had to be enabled.
+    void keep_whitelisted_api_only(bool on) noexcept { whitelisted_api_only_ = on; }
+    [[nodiscard]] const CuptiRecordLayout& layout() const noexcept { return layout_; }
 
     /// Decodes every record of one completed buffer (`valid` bytes) with `next_record`.
     /// `forced`: the buffer came back through a forced flush, so records may still be in flight.
@@ -77,17 +89,19 @@ public:
 
 private:
     void push(const Event& e) noexcept;
-    static std::uint64_t unread_after(const std::uint8_t* buffer, std::size_t valid,
-                                      const CUpti_Activity* last_read) noexcept;
-    void on_memory(const CUpti_ActivityMemory4& r);
-    void on_memory_pool(const CUpti_ActivityMemoryPool3& r);
-    void on_kernel(const CUpti_ActivityKernel10& r);
-    void on_memcpy(const CUpti_ActivityMemcpy6& r);
-    void on_memcpy_p2p(const CUpti_ActivityMemcpyPtoP4& r);
-    void on_memset(const CUpti_ActivityMemset4& r);
-    void on_sync(const CUpti_ActivitySynchronization2& r);
-    void on_api(const CUpti_ActivityAPI& r, ApiDomain domain);
-    void on_overhead(const CUpti_ActivityOverhead3& r);
+    [[nodiscard]] std::uint64_t unread_after(const std::uint8_t* buffer, std::size_t valid,
+                                             const CUpti_Activity* last_read) const noexcept;
+    [[nodiscard]] std::size_t record_size(std::uint32_t kind) const noexcept;
+    void on_memory(const MemoryView& r);
+    void on_memory_pool(const MemoryPool2View& r, bool managed);
+    void on_kernel(const KernelView& r);
+    void on_memcpy(const MemcpyView& r);
+    void on_memcpy_p2p(const MemcpyPtoPView& r);
+    void on_memset(const MemsetView& r);
+    void on_sync(const SyncView& r);
+    void on_api(const ApiView& r, ApiDomain domain);
+    void on_overhead(const CUpti_Activity* record);
+    [[nodiscard]] std::uint32_t stream_of(std::uint32_t id) const noexcept;
     void note_pool_size(const Event& like, std::uint64_t pool, std::uint64_t size,
                         std::uint64_t utilized, std::uint32_t correlation);
     StringId kernel_name(const char* mangled);
@@ -117,7 +131,9 @@ private:
     EventQueue& out_;
     StringTable& strings_;
     const ClockCalibration& clock_;
+    const CuptiRecordLayout& layout_;
     std::uint32_t pid_;
+    bool whitelisted_api_only_ = false;
     DecoderCounters counters_;
     bool forced_ = false;  // the buffer being decoded came from a forced flush
 

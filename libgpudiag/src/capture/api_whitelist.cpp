@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The API whitelist. Values are CUDA 13.0's (cupti_runtime_cbid.h, cupti_driver_cbid.h); cbids
-// are append-only across CUDA versions. Per-thread-default-stream (_ptsz/_ptds) variants are
-// listed too: code built with --default-stream per-thread calls only those.
+// The API whitelist. Values are CUDA 13.0's (cupti_runtime_cbid.h, cupti_driver_cbid.h). Cbids
+// are append-only: every number below names the same function in the tables of CUPTI 12.0 to
+// 13.5 (compared header by header), except cuCtxSynchronize_v2, which CUDA 13.0 added
+// (since_cupti). Per-thread-default-stream (_ptsz/_ptds) variants are listed too: code built
+// with --default-stream per-thread calls only those.
 #include "capture/api_whitelist.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
@@ -85,7 +87,7 @@ constexpr std::array<WhitelistedApi, 66> kApis{{
     {D, 611, "cuMemAllocFromPoolAsync", ApiRole::kAlloc},
     {D, 612, "cuMemAllocFromPoolAsync_ptsz", ApiRole::kAlloc},
     {D, 652, "cuLaunchKernelEx", ApiRole::kLaunch},
-    {D, 800, "cuCtxSynchronize_v2", ApiRole::kSync},
+    {D, 800, "cuCtxSynchronize_v2", ApiRole::kSync, 130000},  // CUPTI 12 has no cbid 800
 }};
 
 #if GPUDIAG_HAVE_CUDA_HEADERS

@@ -19,10 +19,18 @@ struct WhitelistedApi {
     std::uint32_t cbid;  ///< CUPTI_RUNTIME_TRACE_CBID_* / CUPTI_DRIVER_TRACE_CBID_* (13.0)
     const char* name;    ///< function name without the CUPTI version suffix
     ApiRole role;
+    /// The first CUPTI (cuptiGetVersion) whose callback table has this cbid; 0 = every CUPTI
+    /// gpudiag decodes (12.0 on).
+    std::uint32_t since_cupti = 0;
 };
 
 /// Every whitelisted call. Thread-safety: immutable.
 std::span<const WhitelistedApi> api_whitelist() noexcept;
+
+/// True when the CUPTI of `cupti_version` knows this call (its cbid means this function there).
+[[nodiscard]] constexpr bool api_in_cupti(const WhitelistedApi& api, std::uint32_t cupti_version) noexcept {
+    return cupti_version >= api.since_cupti;
+}
 
 /// The entry for (domain, cbid), or null.
 const WhitelistedApi* find_whitelisted_api(ApiDomain domain, std::uint32_t cbid) noexcept;

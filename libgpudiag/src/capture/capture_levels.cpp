@@ -1,8 +1,45 @@
 // SPDX-License-Identifier: Apache-2.0
-// Capture levels and their reasons.
+// Capture levels, what each gives here, and why the others are not available.
 #include "capture/capture_levels.hpp"
 
+#include "capture/stack_verdict.hpp"
+
+#include <algorithm>
+
 namespace gpudiag::detail {
+namespace {
+
+// What works, in the order of the levels; "framework" counts without a GPU, since steps,
+// phases and input waits need none.
+void add_available(const CaptureFacts& f, bool nvml, bool activity, bool deep,
+                   std::vector<std::string>& out) {
+    out.emplace_back("analysis: recordings, Kineto and Nsight traces, torch memory snapshots");
+    if (nvml) {
+        out.push_back("nvml: GPU health on " + std::to_string(f.nvml_devices) +
+                      " device(s): utilization, memory, clocks and clock-event reasons, "
+                      "temperature, power, ECC, other processes' memory");
+    }
+    out.emplace_back(f.framework_reported
+                         ? "framework: step times, phases, input waits and allocator figures from "
+                           "the framework integration (no GPU needed)"
+                         : "framework: steps, phases and annotations from the session API");
+    if (f.nvtx_injected && f.nvtx_attached) {
+        out.emplace_back("framework: NVTX ranges (torch.cuda.nvtx, NCCL, user ranges)");
+    }
+    if (activity) {
+        out.push_back("cupti_activity: GPU activity (kernels, copies, syncs, allocations) from " +
+                      (f.stack.cupti.empty() ? std::string("CUPTI") : f.stack.cupti) + " at " +
+                      f.cupti_path);
+    }
+    if (deep) out.emplace_back("cupti_deep: allocation call sites and virtual-memory mapping sizes");
+    if (!activity) {
+        out.emplace_back("findings without GPU activity: input_bound, step times, memory and "
+                         "health (gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
+                         "comm_bound need CUPTI)");
+    }
+}
+
+}  // namespace
 
 CaptureStatus compute_capture_status(const CaptureFacts& f) {
     CaptureStatus st;
@@ -10,10 +47,15 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     st.cupti_version = f.cupti_version;
     st.driver_version = !f.nvml_driver_version.empty() ? f.nvml_driver_version : f.cuda_driver_version;
     st.device_count = f.nvml_devices;
+    st.stack = f.stack;
+    st.stack_issues = check_stack(f.stack);
 
     bool nvml = f.nvml_loaded && f.nvml_devices > 0;
     bool gpu = nvml || f.cuda_driver_loaded;
-    bool framework = gpu && f.nvtx_injected && f.nvtx_attached;
+    bool nvtx = gpu && f.nvtx_injected && f.nvtx_attached;
+    // Framework events (steps, phases, input waits, the allocator) come from the integration
+    // whether or not there is a GPU; NVTX ranges need one to mean anything.
+    bool framework = f.framework_reported || nvtx;
     bool activity = false;
     if (f.running) {
         activity = f.activity_running;
@@ -28,15 +70,18 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
                : framework ? CaptureLevel::kFramework
                : nvml ? CaptureLevel::kNvml
                       : CaptureLevel::kNoGpu;
+    add_available(f, nvml, activity, deep, st.available);
 
     auto& r = st.reasons;
     if (!nvml) {
         r.push_back(!f.nvml_loaded ? "nvml: " + f.nvml_why_not
                                    : std::string("nvml: NVML loaded but reports no GPU"));
+    } else {
+        for (const auto& note : f.nvml_notes) r.push_back(note);
     }
-    if (!framework) {
+    if (!nvtx) {
         if (!gpu) {
-            r.push_back("framework: no GPU or CUDA driver in this process' view");
+            r.push_back("framework: NVTX ranges need a GPU; steps, phases and input waits do not");
         } else if (!f.nvtx_injected) {
             r.push_back("framework: NVTX ranges not received (run under `gpudiag run`, or set "
                         "NVTX_INJECTION64_PATH to libgpudiag.so before the first NVTX call); "
@@ -59,7 +104,10 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
             r.push_back("cupti_activity: CUPTI could not be enabled");
         }
     }
-    for (const auto& reason : f.activity_reasons) r.push_back(reason);
+    // A failed start repeats the loader's reason; each reason is said once.
+    for (const auto& reason : f.activity_reasons) {
+        if (std::find(r.begin(), r.end(), reason) == r.end()) r.push_back(reason);
+    }
     if (!deep) {
         bool explained = false;
         for (const auto& reason : f.activity_reasons) explained |= reason.starts_with("cupti_deep:");

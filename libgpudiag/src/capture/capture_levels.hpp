@@ -15,6 +15,7 @@ struct CaptureFacts {
     std::string nvml_why_not;
     int nvml_devices = 0;
     std::string nvml_driver_version;
+    std::vector<std::string> nvml_notes;  ///< what this driver's NVML lacks (NvmlApi::notes)
 
     bool cuda_driver_loaded = false;
     std::string cuda_why_not;
@@ -24,6 +25,9 @@ struct CaptureFacts {
     std::string cupti_why_not;
     std::string cupti_path;
     std::uint32_t cupti_version = 0;
+
+    SoftwareStack stack;          ///< driver, framework, CUPTI (stack_verdict.hpp)
+    bool framework_reported = false;  ///< a framework integration called set_framework_info
 
     bool nvtx_injected = false;   ///< some NVTX instance installed gpudiag's handlers
     bool nvtx_attached = true;    ///< (backend) ranges reach this session

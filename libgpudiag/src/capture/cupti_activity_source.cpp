@@ -140,7 +140,8 @@ std::string cupti_failure_hint(int result, bool per_subscriber_api) {
             return " (libcupti reports this when no CUDA driver or device is usable)";
         case CUPTI_ERROR_NOT_INITIALIZED:
             return " (CUPTI could not attach to the CUDA driver: none is installed or usable, or "
-                   "it is older than this CUPTI, which needs a CUDA 13 driver, R580 or newer)";
+                   "it is older than this CUPTI: a CUPTI needs a driver that supports its CUDA "
+                   "version, R580 or newer for CUPTI 13)";
         case CUPTI_ERROR_NOT_COMPATIBLE:
             return std::string(" (CUPTI cannot enable this kind in its current state") + v2 + ")";
         case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
@@ -638,6 +639,7 @@ struct CuptiActivitySource::Impl {
     // ---------------------------------------------------------------- lifecycle helpers
     Status enable_all(std::vector<std::string>& notes) noexcept;
     Status enable_failure(const KindToEnable& k, CUptiResult rc) noexcept;
+    void enable_whole_runtime_api(std::vector<std::string>& notes);
     void disable_all() noexcept;
     void settle_and_flush() noexcept;
     void subscribe_deep(std::vector<std::string>& reasons) noexcept;
@@ -761,11 +763,11 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
                             api->result_name(rc) + cupti_failure_hint(rc, per_subscriber_api) + ")");
         }
         if (api->enable_runtime_api == nullptr || api->enable_driver_api == nullptr) {
-            notes.push_back("cupti_activity: libcupti lacks cuptiActivityEnableRuntimeApi/"
-                            "DriverApi: no API call records or correlation ids");
+            enable_whole_runtime_api(notes);
         } else {
             std::size_t failed = 0;
             for (const WhitelistedApi& a : api_whitelist()) {
+                if (!api_in_cupti(a, api->version)) continue;  // a cbid this CUPTI lacks
                 auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api
                                                           : api->enable_driver_api;
                 if (fn(a.cbid, 1) == CUPTI_SUCCESS) {
@@ -791,6 +793,26 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
         return Status::ok();
     } catch (...) {
         return internal_error("cupti_activity: out of memory while enabling CUPTI");
+    }
+}
+
+void CuptiActivitySource::Impl::enable_whole_runtime_api(std::vector<std::string>& notes) {
+    // CUPTI before 12.5 records API calls only kind by kind. The runtime kind carries what the
+    // analyses use (launches, allocations, copies, syncs, and out-of-memory returns); the
+    // decoder drops every other call. The driver kind would double each runtime call's record.
+    CUptiResult rc = api->enable(CUPTI_ACTIVITY_KIND_RUNTIME);
+    if (rc == CUPTI_SUCCESS) {
+        enabled_kinds.push_back(CUPTI_ACTIVITY_KIND_RUNTIME);
+        notes.push_back("cupti_activity: " + api->description +
+                        " cannot record single API calls (cuptiActivityEnableRuntimeApi came "
+                        "with CUPTI 12.5): the whole runtime API is recorded and all but the "
+                        "calls gpudiag uses are dropped while decoding; driver API calls "
+                        "(cuLaunchKernel from Triton, cuMemCreate/cuMemMap outside deep mode) "
+                        "are not recorded");
+    } else {
+        notes.push_back("cupti_activity: no API call records or correlation ids (this CUPTI "
+                        "lacks cuptiActivityEnableRuntimeApi and the RUNTIME kind failed: " +
+                        api->result_name(rc) + ")");
     }
 }
 
@@ -942,7 +964,10 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.clock = ClockCalibration();
         (void)s.clock.sample(&read_cupti_clock);
         s.last_pair_ns = monotonic_now_ns();
-        s.decoder = std::make_unique<ActivityDecoder>(out, strings, s.clock);
+        s.decoder = std::make_unique<ActivityDecoder>(out, strings, s.clock, s.api->version);
+        // Without per-call enables the whole runtime kind is on (enable_whole_runtime_api).
+        s.decoder->keep_whitelisted_api_only(s.api->enable_runtime_api == nullptr ||
+                                             s.api->enable_driver_api == nullptr);
         s.cupti_dropped.store(0);
         s.foreign_buffers.store(0);
         s.lost_buffers.store(0);

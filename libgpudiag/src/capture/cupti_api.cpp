@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // CuptiApi: loading. One CUPTI per process: two CUPTIs attached to one driver is undefined (hangs,
 // crashes, silent loss), so a libcupti already mapped, whatever its name or path, is the one
-// used, or none is. Record layouts and cbid tables are the 13.0 ones: only CUPTI 13.x is
-// decoded (decodes_cupti_version says so, in one place).
+// used, or none is. CUPTI 12.0 to 13.x is decoded (decodes_cupti in cupti_record_layouts.cpp
+// says so, in one place); the record layouts are chosen from the version read here.
 #include "capture/cupti_api.hpp"
 #include "capture/cuda_driver_api.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
+#  include "capture/cupti_record_layouts.hpp"
 #  include "capture/dynamic_library.hpp"
 
 #  include <dlfcn.h>
@@ -18,38 +19,56 @@ namespace gpudiag::detail {
 namespace {
 
 // CUPTI 13 reports xxyyzz (major, minor, patch): 130001 = CUDA 13.0 Update 1. CUPTI 12 and
-// older report a small API version number instead (CUPTI_API_VERSION).
-constexpr std::uint32_t kMinVersion = 130000;
-constexpr std::uint32_t kMaxVersionExclusive = 140000;
-
-// The one place that says which CUPTI versions gpudiag decodes; widen it with the decoder.
-bool decodes_cupti_version(std::uint32_t version) {
-    return version >= kMinVersion && version < kMaxVersionExclusive;
+// older report a small API version number instead (CUPTI_API_VERSION: 18 for 11.8 and for the
+// 12.0 and 12.1 libraries, 19-28 for 12.x).
+std::string cuda_release(int cuda) {
+    return std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
 }
 
-std::string describe_version(std::uint32_t version) {
-    if (version >= 100000) return "CUPTI " + std::to_string(version / 10000) + " (API version " +
-                                  std::to_string(version) + ")";
-    return "CUPTI API version " + std::to_string(version) + " (CUPTI 12 or older)";
+std::string describe_version(std::uint32_t version, bool cupti12_abi) {
+    std::string api = " (API version " + std::to_string(version) + ")";
+    if (version >= 100000) return "CUPTI " + cuda_release(static_cast<int>(version / 100 * 10)) + api;
+    if (!decodes_cupti(version, cupti12_abi)) {
+        return std::string(version == 18 ? "CUPTI 11.8" : version < 18 ? "CUPTI 11 or older" : "CUPTI") +
+               api;
+    }
+    if (version == 18) return "CUPTI 12.0-12.1" + api;
+    int cuda = cupti_cuda_version(version);
+    return (cuda != 0 ? "CUPTI " + cuda_release(cuda) : std::string("CUPTI 12")) + api;
 }
 
-const char* const kDecodedCupti = "gpudiag decodes CUPTI 13.x records only";
+const char* const kDecodedCupti = "gpudiag decodes CUPTI 12.0 to 13.x records";
+
+// The libcupti.so.12 ABI: its symbols carry that version node (12.0 shares API version 18 with
+// CUPTI 11.8, whose symbols carry libcupti.so.11.8).
+bool has_cupti12_abi(void* handle) {
+    // A library without symbol versions answers every dlvsym: it has no such node.
+    return dlvsym(handle, "cuptiGetVersion", "libcupti.so.12") != nullptr &&
+           dlvsym(handle, "cuptiGetVersion", "gpudiag.no.such.version") == nullptr;
+}
 
 LibrarySearch cupti_search() {
     LibrarySearch s;
     s.env_var = "GPUDIAG_CUPTI_PATH";
     // Directories the embedding program named (the pip CUDA PyTorch uses) before the system's,
     // so a later import of the framework maps the same file instead of a second CUPTI.
+    // In each place the CUDA 13 file first, then the CUDA 12 one.
+    const char* const names[] = {"libcupti.so.13", "libcupti.so.12"};
     for (const std::string& dir : library_search_dirs()) {
-        s.candidates.push_back(dir + "/libcupti.so.13");
+        for (const char* name : names) s.candidates.push_back(dir + "/" + name);
     }
-    s.candidates.push_back("libcupti.so.13");
+    for (const char* name : names) s.candidates.push_back(name);
+    std::vector<std::string> roots;
     if (const char* home = std::getenv("CUDA_HOME"); home != nullptr && *home != '\0') {
-        s.candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
-        s.candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
+        roots.emplace_back(home);
     }
-    s.candidates.push_back("/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13");
-    s.candidates.push_back("/usr/local/cuda/lib64/libcupti.so.13");
+    roots.emplace_back("/usr/local/cuda");
+    for (const std::string& root : roots) {
+        for (const char* name : names) {
+            s.candidates.push_back(root + "/extras/CUPTI/lib64/" + name);
+            s.candidates.push_back(root + "/lib64/" + name);
+        }
+    }
     return s;
 }
 
@@ -83,14 +102,15 @@ LoadedLibrary adopt_mapped(const std::vector<std::string>& mapped, std::string& 
         void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         if (handle == nullptr) continue;
         std::uint32_t version = version_of(handle);
-        if (decodes_cupti_version(version)) {
+        bool cupti12 = has_cupti12_abi(handle);
+        if (decodes_cupti(version, cupti12)) {
             out.handle = handle;
             out.path = path;
             out.reused = true;
             return out;
         }
         if (!refused.empty()) refused += ", ";
-        refused += path + " (" + (version != 0 ? describe_version(version)
+        refused += path + " (" + (version != 0 ? describe_version(version, cupti12)
                                                : std::string("version unknown")) + ")";
     }
     why_not = "this process already has " + (refused.empty() ? mapped.front() : refused) +
@@ -151,9 +171,10 @@ Loaded load() {
         return r;
     }
     a.version = version;
-    if (!decodes_cupti_version(version)) {
-        r.why_not = "libcupti at " + a.path + " is " + describe_version(version) + "; " +
-                    kDecodedCupti;
+    a.cupti12_abi = has_cupti12_abi(a.handle);
+    a.description = describe_version(version, a.cupti12_abi);
+    if (!decodes_cupti(version, a.cupti12_abi)) {
+        r.why_not = "libcupti at " + a.path + " is " + a.description + "; " + kDecodedCupti;
         return r;
     }
     r.ok = true;

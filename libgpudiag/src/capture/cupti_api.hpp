@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // CuptiApi: the CUPTI functions gpudiag calls, resolved with dlsym from the one libcupti of the
-// process. The only header that includes <cupti.h>; compiled against the CUDA 13.0 headers, the
-// oldest CUPTI 13 gpudiag supports (record structs only grow, see activity_decoder.cpp).
+// process. Compiled against the CUDA 13 headers; the functions it declares have the same
+// signatures in CUPTI 12, and those CUPTI 12 lacks are optional (cuptiActivityEnableRuntimeApi
+// before 12.5, cuptiActivityEnableAllSyncRecords before 12.8, cuptiSubscribe_v2 before 13.0).
 #pragma once
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
@@ -37,15 +38,17 @@ struct CuptiApi {
     void* handle = nullptr;
     std::string path;        ///< the file in use
     bool reused = false;     ///< a framework (torch) loaded it before us
-    std::uint32_t version = 0;  ///< cuptiGetVersion: 130001 = CUDA 13.0 Update 1
+    std::uint32_t version = 0;  ///< cuptiGetVersion: 130001 = CUDA 13.0 Update 1, 22 = 12.4
+    bool cupti12_abi = false;   ///< its symbols carry the libcupti.so.12 version node
+    std::string description;    ///< "CUPTI 12.4 (API version 22)"
 
     /// "CUPTI_ERROR_UNKNOWN" for a result code, never null.
     [[nodiscard]] std::string result_name(CUptiResult result) const noexcept;
 };
 
 /// The process' CUPTI: a libcupti already mapped in the process (any name or path; refused,
-/// never doubled, when it is not CUPTI 13), else $GPUDIAG_CUPTI_PATH, else libcupti.so.13 from
-/// the directories given to add_library_search_dir, the loader path, $CUDA_HOME and
+/// never doubled, when it is not CUPTI 12 or 13), else $GPUDIAG_CUPTI_PATH, else libcupti.so.13
+/// or .12 from the directories given to add_library_search_dir, the loader path, $CUDA_HOME and
 /// /usr/local/cuda. Null when unusable, with the reason in `why_not`; a failure is tried again
 /// once the process has loaded more libraries. Thread-safety: safe. Callback-safe: no.
 const CuptiApi* cupti_api(std::string* why_not = nullptr) noexcept;

@@ -10,9 +10,13 @@
 #include "capture/nvml_api.hpp"
 #include "capture/nvml_sampler.hpp"
 #include "capture/nvtx_receiver.hpp"
+#include "capture/stack_verdict.hpp"
+
+#include "capture/dynamic_library.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 #  include "capture/cupti_api.hpp"
+#  include "capture/cupti_record_layouts.hpp"
 #endif
 
 #include <array>
@@ -68,12 +72,13 @@ CaptureFacts gather_static_facts() {
     if (const NvmlApi* nvml = nvml_api(&why); nvml != nullptr) {
         f.nvml_loaded = true;
         unsigned n = 0;
-        if (nvml->device_get_count_v2(&n) == nvml::kSuccess) f.nvml_devices = static_cast<int>(n);
+        if (nvml->device_get_count(&n) == nvml::kSuccess) f.nvml_devices = static_cast<int>(n);
         char version[96] = {};
         if (nvml->system_get_driver_version != nullptr &&
             nvml->system_get_driver_version(version, sizeof version) == nvml::kSuccess) {
             f.nvml_driver_version = version;
         }
+        f.nvml_notes = nvml->notes;
     } else {
         f.nvml_why_not = why;
     }
@@ -90,6 +95,11 @@ CaptureFacts gather_static_facts() {
         f.cupti_loaded = true;
         f.cupti_path = cupti->path;
         f.cupti_version = cupti->version;
+        f.stack.cupti = cupti->description;
+        f.stack.cupti_library = cupti->path;
+        if (int cuda = cupti_cuda_version(cupti->version); cuda != 0) {
+            f.stack.cupti_cuda = std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
+        }
     } else {
         f.cupti_why_not = why;
     }
@@ -97,6 +107,10 @@ CaptureFacts gather_static_facts() {
     f.cupti_why_not = "gpudiag was built without the CUDA toolkit headers";
 #endif
     f.nvtx_injected = NvtxReceiver::instance().modules() > 0;
+    f.stack.driver_version = f.nvml_driver_version;
+    f.stack.driver_cuda = f.cuda_driver_version;
+    f.stack.framework = current_framework(&f.framework_reported);
+    f.stack.cupti_mapped = mapped_libraries("libcupti.so");
     return f;
 }
 

@@ -1,14 +1,52 @@
 // SPDX-License-Identifier: Apache-2.0
-// NvmlApi: loading and initialisation.
+// NvmlApi: loading and initialisation, with each call's older name where a driver lacks the newer.
 #include "capture/nvml_api.hpp"
 
 #include "capture/dynamic_library.hpp"
 
+#include <initializer_list>
 
 namespace gpudiag::detail {
 namespace {
 
 using Loaded = ApiLoadResult<NvmlApi>;
+
+// The first of `names` the library has, newest first.
+template <typename Fn>
+Fn first_symbol(void* handle, std::initializer_list<const char*> names) {
+    for (const char* name : names) {
+        if (Fn fn = find_symbol<Fn>(handle, name); fn != nullptr) return fn;
+    }
+    return nullptr;
+}
+
+// Reasons for the features this NVML cannot give, each naming the calls it lacks.
+void note_gaps(NvmlApi& a) {
+    auto lost = [&](bool missing, const char* what, const char* calls) {
+        if (missing) {
+            a.notes.push_back(std::string("nvml: ") + what + " unavailable: this driver's NVML has no " +
+                              calls);
+        }
+    };
+    lost(a.device_get_utilization_rates == nullptr, "GPU utilization", "nvmlDeviceGetUtilizationRates");
+    lost(a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 == nullptr,
+         "device memory", "nvmlDeviceGetMemoryInfo_v2 or nvmlDeviceGetMemoryInfo");
+    lost(a.device_get_clock_info == nullptr, "SM clock", "nvmlDeviceGetClockInfo");
+    lost(a.device_get_clocks_event_reasons == nullptr, "clock-event (throttle) reasons",
+         "nvmlDeviceGetCurrentClocksEventReasons or nvmlDeviceGetCurrentClocksThrottleReasons");
+    lost(a.device_get_temperature_v == nullptr && a.device_get_temperature == nullptr, "temperature",
+         "nvmlDeviceGetTemperatureV or nvmlDeviceGetTemperature");
+    lost(a.device_get_power_usage == nullptr, "power draw", "nvmlDeviceGetPowerUsage");
+    lost(a.device_get_enforced_power_limit == nullptr, "power limit", "nvmlDeviceGetEnforcedPowerLimit");
+    lost(a.device_get_total_ecc_errors == nullptr, "ECC error counts", "nvmlDeviceGetTotalEccErrors");
+    lost(a.device_get_compute_running_processes == nullptr &&
+             a.device_get_compute_running_processes_v1 == nullptr,
+         "other processes' GPU memory", "nvmlDeviceGetComputeRunningProcesses (v1-v3)");
+    if (a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 != nullptr) {
+        a.notes.push_back("nvml: memory used includes the driver's reserved memory (this NVML has "
+                          "only nvmlDeviceGetMemoryInfo, not _v2)");
+    }
+}
 
 Loaded load() {
     Loaded r;
@@ -26,14 +64,15 @@ Loaded load() {
     a.path = lib.path;
     void* h = lib.handle;
     using nvml::Return;
-    a.init_v2 = find_symbol<Return (*)()>(h, "nvmlInit_v2");
+    a.init = first_symbol<Return (*)()>(h, {"nvmlInit_v2", "nvmlInit"});
     a.shutdown = find_symbol<Return (*)()>(h, "nvmlShutdown");
     a.error_string = find_symbol<const char* (*)(Return)>(h, "nvmlErrorString");
     a.system_get_driver_version =
         find_symbol<decltype(a.system_get_driver_version)>(h, "nvmlSystemGetDriverVersion");
-    a.device_get_count_v2 = find_symbol<decltype(a.device_get_count_v2)>(h, "nvmlDeviceGetCount_v2");
-    a.device_get_handle_by_index_v2 =
-        find_symbol<decltype(a.device_get_handle_by_index_v2)>(h, "nvmlDeviceGetHandleByIndex_v2");
+    a.device_get_count = first_symbol<decltype(a.device_get_count)>(
+        h, {"nvmlDeviceGetCount_v2", "nvmlDeviceGetCount"});
+    a.device_get_handle_by_index = first_symbol<decltype(a.device_get_handle_by_index)>(
+        h, {"nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByIndex"});
     a.device_get_handle_by_uuid =
         find_symbol<decltype(a.device_get_handle_by_uuid)>(h, "nvmlDeviceGetHandleByUUID");
     a.device_get_uuid = find_symbol<decltype(a.device_get_uuid)>(h, "nvmlDeviceGetUUID");
@@ -42,15 +81,16 @@ Loaded load() {
         h, "nvmlDeviceGetUtilizationRates");
     a.device_get_memory_info_v2 =
         find_symbol<decltype(a.device_get_memory_info_v2)>(h, "nvmlDeviceGetMemoryInfo_v2");
+    if (a.device_get_memory_info_v2 == nullptr) {
+        a.device_get_memory_info_v1 =
+            find_symbol<decltype(a.device_get_memory_info_v1)>(h, "nvmlDeviceGetMemoryInfo");
+    }
     a.device_get_clock_info = find_symbol<decltype(a.device_get_clock_info)>(h, "nvmlDeviceGetClockInfo");
     a.device_get_max_clock_info =
         find_symbol<decltype(a.device_get_max_clock_info)>(h, "nvmlDeviceGetMaxClockInfo");
-    a.device_get_clocks_event_reasons = find_symbol<decltype(a.device_get_clocks_event_reasons)>(
-        h, "nvmlDeviceGetCurrentClocksEventReasons");
-    if (a.device_get_clocks_event_reasons == nullptr) {  // drivers before the 13.0 rename
-        a.device_get_clocks_event_reasons = find_symbol<decltype(a.device_get_clocks_event_reasons)>(
-            h, "nvmlDeviceGetCurrentClocksThrottleReasons");
-    }
+    // Renamed in the CUDA 13.0 NVML; drivers before it have only the ThrottleReasons name.
+    a.device_get_clocks_event_reasons = first_symbol<decltype(a.device_get_clocks_event_reasons)>(
+        h, {"nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"});
     a.device_get_temperature_v =
         find_symbol<decltype(a.device_get_temperature_v)>(h, "nvmlDeviceGetTemperatureV");
     a.device_get_temperature =
@@ -60,21 +100,40 @@ Loaded load() {
         h, "nvmlDeviceGetEnforcedPowerLimit");
     a.device_get_total_ecc_errors =
         find_symbol<decltype(a.device_get_total_ecc_errors)>(h, "nvmlDeviceGetTotalEccErrors");
-    a.device_get_compute_running_processes_v3 =
-        find_symbol<decltype(a.device_get_compute_running_processes_v3)>(
-            h, "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (a.init_v2 == nullptr || a.device_get_count_v2 == nullptr ||
-        a.device_get_handle_by_index_v2 == nullptr) {
-        r.why_not = "NVML at " + a.path + " lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
+    a.device_get_compute_running_processes =
+        first_symbol<decltype(a.device_get_compute_running_processes)>(
+            h, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+    if (a.device_get_compute_running_processes == nullptr) {
+        a.device_get_compute_running_processes_v1 =
+            find_symbol<decltype(a.device_get_compute_running_processes_v1)>(
+                h, "nvmlDeviceGetComputeRunningProcesses");
+    }
+    if (a.init == nullptr || a.device_get_count == nullptr || a.device_get_handle_by_index == nullptr) {
+        r.why_not = "NVML at " + a.path + " lacks nvmlInit, nvmlDeviceGetCount or "
+                    "nvmlDeviceGetHandleByIndex (in every version)";
         return r;
     }
-    Return rc = a.init_v2();
+    Return rc = a.init();
     if (rc != nvml::kSuccess) {
-        r.why_not = "NVML at " + a.path + ": nvmlInit_v2 failed (" + a.error_name(rc) + ")";
+        r.why_not = "NVML at " + a.path + ": nvmlInit failed (" + a.error_name(rc) + ")";
         return r;
     }
+    note_gaps(a);
     r.ok = true;
     return r;
+}
+
+template <typename Info, typename Fn>
+nvml::Return list_processes(Fn fn, nvml::Device device, std::vector<Info>& buf, unsigned& count) {
+    count = static_cast<unsigned>(buf.size());
+    nvml::Return rc = fn(device, &count, buf.empty() ? nullptr : buf.data());
+    if (rc == nvml::kErrorInsufficientSize && count < 4096) {
+        buf.resize(count + 8);  // processes may start between the two calls
+        count = static_cast<unsigned>(buf.size());
+        rc = fn(device, &count, buf.data());
+    }
+    if (count > buf.size()) count = static_cast<unsigned>(buf.size());
+    return rc;
 }
 
 }  // namespace
@@ -82,6 +141,41 @@ Loaded load() {
 std::string NvmlApi::error_name(nvml::Return r) const {
     const char* s = error_string != nullptr ? error_string(r) : nullptr;
     return s != nullptr ? std::string(s) : "NVML error " + std::to_string(r);
+}
+
+nvml::Return NvmlApi::memory_info(nvml::Device device, nvml::MemoryFigures& out) const {
+    if (device_get_memory_info_v2 != nullptr) {
+        nvml::MemoryV2 mem{};
+        mem.version = nvml::kMemoryV2Version;
+        nvml::Return rc = device_get_memory_info_v2(device, &mem);
+        out.total = mem.total;
+        out.used = mem.used;  // v2 "used" excludes the driver's reservation
+        return rc;
+    }
+    if (device_get_memory_info_v1 == nullptr) return nvml::kErrorFunctionNotFound;
+    nvml::MemoryV1 mem{};
+    nvml::Return rc = device_get_memory_info_v1(device, &mem);
+    out.total = mem.total;
+    out.used = mem.used;
+    return rc;
+}
+
+nvml::Return NvmlApi::running_processes(nvml::Device device, std::vector<nvml::ProcessInfo>& out) const {
+    unsigned count = 0;
+    const std::size_t room = out.capacity() > 8 ? out.capacity() : 8;  // reuse what was grown
+    if (device_get_compute_running_processes != nullptr) {
+        out.resize(room);
+        nvml::Return rc = list_processes(device_get_compute_running_processes, device, out, count);
+        out.resize(rc == nvml::kSuccess ? count : 0);
+        return rc;
+    }
+    if (device_get_compute_running_processes_v1 == nullptr) return nvml::kErrorFunctionNotFound;
+    std::vector<nvml::ProcessInfoV1> v1(room);
+    nvml::Return rc = list_processes(device_get_compute_running_processes_v1, device, v1, count);
+    out.clear();
+    if (rc != nvml::kSuccess) return rc;
+    for (unsigned i = 0; i < count; ++i) out.push_back({v1[i].pid, v1[i].used_gpu_memory, 0, 0});
+    return rc;
 }
 
 const NvmlApi* nvml_api(std::string* why_not) noexcept {

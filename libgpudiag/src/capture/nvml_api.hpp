@@ -2,10 +2,15 @@
 // NvmlApi: the NVML functions the health sampler calls, resolved with dlsym from
 // libnvidia-ml.so.1 (installed with the driver). The CUDA toolkit ships no nvml.h, so the few
 // types used are declared here from the NVML API reference (names and layouts as documented).
+// Drivers from R535 on are supported: each call falls back to its older name where a newer one
+// is missing (ClocksEventReasons/ClocksThrottleReasons, TemperatureV/Temperature, memory info
+// v2/v1, running processes v3/v2/v1, the _v2 init and enumeration calls), and what has no
+// fallback is reported unavailable with its reason (NvmlApi::notes).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace gpudiag::detail {
 
@@ -42,27 +47,43 @@ struct TemperatureV1 {  // nvmlTemperature_v1_t
     int temperature;
 };
 constexpr unsigned kTemperatureV1Version = static_cast<unsigned>(sizeof(TemperatureV1)) | (1u << 24);
-struct ProcessInfo {  // nvmlProcessInfo_t as filled by nvmlDeviceGetComputeRunningProcesses_v3
+struct MemoryV1 {  // nvmlMemory_t (nvmlDeviceGetMemoryInfo): used includes the reservation
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+};
+struct ProcessInfo {  // nvmlProcessInfo_t (_v3) = nvmlProcessInfo_v2_t (_v2): same layout
     unsigned pid;
     unsigned long long used_gpu_memory;
     unsigned gpu_instance_id;
     unsigned compute_instance_id;
 };
+struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t (nvmlDeviceGetComputeRunningProcesses)
+    unsigned pid;
+    unsigned long long used_gpu_memory;
+};
+
+/// A device's memory as the sampler reports it.
+struct MemoryFigures {
+    unsigned long long total = 0;
+    unsigned long long used = 0;
+};
 
 }  // namespace nvml
 
 struct NvmlApi {
-    nvml::Return (*init_v2)() = nullptr;
+    nvml::Return (*init)() = nullptr;  ///< nvmlInit_v2, else nvmlInit
     nvml::Return (*shutdown)() = nullptr;
     const char* (*error_string)(nvml::Return) = nullptr;
     nvml::Return (*system_get_driver_version)(char*, unsigned) = nullptr;
-    nvml::Return (*device_get_count_v2)(unsigned*) = nullptr;
-    nvml::Return (*device_get_handle_by_index_v2)(unsigned, nvml::Device*) = nullptr;
+    nvml::Return (*device_get_count)(unsigned*) = nullptr;  ///< _v2, else the first name
+    nvml::Return (*device_get_handle_by_index)(unsigned, nvml::Device*) = nullptr;  ///< _v2, else v1
     nvml::Return (*device_get_handle_by_uuid)(const char*, nvml::Device*) = nullptr;
     nvml::Return (*device_get_uuid)(nvml::Device, char*, unsigned) = nullptr;
     nvml::Return (*device_get_name)(nvml::Device, char*, unsigned) = nullptr;
     nvml::Return (*device_get_utilization_rates)(nvml::Device, nvml::Utilization*) = nullptr;
     nvml::Return (*device_get_memory_info_v2)(nvml::Device, nvml::MemoryV2*) = nullptr;
+    nvml::Return (*device_get_memory_info_v1)(nvml::Device, nvml::MemoryV1*) = nullptr;
     nvml::Return (*device_get_clock_info)(nvml::Device, unsigned, unsigned*) = nullptr;
     nvml::Return (*device_get_max_clock_info)(nvml::Device, unsigned, unsigned*) = nullptr;
     /// nvmlDeviceGetCurrentClocksEventReasons, else the ThrottleReasons name deprecated in 13.0.
@@ -74,11 +95,24 @@ struct NvmlApi {
     nvml::Return (*device_get_enforced_power_limit)(nvml::Device, unsigned*) = nullptr;  // mW
     nvml::Return (*device_get_total_ecc_errors)(nvml::Device, unsigned, unsigned,
                                                 unsigned long long*) = nullptr;
-    nvml::Return (*device_get_compute_running_processes_v3)(nvml::Device, unsigned*,
-                                                            nvml::ProcessInfo*) = nullptr;
+    /// nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (the same struct).
+    nvml::Return (*device_get_compute_running_processes)(nvml::Device, unsigned*,
+                                                         nvml::ProcessInfo*) = nullptr;
+    /// The first version, used only when neither _v3 nor _v2 exists.
+    nvml::Return (*device_get_compute_running_processes_v1)(nvml::Device, unsigned*,
+                                                            nvml::ProcessInfoV1*) = nullptr;
 
     std::string path;
+    /// What this driver's NVML lacks and what that costs: "nvml: power limit unavailable: ...".
+    std::vector<std::string> notes;
     [[nodiscard]] std::string error_name(nvml::Return r) const;
+
+    /// Total and used memory: v2 ("used" without the driver's reservation), else v1. NVML's
+    /// result code (kErrorFunctionNotFound when this NVML has neither).
+    nvml::Return memory_info(nvml::Device device, nvml::MemoryFigures& out) const;
+    /// The compute processes on `device` (v3, v2 or v1; v1 leaves the instance ids 0), into
+    /// `out`, whose capacity is reused. NVML's result code.
+    nvml::Return running_processes(nvml::Device device, std::vector<nvml::ProcessInfo>& out) const;
 };
 
 /// The process' NVML, loaded and initialised once ($GPUDIAG_NVML_PATH, else

@@ -98,7 +98,7 @@ void NvmlSampler::resolve_devices() noexcept {
             }
         } else {
             unsigned n = 0;
-            if (api_.device_get_count_v2(&n) != nvml::kSuccess) n = 0;
+            if (api_.device_get_count(&n) != nvml::kSuccess) n = 0;
             std::vector<int> indices;
             std::vector<std::string> uuids;
             const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -114,7 +114,7 @@ void NvmlSampler::resolve_devices() noexcept {
                 Device d;
                 nvml::Return rc = nvml::kErrorNotSupported;
                 if (indices[k] >= 0 && static_cast<unsigned>(indices[k]) < n) {
-                    rc = api_.device_get_handle_by_index_v2(static_cast<unsigned>(indices[k]), &d.handle);
+                    rc = api_.device_get_handle_by_index(static_cast<unsigned>(indices[k]), &d.handle);
                 } else if (!uuids[k].empty() && api_.device_get_handle_by_uuid != nullptr) {
                     rc = api_.device_get_handle_by_uuid(uuids[k].c_str(), &d.handle);
                 }
@@ -134,12 +134,8 @@ void NvmlSampler::resolve_devices() noexcept {
                 api_.device_get_uuid(d.handle, buf, sizeof buf) == nvml::kSuccess) {
                 d.info.uuid = buf;
             }
-            nvml::MemoryV2 mem{};
-            mem.version = nvml::kMemoryV2Version;
-            if (api_.device_get_memory_info_v2 != nullptr &&
-                api_.device_get_memory_info_v2(d.handle, &mem) == nvml::kSuccess) {
-                d.info.total_memory_bytes = mem.total;
-            }
+            nvml::MemoryFigures mem;
+            if (api_.memory_info(d.handle, mem) == nvml::kSuccess) d.info.total_memory_bytes = mem.total;
         }
         std::lock_guard<std::mutex> lock(mutex_);
         // Keep what NVML refused before for devices we already knew.
@@ -178,12 +174,10 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         emit(CounterKind::kGpuUtilizationPercent, util.gpu);
         emit(CounterKind::kMemoryUtilizationPercent, util.memory);
     }
-    nvml::MemoryV2 mem{};
-    mem.version = nvml::kMemoryV2Version;
-    bool have_memory = api_.device_get_memory_info_v2 != nullptr &&
-                       ask(kMemory, [&] { return api_.device_get_memory_info_v2(d.handle, &mem); });
+    nvml::MemoryFigures mem;
+    bool have_memory = ask(kMemory, [&] { return api_.memory_info(d.handle, mem); });
     if (have_memory) {
-        // v2 "used" excludes the driver's reservation, unlike v1 (NVML 11.x+).
+        // v2 "used" excludes the driver's reservation; v1's includes it (NvmlApi::notes says so).
         emit(CounterKind::kDeviceMemoryUsedBytes, static_cast<double>(mem.used));
         emit(CounterKind::kDeviceMemoryTotalBytes, static_cast<double>(mem.total));
     }
@@ -241,23 +235,17 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
             emit(CounterKind::kEccUncorrectedErrors, static_cast<double>(uncorrected));
         }
     }
-    if (api_.device_get_compute_running_processes_v3 != nullptr && (d.unsupported & kProcesses) == 0) {
+    if ((d.unsupported & kProcesses) == 0) {
         try {
-            unsigned count = static_cast<unsigned>(processes_.size());
-            nvml::Return rc = api_.device_get_compute_running_processes_v3(
-                d.handle, &count, processes_.empty() ? nullptr : processes_.data());
-            if (rc == nvml::kErrorInsufficientSize && count < 4096) {
-                processes_.resize(count + 8);  // processes may start between the two calls
-                count = static_cast<unsigned>(processes_.size());
-                rc = api_.device_get_compute_running_processes_v3(d.handle, &count, processes_.data());
+            nvml::Return rc = api_.running_processes(d.handle, processes_);
+            if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
+                d.unsupported |= kProcesses;
             }
-            if (rc == nvml::kErrorNotSupported) d.unsupported |= kProcesses;
             if (rc == nvml::kSuccess) {
                 bool found_self = false;
                 double own = 0;
                 double foreign = 0;
-                for (unsigned i = 0; i < count && i < processes_.size(); ++i) {
-                    const nvml::ProcessInfo& p = processes_[i];
+                for (const nvml::ProcessInfo& p : processes_) {
                     if (p.used_gpu_memory == nvml::kValueNotAvailable) continue;
                     if (p.pid == pid_) {
                         found_self = true;

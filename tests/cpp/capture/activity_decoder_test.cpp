@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Hand-built CUPTI 13.0 records decoded through the real libcupti parser (no GPU needed).
+// Hand-built CUPTI 13.0 records decoded through the real libcupti parser (no GPU needed); every
+// layout of CUPTI 12 and 13 is also parsed by cupti_records_test.cpp.
 #include "capture/activity_decoder.hpp"
 #include "capture/api_whitelist.hpp"
 #include "capture/clock_calibration.hpp"
@@ -24,7 +25,7 @@ using test::TestEventQueue;
 
 constexpr std::uint64_t kBase = 1'700'000'000'000'000'000ULL;  // CLOCK_REALTIME-like ns
 
-class ActivityDecoderTest : public ::testing::Test {
+class ActivityDecoderCupti13Test : public ::testing::Test {
 protected:
     void SetUp() override {
         if (const char* why = test::load_real_cupti(cupti_)) GTEST_SKIP() << why;
@@ -41,7 +42,7 @@ protected:
     ActivityDecoder decoder_{queue_, strings_, clock_};
 };
 
-TEST_F(ActivityDecoderTest, MemoryRecordsBecomeDeviceAndPoolEvents) {
+TEST_F(ActivityDecoderCupti13Test, MemoryRecordsBecomeDeviceAndPoolEvents) {
     // GIVEN a cudaMalloc, its cudaFree, and a cudaMallocAsync from a local pool
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0x7f0000000000, 1 << 20, 11, kBase + 100));
@@ -110,7 +111,7 @@ RecordBuffer every_memory_kind() {
     return buf;
 }
 
-TEST_F(ActivityDecoderTest, DeviceHostAndManagedMemoryAreKeptApart) {
+TEST_F(ActivityDecoderCupti13Test, DeviceHostAndManagedMemoryAreKeptApart) {
     RecordBuffer buf = every_memory_kind();
     // The pinned buffer is freed again.
     buf.add(test::memory_record(false, 0x200000000, 512ull << 20, 120, kBase + 500,
@@ -134,7 +135,7 @@ TEST_F(ActivityDecoderTest, DeviceHostAndManagedMemoryAreKeptApart) {
     EXPECT_EQ(decoder_.counters().memory_unknown_kind, 1u);  // counted, booked nowhere
 }
 
-TEST_F(ActivityDecoderTest, PinnedAndManagedMemoryAreOwnLinesOfTheMemoryReport) {
+TEST_F(ActivityDecoderCupti13Test, PinnedAndManagedMemoryAreOwnLinesOfTheMemoryReport) {
     RecordBuffer buf = every_memory_kind();
     decode(buf);
     auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
@@ -161,7 +162,7 @@ TEST_F(ActivityDecoderTest, PinnedAndManagedMemoryAreOwnLinesOfTheMemoryReport) 
     EXPECT_NE(json.find("\"pinned_host_bytes\""), std::string::npos);
 }
 
-TEST_F(ActivityDecoderTest, PoolResizeOnlyWhenThePoolSizeChanges) {
+TEST_F(ActivityDecoderCupti13Test, PoolResizeOnlyWhenThePoolSizeChanges) {
     RecordBuffer buf;
     for (int i = 0; i < 3; ++i) {
         auto r = test::memory_record(true, 0x9000 + i * 64, 64, 20 + i, kBase + i);
@@ -188,7 +189,7 @@ TEST_F(ActivityDecoderTest, PoolResizeOnlyWhenThePoolSizeChanges) {
     EXPECT_EQ(resizes[2].memory.aux, 128u);
 }
 
-TEST_F(ActivityDecoderTest, KernelsAreNamedAndZeroTimestampsAreCountedNotEmitted) {
+TEST_F(ActivityDecoderCupti13Test, KernelsAreNamedAndZeroTimestampsAreCountedNotEmitted) {
     static const char kName[] = "_Z5scalePfi";
     RecordBuffer buf;
     buf.add(test::kernel_record(kName, kBase + 1000, kBase + 3000, 31));
@@ -209,7 +210,7 @@ TEST_F(ActivityDecoderTest, KernelsAreNamedAndZeroTimestampsAreCountedNotEmitted
     EXPECT_EQ(decoder_.counters().kernels_without_timing, 1u);
 }
 
-TEST_F(ActivityDecoderTest, CopiesKeepDirectionAndPageableness) {
+TEST_F(ActivityDecoderCupti13Test, CopiesKeepDirectionAndPageableness) {
     RecordBuffer buf;
     buf.add(test::memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
                                 CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 24, kBase + 10, kBase + 510, true, 41));
@@ -244,7 +245,7 @@ TEST_F(ActivityDecoderTest, CopiesKeepDirectionAndPageableness) {
     EXPECT_EQ(sets[0].copy.is_async, 1);
 }
 
-TEST_F(ActivityDecoderTest, SyncApiAndOverheadRecords) {
+TEST_F(ActivityDecoderCupti13Test, SyncApiAndOverheadRecords) {
     RecordBuffer buf;
     CUpti_ActivitySynchronization2 sync{};
     sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
@@ -287,7 +288,7 @@ TEST_F(ActivityDecoderTest, SyncApiAndOverheadRecords) {
     EXPECT_EQ(decoder_.counters().overhead_ns, 750u);
 }
 
-TEST_F(ActivityDecoderTest, DeepModeSitesAndRequestSizesAttachByCorrelation) {
+TEST_F(ActivityDecoderCupti13Test, DeepModeSitesAndRequestSizesAttachByCorrelation) {
     StringId site = strings_.intern("train_step+0x10 (libapp.so)");
     decoder_.note_site(61, site, 1 << 30);
     RecordBuffer buf;
@@ -320,7 +321,7 @@ CUpti_ActivityMemory4 device_alloc(std::uint64_t address, std::uint32_t device,
     return r;
 }
 
-TEST_F(ActivityDecoderTest, OutOfMemoryCarriesTheDeviceTheThreadLastAllocatedOn) {
+TEST_F(ActivityDecoderCupti13Test, OutOfMemoryCarriesTheDeviceTheThreadLastAllocatedOn) {
     RecordBuffer buf;
     // GIVEN thread 7 allocating on device 1 (the MEMORY2 record before its API record) and
     // thread 8 on device 2 (the other way round), so the process uses several devices
@@ -346,7 +347,7 @@ TEST_F(ActivityDecoderTest, OutOfMemoryCarriesTheDeviceTheThreadLastAllocatedOn)
     EXPECT_EQ(decoder_.counters().failed_allocations, 3u);
 }
 
-TEST_F(ActivityDecoderTest, OutOfMemoryTakesTheDeviceOfItsContextAndTheSizeInDeepMode) {
+TEST_F(ActivityDecoderCupti13Test, OutOfMemoryTakesTheDeviceOfItsContextAndTheSizeInDeepMode) {
     // GIVEN a kernel on device 3 in context 13, and deep mode's note of the failed call
     RecordBuffer buf;
     auto kernel = test::kernel_record("_Z1kv", kBase + 1, kBase + 2, 80);
@@ -366,7 +367,7 @@ TEST_F(ActivityDecoderTest, OutOfMemoryTakesTheDeviceOfItsContextAndTheSizeInDee
     EXPECT_EQ(ooms[0].oom.requested_bytes, 3ull << 30);
 }
 
-TEST_F(ActivityDecoderTest, ARetryThatSucceedsWithdrawsTheMarker) {
+TEST_F(ActivityDecoderCupti13Test, ARetryThatSucceedsWithdrawsTheMarker) {
     // GIVEN a caching allocator's pattern: cudaMalloc fails, the cache is freed, it succeeds
     RecordBuffer buf;
     buf.add(device_alloc(0xA000, 0, 90, kBase + 1));
@@ -394,7 +395,7 @@ TEST_F(ActivityDecoderTest, ARetryThatSucceedsWithdrawsTheMarker) {
     EXPECT_TRUE(noted);
 }
 
-TEST_F(ActivityDecoderTest, AFailureStandsWhenTheRetryFailsOrNoSuccessFollowsInTime) {
+TEST_F(ActivityDecoderCupti13Test, AFailureStandsWhenTheRetryFailsOrNoSuccessFollowsInTime) {
     RecordBuffer buf;
     buf.add(device_alloc(0xA000, 0, 100, kBase + 1));
     buf.add(alloc_call(7, 100, kBase + 1, false));
@@ -422,7 +423,7 @@ TEST_F(ActivityDecoderTest, AFailureStandsWhenTheRetryFailsOrNoSuccessFollowsInT
     EXPECT_NE(oom->title.find("request size unknown"), std::string::npos) << oom->title;
 }
 
-TEST_F(ActivityDecoderTest, AFailedPinnedHostAllocationIsNoDeviceOutOfMemory) {
+TEST_F(ActivityDecoderCupti13Test, AFailedPinnedHostAllocationIsNoDeviceOutOfMemory) {
     RecordBuffer buf;
     buf.add(device_alloc(0xA000, 0, 110, kBase + 1));
     buf.add(alloc_call(7, 111, kBase + 2, true, /*cudaHostAlloc*/ 27));
@@ -439,7 +440,7 @@ TEST_F(ActivityDecoderTest, AFailedPinnedHostAllocationIsNoDeviceOutOfMemory) {
     EXPECT_TRUE(noted);
 }
 
-TEST_F(ActivityDecoderTest, UnknownKindStopsTheWalkAndIsCounted) {
+TEST_F(ActivityDecoderCupti13Test, UnknownKindStopsTheWalkAndIsCounted) {
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
     CUpti_ActivityAPI bogus{};  // kind 0 (INVALID): the parser cannot size it
@@ -453,7 +454,7 @@ TEST_F(ActivityDecoderTest, UnknownKindStopsTheWalkAndIsCounted) {
 // A forced flush (pause, stop) hands over records still in flight. The real parser stops at one
 // it cannot size and never moves past it (it leaves the record pointer in place), so the
 // records behind it are lost: counted as incomplete and unread, not as a damaged buffer.
-TEST_F(ActivityDecoderTest, AForcedFlushCountsARecordInFlightAsIncompleteNotCorrupt) {
+TEST_F(ActivityDecoderCupti13Test, AForcedFlushCountsARecordInFlightAsIncompleteNotCorrupt) {
     static const char kName[] = "_Z4stepv";
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
@@ -470,7 +471,7 @@ TEST_F(ActivityDecoderTest, AForcedFlushCountsARecordInFlightAsIncompleteNotCorr
               sizeof(CUpti_ActivityKernel10) + sizeof(CUpti_ActivityMemory4));
 }
 
-TEST_F(ActivityDecoderTest, AForcedFlushCountsKernelsWithoutTimestampsAsIncomplete) {
+TEST_F(ActivityDecoderCupti13Test, AForcedFlushCountsKernelsWithoutTimestampsAsIncomplete) {
     static const char kName[] = "_Z4stepv";
     RecordBuffer buf;
     buf.add(test::kernel_record(kName, 0, 0, 1));  // still running when forced out
@@ -481,7 +482,7 @@ TEST_F(ActivityDecoderTest, AForcedFlushCountsKernelsWithoutTimestampsAsIncomple
     EXPECT_EQ(decoder_.counters().kernels_without_timing, 0u);  // not a full device buffer
 }
 
-TEST_F(ActivityDecoderTest, TruncatedBufferYieldsTheCompleteRecordsOnly) {
+TEST_F(ActivityDecoderCupti13Test, TruncatedBufferYieldsTheCompleteRecordsOnly) {
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0x1, 64, 1, kBase + 1));
     buf.add(test::memory_record(true, 0x2, 64, 2, kBase + 2));
@@ -490,7 +491,7 @@ TEST_F(ActivityDecoderTest, TruncatedBufferYieldsTheCompleteRecordsOnly) {
     EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
 }
 
-TEST_F(ActivityDecoderTest, AFullQueueCountsRefusals) {
+TEST_F(ActivityDecoderCupti13Test, AFullQueueCountsRefusals) {
     TestEventQueue tiny(1);
     ActivityDecoder decoder(tiny, strings_, clock_);
     RecordBuffer buf;
@@ -502,7 +503,7 @@ TEST_F(ActivityDecoderTest, AFullQueueCountsRefusals) {
 }
 
 // The whitelist's names and numbers agree with the real library's callback table.
-TEST(ApiWhitelistTest, NamesMatchTheRealCallbackTable) {
+TEST(ApiWhitelistCupti13Test, NamesMatchTheRealCallbackTable) {
     test::RealCupti cupti;
     if (const char* why = test::load_real_cupti(cupti)) GTEST_SKIP() << why;
     if (cupti.callback_name == nullptr) GTEST_SKIP() << "no cuptiGetCallbackName";

@@ -350,11 +350,22 @@ TEST(CaptureLevelsTest, NoDriverIsNoGpuWithAReasonPerLevel) {
     CaptureStatus st = detail::compute_capture_status(f);
     EXPECT_EQ(st.level, CaptureLevel::kNoGpu);
     EXPECT_TRUE(contains(st.reasons, "nvml: NVML: libnvidia-ml.so.1 not found"));
-    EXPECT_TRUE(contains(st.reasons, "framework: no GPU"));
+    EXPECT_TRUE(contains(st.reasons, "framework: NVTX ranges need a GPU; steps, phases and input "
+                                     "waits do not"));
     EXPECT_TRUE(contains(st.reasons, "cupti_activity: libcupti 130001 at /usr/local/cuda/lib64/"
                                      "libcupti.so.13 loaded, but no CUDA driver"));
     EXPECT_TRUE(contains(st.reasons, "cupti_deep: opt-in"));
     EXPECT_EQ(st.cupti_library, f.cupti_path);
+}
+
+// A session whose CUPTI start failed for the reason the loader gave says it once.
+TEST(CaptureLevelsTest, AReasonRepeatedByAFailedStartIsSaidOnce) {
+    CaptureFacts f;
+    f.cupti_why_not = "libcupti not loaded: no CUDA driver: libcuda.so.1 not found";
+    f.activity_reasons.push_back("cupti_activity: " + f.cupti_why_not);
+    CaptureStatus st = detail::compute_capture_status(f);
+    auto same = std::count(st.reasons.begin(), st.reasons.end(), "cupti_activity: " + f.cupti_why_not);
+    EXPECT_EQ(same, 1);
 }
 
 TEST(CaptureLevelsTest, EachLevelNeedsItsOwnFacts) {
@@ -392,6 +403,43 @@ TEST(CaptureLevelsTest, EachLevelNeedsItsOwnFacts) {
     st = detail::compute_capture_status(f);
     EXPECT_EQ(st.level, CaptureLevel::kFramework);
     EXPECT_TRUE(contains(st.reasons, "capture_gpu is false"));
+}
+
+// A machine without a GPU, as a Python session sees it: the framework integration times steps
+// and input waits, so the framework level is available; what is missing follows, with why.
+TEST(CaptureLevelsTest, WithoutAGpuTheFrameworkIntegrationStillGivesTheFrameworkLevel) {
+    CaptureFacts f;
+    f.nvml_why_not = "NVML: libnvidia-ml.so.1 not found";
+    f.cuda_why_not = "no CUDA driver: libcuda.so.1 not found";
+    f.cupti_why_not = "libcupti not loaded: no CUDA driver";
+    f.framework_reported = true;
+    f.stack.framework.name = "torch";
+    CaptureStatus st = detail::compute_capture_status(f);
+    EXPECT_EQ(st.level, CaptureLevel::kFramework);
+    EXPECT_TRUE(contains(st.available, "framework: step times, phases, input waits"));
+    EXPECT_TRUE(contains(st.available, "analysis: recordings"));
+    EXPECT_FALSE(contains(st.available, "nvml:"));
+    EXPECT_FALSE(contains(st.available, "cupti_activity:"));
+    EXPECT_FALSE(contains(st.reasons, "framework: no GPU"));
+    EXPECT_TRUE(contains(st.reasons, "nvml: NVML: libnvidia-ml.so.1 not found"));
+    EXPECT_TRUE(contains(st.reasons, "cupti_activity: libcupti not loaded"));
+    // What is lost without GPU activity, and what is not.
+    EXPECT_TRUE(contains(st.available, "findings without GPU activity: input_bound, step times"));
+    // Without the integration (a C++ program without NVTX) the level stays no_gpu.
+    f.framework_reported = false;
+    EXPECT_EQ(detail::compute_capture_status(f).level, CaptureLevel::kNoGpu);
+}
+
+TEST(CaptureLevelsTest, NvmlGapsOfAnOlderDriverAreReasonsUnderTheLevel) {
+    CaptureFacts f;
+    f.nvml_loaded = true;
+    f.nvml_devices = 1;
+    f.nvml_notes = {"nvml: power limit unavailable: this driver's NVML has no "
+                    "nvmlDeviceGetEnforcedPowerLimit"};
+    CaptureStatus st = detail::compute_capture_status(f);
+    EXPECT_EQ(st.level, CaptureLevel::kNvml);
+    EXPECT_TRUE(contains(st.available, "nvml: GPU health on 1 device(s)"));
+    EXPECT_TRUE(contains(st.reasons, "nvml: power limit unavailable"));
 }
 
 TEST(VisibleDevicesTest, FollowsCudaRules) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// One CUPTI per process, against stub libcupti files under their real names: a libcupti
-// already mapped (as PyTorch maps its own) is reused whatever the path; a CUPTI gpudiag cannot
-// decode (12) is refused, never doubled with a 13; a failed load is tried again once the
-// process has loaded more; directories the program names are searched first.
+// One CUPTI per process, against stub libcupti files under their real names and a real CUPTI 12:
+// a libcupti already mapped (as PyTorch maps its own) is reused whatever the path, a CUDA 12
+// one included; a CUPTI gpudiag cannot decode (11.8) is refused, never doubled with a 13; a
+// failed load is tried again once the process has loaded more; directories the program names
+// are searched first.
 //
 // What is mapped, and what cupti_api() has loaded, is process-wide and permanent, so each case
 // runs in a fresh process (a re-executed death-test child) and reports by its exit status.
@@ -12,6 +13,7 @@
 #include <gpudiag/capture.hpp>
 
 #include <dlfcn.h>
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -77,25 +79,46 @@ TEST_F(CuptiLoadingTest, ReusesTheLibcuptiAFrameworkAlreadyMapped) {
     });
 }
 
-TEST_F(CuptiLoadingTest, RefusesToLoadASecondCuptiBesideACupti12) {
+TEST_F(CuptiLoadingTest, RefusesToLoadASecondCuptiBesideACupti11) {
     IN_A_FRESH_PROCESS({
         select_stub_driver();
         setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI, 1);  // a usable CUPTI 13 is at hand
-        void* cupti12 = load_like_a_framework(GPUDIAG_STUB_LIBCUPTI12);
+        void* cupti11 = load_like_a_framework(GPUDIAG_STUB_LIBCUPTI11);
         std::string why;
-        require(detail::cupti_api(&why) == nullptr, "CUPTI accepted beside a CUPTI 12");
-        require(why.find("libcupti.so.12") != std::string::npos, why);
-        require(why.find("CUPTI 12 or older") != std::string::npos, why);
+        require(detail::cupti_api(&why) == nullptr, "CUPTI accepted beside a CUPTI 11.8");
+        require(why.find("libcupti.so.11.8") != std::string::npos, why);
+        // API version 18 without the libcupti.so.12 symbols is CUPTI 11.8, not 12.0.
+        require(why.find("CUPTI 11.8 (API version 18)") != std::string::npos, why);
         require(why.find("does not load a second CUPTI") != std::string::npos, why);
         require(!mapped(GPUDIAG_STUB_CUPTI), "the CUPTI 13 was loaded anyway");
-        auto other_calls = reinterpret_cast<int (*)()>(dlsym(cupti12, "gpudiag_stub_cupti12_other_calls"));
-        require(other_calls != nullptr && other_calls() == 0, "gpudiag called into the CUPTI 12");
+        auto other_calls = reinterpret_cast<int (*)()>(dlsym(cupti11, "gpudiag_stub_cupti11_other_calls"));
+        require(other_calls != nullptr && other_calls() == 0, "gpudiag called into the CUPTI 11.8");
         // The reason reaches the capture status.
         CaptureStatus st = probe_capture();
         bool named = false;
-        for (const auto& r : st.reasons) named |= r.find("libcupti.so.12") != std::string::npos;
+        for (const auto& r : st.reasons) named |= r.find("libcupti.so.11.8") != std::string::npos;
         require(named, "probe_capture does not say why");
         require(st.level < CaptureLevel::kCuptiActivity, "probe claims CUPTI activity");
+    });
+}
+
+TEST_F(CuptiLoadingTest, AdoptsTheCupti12OfACuda12Framework) {
+    if (access(GPUDIAG_REAL_LIBCUPTI12, R_OK) != 0) {
+        GTEST_SKIP() << GPUDIAG_REAL_LIBCUPTI12 << " absent: run tools/fetch_cupti_libs.sh";
+    }
+    IN_A_FRESH_PROCESS({
+        select_stub_driver();
+        setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI, 1);  // loses to the mapped one
+        load_like_a_framework(GPUDIAG_REAL_LIBCUPTI12);  // as torch cu124 maps its wheel's copy
+        std::string why;
+        const detail::CuptiApi* api = detail::cupti_api(&why);
+        require(api != nullptr, "the CUPTI 12.4 was refused: " + why);
+        require(api->path == GPUDIAG_REAL_LIBCUPTI12 && api->reused, api->path);
+        require(api->version == 22 && api->cupti12_abi, std::to_string(api->version));
+        require(api->description == "CUPTI 12.4 (API version 22)", api->description);
+        // 12.4 has no per-call API enable: gpudiag falls back to the whole runtime kind.
+        require(api->enable_runtime_api == nullptr, "12.4 gained cuptiActivityEnableRuntimeApi?");
+        require(!mapped(GPUDIAG_STUB_CUPTI), "a second CUPTI was mapped");
     });
 }
 

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// A stand-in libcuda for tests: a CUDA 13.0 driver that has not been initialised in this
-// process (cuDeviceGetCount fails, as before cuInit), unless a test says otherwise.
+// A stand-in libcuda for tests: a CUDA 13.0 driver (GPUDIAG_STUB_CUDA_VERSION: another) that has
+// not been initialised in this process (cuDeviceGetCount fails, as before cuInit), unless a test
+// says otherwise.
 #include <cstring>
+
+#ifndef GPUDIAG_STUB_CUDA_VERSION
+#  define GPUDIAG_STUB_CUDA_VERSION 13000
+#endif
 
 namespace {
 int g_initialised = 0;
@@ -10,7 +15,7 @@ int g_initialised = 0;
 extern "C" {
 
 int cuDriverGetVersion(int* version) {
-    *version = 13000;
+    *version = GPUDIAG_STUB_CUDA_VERSION;
     return 0;
 }
 int cuDeviceGetCount(int* count) {

@@ -397,9 +397,17 @@ CUptiResult flush_all(std::uint32_t flag) {
 
 extern "C" {
 
+// Built a second time as a CUPTI 12.4 (GPUDIAG_STUB_CUPTI12): API version 22, the libcupti.so.12
+// symbol version node, and without the functions 12.4 lacks (per-call API enables came with
+// 12.5, EnableAllSyncRecords with 12.8, cuptiSubscribe_v2 with 13.0). Its records are the 13.0
+// structs, so tests give it only records whose size 12.4 shares (API records).
+#ifndef GPUDIAG_STUB_CUPTI12
+#  define GPUDIAG_STUB_CUPTI12 0
+#endif
+
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
     if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-    *version = 130001;
+    *version = GPUDIAG_STUB_CUPTI12 ? 22 : 130001;
     return CUPTI_SUCCESS;
 }
 
@@ -513,6 +521,7 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, siz
     return CUPTI_SUCCESS;
 }
 
+#if !GPUDIAG_STUB_CUPTI12
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
     if (state().global_result != CUPTI_SUCCESS) return state().global_result;
@@ -534,8 +543,10 @@ CUptiResult CUPTIAPI cuptiActivityEnableAllSyncRecords(uint8_t enable) {
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
-                                       void* userdata, CUpti_SubscriberParams* params) {
+#endif  // !GPUDIAG_STUB_CUPTI12
+
+static CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                             void* userdata, CUpti_SubscriberParams* params) {
     if (subscriber == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     if (params != nullptr && params->structSize < CUpti_SubscriberParams_STRUCT_SIZE) {
         return CUPTI_ERROR_INVALID_PARAMETER;
@@ -557,9 +568,16 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti
     return CUPTI_SUCCESS;
 }
 
+#if !GPUDIAG_STUB_CUPTI12
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                       void* userdata, CUpti_SubscriberParams* params) {
+    return subscribe(subscriber, callback, userdata, params);
+}
+#endif
+
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                     void* userdata) {
-    return cuptiSubscribe_v2(subscriber, callback, userdata, nullptr);
+    return subscribe(subscriber, callback, userdata, nullptr);
 }
 
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle handle) {

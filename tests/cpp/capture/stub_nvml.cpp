@@ -1,5 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // A stand-in libnvidia-ml for tests: two GPUs with canned, settable health values.
+// Built a second time with GPUDIAG_STUB_NVML_OLD_NAMES: then it exports only the first name of
+// each call gpudiag uses (nvmlInit, nvmlDeviceGetCount, nvmlDeviceGetMemoryInfo with v1's
+// struct, ...ClocksThrottleReasons, nvmlDeviceGetTemperature, nvmlDeviceGetComputeRunningProcesses
+// with v1's struct) and no nvmlDeviceGetEnforcedPowerLimit, and says it is driver 535: more is
+// hidden than R535 lacks, so that every fallback and one loss are exercised.
+#ifndef GPUDIAG_STUB_NVML_OLD_NAMES
+#  define GPUDIAG_STUB_NVML_OLD_NAMES 0
+#endif
 #include <unistd.h>
 
 #include <cstring>
@@ -49,21 +57,27 @@ int index_of(void* device) { return static_cast<int>(reinterpret_cast<uintptr_t>
 
 extern "C" {
 
-int nvmlInit_v2() {
+#if GPUDIAG_STUB_NVML_OLD_NAMES
+#  define STUB_NEW_NAME(name, old) old
+#else
+#  define STUB_NEW_NAME(name, old) name
+#endif
+
+int STUB_NEW_NAME(nvmlInit_v2, nvmlInit)() {
     ++st().init_calls;
     return 0;
 }
 int nvmlShutdown() { return 0; }
 const char* nvmlErrorString(int) { return "NVML stub error"; }
 int nvmlSystemGetDriverVersion(char* out, unsigned len) {
-    std::strncpy(out, "580.65.06", len);
+    std::strncpy(out, GPUDIAG_STUB_NVML_OLD_NAMES ? "535.104.05" : "580.65.06", len);
     return 0;
 }
-int nvmlDeviceGetCount_v2(unsigned* count) {
+int STUB_NEW_NAME(nvmlDeviceGetCount_v2, nvmlDeviceGetCount)(unsigned* count) {
     *count = 2;
     return 0;
 }
-int nvmlDeviceGetHandleByIndex_v2(unsigned index, void** device) {
+int STUB_NEW_NAME(nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByIndex)(unsigned index, void** device) {
     if (index >= 2) return 2;
     *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index + 1));
     return 0;
@@ -97,6 +111,17 @@ int nvmlDeviceGetUtilizationRates(void* device, unsigned* util) {
     util[1] = st().gpus[index_of(device)].mem_util;
     return 0;
 }
+#if GPUDIAG_STUB_NVML_OLD_NAMES
+int nvmlDeviceGetMemoryInfo(void* device, unsigned long long* mem) {  // nvmlMemory_t
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    unsigned long long reserved = 1ULL << 29;  // v1's used includes the reservation
+    mem[0] = g.total;
+    mem[1] = g.total - g.used - reserved;
+    mem[2] = g.used + reserved;
+    return 0;
+}
+#else
 int nvmlDeviceGetMemoryInfo_v2(void* device, unsigned* mem) {
     if (mem[0] != (40u | (2u << 24))) return 2;  // wrong struct version
     std::lock_guard<std::mutex> lock(st().mutex);
@@ -105,6 +130,7 @@ int nvmlDeviceGetMemoryInfo_v2(void* device, unsigned* mem) {
     std::memcpy(mem + 2, values, sizeof values);  // after version + padding
     return 0;
 }
+#endif
 int nvmlDeviceGetClockInfo(void* device, unsigned type, unsigned* mhz) {
     if (type != 1) return 3;
     std::lock_guard<std::mutex> lock(st().mutex);
@@ -117,11 +143,20 @@ int nvmlDeviceGetMaxClockInfo(void* device, unsigned type, unsigned* mhz) {
     *mhz = st().gpus[index_of(device)].sm_clock_max;
     return 0;
 }
-int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+int STUB_NEW_NAME(nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetCurrentClocksThrottleReasons)(
+    void* device, unsigned long long* reasons) {
     std::lock_guard<std::mutex> lock(st().mutex);
     *reasons = st().gpus[index_of(device)].reasons;
     return 0;
 }
+#if GPUDIAG_STUB_NVML_OLD_NAMES
+int nvmlDeviceGetTemperature(void* device, unsigned sensor, unsigned* celsius) {
+    if (sensor != 0) return 2;
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *celsius = static_cast<unsigned>(st().gpus[index_of(device)].temperature);
+    return 0;
+}
+#else
 int nvmlDeviceGetTemperatureV(void* device, unsigned* temp) {
     if (temp[0] != (12u | (1u << 24)) || temp[1] != 0) return 2;
     std::lock_guard<std::mutex> lock(st().mutex);
@@ -129,16 +164,19 @@ int nvmlDeviceGetTemperatureV(void* device, unsigned* temp) {
     std::memcpy(temp + 2, &t, sizeof t);
     return 0;
 }
+#endif
 int nvmlDeviceGetPowerUsage(void* device, unsigned* mw) {
     std::lock_guard<std::mutex> lock(st().mutex);
     *mw = st().gpus[index_of(device)].power_mw;
     return 0;
 }
+#if !GPUDIAG_STUB_NVML_OLD_NAMES
 int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* mw) {
     std::lock_guard<std::mutex> lock(st().mutex);
     *mw = st().gpus[index_of(device)].limit_mw;
     return 0;
 }
+#endif
 int nvmlDeviceGetTotalEccErrors(void* device, unsigned type, unsigned counter, unsigned long long* n) {
     if (counter != 0) return 2;  // the sampler reads volatile counts
     std::lock_guard<std::mutex> lock(st().mutex);
@@ -146,14 +184,28 @@ int nvmlDeviceGetTotalEccErrors(void* device, unsigned type, unsigned counter, u
     *n = type == 0 ? g.ecc_corrected : g.ecc_uncorrected;
     return 0;
 }
+#if GPUDIAG_STUB_NVML_OLD_NAMES
+struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t
+    unsigned pid;
+    unsigned long long used_gpu_memory;
+};
+int nvmlDeviceGetComputeRunningProcesses(void* device, unsigned* count, ProcessInfoV1* out) {
+#else
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, ProcessInfo* out) {
+#endif
     std::lock_guard<std::mutex> lock(st().mutex);
     const auto& procs = st().gpus[index_of(device)].processes;
     if (*count < procs.size() || out == nullptr) {
         *count = static_cast<unsigned>(procs.size());
         return procs.empty() ? 0 : 7;  // NVML_ERROR_INSUFFICIENT_SIZE
     }
-    for (size_t i = 0; i < procs.size(); ++i) out[i] = procs[i];
+    for (size_t i = 0; i < procs.size(); ++i) {
+#if GPUDIAG_STUB_NVML_OLD_NAMES
+        out[i] = {procs[i].pid, procs[i].used_gpu_memory};
+#else
+        out[i] = procs[i];
+#endif
+    }
     *count = static_cast<unsigned>(procs.size());
     return 0;
 }

@@ -71,6 +71,16 @@ def test_the_pip_cuda_libcupti_directory_is_found_without_importing(tmp_path: Pa
     assert str(lib) in _libraries.register_nvidia_library_dirs()
 
 
+def test_the_cuda12_wheels_libcupti_directory_is_found_too(tmp_path: Path, monkeypatch) -> None:
+    site = tmp_path / "site-packages"
+    lib = site / "nvidia" / "cuda_cupti" / "lib"  # nvidia-cuda-cupti-cu12, as torch cu12x has it
+    lib.mkdir(parents=True)
+    (lib / "libcupti.so.12").write_bytes(b"")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "nvidia", raising=False)
+    assert str(lib) in _libraries.nvidia_library_dirs()
+
+
 def test_no_pip_cuda_no_directories(tmp_path: Path, monkeypatch) -> None:
     (tmp_path / "nvidia" / "cu13" / "lib").mkdir(parents=True)  # no libcupti inside
     monkeypatch.syspath_prepend(str(tmp_path))

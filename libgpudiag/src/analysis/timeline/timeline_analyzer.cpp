@@ -952,7 +952,13 @@ void TimelineAnalyzer::contribute(Report& report) {
     // zeros that were never measured.
     if (!saw_timeline_) return;
     build_section(s, report);
-    if (s.has_gpu_activity) add_timeline_findings(s, report);
+    add_timeline_findings(s, report);
+    if (!s.has_gpu_activity) {
+        report.notes.push_back("No GPU activity in this input (no CUPTI or trace kernels): "
+                               "gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
+                               "comm_bound need it and were not evaluated; input_bound and step "
+                               "times come from host time.");
+    }
 }
 
 namespace {

@@ -177,18 +177,26 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
               pct(share) + " of step time waiting for the next batch";
     double steps = s.steps > 0 ? static_cast<double>(s.steps) : 1.0;
     double per_step = static_cast<double>(s.input_wait_ns) / steps;
-    double idle_input = ratio(static_cast<double>(s.gpu.cause_ns[0]), static_cast<double>(s.gpu.idle_ns));
     f.summary = "The training loop waited " + dur(static_cast<double>(s.input_wait_ns)) + " of " +
                 dur(static_cast<double>(s.host_time_ns)) + " for batches (" +
                 std::to_string(s.input_waits) + " fetches, " + dur(per_step) +
                 (s.steps > 0 ? " per step" : " per trace") + ", longest " +
                 dur(static_cast<double>(s.longest_input_wait_ns)) +
                 "). TensorFlow's input-pipeline analyzer calls 5 % moderately and 20 % highly "
-                "input-bound. " + pct(idle_input) + " of the GPU's idle time falls inside these waits.";
+                "input-bound.";
     f.figures = {{"share", share, "fraction", "share of step time waiting for input"},
                  {"input_wait_per_step_ns", per_step, "ns", "waiting per step"},
-                 {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"},
-                 {"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"}};
+                 {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"}};
+    // The waits are host time: measured without GPU activity. What they cost the GPU is not.
+    if (s.has_gpu_activity) {
+        double idle_input =
+            ratio(static_cast<double>(s.gpu.cause_ns[0]), static_cast<double>(s.gpu.idle_ns));
+        f.summary += " " + pct(idle_input) + " of the GPU's idle time falls inside these waits.";
+        f.figures.push_back({"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"});
+    } else {
+        f.evidence.push_back("GPU activity was not observed (no CUPTI records): how much GPU idle "
+                             "time these waits cause is not known");
+    }
     f.evidence.push_back(std::to_string(s.input_waits) + " DataLoader fetches took " +
                          dur(static_cast<double>(s.input_wait_ns)) + " in total, the longest " +
                          dur(static_cast<double>(s.longest_input_wait_ns)));
@@ -437,8 +445,8 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
 }  // namespace
 
 void add_timeline_findings(const TimelineSummary& s, Report& report) {
-    if (s.gpu.span_ns() == 0) return;
-    add_input_bound(s, report);
+    add_input_bound(s, report);  // host time: needs no GPU activity
+    if (!s.has_gpu_activity || s.gpu.span_ns() == 0) return;
     add_host_sync_stall(s, report);
     add_pageable_memcpy(s, report);
     add_launch_bound(s, report);

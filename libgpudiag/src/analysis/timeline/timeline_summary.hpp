@@ -62,7 +62,8 @@ struct TimelineSummary {
 };
 
 /// Adds the timeline findings (input_bound, host_sync_stall, pageable_memcpy, launch_bound,
-/// comm_bound, gpu_idle) that `s` supports. Thresholds and their reasons are in the .cpp.
+/// comm_bound, gpu_idle) that `s` supports: input_bound from host time alone, the others only
+/// with GPU activity. Thresholds and their reasons are in the .cpp.
 void add_timeline_findings(const TimelineSummary& s, Report& report);
 
 }  // namespace gpudiag::detail

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// A libcupti.so.12 for tests: it reports a CUPTI 12 API version (CUPTI 12 numbers its API with
-// small integers; 13 reports 13xxyy) and counts every other call, so a test can tell that
-// gpudiag refused it after asking only its version.
+// A libcupti.so.11.8 for tests: it reports API version 18, the number CUPTI 11.8 shares with the
+// CUPTI 12.0 and 12.1 libraries, without their libcupti.so.12 symbol version, and counts every
+// other call, so a test can tell that gpudiag refused it after asking only its version.
 #include <cupti.h>
 
 #include <atomic>
@@ -13,7 +13,7 @@ std::atomic<int> g_other_calls{0};
 extern "C" {
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
-    *version = 24;
+    *version = 18;
     return CUPTI_SUCCESS;
 }
 
@@ -28,6 +28,6 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) {
     return CUPTI_SUCCESS;
 }
 
-int gpudiag_stub_cupti12_other_calls() { return g_other_calls.load(); }
+int gpudiag_stub_cupti11_other_calls() { return g_other_calls.load(); }
 
 }  // extern "C"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Fetches the real CUPTI libraries the *Cupti12* / *Cupti13* tests parse records with: each
+# nvidia-cuda-cupti-cu12 wheel named in tools/cupti12_wheels.txt and each nvidia-cuda-cupti (CUDA
+# 13) wheel in tools/cupti13_wheels.txt is downloaded with pip (its cache keeps it for the next
+# run) and only its libcupti.so.12 / .13 is unpacked, to <dest>/<version>/. Nothing is installed
+# or linked. Versions already unpacked are skipped.
+#
+#   tools/fetch_cupti_libs.sh [dest]     default dest: build/cupti-libs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${1:-build/cupti-libs}
+PY=${GPUDIAG_PYTHON:-python3}
+mkdir -p "$DEST"
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+fetch() {  # fetch <list> <package> <library>
+  local version out wheel
+  for version in $(grep -v '^#' "$1" | awk 'NF {print $1}'); do
+    out="$DEST/$version/$3"
+    [ -s "$out" ] && continue
+    "$PY" -m pip download -q --no-deps --only-binary=:all: -d "$WORK/$version" "$2==$version"
+    wheel=$(ls "$WORK/$version"/*.whl)
+    mkdir -p "$DEST/$version"
+    # zipfile, not unzip: python3 is there wherever pip is.
+    "$PY" - "$wheel" "$out" "$3" <<'PYEOF'
+import shutil, sys, zipfile
+wheel, out, library = sys.argv[1:]
+with zipfile.ZipFile(wheel) as z:
+    name = next(n for n in z.namelist() if n.endswith("/lib/" + library))
+    with z.open(name) as src, open(out + ".part", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+shutil.move(out + ".part", out)
+PYEOF
+    echo "$3 of $2 $version -> $out"
+  done
+}
+fetch tools/cupti12_wheels.txt nvidia-cuda-cupti-cu12 libcupti.so.12
+fetch tools/cupti13_wheels.txt nvidia-cuda-cupti libcupti.so.13
