@@ -100,6 +100,7 @@ protected:
         ASSERT_TRUE(kStubsSelected);
         GTEST_FLAG_SET(death_test_style, "threadsafe");
     }
+    // GTEST_SKIP only leaves this function: callers return when IsSkipped().
     void need_cupti12() {
         if (access(cupti12("12.4.127").c_str(), R_OK) != 0) {
             GTEST_SKIP() << GPUDIAG_TEST_CUPTI12_DIR << " lacks the CUPTI 12 libraries: run "
@@ -201,6 +202,7 @@ TEST_F(CaptureStackTest, AMatchingStackHasNoIssue) {
 
 TEST_F(CaptureStackTest, ACupti128OnDriver535CannotAttach) {
     need_cupti12();
+    if (IsSkipped()) return;
     IN_A_FRESH_PROCESS({
         map_like_a_framework(cupti12("12.8.90"));  // as torch cu128 does
         CaptureStatus st = probe_capture();
@@ -215,6 +217,7 @@ TEST_F(CaptureStackTest, ACupti128OnDriver535CannotAttach) {
 
 TEST_F(CaptureStackTest, TwoCuptisInOneProcessAreAFinding) {
     need_cupti12();
+    if (IsSkipped()) return;
     IN_A_FRESH_PROCESS({
         map_like_a_framework(cupti12("12.4.127"));
         map_like_a_framework(cupti12("12.1.105"));
