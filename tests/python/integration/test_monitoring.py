@@ -4,7 +4,7 @@ checked against what gpudiag's exporter really serves.
 
 - `promtool check rules` accepts the rules as shipped;
 - a real Prometheus server (Debian's package, on loopback) scrapes two exporters: one serving the
-  diagnosis of the bundled recording (input-bound, leaking 8 MiB per step) and one serving a real
+  diagnosis of the bundled recording (input-bound, a sync per step, leaking 8 MiB per step) and one serving a real
   Kineto trace with nothing wrong. The planted problems fire their alerts; the healthy trace fires
   none;
 - every metric the rules and the dashboard query is in the exporter's output for real inputs.
@@ -147,8 +147,10 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
          f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=log_file)
     base = f"http://127.0.0.1:{port}"
-    expected = {("GpudiagInputBound", "critical"), ("GpudiagMemoryLeak", "warning"),
-                ("GpudiagMemoryLeakFullWithinAnHour", "critical")}
+    # What the analyzer finds in the recording: input-bound, a per-step sync that keeps the host
+    # from loading the next batch while the GPU computes, a leak that fills the card in 35 min.
+    expected = {("GpudiagInputBound", "critical"), ("GpudiagHostSyncStall", "critical"),
+                ("GpudiagMemoryLeak", "warning"), ("GpudiagMemoryLeakFullWithinAnHour", "critical")}
     try:
         firing: set[tuple[str, str, str]] = set()
         deadline = time.monotonic() + 90

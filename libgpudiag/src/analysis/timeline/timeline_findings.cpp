@@ -31,6 +31,10 @@ constexpr double kWorthFixing = 0.01;
 // This many host syncs per step is what users notice (set_sync_debug_mode warns on each); say
 // what they cost even when it is nothing.
 constexpr double kManySyncsPerStep = 10;
+// A predicted saving alone raises a finding only from 100 µs (per step, or over a window without
+// steps): below that it is within a launch's latency, and in a trace of a few events a share of
+// a tiny replay says nothing.
+constexpr double kMinSavingToRaiseNs = 100e3;
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
@@ -226,7 +230,8 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     double share = ratio(sync_idle, span);
     // Raised when syncs idle the GPU, when replaying without them saves time, or when there are
     // so many per step that the user will wonder (then to say what they cost).
-    const double saving_share = ratio(std::max(0.0, saving_of(s, WhatIf::kNoSync)), replay_base(s));
+    const double saving = saving_of(s, WhatIf::kNoSync);
+    const double saving_share = saving >= kMinSavingToRaiseNs ? ratio(saving, replay_base(s)) : 0.0;
     const double per_step = s.steps > 0 ? static_cast<double>(s.sync_calls) / static_cast<double>(s.steps) : 0;
     const bool many = per_step >= kManySyncsPerStep && saving_of(s, WhatIf::kNoSync) >= 0;
     if (share < kCauseNotable && saving_share < kCauseNotable && !many) return;
