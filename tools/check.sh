@@ -45,8 +45,10 @@ if [ $QUICK -eq 0 ]; then
                   tests/consumer/add_subdirectory examples/cpp/inference_service; do
     [ -d "$consumer" ] || continue
     name=$(basename "$consumer")
+    # Unoptimised: the consumers prove packaging, and add_subdirectory compiles all of gpudiag.
     cmake -S "$consumer" -B "build/consumer-$name" -G Ninja \
-      -DCMAKE_PREFIX_PATH="$ROOT/build/dev/install" >/dev/null
+      -DCMAKE_PREFIX_PATH="$ROOT/build/dev/install" -DCMAKE_BUILD_TYPE=Debug \
+      -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 >/dev/null
     cmake --build "build/consumer-$name" -j "$JOBS"
     if [ -f "build/consumer-$name/CTestTestfile.cmake" ]; then
       (cd "build/consumer-$name" && ctest --output-on-failure)
@@ -61,8 +63,8 @@ if [ $QUICK -eq 0 ]; then
   cmake --build --preset asan -j "$JOBS"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --preset asan -j "$JOBS"
-  step "fuzz smoke: every target ${GPUDIAG_FUZZ_SECONDS:-10} s (libFuzzer, ASan+UBSan)"
-  tools/fuzz_campaign.sh --smoke --build build/asan --seconds "${GPUDIAG_FUZZ_SECONDS:-10}"
+  step "fuzz smoke: every target ${GPUDIAG_FUZZ_SECONDS:-5} s (libFuzzer, ASan+UBSan)"
+  tools/fuzz_campaign.sh --smoke --build build/asan --seconds "${GPUDIAG_FUZZ_SECONDS:-5}"
 
   step "TSan run of the concurrency tests"
   cmake --preset tsan >/dev/null

@@ -41,7 +41,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::uint64_t kAddressSpaceLimit = std::uint64_t{1} << 30;
 constexpr long kPeakRssLimitKiB = 512L << 10;
 constexpr int kWallLimitSeconds = 120;
 
@@ -101,7 +100,8 @@ Outcome analyze_in_child(const std::string& path) {
     if (child == 0) {
         ::close(fds[0]);
         ::alarm(kWallLimitSeconds);
-#ifndef GPUDIAG_TEST_SANITIZED
+#ifndef GPUDIAG_TEST_SANITIZED  // sanitizers reserve terabytes of address space
+        constexpr rlim_t kAddressSpaceLimit = rlim_t{1} << 30;
         const rlimit as{kAddressSpaceLimit, kAddressSpaceLimit};
         ::setrlimit(RLIMIT_AS, &as);
 #endif
