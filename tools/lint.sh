@@ -74,5 +74,16 @@ else
   echo "lint: clang-format-14 not installed: formatting not checked" >&2
 fi
 
+# Python formatting: ruff format (the pinned ruff of the lint extra, else one on PATH).
+RUFF=.venv/bin/ruff
+[ -x "$RUFF" ] || RUFF=$(command -v ruff || true)
+if [ -n "$RUFF" ]; then
+  report "Python not formatted by ruff format (ruff format <file>)" \
+    "$("$RUFF" format --diff python tests/python tests/scenarios examples/python tools bench 2>/dev/null |
+       sed -n 's/^--- //p')"
+else
+  echo "lint: ruff not installed yet: Python formatting not checked here (tools/check.sh checks it)" >&2
+fi
+
 if [ $status -eq 0 ]; then echo "lint: clean"; fi
 exit $status
