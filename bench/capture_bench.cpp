@@ -10,7 +10,7 @@
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#  include <cupti.h>
+#    include <cupti.h>
 #endif
 
 #include <atomic>

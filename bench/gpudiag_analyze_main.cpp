@@ -24,16 +24,20 @@ int main(int argc, char** argv) {
             format = argv[++i];
         } else if (a == "--window" && i + 1 < argc) {
             std::string w = argv[++i];
-            if (w == "hta") options.window = gpudiag::AnalysisWindow::kHta;
-            else if (w == "all") options.window = gpudiag::AnalysisWindow::kAll;
-            else options.window = gpudiag::AnalysisWindow::kSteps;
+            if (w == "hta")
+                options.window = gpudiag::AnalysisWindow::kHta;
+            else if (w == "all")
+                options.window = gpudiag::AnalysisWindow::kAll;
+            else
+                options.window = gpudiag::AnalysisWindow::kSteps;
         } else if (a == "--chrome-trace" && i + 1 < argc) {
             chrome_trace = argv[++i];
         } else if (a == "--rank" && i + 1 < argc) {
             options.rank = std::atoi(argv[++i]);
         } else if (a == "-h" || a == "--help") {
-            std::puts("usage: gpudiag_analyze [--format text|json] [--window steps|hta|all] "
-                      "[--rank N] [--chrome-trace OUT.json] FILE...");
+            std::puts(
+                "usage: gpudiag_analyze [--format text|json] [--window steps|hta|all] "
+                "[--rank N] [--chrome-trace OUT.json] FILE...");
             return 0;
         } else {
             files.push_back(a);
@@ -51,7 +55,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gpudiag: %s\n", report.status().to_string().c_str());
         return 2;
     }
-    std::string out = format == "json" ? gpudiag::render_json(*report) : gpudiag::render_text(*report);
+    std::string out =
+        format == "json" ? gpudiag::render_json(*report) : gpudiag::render_text(*report);
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }

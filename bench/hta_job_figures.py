@@ -23,7 +23,9 @@ def main() -> int:
     print("ranks", analysis.t.get_ranks())
     print(analysis.get_comm_comp_overlap(visualize=False).to_string())
     print("profiler steps", analysis.get_profiler_steps())
-    print("potential stragglers", analysis.get_potential_stragglers(num_candidates=2, visualize=False))
+    print(
+        "potential stragglers", analysis.get_potential_stragglers(num_candidates=2, visualize=False)
+    )
     print(analysis.get_temporal_breakdown(visualize=False).to_string())
     return 0
 

@@ -28,7 +28,8 @@ void BM_Inflate(benchmark::State& state) {
         bool truncated = false;
         auto buffer = gpudiag::detail::load_trace_file(kTrace, &truncated, nullptr);
         benchmark::DoNotOptimize(buffer.is_ok());
-        state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(buffer->size()));
+        state.SetBytesProcessed(state.bytes_processed() +
+                                static_cast<std::int64_t>(buffer->size()));
     }
 }
 
@@ -41,7 +42,8 @@ void BM_ParseToEvents(benchmark::State& state) {
         gpudiag::detail::KinetoParseResult parsed;
         auto st = gpudiag::detail::parse_kineto_trace(*buffer, "bench", strings, parsed);
         benchmark::DoNotOptimize(st.is_ok());
-        state.SetBytesProcessed(state.bytes_processed() + static_cast<std::int64_t>(buffer->size()));
+        state.SetBytesProcessed(state.bytes_processed() +
+                                static_cast<std::int64_t>(buffer->size()));
         state.counters["events"] = static_cast<double>(parsed.events.size());
     }
 }
@@ -58,7 +60,8 @@ void BM_AnalyzeEvents(benchmark::State& state) {
     for (auto _ : state) {
         auto report = gpudiag::analyze_events(parsed.events, parsed.info, strings, options);
         benchmark::DoNotOptimize(report.is_ok());
-        state.SetItemsProcessed(state.items_processed() + static_cast<std::int64_t>(parsed.events.size()));
+        state.SetItemsProcessed(state.items_processed() +
+                                static_cast<std::int64_t>(parsed.events.size()));
     }
 }
 

@@ -7,9 +7,9 @@
 // pool), bigger ones get a segment of their own rounded up to 2 MiB; block sizes are rounded to
 // 512 B and segments sit at 2 MiB-aligned addresses with gaps between them, as the driver hands
 // them out. Twice the live-set size of block slots is laid out (128 GiB of them on average, so a
-// live set fills a 64 GiB device: a million live blocks are small ones); half are live. The timed churn
-// frees a live block chosen uniformly at random and allocates a free slot chosen the same way:
-// no temporal locality at all, the worst case for the ledger's caches. Real programs reuse
+// live set fills a 64 GiB device: a million live blocks are small ones); half are live. The timed
+// churn frees a live block chosen uniformly at random and allocates a free slot chosen the same
+// way: no temporal locality at all, the worst case for the ledger's caches. Real programs reuse
 // recently freed blocks (LIFO free lists), so they run at least this fast.
 //
 // The "live" counter is the ledger's own count of live blocks after the run: it must equal the
@@ -89,7 +89,8 @@ public:
                 s.address = large_cursor;
                 large_cursor += s.size;
             } else {
-                s.address = new_segment((s.size + kSmallSegment - 1) / kSmallSegment * kSmallSegment);
+                s.address =
+                    new_segment((s.size + kSmallSegment - 1) / kSmallSegment * kSmallSegment);
             }
         }
         // A random half is live at the start.
@@ -140,7 +141,8 @@ private:
         // Log-uniform sizes from 512 B to max_size_ (small tensors are the most numerous, as in
         // any framework's live set), rounded up to 512 B like the allocator does.
         Slot s;
-        double x = 512.0 * std::pow(max_size_ / 512.0, std::uniform_real_distribution<double>(0, 1)(rng_));
+        double x =
+            512.0 * std::pow(max_size_ / 512.0, std::uniform_real_distribution<double>(0, 1)(rng_));
         auto requested = static_cast<std::uint64_t>(x);
         s.size = (requested + 511) / 512 * 512;
         s.requested = requested;
@@ -151,8 +153,9 @@ private:
     // take half of that), capped at 256 MiB: a million live blocks on a real GPU are small ones,
     // a thousand can be anything up to a large weight or activation.
     static double max_size_for(std::size_t slots) {
-        double target_mean = std::min(static_cast<double>(kDeviceBytes) / static_cast<double>(slots),
-                                      64.0 * static_cast<double>(kMiB));
+        double target_mean =
+            std::min(static_cast<double>(kDeviceBytes) / static_cast<double>(slots),
+                     64.0 * static_cast<double>(kMiB));
         double lo = 1024, hi = 256.0 * static_cast<double>(kMiB);
         auto mean = [](double u) { return (u - 512.0) / std::log(u / 512.0); };
         if (mean(hi) <= target_mean) return hi;
@@ -224,11 +227,15 @@ void run_churn(benchmark::State& state) {
 }
 
 // One apply(const Event&) call per event.
-void BM_LedgerChurnPerEvent(benchmark::State& state) { run_churn<false>(state); }
+void BM_LedgerChurnPerEvent(benchmark::State& state) {
+    run_churn<false>(state);
+}
 BENCHMARK(BM_LedgerChurnPerEvent)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 20);
 
 // apply(span) on batches of 4096: how EventSink::consume delivers them.
-void BM_LedgerChurnBatched(benchmark::State& state) { run_churn<true>(state); }
+void BM_LedgerChurnBatched(benchmark::State& state) {
+    run_churn<true>(state);
+}
 BENCHMARK(BM_LedgerChurnBatched)->Arg(1 << 10)->Arg(1 << 16)->Arg(1 << 20)->Arg(1 << 22);
 
 // Bytes per live allocation: heap growth while N blocks become live in one ledger (segments
@@ -242,24 +249,32 @@ void BM_LedgerBytesPerLiveAllocation(benchmark::State& state) {
         CachingAllocatorWorkload w(n);
         auto* ledger = new MemoryLedger();
         MemoryLedger& l = *ledger;
-        struct mallinfo2 empty{};
+        struct mallinfo2 empty {};
         std::size_t base_bytes = 0;
-        w.setup_segments_then([&] {
-            empty = mallinfo2();
-            base_bytes = l.memory_bytes();
-        }, l);
+        w.setup_segments_then(
+            [&] {
+                empty = mallinfo2();
+                base_bytes = l.memory_bytes();
+            },
+            l);
         struct mallinfo2 after = mallinfo2();
-        heap_per_live = static_cast<double>((after.uordblks + after.hblkhd) -
-                                            (empty.uordblks + empty.hblkhd)) /
-                        static_cast<double>(n);
-        table_per_live = static_cast<double>(l.memory_bytes() - base_bytes) / static_cast<double>(n);
+        heap_per_live =
+            static_cast<double>((after.uordblks + after.hblkhd) - (empty.uordblks + empty.hblkhd)) /
+            static_cast<double>(n);
+        table_per_live =
+            static_cast<double>(l.memory_bytes() - base_bytes) / static_cast<double>(n);
         delete ledger;
         state.ResumeTiming();
     }
     state.counters["heap_bytes_per_live"] = heap_per_live;
     state.counters["ledger_bytes_per_live"] = table_per_live;
 }
-BENCHMARK(BM_LedgerBytesPerLiveAllocation)->Arg(100000)->Arg(1000000)->Arg(3000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LedgerBytesPerLiveAllocation)
+    ->Arg(100000)
+    ->Arg(1000000)
+    ->Arg(3000000)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -18,8 +18,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-DEFAULT_SOURCE = (Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" /
-                  "kineto_traces" / "hta_df_index_resolver.json.gz")
+DEFAULT_SOURCE = (
+    Path(__file__).resolve().parent.parent.parent
+    / "shared"
+    / "corpus"
+    / "kineto_traces"
+    / "hta_df_index_resolver.json.gz"
+)
 
 TS = re.compile(rb'"ts": (-?\d+)')
 IDS = re.compile(rb'"(correlation|External id|id)": (\d+)')
@@ -69,15 +74,18 @@ def main() -> int:
 
     head, body, tail = split_events(read_text(args.source))
     dt, did, dstep = shifts(body)
-    label = (b'\n  "gpudiag_synthetic": "SYNTHETIC benchmark input: the events of %s replicated '
-             b'%d times, each copy shifted by %d us and its ids by %d",' %
-             (args.source.name.encode(), args.copies, dt, did))
+    label = (
+        b'\n  "gpudiag_synthetic": "SYNTHETIC benchmark input: the events of %s replicated '
+        b'%d times, each copy shifted by %d us and its ids by %d",'
+        % (args.source.name.encode(), args.copies, dt, did)
+    )
     brace = head.index(b"{")
     head = head[: brace + 1] + label + head[brace + 1 :]
     sink = None
     if args.gzip:
-        sink = subprocess.Popen(["gzip", "-6", "-c"], stdin=subprocess.PIPE,
-                                stdout=args.out.open("wb"))
+        sink = subprocess.Popen(
+            ["gzip", "-6", "-c"], stdin=subprocess.PIPE, stdout=args.out.open("wb")
+        )
         out = sink.stdin
     else:
         out = args.out.open("wb")

@@ -6,10 +6,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace gpudiag {
@@ -40,8 +40,7 @@ std::vector<Event> make_batch(StringTable& strings) {
     return batch;
 }
 
-Status write_file(const std::string& path, const StringTable& strings,
-                  std::vector<Event>& batch) {
+Status write_file(const std::string& path, const StringTable& strings, std::vector<Event>& batch) {
     RecordingWriter writer;
     GPUDIAG_RETURN_IF_ERROR(writer.open(path));
     SourceInfo info;
@@ -77,7 +76,8 @@ void BM_WriteRecording(benchmark::State& state) {
             break;
         }
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kEvents * sizeof(Event)));
+    state.SetBytesProcessed(
+        static_cast<std::int64_t>(state.iterations() * kEvents * sizeof(Event)));
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kEvents));
     std::filesystem::remove(path);
 }
@@ -100,10 +100,10 @@ void BM_ReadRecordingWarm(benchmark::State& state) {
         }
         benchmark::DoNotOptimize(sink.sum_);
     }
-    state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * kEvents * sizeof(Event)));
+    state.SetBytesProcessed(
+        static_cast<std::int64_t>(state.iterations() * kEvents * sizeof(Event)));
     state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * kEvents));
-    state.counters["file_MB"] =
-        static_cast<double>(std::filesystem::file_size(path)) / 1e6;
+    state.counters["file_MB"] = static_cast<double>(std::filesystem::file_size(path)) / 1e6;
     std::filesystem::remove(path);
 }
 BENCHMARK(BM_ReadRecordingWarm)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);

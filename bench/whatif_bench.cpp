@@ -37,7 +37,8 @@ const Trace& replicated_trace() {
     static const Trace trace = [] {
         Trace t;
         std::vector<HistoryOp> one_copy;
-        for (const char* file : {"decomfl_memory.pickle", "silmont2000_cs336a2_mem_snapshot.pickle"}) {
+        for (const char* file :
+             {"decomfl_memory.pickle", "silmont2000_cs336a2_mem_snapshot.pickle"}) {
             const std::string path = std::string(GPUDIAG_CORPUS_DIR) + "/memory_snapshots/" + file;
             if (!std::filesystem::exists(path)) continue;
             auto source = open_snapshot_source(path, AnalysisOptions{});
@@ -94,9 +95,11 @@ void BM_Replay(benchmark::State& state, const char* conf) {
 }
 
 BENCHMARK_CAPTURE(BM_Replay, recorded_settings, "")->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Replay, expandable_segments, "expandable_segments:True")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, expandable_segments, "expandable_segments:True")
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Replay, max_split_128, "max_split_size_mb:128")->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_Replay, roundup_4, "roundup_power2_divisions:4")->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Replay, roundup_4, "roundup_power2_divisions:4")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -75,9 +75,8 @@ void bind_analyze(py::module_& m) {
         "analyze_files",
         [](const std::vector<std::string>& paths, const AnalysisOptions& options,
            py::object progress) {
-            return with_progress(options, std::move(progress), [&](const AnalysisOptions& o) {
-                return analyze_files(paths, o);
-            });
+            return with_progress(options, std::move(progress),
+                                 [&](const AnalysisOptions& o) { return analyze_files(paths, o); });
         },
         py::arg("paths"), py::arg("options") = AnalysisOptions{}, py::arg("progress") = py::none(),
         "Analyses recordings, Kineto traces or torch snapshots of one job; progress is called "
@@ -104,7 +103,9 @@ void bind_analyze(py::module_& m) {
     m.def(
         "analyze_input",
         [](const std::string& path, const std::string& member, const AnalysisOptions& options) {
-            return unwrap(without_gil([&] { return analyze_input(JobInput{path, member}, options); }));
+            return unwrap(without_gil([&] {
+                return analyze_input(JobInput{path, member}, options);
+            }));
         },
         py::arg("path"), py::arg("member") = "", py::arg("options") = AnalysisOptions{},
         "Analyses one input of a job on its own: a file, or a member of the archive at path.");

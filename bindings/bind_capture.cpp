@@ -58,9 +58,10 @@ void bind_capture(py::module_& m) {
         .def_readwrite("stack_issues", &CaptureStatus::stack_issues);
 
     m.def("capture_level_name", &capture_level_name);
-    m.def("add_library_search_dir", [](const std::string& directory) {
-        add_library_search_dir(directory);
-    }, "Adds a directory where live capture looks for libcupti.so.13/.12 before the system's.");
+    m.def(
+        "add_library_search_dir",
+        [](const std::string& directory) { add_library_search_dir(directory); },
+        "Adds a directory where live capture looks for libcupti.so.13/.12 before the system's.");
     m.def("set_framework_info", &set_framework_info,
           "Tells live capture which framework runs here (the stack verdict's input).");
     m.def("probe_capture", &probe_capture, py::call_guard<py::gil_scoped_release>(),

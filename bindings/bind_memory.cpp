@@ -79,7 +79,8 @@ void bind_memory(py::module_& m) {
     m.def(
         "explain_oom_in_snapshot",
         [](const std::string& path, std::uint64_t request_bytes, int device) {
-            return unwrap(without_gil([&] { return explain_oom_in_snapshot(path, request_bytes, device); }));
+            return unwrap(
+                without_gil([&] { return explain_oom_in_snapshot(path, request_bytes, device); }));
         },
         py::arg("path"), py::arg("request_bytes"), py::arg("device") = 0,
         "Why a request of request_bytes would fail given a torch memory snapshot's state.");

@@ -112,8 +112,8 @@ void bind_session(py::module_& m) {
                     (*callable)(bytes);
                 };
                 // Released: the worker may hold a session lock while it waits for the GIL.
-                return unwrap(without_gil(
-                    [&] { return s.watch_memory(level_bytes, std::move(fn)); }));
+                return unwrap(
+                    without_gil([&] { return s.watch_memory(level_bytes, std::move(fn)); }));
             },
             py::arg("level_bytes"), py::arg("callback"))
         .def(
@@ -124,11 +124,13 @@ void bind_session(py::module_& m) {
             py::arg("id"))
         .def(
             "record_watch_action",
-            [](Session& s, WatchId id, const std::string& action, bool ok, std::uint64_t bytes_freed,
-               const std::string& detail) {
-                check(without_gil([&] { return s.record_watch_action(id, action, ok, bytes_freed, detail); }));
+            [](Session& s, WatchId id, const std::string& action, bool ok,
+               std::uint64_t bytes_freed, const std::string& detail) {
+                check(without_gil(
+                    [&] { return s.record_watch_action(id, action, ok, bytes_freed, detail); }));
             },
-            py::arg("id"), py::arg("action"), py::arg("ok"), py::arg("bytes_freed"), py::arg("detail"))
+            py::arg("id"), py::arg("action"), py::arg("ok"), py::arg("bytes_freed"),
+            py::arg("detail"))
         .def("report", [](Session& s) { return unwrap(without_gil([&] { return s.report(); })); })
         .def("status", [](const Session& s) { return without_gil([&] { return s.status(); }); })
         .def(

@@ -48,13 +48,16 @@ void bind_whatif(py::module_& m) {
         .def(py::init<>())
         .def_readonly("checked", &WhatIfReproduction::checked)
         .def_readonly("exact", &WhatIfReproduction::exact)
-        .def_readonly("recorded_peak_reserved_bytes", &WhatIfReproduction::recorded_peak_reserved_bytes)
-        .def_readonly("modelled_peak_reserved_bytes", &WhatIfReproduction::modelled_peak_reserved_bytes)
+        .def_readonly("recorded_peak_reserved_bytes",
+                      &WhatIfReproduction::recorded_peak_reserved_bytes)
+        .def_readonly("modelled_peak_reserved_bytes",
+                      &WhatIfReproduction::modelled_peak_reserved_bytes)
         .def_readonly("recorded_segment_actions", &WhatIfReproduction::recorded_segment_actions)
         .def_readonly("modelled_segment_actions", &WhatIfReproduction::modelled_segment_actions)
         .def_readonly("matching_segment_actions", &WhatIfReproduction::matching_segment_actions)
         .def_readonly("allocations", &WhatIfReproduction::allocations)
-        .def_readonly("allocations_at_recorded_address", &WhatIfReproduction::allocations_at_recorded_address)
+        .def_readonly("allocations_at_recorded_address",
+                      &WhatIfReproduction::allocations_at_recorded_address)
         .def_readonly("recorded_final_segments", &WhatIfReproduction::recorded_final_segments)
         .def_readonly("modelled_final_segments", &WhatIfReproduction::modelled_final_segments)
         .def_readonly("final_segments_match", &WhatIfReproduction::final_segments_match)
@@ -77,8 +80,10 @@ void bind_whatif(py::module_& m) {
         .def_readonly("outcomes", &WhatIfResult::outcomes)
         .def_readonly("advice", &WhatIfResult::advice)
         .def_readonly("notes", &WhatIfResult::notes)
-        .def("text", [](const WhatIfResult& r) { return whatif_text(r); }, "Plain-text rendering.")
-        .def("to_json", [](const WhatIfResult& r) { return whatif_json(r); }, "JSON rendering.");
+        .def(
+            "text", [](const WhatIfResult& r) { return whatif_text(r); }, "Plain-text rendering.")
+        .def(
+            "to_json", [](const WhatIfResult& r) { return whatif_json(r); }, "JSON rendering.");
 
     m.def(
         "whatif_file",

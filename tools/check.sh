@@ -92,6 +92,7 @@ if [ -f pyproject.toml ]; then
   .venv/bin/python -m pip install -q ".[test,frameworks,lint]"
   step "ruff + mypy (the pinned versions of the lint extra)"
   .venv/bin/ruff check python tests/python tests/scenarios examples/python
+  .venv/bin/ruff format --check python tests/python tests/scenarios examples/python tools bench
   .venv/bin/mypy
   set +e
   .venv/bin/python -m pytest -q tests/python tests/scenarios

@@ -10,7 +10,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libde
   libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv"
 if [ "${1:-}" = "--test" ]; then
   # clang: the ASan+UBSan build and the libFuzzer targets (libFuzzer ships with clang).
-  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang tcl prometheus"
+  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang clang-format-14 tcl prometheus"
 fi
 command -v dpkg-query >/dev/null || { echo "not a Debian-like system: install the equivalents of: $PACKAGES"; exit 0; }
 missing=""

@@ -63,5 +63,27 @@ report "includes must go down the layers support < core < recording < importers|
 report "enum names drift between names.cpp, the headers, the bindings, _core.pyi and the docs (tools/gen_names.py --write regenerates the stub and docs/names.md)" \
   "$(python3 tools/gen_names.py --check 2>&1 >/dev/null)"
 
+# Formatting: .clang-format, with the pinned clang-format 14 (other versions format differently,
+# so without it the check is skipped, and says so). Fix with: clang-format-14 -i <files>.
+if command -v clang-format-14 >/dev/null; then
+  report "C/C++ not formatted by .clang-format (clang-format-14 -i <file>)" \
+    "$(git ls-files '*.cpp' '*.hpp' '*.h' '*.c' '*.cc' | grep -v '^tests/fuzz/corpus/' |
+       xargs clang-format-14 --dry-run 2>&1 | grep -oE '^[^:]+:[0-9]+:[0-9]+: (warning|error)' |
+       cut -d: -f1 | sort -u)"
+else
+  echo "lint: clang-format-14 not installed: formatting not checked" >&2
+fi
+
+# Python formatting: ruff format (the pinned ruff of the lint extra, else one on PATH).
+RUFF=.venv/bin/ruff
+[ -x "$RUFF" ] || RUFF=$(command -v ruff || true)
+if [ -n "$RUFF" ]; then
+  report "Python not formatted by ruff format (ruff format <file>)" \
+    "$("$RUFF" format --diff python tests/python tests/scenarios examples/python tools bench 2>/dev/null |
+       sed -n 's/^--- //p')"
+else
+  echo "lint: ruff not installed yet: Python formatting not checked here (tools/check.sh checks it)" >&2
+fi
+
 if [ $status -eq 0 ]; then echo "lint: clean"; fi
 exit $status

@@ -22,66 +22,169 @@ SEL = 'Hostname=~"$Hostname", gpu=~"$gpu"'
 
 # (title, unit, kind, [(legend, query)], width)
 PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
-    ("Findings", "none", "table",
-     [("", f"gpudiag_finding{{{SEL}}} == 1")], 16),
-    ("Findings by severity", "none", "stat",
-     [("{{severity}}", 'sum by (severity) (gpudiag_findings{Hostname=~"$Hostname"})')], 8),
-    ("GPU idle time, by cause (share of the window)", "percentunit", "timeseries",
-     [("input wait {{gpu}}", f"gpudiag_timeline_idle_input_ratio{{{SEL}}}"),
-      ("host sync {{gpu}}", f"gpudiag_timeline_idle_sync_ratio{{{SEL}}}"),
-      ("kernel launch {{gpu}}", f"gpudiag_timeline_idle_launch_ratio{{{SEL}}}"),
-      ("copies {{gpu}}", f"gpudiag_timeline_idle_copy_ratio{{{SEL}}}"),
-      ("host CPU work {{gpu}}", f"gpudiag_timeline_idle_cpu_ratio{{{SEL}}}"),
-      ("idle in all {{gpu}}", f"gpudiag_timeline_idle_ratio{{{SEL}}}")], 12),
-    ("Step time", "s", "timeseries",
-     [("mean {{gpu}}", f"gpudiag_timeline_step_time_seconds{{{SEL}}}"),
-      ("longest {{gpu}}", f"gpudiag_timeline_step_time_max_seconds{{{SEL}}}"),
-      ("input wait per step {{gpu}}", f"gpudiag_timeline_input_wait_per_step_seconds{{{SEL}}}")],
-     12),
-    ("Device memory", "bytes", "timeseries",
-     [("allocated {{gpu}}", f"gpudiag_memory_allocated_rounded_bytes{{{SEL}}}"),
-      ("reserved {{gpu}}", f"gpudiag_memory_reserved_bytes{{{SEL}}}"),
-      ("peak in use {{gpu}}", f"gpudiag_memory_peak_used_bytes{{{SEL}}}"),
-      ("capacity {{gpu}}", f"gpudiag_memory_capacity_bytes{{{SEL}}}")], 12),
-    ("Memory leak: growth per step, time until full", "bytes", "timeseries",
-     [("leak per step {{gpu}}", f"gpudiag_memory_leak_rate_bytes_per_step{{{SEL}}}"),
-      ("growth since onset {{gpu}}", f"gpudiag_memory_leak_growth_bytes{{{SEL}}}")], 12),
-    ("Time until the device is full (leak rate x step time)", "s", "stat",
-     [("{{gpu}}", (f"gpudiag_finding_memory_leak_steps_until_full{{{SEL}}}"
-                   f" * gpudiag_timeline_step_time_seconds{{{SEL}}}"))], 8),
-    ("Cache: fragmentation and what empty_cache() returns", "bytes", "timeseries",
-     [("free in partly used segments {{gpu}}", f"gpudiag_memory_inactive_split_bytes{{{SEL}}}"),
-      ("releasable {{gpu}}", f"gpudiag_memory_releasable_bytes{{{SEL}}}"),
-      ("largest free block {{gpu}}", f"gpudiag_memory_largest_free_block_bytes{{{SEL}}}")], 8),
-    ("External fragmentation", "percentunit", "timeseries",
-     [("{{gpu}}", f"gpudiag_memory_external_fragmentation_ratio{{{SEL}}}")], 8),
-    ("Throttled share of busy samples", "percentunit", "timeseries",
-     [("thermal {{gpu}}", f"gpudiag_health_thermal_throttle_ratio{{{SEL}}}"),
-      ("power {{gpu}}", f"gpudiag_health_power_throttle_ratio{{{SEL}}}")], 8),
-    ("Temperature, utilization", "none", "timeseries",
-     [("max temperature (C) {{gpu}}", f"gpudiag_health_max_temperature_celsius{{{SEL}}}"),
-      ("mean utilization (0-1) {{gpu}}", f"gpudiag_health_mean_gpu_utilization_ratio{{{SEL}}}")],
-     8),
-    ("Memory held by other processes", "bytes", "timeseries",
-     [("{{gpu}}", f"gpudiag_health_max_foreign_memory_bytes{{{SEL}}}")], 8),
-    ("Capture: events lost (per second)", "short", "timeseries",
-     [("lost {{Hostname}}", 'rate(gpudiag_capture_dropped_events_total{Hostname=~"$Hostname"}[5m])'),
-      ("captured {{Hostname}}", 'rate(gpudiag_capture_events_total{Hostname=~"$Hostname"}[5m])')],
-     8),
+    ("Findings", "none", "table", [("", f"gpudiag_finding{{{SEL}}} == 1")], 16),
+    (
+        "Findings by severity",
+        "none",
+        "stat",
+        [("{{severity}}", 'sum by (severity) (gpudiag_findings{Hostname=~"$Hostname"})')],
+        8,
+    ),
+    (
+        "GPU idle time, by cause (share of the window)",
+        "percentunit",
+        "timeseries",
+        [
+            ("input wait {{gpu}}", f"gpudiag_timeline_idle_input_ratio{{{SEL}}}"),
+            ("host sync {{gpu}}", f"gpudiag_timeline_idle_sync_ratio{{{SEL}}}"),
+            ("kernel launch {{gpu}}", f"gpudiag_timeline_idle_launch_ratio{{{SEL}}}"),
+            ("copies {{gpu}}", f"gpudiag_timeline_idle_copy_ratio{{{SEL}}}"),
+            ("host CPU work {{gpu}}", f"gpudiag_timeline_idle_cpu_ratio{{{SEL}}}"),
+            ("idle in all {{gpu}}", f"gpudiag_timeline_idle_ratio{{{SEL}}}"),
+        ],
+        12,
+    ),
+    (
+        "Step time",
+        "s",
+        "timeseries",
+        [
+            ("mean {{gpu}}", f"gpudiag_timeline_step_time_seconds{{{SEL}}}"),
+            ("longest {{gpu}}", f"gpudiag_timeline_step_time_max_seconds{{{SEL}}}"),
+            (
+                "input wait per step {{gpu}}",
+                f"gpudiag_timeline_input_wait_per_step_seconds{{{SEL}}}",
+            ),
+        ],
+        12,
+    ),
+    (
+        "Device memory",
+        "bytes",
+        "timeseries",
+        [
+            ("allocated {{gpu}}", f"gpudiag_memory_allocated_rounded_bytes{{{SEL}}}"),
+            ("reserved {{gpu}}", f"gpudiag_memory_reserved_bytes{{{SEL}}}"),
+            ("peak in use {{gpu}}", f"gpudiag_memory_peak_used_bytes{{{SEL}}}"),
+            ("capacity {{gpu}}", f"gpudiag_memory_capacity_bytes{{{SEL}}}"),
+        ],
+        12,
+    ),
+    (
+        "Memory leak: growth per step, time until full",
+        "bytes",
+        "timeseries",
+        [
+            ("leak per step {{gpu}}", f"gpudiag_memory_leak_rate_bytes_per_step{{{SEL}}}"),
+            ("growth since onset {{gpu}}", f"gpudiag_memory_leak_growth_bytes{{{SEL}}}"),
+        ],
+        12,
+    ),
+    (
+        "Time until the device is full (leak rate x step time)",
+        "s",
+        "stat",
+        [
+            (
+                "{{gpu}}",
+                (
+                    f"gpudiag_finding_memory_leak_steps_until_full{{{SEL}}}"
+                    f" * gpudiag_timeline_step_time_seconds{{{SEL}}}"
+                ),
+            )
+        ],
+        8,
+    ),
+    (
+        "Cache: fragmentation and what empty_cache() returns",
+        "bytes",
+        "timeseries",
+        [
+            (
+                "free in partly used segments {{gpu}}",
+                f"gpudiag_memory_inactive_split_bytes{{{SEL}}}",
+            ),
+            ("releasable {{gpu}}", f"gpudiag_memory_releasable_bytes{{{SEL}}}"),
+            ("largest free block {{gpu}}", f"gpudiag_memory_largest_free_block_bytes{{{SEL}}}"),
+        ],
+        8,
+    ),
+    (
+        "External fragmentation",
+        "percentunit",
+        "timeseries",
+        [("{{gpu}}", f"gpudiag_memory_external_fragmentation_ratio{{{SEL}}}")],
+        8,
+    ),
+    (
+        "Throttled share of busy samples",
+        "percentunit",
+        "timeseries",
+        [
+            ("thermal {{gpu}}", f"gpudiag_health_thermal_throttle_ratio{{{SEL}}}"),
+            ("power {{gpu}}", f"gpudiag_health_power_throttle_ratio{{{SEL}}}"),
+        ],
+        8,
+    ),
+    (
+        "Temperature, utilization",
+        "none",
+        "timeseries",
+        [
+            ("max temperature (C) {{gpu}}", f"gpudiag_health_max_temperature_celsius{{{SEL}}}"),
+            (
+                "mean utilization (0-1) {{gpu}}",
+                f"gpudiag_health_mean_gpu_utilization_ratio{{{SEL}}}",
+            ),
+        ],
+        8,
+    ),
+    (
+        "Memory held by other processes",
+        "bytes",
+        "timeseries",
+        [("{{gpu}}", f"gpudiag_health_max_foreign_memory_bytes{{{SEL}}}")],
+        8,
+    ),
+    (
+        "Capture: events lost (per second)",
+        "short",
+        "timeseries",
+        [
+            (
+                "lost {{Hostname}}",
+                'rate(gpudiag_capture_dropped_events_total{Hostname=~"$Hostname"}[5m])',
+            ),
+            (
+                "captured {{Hostname}}",
+                'rate(gpudiag_capture_events_total{Hostname=~"$Hostname"}[5m])',
+            ),
+        ],
+        8,
+    ),
 ]
 
 
-def panel(i: int, x: int, y: int, spec: tuple[str, str, str, list[tuple[str, str]], int]
-          ) -> dict[str, object]:
+def panel(
+    i: int, x: int, y: int, spec: tuple[str, str, str, list[tuple[str, str]], int]
+) -> dict[str, object]:
     title, unit, kind, queries, width = spec
     p: dict[str, object] = {
-        "id": i + 1, "type": kind, "title": title,
+        "id": i + 1,
+        "type": kind,
+        "title": title,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "gridPos": {"x": x, "y": y, "w": width, "h": 8},
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "targets": [{"refId": chr(ord("A") + k), "expr": expr, "legendFormat": legend,
-                     "instant": kind == "table"}
-                    for k, (legend, expr) in enumerate(queries)],
+        "targets": [
+            {
+                "refId": chr(ord("A") + k),
+                "expr": expr,
+                "legendFormat": legend,
+                "instant": kind == "table",
+            }
+            for k, (legend, expr) in enumerate(queries)
+        ],
     }
     if kind == "table":
         p["transformations"] = [{"id": "labelsToFields", "options": {}}]
@@ -97,33 +200,53 @@ def dashboard() -> dict[str, object]:
         x += spec[4]
 
     def variable(name: str, query: str) -> dict[str, object]:
-        return {"name": name, "type": "query", "datasource": {"type": "prometheus",
-                                                               "uid": "${datasource}"},
-                "query": {"query": query, "refId": name}, "definition": query,
-                "includeAll": True, "multi": True, "allValue": ".*", "refresh": 2,
-                "current": {"text": "All", "value": "$__all"}}
+        return {
+            "name": name,
+            "type": "query",
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "query": {"query": query, "refId": name},
+            "definition": query,
+            "includeAll": True,
+            "multi": True,
+            "allValue": ".*",
+            "refresh": 2,
+            "current": {"text": "All", "value": "$__all"},
+        }
 
     return {
         "title": "gpudiag: why the GPU idles, why memory runs out, card health",
         "uid": "gpudiag",
         "description": "Diagnoses from gpudiag's Prometheus exporter; joins dcgm-exporter's "
-                       "panels on the labels gpu, UUID, pci_bus_id, modelName and Hostname.",
-        "tags": ["gpudiag", "gpu"], "timezone": "", "schemaVersion": 39, "version": 1,
-        "editable": True, "refresh": "30s", "time": {"from": "now-6h", "to": "now"},
-        "templating": {"list": [
-            {"name": "datasource", "type": "datasource", "query": "prometheus",
-             "current": {}, "hide": 0},
-            variable("Hostname", "label_values(gpudiag_findings, Hostname)"),
-            variable("gpu", 'label_values(gpudiag_finding{Hostname=~"$Hostname"}, gpu)'),
-        ]},
+        "panels on the labels gpu, UUID, pci_bus_id, modelName and Hostname.",
+        "tags": ["gpudiag", "gpu"],
+        "timezone": "",
+        "schemaVersion": 39,
+        "version": 1,
+        "editable": True,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "current": {},
+                    "hide": 0,
+                },
+                variable("Hostname", "label_values(gpudiag_findings, Hostname)"),
+                variable("gpu", 'label_values(gpudiag_finding{Hostname=~"$Hostname"}, gpu)'),
+            ]
+        },
         "panels": panels,
         "annotations": {"list": []},
     }
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     text = json.dumps(dashboard(), indent=2) + "\n"

@@ -38,11 +38,14 @@ CASES: dict[str, list[str]] = {
     "kineto_pr1318": ["kineto_traces/kineto_pr1318_before_fix_trace.json"],
     "kineto_event_sync": ["kineto_traces/hta_cuda_event_sync_multi_stream_trace.json.gz"],
     "kineto_resnet50_nw0": [
-        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"],
+        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+    ],
     "nsight_con_kernel": ["nsight_sqlite/extrap_con_kernel.sqlite"],
     "snapshot_silmont2000": ["memory_snapshots/silmont2000_cs336a2_mem_snapshot.pickle"],
-    "job_two_ranks": ["kineto_traces/hta_sampled_rank-0.json.gz",
-                      "kineto_traces/hta_sampled_rank-1.json.gz"],
+    "job_two_ranks": [
+        "kineto_traces/hta_sampled_rank-0.json.gz",
+        "kineto_traces/hta_sampled_rank-1.json.gz",
+    ],
     "demo_recording": ["<demo>"],
 }
 # Cases whose input is partial by design: their reports say what is missing and the CLI exits 3
@@ -84,22 +87,25 @@ def normalise(text: str) -> str:
     from gpudiag import __version__
 
     text = text.replace(str(CORPUS), "<corpus>").replace(str(DEMO), "<demo>")
-    return text.replace(f'"{__version__}"', '"<version>"').replace(f"gpudiag {__version__}",
-                                                                     "gpudiag <version>")
+    return text.replace(f'"{__version__}"', '"<version>"').replace(
+        f"gpudiag {__version__}", "gpudiag <version>"
+    )
 
 
 def render(case: str, suffix: str, make: Output, inputs: list[str]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / f"out.{suffix}"
         argv = [sys.executable, "-m", "gpudiag", *make(inputs, out)]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False,
-                              env={**os.environ, "COLUMNS": "100"})
+        done = subprocess.run(
+            argv, capture_output=True, text=True, check=False, env={**os.environ, "COLUMNS": "100"}
+        )
         # 0 (3 for a partial input's report), or 1 under --fail-on (not used): any other code is
         # a broken renderer
         expected = 3 if case in PARTIAL and suffix != "prom" else 0
         if done.returncode != expected:
-            raise RuntimeError(f"{case}.{suffix}: {' '.join(argv[3:])} exited "
-                               f"{done.returncode}:\n{done.stderr}")
+            raise RuntimeError(
+                f"{case}.{suffix}: {' '.join(argv[3:])} exited {done.returncode}:\n{done.stderr}"
+            )
         text = out.read_text(encoding="utf-8") if suffix in WRITES_FILE else done.stdout
     if suffix.endswith("json"):  # stable key order and layout, whatever the writer's
         text = json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
@@ -108,7 +114,9 @@ def render(case: str, suffix: str, make: Output, inputs: list[str]) -> str:
 
 def outputs() -> list[tuple[str, str, Output]]:
     pairs = [(case, suffix, make) for case in CASES for suffix, make in OUTPUTS.items()]
-    pairs += [(case, suffix, make) for case, extra in EXTRA.items() for suffix, make in extra.items()]
+    pairs += [
+        (case, suffix, make) for case, extra in EXTRA.items() for suffix, make in extra.items()
+    ]
     return pairs
 
 
@@ -129,16 +137,23 @@ def main() -> int:
             continue
         changed += 1
         if args.check:
-            sys.stdout.writelines(difflib.unified_diff(
-                old.splitlines(keepends=True), text.splitlines(keepends=True),
-                f"a/{path.relative_to(ROOT)}", f"b/{path.relative_to(ROOT)}"))
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    old.splitlines(keepends=True),
+                    text.splitlines(keepends=True),
+                    f"a/{path.relative_to(ROOT)}",
+                    f"b/{path.relative_to(ROOT)}",
+                )
+            )
         else:
             GOLDEN.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path.relative_to(ROOT)}")
     if args.check and changed:
-        print(f"{changed} golden output(s) differ: review, then run tools/update_golden.py",
-              file=sys.stderr)
+        print(
+            f"{changed} golden output(s) differ: review, then run tools/update_golden.py",
+            file=sys.stderr,
+        )
     return 1 if args.check and changed else 0
 
 

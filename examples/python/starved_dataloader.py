@@ -27,9 +27,13 @@ def main() -> None:
             return torch.randn(3, 64, 64), i % 10
 
     model = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 10),
+        torch.nn.Conv2d(3, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.Conv2d(64, 64, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+        torch.nn.Linear(64, 10),
     ).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowImages(), batch_size=16, num_workers=0, pin_memory=False)

@@ -52,7 +52,8 @@ def analysis_window(name: str) -> Any:
     members = _core.AnalysisWindow.__members__
     if name not in members:
         raise InvalidArgumentError(
-            f"window must be one of {', '.join(repr(n) for n in members)}, not {name!r}")
+            f"window must be one of {', '.join(repr(n) for n in members)}, not {name!r}"
+        )
     return members[name]
 
 

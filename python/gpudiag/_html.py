@@ -53,21 +53,34 @@ def memory_chart(report: dict[str, Any]) -> str:
     if section is None:
         return ""
     series: list[tuple[str, Sequence[tuple[float, float]]]] = [
-        (str(s.get("title") or s.get("id")), s["points"]) for s in section.get("series", [])
-        if s.get("unit") == "bytes" and s.get("x_unit", "s") == "s" and s.get("points")]
+        (str(s.get("title") or s.get("id")), s["points"])
+        for s in section.get("series", [])
+        if s.get("unit") == "bytes" and s.get("x_unit", "s") == "s" and s.get("points")
+    ]
     if not series:
         return ""
-    watermarks = [(str(f.get("label") or key), float(f["value"]))
-                  for key, f in section.get("figures", {}).items()
-                  if f.get("kind") == "peak" and f.get("unit") == "bytes"
-                  and f.get("value") is not None]
-    return _svg.line_chart(series, title="Device memory over time", y_fmt=_formatter("bytes"),
-                           x_fmt=_formatter("s"), hlines=watermarks[:4], byte_axis=True)
+    watermarks = [
+        (str(f.get("label") or key), float(f["value"]))
+        for key, f in section.get("figures", {}).items()
+        if f.get("kind") == "peak" and f.get("unit") == "bytes" and f.get("value") is not None
+    ]
+    return _svg.line_chart(
+        series,
+        title="Device memory over time",
+        y_fmt=_formatter("bytes"),
+        x_fmt=_formatter("s"),
+        hlines=watermarks[:4],
+        byte_axis=True,
+    )
 
 
 def _partition_tables(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [t for s in _sections(report) for t in s.get("tables", [])
-            if t.get("kind") == "partition" and t.get("rows")]
+    return [
+        t
+        for s in _sections(report)
+        for t in s.get("tables", [])
+        if t.get("kind") == "partition" and t.get("rows")
+    ]
 
 
 def partition_chart(table: dict[str, Any]) -> str:
@@ -80,17 +93,29 @@ def partition_chart(table: dict[str, Any]) -> str:
     if len(columns) < 2 or not rows:
         return ""
     label_unit = units[0]
-    labels = [format_figure(r[0], label_unit) if isinstance(r[0], (int, float)) else str(r[0])
-              for r in rows]
-    components = [(_short_label(columns[i]), [float(r[i]) if isinstance(r[i], (int, float)) else 0.0
-                                              for r in rows]) for i in range(1, len(columns))]
-    return _svg.stacked_bars(labels, components, title=str(table.get("title", "")),
-                             y_fmt=_formatter(units[1]), x_label=columns[0])
+    labels = [
+        format_figure(r[0], label_unit) if isinstance(r[0], (int, float)) else str(r[0])
+        for r in rows
+    ]
+    components = [
+        (
+            _short_label(columns[i]),
+            [float(r[i]) if isinstance(r[i], (int, float)) else 0.0 for r in rows],
+        )
+        for i in range(1, len(columns))
+    ]
+    return _svg.stacked_bars(
+        labels,
+        components,
+        title=str(table.get("title", "")),
+        y_fmt=_formatter(units[1]),
+        x_label=columns[0],
+    )
 
 
 def _short_label(name: str, width: int = 24) -> str:
     """The end of a long legend entry (a site's file:line and function), so four fit a row."""
-    return name if len(name) <= width else "\u2026" + name[-(width - 1):]
+    return name if len(name) <= width else "\u2026" + name[-(width - 1) :]
 
 
 def step_chart(report: dict[str, Any]) -> str:
@@ -102,8 +127,10 @@ def step_chart(report: dict[str, Any]) -> str:
 
 def partition_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
     """Every partition table of the report as (its title, its chart), charts that draw."""
-    charts = [(str(t.get("title") or t.get("id", "")), partition_chart(t))
-              for t in _partition_tables(report)]
+    charts = [
+        (str(t.get("title") or t.get("id", "")), partition_chart(t))
+        for t in _partition_tables(report)
+    ]
     return [(title, chart) for title, chart in charts if chart]
 
 
@@ -116,8 +143,9 @@ def _figures_table(figures: dict[str, Any]) -> str:
     if not figures:
         return ""
     rows = "".join(
-        f"<tr><td>{escape(str(f.get('label') or key))}</td>"
-        f"<td>{escape(_figure_text(f))}</td></tr>" for key, f in figures.items())
+        f"<tr><td>{escape(str(f.get('label') or key))}</td><td>{escape(_figure_text(f))}</td></tr>"
+        for key, f in figures.items()
+    )
     return f"<table>{rows}</table>"
 
 
@@ -135,16 +163,22 @@ def _saving(predicted: dict[str, Any]) -> str:
     step = predicted.get("step_time_ns")
     if step is not None:
         before = float(step["value"]) + float(saving["value"])
-        text += (f": {format_figure(before, step['unit'])} -> "
-                 f"{format_figure(float(step['value']), step['unit'])}")
+        text += (
+            f": {format_figure(before, step['unit'])} -> "
+            f"{format_figure(float(step['value']), step['unit'])}"
+        )
     return f'<div class="saving"><b>{escape(text)}</b></div>'
 
 
 def _finding(f: dict[str, Any]) -> str:
     severity = str(f.get("severity", "info"))
-    parts = [f'<div class="finding {escape(severity)}">',
-             (f'<div><span class="sev">{escape(severity)}</span>'
-              f"<b>{escape(str(f.get('title', '')))}</b></div>")]
+    parts = [
+        f'<div class="finding {escape(severity)}">',
+        (
+            f'<div><span class="sev">{escape(severity)}</span>'
+            f"<b>{escape(str(f.get('title', '')))}</b></div>"
+        ),
+    ]
     if f.get("rank", -1) >= 0:
         parts.append(f'<div class="note">rank {int(f["rank"])}</div>')
     if f.get("summary"):
@@ -158,9 +192,11 @@ def _finding(f: dict[str, Any]) -> str:
             f"<tr><td>{escape(str(s.get('location', '')))}</td>"
             f"<td>{escape(format_figure(float(s.get('value', 0.0)), unit))}</td>"
             f"<td>{escape(format_figure(float(s.get('share', 0.0)), 'fraction'))}</td></tr>"
-            for s in sites)
-        parts.append(f"<table><tr><th>site</th><th>{escape(unit)}</th><th>share</th></tr>"
-                     f"{rows}</table>")
+            for s in sites
+        )
+        parts.append(
+            f"<table><tr><th>site</th><th>{escape(unit)}</th><th>share</th></tr>{rows}</table>"
+        )
     for heading, key in (("Evidence", "evidence"), ("What to do", "advice")):
         items = f.get(key, [])
         if items:
@@ -185,15 +221,24 @@ def _section_details(s: dict[str, Any]) -> str:
         head = "".join(f"<th>{escape(str(c))}</th>" for c in t.get("columns", []))
         units = [str(u) for u in t.get("units", [])]
         rows = "".join(
-            "<tr>" + "".join(f"<td>{escape(_cell_text(c, units[i] if i < len(units) else ''))}</td>"
-                             for i, c in enumerate(row))
-            + "</tr>" for row in t.get("rows", [])[:20])
+            "<tr>"
+            + "".join(
+                f"<td>{escape(_cell_text(c, units[i] if i < len(units) else ''))}</td>"
+                for i, c in enumerate(row)
+            )
+            + "</tr>"
+            for row in t.get("rows", [])[:20]
+        )
         more = len(t.get("rows", [])) - 20
         tail = f'<div class="note">{more} more rows in the JSON report</div>' if more > 0 else ""
-        body.append(f"<div>{escape(str(t.get('title', t.get('id', ''))))}</div>"
-                    f"<table><tr>{head}</tr>{rows}</table>{tail}")
-    return (f"<details><summary>{escape(str(s.get('title') or s.get('id', '')))}</summary>"
-            f"{''.join(body)}</details>")
+        body.append(
+            f"<div>{escape(str(t.get('title', t.get('id', ''))))}</div>"
+            f"<table><tr>{head}</tr>{rows}</table>{tail}"
+        )
+    return (
+        f"<details><summary>{escape(str(s.get('title') or s.get('id', '')))}</summary>"
+        f"{''.join(body)}</details>"
+    )
 
 
 def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
@@ -209,14 +254,19 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     complete = bool(coverage.get("complete", True))
     if not complete:
         missing = "".join(f"<li>{escape(str(m))}</li>" for m in coverage.get("missing", []))
-        out.append('<div class="partial"><strong>Partial input:</strong> only part of the input '
-                   f"could be read ({escape(str(coverage.get('events', 0)))} events); everything "
-                   f"below covers that part alone.<ul>{missing}</ul></div>")
+        out.append(
+            '<div class="partial"><strong>Partial input:</strong> only part of the input '
+            f"could be read ({escape(str(coverage.get('events', 0)))} events); everything "
+            f"below covers that part alone.<ul>{missing}</ul></div>"
+        )
     for note in report.get("notes", []):
         out.append(f'<div class="note">{escape(str(note))}</div>')
     if not findings and not report.get("ranks"):
-        out.append("<p>No problems found.</p>" if complete
-                   else "<p>No problems found in the part that could be read.</p>")
+        out.append(
+            "<p>No problems found.</p>"
+            if complete
+            else "<p>No problems found in the part that could be read.</p>"
+        )
     out.extend(_finding(f) for f in findings)
     for rank in report.get("ranks", []):
         rank_findings = rank.get("findings", [])
@@ -227,8 +277,9 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     charts = [("Memory", memory_chart(report)), *partition_charts(report)]
     for caption, chart in charts:
         if chart:
-            out.append(f'<figure class="plot"><figcaption>{escape(caption)}</figcaption>{chart}'
-                       "</figure>")
+            out.append(
+                f'<figure class="plot"><figcaption>{escape(caption)}</figcaption>{chart}</figure>'
+            )
     sections = _sections(report)
     if sections:
         out.append("<h3>Figures</h3>")
@@ -237,5 +288,7 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     body = "".join(out)
     if not full_page:
         return body
-    return ('<!DOCTYPE html><html><head><meta charset="utf-8"><title>gpudiag report</title>'
-            f"</head><body>{body}</body></html>")
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>gpudiag report</title>'
+        f"</head><body>{body}</body></html>"
+    )

@@ -84,12 +84,15 @@ def analyze_job(
     if executor is None:
         # spawn: the caller may run threads (a Dask client, a notebook), which fork would copy
         # mid-operation.
-        executor = ProcessPoolExecutor(max_workers=min(jobs or os.cpu_count() or 1, len(inputs)),
-                                       mp_context=multiprocessing.get_context("spawn"))
+        executor = ProcessPoolExecutor(
+            max_workers=min(jobs or os.cpu_count() or 1, len(inputs)),
+            mp_context=multiprocessing.get_context("spawn"),
+        )
     try:
         for_job = len(inputs) > 1
-        futures = [executor.submit(analyze_input_json, i.path, i.member, window, for_job)
-                   for i in inputs]
+        futures = [
+            executor.submit(analyze_input_json, i.path, i.member, window, for_job) for i in inputs
+        ]
         documents = [f.result() for f in futures]
     finally:
         if owned:

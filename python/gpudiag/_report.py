@@ -117,8 +117,10 @@ class Report:
         elif isinstance(data, _core.Report):
             native = data
         else:
-            raise TypeError("a report is a dict (the JSON document) or a gpudiag._core.Report, "
-                            f"not {type(data).__name__}")
+            raise TypeError(
+                "a report is a dict (the JSON document) or a gpudiag._core.Report, "
+                f"not {type(data).__name__}"
+            )
         self._native = native
         self._data: dict[str, Any] = json.loads(_core.render_json(native, compact=True))
 

@@ -51,7 +51,8 @@ def _create_native(options: Any) -> Any:
     if not native_sessions_available():
         raise UnavailableError(
             "live sessions are not built into this gpudiag._core (the Session implementation "
-            "was missing when it was compiled); offline analysis (gpudiag.analyze) still works")
+            "was missing when it was compiled); offline analysis (gpudiag.analyze) still works"
+        )
     return _core.Session.create(options)
 
 
@@ -153,7 +154,8 @@ class Session:
                 raise FailedPreconditionError("this session is already running")
             if _current is not None:
                 raise FailedPreconditionError(
-                    "another gpudiag session is running in this process; stop it first")
+                    "another gpudiag session is running in this process; stop it first"
+                )
             register_nvidia_library_dirs()  # before CUPTI loads: the file torch will map
             _stack.publish()  # the framework side of the stack verdict
             native = self._backend_factory(self._options())
@@ -196,8 +198,12 @@ class Session:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         integration = self._integration
         if exc is not None and integration is not None:
             integration.explain_exception(exc)
@@ -308,10 +314,15 @@ class Session:
         return bool(self._native.record(event))
 
     # ---- memory -------------------------------------------------------------------------------
-    def watch_memory(self, level: SizeLike | None = None,
-                     callback: Callable[[int], None] | None = None, *,
-                     action: ActionLike = None, path: str | Path | None = None,
-                     **renamed: Any) -> int:
+    def watch_memory(
+        self,
+        level: SizeLike | None = None,
+        callback: Callable[[int], None] | None = None,
+        *,
+        action: ActionLike = None,
+        path: str | Path | None = None,
+        **renamed: Any,
+    ) -> int:
         """Acts each time the memory in use on a device rises to ``level`` ("2 GiB" or bytes) or
         above; re-armed when it falls below 95 % of it. In use means the framework's reserved
         bytes plus memory held outside it, or NVML's figure for this process when larger.
@@ -340,8 +351,10 @@ class Session:
             watch["crossings"] += 1
             from gpudiag import torch_integration
 
-            results = [torch_integration.run_watch_action(self, name, folder, watch["crossings"])
-                       for name in actions]
+            results = [
+                torch_integration.run_watch_action(self, name, folder, watch["crossings"])
+                for name in actions
+            ]
             failure = ""
             if callback is not None:
                 try:
@@ -352,8 +365,9 @@ class Session:
             details = [d for _, _, d in results if d] + ([failure] if failure else [])
             ok = all(r[0] for r in results) and not failure
             with contextlib.suppress(Exception):
-                self._native.record_watch_action(watch["id"], "+".join(names), ok,
-                                                 sum(r[1] for r in results), "; ".join(details))
+                self._native.record_watch_action(
+                    watch["id"], "+".join(names), ok, sum(r[1] for r in results), "; ".join(details)
+                )
 
         watch["id"] = int(self._native.watch_memory(parse_size(level), on_crossing))
         return watch["id"]
@@ -468,8 +482,14 @@ def phase(name: str) -> Iterator[None]:
             torch_integration.nvtx_pop()
 
 
-def watch_memory(level: SizeLike | None = None, callback: Callable[[int], None] | None = None, *,
-                 action: ActionLike = None, path: str | Path | None = None, **renamed: Any) -> int:
+def watch_memory(
+    level: SizeLike | None = None,
+    callback: Callable[[int], None] | None = None,
+    *,
+    action: ActionLike = None,
+    path: str | Path | None = None,
+    **renamed: Any,
+) -> int:
     """Watch a memory level on the current session and act on it (see
     :meth:`Session.watch_memory`)."""
     level = _renamed_level(level, renamed)
@@ -483,8 +503,11 @@ def _renamed_level(level: SizeLike | None, renamed: dict[str, Any]) -> SizeLike:
     """``level``, or the value passed by its old name ``limit`` (with a DeprecationWarning): one
     word for a watch's level across C++ (level_bytes), C and Python."""
     if "limit" in renamed:
-        warnings.warn("watch_memory(limit=...) is deprecated: the argument is now called level",
-                      DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            "watch_memory(limit=...) is deprecated: the argument is now called level",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         if level is not None:
             raise InvalidArgumentError("watch_memory: give level, not both level and limit")
         level = renamed.pop("limit")
@@ -500,7 +523,8 @@ def _watch_actions(action: ActionLike) -> list[str]:
     for name in names:
         if name not in WATCH_ACTIONS:
             raise InvalidArgumentError(
-                f"unknown watch action {name!r}: use one of {', '.join(WATCH_ACTIONS)}")
+                f"unknown watch action {name!r}: use one of {', '.join(WATCH_ACTIONS)}"
+            )
     return names
 
 

@@ -20,14 +20,16 @@ WATERMARK_COLOUR = "#d62728"
 STEP_MARK_COLOUR = "#9e9e9e"
 STACK_COLOURS = ("#2ca02c", "#e377c2", "#bcbd22", "#7f7f7f", "#9467bd", "#17becf", "#8c564b")
 
-MAX_POINTS = 600   # per series: beyond this, min/max per bucket keeps spikes visible
+MAX_POINTS = 600  # per series: beyond this, min/max per bucket keeps spikes visible
 MAX_STEP_MARKS = 150
 MAX_BARS = 120
 
 Formatter = Callable[[float], str]
 
 
-def decimate(points: Sequence[tuple[float, float]], limit: int = MAX_POINTS) -> list[tuple[float, float]]:
+def decimate(
+    points: Sequence[tuple[float, float]], limit: int = MAX_POINTS
+) -> list[tuple[float, float]]:
     """At most ``limit`` points: each bucket keeps its minimum and maximum, in time order."""
     pts = [(float(x), float(y)) for x, y in points if _finite(x) and _finite(y)]
     if len(pts) <= limit:
@@ -76,9 +78,17 @@ def nice_byte_ticks(hi: float, count: int = 5) -> list[float]:
 class _Frame:
     """Maps data coordinates to the plot area of a chart."""
 
-    def __init__(self, width: int, height: int, x_range: tuple[float, float],
-                 y_range: tuple[float, float], left: int = 70, right: int = 16, top: int = 24,
-                 bottom: int = 36) -> None:
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        x_range: tuple[float, float],
+        y_range: tuple[float, float],
+        left: int = 70,
+        right: int = 16,
+        top: int = 24,
+        bottom: int = 36,
+    ) -> None:
         self.width, self.height = width, height
         self.left, self.right, self.top, self.bottom = left, right, top, bottom
         self.x0, self.x1 = x_range
@@ -99,41 +109,61 @@ class _Frame:
 
 def _open_svg(width: int, height: int, label: str) -> list[str]:
     return [
-        (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-         f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
-         'font-family="sans-serif" font-size="11">'),
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(label)}" '
+            'font-family="sans-serif" font-size="11">'
+        ),
         f"<title>{escape(label)}</title>",
         f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
     ]
 
 
-def _axes(parts: list[str], f: _Frame, x_ticks: list[float], y_ticks: list[float],
-          x_fmt: Formatter, y_fmt: Formatter, x_label: str) -> None:
+def _axes(
+    parts: list[str],
+    f: _Frame,
+    x_ticks: list[float],
+    y_ticks: list[float],
+    x_fmt: Formatter,
+    y_fmt: Formatter,
+    x_label: str,
+) -> None:
     for t in y_ticks:
         y = f.y(t)
-        parts.append(f'<line x1="{f.left}" y1="{y:.1f}" x2="{f.width - f.right}" y2="{y:.1f}" '
-                     'stroke="#eeeeee"/>')
-        parts.append(f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#555555">'
-                     f"{escape(y_fmt(t))}</text>")
+        parts.append(
+            f'<line x1="{f.left}" y1="{y:.1f}" x2="{f.width - f.right}" y2="{y:.1f}" '
+            'stroke="#eeeeee"/>'
+        )
+        parts.append(
+            f'<text x="{f.left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#555555">'
+            f"{escape(y_fmt(t))}</text>"
+        )
     base = f.height - f.bottom
     for t in x_ticks:
         x = f.x(t)
-        parts.append(f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle" fill="#555555">'
-                     f"{escape(x_fmt(t))}</text>")
-    parts.append(f'<line x1="{f.left}" y1="{base}" x2="{f.width - f.right}" y2="{base}" '
-                 'stroke="#333333"/>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{base + 14}" text-anchor="middle" fill="#555555">'
+            f"{escape(x_fmt(t))}</text>"
+        )
+    parts.append(
+        f'<line x1="{f.left}" y1="{base}" x2="{f.width - f.right}" y2="{base}" stroke="#333333"/>'
+    )
     parts.append(f'<line x1="{f.left}" y1="{f.top}" x2="{f.left}" y2="{base}" stroke="#333333"/>')
     if x_label:
-        parts.append(f'<text x="{(f.left + f.width - f.right) / 2:.1f}" y="{f.height - 4}" '
-                     f'text-anchor="middle" fill="#333333">{escape(x_label)}</text>')
+        parts.append(
+            f'<text x="{(f.left + f.width - f.right) / 2:.1f}" y="{f.height - 4}" '
+            f'text-anchor="middle" fill="#333333">{escape(x_label)}</text>'
+        )
 
 
 def _legend(parts: list[str], entries: list[tuple[str, str, bool]], x: float, y: float) -> None:
     """Entries of (label, colour, dashed) in one row from (x, y)."""
     for label, colour, dashed in entries:
         dash = ' stroke-dasharray="5,3"' if dashed else ""
-        parts.append(f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 18:.1f}" y2="{y - 4:.1f}" '
-                     f'stroke="{colour}" stroke-width="3"{dash}/>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{y - 4:.1f}" x2="{x + 18:.1f}" y2="{y - 4:.1f}" '
+            f'stroke="{colour}" stroke-width="3"{dash}/>'
+        )
         parts.append(f'<text x="{x + 22:.1f}" y="{y:.1f}" fill="#333333">{escape(label)}</text>')
         x += 30 + 6.2 * len(label)
 
@@ -170,25 +200,33 @@ def line_chart(
         marks = marks[::stride]
     for v in marks:
         x = f.x(v)
-        parts.append(f'<line class="step-mark" x1="{x:.1f}" y1="{f.top}" x2="{x:.1f}" '
-                     f'y2="{f.height - f.bottom}" stroke="{STEP_MARK_COLOUR}" stroke-width="1" '
-                     'stroke-opacity="0.6"/>')
+        parts.append(
+            f'<line class="step-mark" x1="{x:.1f}" y1="{f.top}" x2="{x:.1f}" '
+            f'y2="{f.height - f.bottom}" stroke="{STEP_MARK_COLOUR}" stroke-width="1" '
+            'stroke-opacity="0.6"/>'
+        )
     legend: list[tuple[str, str, bool]] = []
     for i, (label, pts) in enumerate(prepared):
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
         path = " ".join(f"{f.x(x):.1f},{f.y(y):.1f}" for x, y in pts)
-        parts.append(f'<polyline class="series" points="{path}" fill="none" stroke="{colour}" '
-                     'stroke-width="2.5" stroke-linejoin="round"/>')
+        parts.append(
+            f'<polyline class="series" points="{path}" fill="none" stroke="{colour}" '
+            'stroke-width="2.5" stroke-linejoin="round"/>'
+        )
         legend.append((label, colour, False))
     for label, value in hlines:
         if not _finite(value):
             continue
         y = f.y(value)
-        parts.append(f'<line class="watermark" x1="{f.left}" y1="{y:.1f}" '
-                     f'x2="{f.width - f.right}" y2="{y:.1f}" stroke="{WATERMARK_COLOUR}" '
-                     'stroke-width="2" stroke-dasharray="6,4"/>')
-        parts.append(f'<text x="{f.width - f.right - 4}" y="{y - 4:.1f}" text-anchor="end" '
-                     f'fill="{WATERMARK_COLOUR}">{escape(label)} {escape(y_fmt(value))}</text>')
+        parts.append(
+            f'<line class="watermark" x1="{f.left}" y1="{y:.1f}" '
+            f'x2="{f.width - f.right}" y2="{y:.1f}" stroke="{WATERMARK_COLOUR}" '
+            'stroke-width="2" stroke-dasharray="6,4"/>'
+        )
+        parts.append(
+            f'<text x="{f.width - f.right - 4}" y="{y - 4:.1f}" text-anchor="end" '
+            f'fill="{WATERMARK_COLOUR}">{escape(label)} {escape(y_fmt(value))}</text>'
+        )
     if marks:
         legend.append(("step", STEP_MARK_COLOUR, False))
     _legend(parts, legend, f.left + 4, 14)
@@ -212,8 +250,10 @@ def stacked_bars(
         return ""
     first = max(0, n - MAX_BARS)  # the most recent steps when there are many
     labels = list(labels)[first:]
-    comps = [(name, [max(0.0, float(v)) if _finite(v) else 0.0 for v in list(vals)[first:]])
-             for name, vals in components]
+    comps = [
+        (name, [max(0.0, float(v)) if _finite(v) else 0.0 for v in list(vals)[first:]])
+        for name, vals in components
+    ]
     totals = [sum(vals[i] for _, vals in comps) for i in range(len(labels))]
     top = max(totals) if totals and max(totals) > 0 else 1.0
     y_ticks = nice_ticks(0.0, top * 1.05)
@@ -232,12 +272,15 @@ def stacked_bars(
             if v <= 0:
                 continue
             y_top, y_bottom = f.y(base + v), f.y(base)
-            parts.append(f'<rect class="bar" x="{f.x(i + 0.1):.1f}" y="{y_top:.1f}" '
-                         f'width="{bar_w:.1f}" height="{max(0.5, y_bottom - y_top):.1f}" '
-                         f'fill="{colour}"><title>{escape(str(labels[i]))} {escape(name)}: '
-                         f"{escape(y_fmt(v))}</title></rect>")
+            parts.append(
+                f'<rect class="bar" x="{f.x(i + 0.1):.1f}" y="{y_top:.1f}" '
+                f'width="{bar_w:.1f}" height="{max(0.5, y_bottom - y_top):.1f}" '
+                f'fill="{colour}"><title>{escape(str(labels[i]))} {escape(name)}: '
+                f"{escape(y_fmt(v))}</title></rect>"
+            )
             base += v
-    _legend(parts, [(name, colour, False) for (name, _), colour in zip(comps, colours)],
-            f.left + 4, 14)
+    _legend(
+        parts, [(name, colour, False) for (name, _), colour in zip(comps, colours)], f.left + 4, 14
+    )
     parts.append("</svg>")
     return "".join(parts)

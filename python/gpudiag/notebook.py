@@ -37,8 +37,9 @@ def _parse(line: str) -> argparse.Namespace:
 def run_cell(ipython: Any, line: str, cell: str) -> Report | None:
     """Runs ``cell`` under a session and displays its report (the ``%%gpudiag`` magic)."""
     args = _parse(line)
-    session = Session(args.record, torch=False if args.no_torch else "auto",
-                      dataloader=not args.no_dataloader)
+    session = Session(
+        args.record, torch=False if args.no_torch else "auto", dataloader=not args.no_dataloader
+    )
     with session:
         result = ipython.run_cell(cell)
     report = session.report()

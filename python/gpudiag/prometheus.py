@@ -68,8 +68,13 @@ class MetricsServer:
         self.close()
 
 
-def serve(source: Any = None, *, port: int = DEFAULT_PORT, addr: str = "127.0.0.1",
-          min_interval_s: float = 5.0) -> MetricsServer:
+def serve(
+    source: Any = None,
+    *,
+    port: int = DEFAULT_PORT,
+    addr: str = "127.0.0.1",
+    min_interval_s: float = 5.0,
+) -> MetricsServer:
     """Serves ``/metrics`` for ``source`` (a Session, a Report, or a callable returning a Report;
     default: the current session) from a daemon thread.
 

@@ -27,9 +27,9 @@ from gpudiag._format import format_bytes, parse_size
 
 MARKERS = {
     "gpu_limit_memory": "gpu_limit_memory(size): fail when the test's peak device memory (above "
-                        "what was in use at its start) exceeds size, e.g. '2 GiB'",
+    "what was in use at its start) exceeds size, e.g. '2 GiB'",
     "gpu_limit_leaks": "gpu_limit_leaks(size): fail when the test still holds more than size of "
-                       "device memory at its end, e.g. '16 MiB'; lists the allocation sites",
+    "device memory at its end, e.g. '16 MiB'; lists the allocation sites",
 }
 HISTORY_ENTRIES = 100_000  # bounds the allocation history kept during a leak-checked test
 MAX_SITES = 10
@@ -73,7 +73,8 @@ class DeviceMemory:
 
         try:
             torch.cuda.memory._record_memory_history(
-                enabled="all", context="alloc", stacks="python", max_entries=HISTORY_ENTRIES)
+                enabled="all", context="alloc", stacks="python", max_entries=HISTORY_ENTRIES
+            )
         except Exception:  # noqa: BLE001 - a private API; any failure means no history
             return False
         return True
@@ -93,8 +94,13 @@ class DeviceMemory:
         for segment in snapshot.get("segments", []):
             for block in segment.get("blocks", []):
                 if block.get("state") == "active_allocated":
-                    blocks.append({"address": block.get("address"), "size": block.get("size", 0),
-                                   "frames": block.get("frames", [])})
+                    blocks.append(
+                        {
+                            "address": block.get("address"),
+                            "size": block.get("size", 0),
+                            "frames": block.get("frames", []),
+                        }
+                    )
         return blocks
 
 
@@ -121,9 +127,14 @@ def _limit(item: pytest.Item, name: str) -> int | None:
 def _site(frames: list[dict[str, Any]]) -> str:
     """The allocation site as every gpudiag report names it (C++'s rule: the innermost frame in
     the program's own code)."""
-    site = _core.allocation_site([
-        _core.StackFrame(str(f.get("filename", "")), str(f.get("name", "")), int(f.get("line", 0)))
-        for f in frames])
+    site = _core.allocation_site(
+        [
+            _core.StackFrame(
+                str(f.get("filename", "")), str(f.get("name", "")), int(f.get("line", 0))
+            )
+            for f in frames
+        ]
+    )
     return str(site) or "<no frame recorded>"
 
 
@@ -173,22 +184,28 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if memory_limit is not None:
         peak = max(0, mem.peak() - baseline)
         if peak > memory_limit:
-            problems.append(f"peak device memory {format_bytes(peak)} exceeds the limit of "
-                            f"{format_bytes(memory_limit)} (gpu_limit_memory)")
+            problems.append(
+                f"peak device memory {format_bytes(peak)} exceeds the limit of "
+                f"{format_bytes(memory_limit)} (gpu_limit_memory)"
+            )
     if leak_limit is not None:
         held = mem.allocated() - baseline
         if held > leak_limit:
-            lines = [(f"the test still holds {format_bytes(held)} of device memory at its end, "
-                      f"more than the {format_bytes(leak_limit)} allowed (gpu_limit_leaks)")]
+            lines = [
+                (
+                    f"the test still holds {format_bytes(held)} of device memory at its end, "
+                    f"more than the {format_bytes(leak_limit)} allowed (gpu_limit_leaks)"
+                )
+            ]
             sites = leak_sites(before, after)
             if sites:
                 lines.append("held by allocations from:")
-                lines.extend(f"  {format_bytes(size):>10}  {site}" for site, size in
-                             sites[:MAX_SITES])
+                lines.extend(
+                    f"  {format_bytes(size):>10}  {site}" for site, size in sites[:MAX_SITES]
+                )
             elif not history:
                 lines.append("(no allocation sites: PyTorch's allocation history is unavailable)")
             problems.append("\n".join(lines))
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
     return result
-

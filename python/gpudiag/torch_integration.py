@@ -89,8 +89,12 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         self._busy = False
 
     # importlib's MetaPathFinder signature; the module is found by name alone.
-    def find_spec(self, fullname: str, path: Any = None,  # noqa: ARG002
-                  target: Any = None) -> Any:  # noqa: ARG002
+    def find_spec(
+        self,
+        fullname: str,
+        path: Any = None,  # noqa: ARG002
+        target: Any = None,  # noqa: ARG002
+    ) -> Any:
         if fullname != "torch" or self._busy:
             return None
         self._busy = True
@@ -171,9 +175,13 @@ class Integration:
     def install(self, torch: Any) -> None:
         self.torch = torch
         self._try(lambda: _stack.publish(torch))  # which CUDA and cuDNN this torch was built for
-        for part in (self._install_optimizer_hook, self._install_grad_scaler,
-                     self._install_profiler_step, self._install_profiler_coexistence,
-                     self._install_excepthook):
+        for part in (
+            self._install_optimizer_hook,
+            self._install_grad_scaler,
+            self._install_profiler_step,
+            self._install_profiler_coexistence,
+            self._install_excepthook,
+        ):
             self._try(part)
         if self.session.dataloader:
             self._try(self._install_dataloader)
@@ -232,8 +240,11 @@ class Integration:
             # GradScaler skips optimizer.step() on inf/nan gradients: no post hook fired, but
             # the iteration still ended.
             clock = integration.session.step_clock
-            if (integration._leader_steps == before and clock is not None
-                    and clock.is_leader_optimizer(optimizer)):
+            if (
+                integration._leader_steps == before
+                and clock is not None
+                and clock.is_leader_optimizer(optimizer)
+            ):
                 integration.session.step_boundary("grad_scaler")
             return result
 
@@ -276,8 +287,10 @@ class Integration:
             if not integration._profiler_paused and (cuda or integration._holds_cupti_subscriber()):
                 try:
                     integration.session.pause_capture(
-                        "torch.profiler is tracing CUDA" if cuda
-                        else "torch.profiler needs CUPTI's subscriber")
+                        "torch.profiler is tracing CUDA"
+                        if cuda
+                        else "torch.profiler needs CUPTI's subscriber"
+                    )
                     integration._profiler_paused = True
                 except GpudiagError:
                     pass
@@ -415,8 +428,11 @@ class Integration:
         # Bounded ring (the default max_entries is sys.maxsize); Python stacks only: C++ unwinding
         # made 16B-model dumps take minutes (torchtitan#3628) and crashes on generated code.
         self.torch.cuda.memory._record_memory_history(
-            enabled="all", context="alloc", stacks="python",
-            max_entries=int(self.session.memory_history))
+            enabled="all",
+            context="alloc",
+            stacks="python",
+            max_entries=int(self.session.memory_history),
+        )
         self._history_started = True
 
     def _stop_history(self) -> None:
@@ -437,8 +453,14 @@ class Integration:
             with _suppress():
                 self.torch.cuda.memory._dump_snapshot(str(self.session.oom_snapshot))
                 snapshot_path = str(self.session.oom_snapshot)
-        self._last_oom = {"device": device, "alloc": alloc, "total": total, "free": free,
-                          "stats": stats, "snapshot": snapshot_path}
+        self._last_oom = {
+            "device": device,
+            "alloc": alloc,
+            "total": total,
+            "free": free,
+            "stats": stats,
+            "snapshot": snapshot_path,
+        }
         self.session.record_oom(alloc, free, total, device)
 
     def explain_exception(self, exc: BaseException) -> None:
@@ -631,8 +653,9 @@ def _all_gather_json(torch: Any, dist: Any, data: Any, world: int) -> list[Any]:
     padded[: len(payload)] = torch.tensor(list(payload), dtype=torch.uint8, device=device)
     received = [torch.zeros(max(lengths), dtype=torch.uint8, device=device) for _ in range(world)]
     dist.all_gather(received, padded)
-    return [json.loads(bytes(t[:n].cpu().tolist()).decode("utf-8"))
-            for t, n in zip(received, lengths)]
+    return [
+        json.loads(bytes(t[:n].cpu().tolist()).decode("utf-8")) for t, n in zip(received, lengths)
+    ]
 
 
 def gather_report(report: Report) -> Report | None:
@@ -698,12 +721,23 @@ def _framework_step_end(progress: Any) -> None:
 def _make_lightning_callback(base: type) -> type:
     class GpudiagLightningCallback(base):  # type: ignore[misc]
         # Lightning's hook signatures (it passes every argument by position).
-        def on_train_batch_start(self, trainer: Any, pl_module: Any,  # noqa: ARG002
-                                 batch: Any, batch_idx: int) -> None:  # noqa: ARG002
+        def on_train_batch_start(
+            self,
+            trainer: Any,
+            pl_module: Any,  # noqa: ARG002
+            batch: Any,  # noqa: ARG002
+            batch_idx: int,  # noqa: ARG002
+        ) -> None:
             _framework_step_begin(trainer)
 
-        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any,  # noqa: ARG002
-                               batch: Any, batch_idx: int) -> None:  # noqa: ARG002
+        def on_train_batch_end(
+            self,
+            trainer: Any,
+            pl_module: Any,  # noqa: ARG002
+            outputs: Any,  # noqa: ARG002
+            batch: Any,  # noqa: ARG002
+            batch_idx: int,  # noqa: ARG002
+        ) -> None:
             _framework_step_end(trainer)
 
     return GpudiagLightningCallback
@@ -722,12 +756,22 @@ def hf_callback() -> Any:
 def _make_hf_callback(base: type) -> type:
     class GpudiagTrainerCallback(base):  # type: ignore[misc]
         # transformers' TrainerCallback signatures.
-        def on_step_begin(self, args: Any, state: Any, control: Any,  # noqa: ARG002
-                          **kwargs: Any) -> None:  # noqa: ARG002
+        def on_step_begin(
+            self,
+            args: Any,  # noqa: ARG002
+            state: Any,
+            control: Any,  # noqa: ARG002
+            **kwargs: Any,  # noqa: ARG002
+        ) -> None:
             _framework_step_begin(state)
 
-        def on_step_end(self, args: Any, state: Any, control: Any,  # noqa: ARG002
-                        **kwargs: Any) -> None:  # noqa: ARG002
+        def on_step_end(
+            self,
+            args: Any,  # noqa: ARG002
+            state: Any,
+            control: Any,  # noqa: ARG002
+            **kwargs: Any,  # noqa: ARG002
+        ) -> None:
             _framework_step_end(state)
 
     return GpudiagTrainerCallback

@@ -68,22 +68,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         options.piece_bytes = 97;
         options.max_threads = 2;
         auto in = detail::memory_stream(buffer.data(), buffer.size());
-        const bool ok = detail::stream_kineto_events(*in, "fuzz", stream_strings, options, streamed);
+        const bool ok =
+            detail::stream_kineto_events(*in, "fuzz", stream_strings, options, streamed);
         bool same = ok ? whole_ok && !parsed.summary.truncated : stream_strings.size() == 2;
         if (ok && same) {
             struct Collect final : EventSink {
-                void consume(std::span<const Event> e) override { seen.insert(seen.end(), e.begin(), e.end()); }
+                void consume(std::span<const Event> e) override {
+                    seen.insert(seen.end(), e.begin(), e.end());
+                }
                 std::vector<Event> seen;
             } sink;
             streamed.runs.replay(sink);
-            same = sink.seen.size() == parsed.events.size() && stream_strings.size() == strings.size() &&
+            same = sink.seen.size() == parsed.events.size() &&
+                   stream_strings.size() == strings.size() &&
                    streamed.parse.summary.notes == parsed.summary.notes &&
                    streamed.parse.info.properties == parsed.info.properties;
             for (std::size_t i = 0; same && i < sink.seen.size(); ++i) {
                 same = std::memcmp(&sink.seen[i], &parsed.events[i], sizeof(Event)) == 0;
             }
             for (std::size_t id = 0; same && id < strings.size(); ++id) {
-                same = strings.lookup(static_cast<StringId>(id)) == stream_strings.lookup(static_cast<StringId>(id));
+                same = strings.lookup(static_cast<StringId>(id)) ==
+                       stream_strings.lookup(static_cast<StringId>(id));
             }
         }
         if (!same) __builtin_trap();

@@ -104,7 +104,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // Partial input: said so, and never more than the whole parse found.
         same = streamed.parse.summary.truncated && !streamed.parse.summary.missing.empty() &&
                (!whole_ok || sink.seen.size() <= whole.events.size());
-        if (outcome == StreamOutcome::kPartial) same = same && (!whole_ok || whole.summary.truncated);
+        if (outcome == StreamOutcome::kPartial)
+            same = same && (!whole_ok || whole.summary.truncated);
     }
     if (!same) __builtin_trap();
     return 0;

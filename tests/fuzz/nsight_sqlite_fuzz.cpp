@@ -14,7 +14,9 @@ namespace {
 
 class Collect final : public gpudiag::EventSink {
 public:
-    void begin(const gpudiag::SourceInfo& source, const gpudiag::StringTable&) override { info = source; }
+    void begin(const gpudiag::SourceInfo& source, const gpudiag::StringTable&) override {
+        info = source;
+    }
     void consume(std::span<const gpudiag::Event> e) override {
         if (events.size() < (1u << 20)) events.insert(events.end(), e.begin(), e.end());
     }

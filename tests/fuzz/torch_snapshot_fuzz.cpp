@@ -31,18 +31,27 @@ public:
     }
     Status on_trace_entry(const TraceEntry& t) override {
         switch (t.action) {
-            case TraceAction::kAlloc: ledger.apply(event(EventKind::kBlockAlloc, t.device, t.address, t.size, 0)); break;
-            case TraceAction::kFreeRequested:
-                ledger.apply(event(EventKind::kBlockFree, t.device, t.address, t.size, kEventFlagPendingFree));
+            case TraceAction::kAlloc:
+                ledger.apply(event(EventKind::kBlockAlloc, t.device, t.address, t.size, 0));
                 break;
-            case TraceAction::kFreeCompleted: ledger.apply(event(EventKind::kBlockFree, t.device, t.address, t.size, 0)); break;
+            case TraceAction::kFreeRequested:
+                ledger.apply(event(EventKind::kBlockFree, t.device, t.address, t.size,
+                                   kEventFlagPendingFree));
+                break;
+            case TraceAction::kFreeCompleted:
+                ledger.apply(event(EventKind::kBlockFree, t.device, t.address, t.size, 0));
+                break;
             case TraceAction::kSegmentMap:
-                ledger.apply(event(EventKind::kSegmentAlloc, t.device, t.address, t.size, kEventFlagExpandable));
+                ledger.apply(event(EventKind::kSegmentAlloc, t.device, t.address, t.size,
+                                   kEventFlagExpandable));
                 break;
             case TraceAction::kSegmentUnmap:
-                ledger.apply(event(EventKind::kSegmentFree, t.device, t.address, t.size, kEventFlagExpandable));
+                ledger.apply(event(EventKind::kSegmentFree, t.device, t.address, t.size,
+                                   kEventFlagExpandable));
                 break;
-            case TraceAction::kSegmentFree: ledger.apply(event(EventKind::kSegmentFree, t.device, t.address, t.size, 0)); break;
+            case TraceAction::kSegmentFree:
+                ledger.apply(event(EventKind::kSegmentFree, t.device, t.address, t.size, 0));
+                break;
             default: break;
         }
         return Status::ok();

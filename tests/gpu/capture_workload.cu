@@ -31,25 +31,25 @@
 #include <vector>
 
 #ifndef GPUDIAG_PLAIN
-#  include <cupti.h>
+#    include <cupti.h>
 
-#  include <cstddef>
-#  include <mutex>
+#    include <cstddef>
+#    include <mutex>
 
-#  include <gpudiag/capture.hpp>
-#  include <gpudiag/recording.hpp>
-#  include <gpudiag/report.hpp>
-#  include <gpudiag/session.hpp>
-#  include <gpudiag/sink.hpp>
+#    include <gpudiag/capture.hpp>
+#    include <gpudiag/recording.hpp>
+#    include <gpudiag/report.hpp>
+#    include <gpudiag/session.hpp>
+#    include <gpudiag/sink.hpp>
 #endif
 
-#define CHECK(expr)                                                                          \
-    do {                                                                                     \
-        auto rc_ = (expr);                                                                   \
-        if (rc_ != 0) {                                                                      \
+#define CHECK(expr)                                                                               \
+    do {                                                                                          \
+        auto rc_ = (expr);                                                                        \
+        if (rc_ != 0) {                                                                           \
             std::fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #expr, (int)rc_); \
-            std::exit(2);                                                                    \
-        }                                                                                    \
+            std::exit(2);                                                                         \
+        }                                                                                         \
     } while (0)
 
 // The driver API through dlopen: linked with the static CUDA runtime only, the program starts on a
@@ -250,7 +250,8 @@ namespace {
 int g_failures = 0;
 
 void expect(bool ok, const char* what, double got, double want) {
-    std::printf("%s %s: %.6g (want %.6g)\n", ok ? "EVIDENCE ok  " : "EVIDENCE FAIL", what, got, want);
+    std::printf("%s %s: %.6g (want %.6g)\n", ok ? "EVIDENCE ok  " : "EVIDENCE FAIL", what, got,
+                want);
     if (!ok) ++g_failures;
 }
 
@@ -290,10 +291,11 @@ bool read_back(const std::string& path, Collected& out, gpudiag::StringTable& st
         return false;
     }
     gpudiag::Status st = gpudiag::read_recording(path, out, strings);
-    std::printf("RECORDING %s: %llu events, %llu chunks, closed_cleanly=%d truncated=%d dropped=%llu\n",
-                path.c_str(), (unsigned long long)info->events, (unsigned long long)info->chunks,
-                info->closed_cleanly ? 1 : 0, info->truncated ? 1 : 0,
-                (unsigned long long)out.summary.dropped);
+    std::printf(
+        "RECORDING %s: %llu events, %llu chunks, closed_cleanly=%d truncated=%d dropped=%llu\n",
+        path.c_str(), (unsigned long long)info->events, (unsigned long long)info->chunks,
+        info->closed_cleanly ? 1 : 0, info->truncated ? 1 : 0,
+        (unsigned long long)out.summary.dropped);
     expect(st.is_ok(), "recording read without error", st.is_ok(), 1);
     expect(info->closed_cleanly, "recording closed cleanly", info->closed_cleanly, 1);
     expect(info->events > 0, "events in the recording", double(info->events), 1);
@@ -359,12 +361,12 @@ int workload_mode(const std::string& mode, const std::string& record) {
     using K = gpudiag::EventKind;
     expect(c.count(K::kDeviceAlloc) >= std::uint64_t(issued.device_allocs), "device allocations",
            double(c.count(K::kDeviceAlloc)), issued.device_allocs);
-    expect(c.count(K::kKernel) >= std::uint64_t(issued.kernels), "kernels", double(c.count(K::kKernel)),
-           issued.kernels);
-    expect(c.count(K::kMemcpy) >= std::uint64_t(issued.copies), "copies", double(c.count(K::kMemcpy)),
-           issued.copies);
-    expect(c.count(K::kMemset) >= std::uint64_t(issued.memsets), "memsets", double(c.count(K::kMemset)),
-           issued.memsets);
+    expect(c.count(K::kKernel) >= std::uint64_t(issued.kernels), "kernels",
+           double(c.count(K::kKernel)), issued.kernels);
+    expect(c.count(K::kMemcpy) >= std::uint64_t(issued.copies), "copies",
+           double(c.count(K::kMemcpy)), issued.copies);
+    expect(c.count(K::kMemset) >= std::uint64_t(issued.memsets), "memsets",
+           double(c.count(K::kMemset)), issued.memsets);
     return 0;
 }
 
@@ -404,14 +406,17 @@ void check_kernel_times(const std::vector<gpudiag::Event>& busy, const std::vect
         if (i > 0 && busy[i].start_ns < busy[i - 1].end_ns) ++backwards;
     }
     expect(worst <= 0.05, "worst relative difference to cudaEvent", worst, 0.05);
-    expect(backwards == 0, "kernels overlapping their predecessor on one stream", double(backwards), 0);
+    expect(backwards == 0, "kernels overlapping their predecessor on one stream", double(backwards),
+           0);
     // The mapping of CUPTI time to the host clock: every kernel lies between the host's first
     // launch and its synchronisation (1 ms of slack for the mapping's own error).
     const double slack_ns = 1e6;
     double lead_us = (double(busy.front().start_ns) - double(host_before)) / 1e3;
     double tail_us = (double(host_after) - double(busy.back().end_ns)) / 1e3;
-    std::printf("HOSTCLOCK first kernel starts %.1f us after the first launch; last ends %.1f us "
-                "before the sync returned\n", lead_us, tail_us);
+    std::printf(
+        "HOSTCLOCK first kernel starts %.1f us after the first launch; last ends %.1f us "
+        "before the sync returned\n",
+        lead_us, tail_us);
     expect(lead_us * 1e3 >= -slack_ns, "first kernel start - host launch time (us)", lead_us, 0);
     expect(tail_us * 1e3 >= -slack_ns, "host sync time - last kernel end (us)", tail_us, 0);
 }
@@ -445,9 +450,11 @@ int timing_mode(const std::string& record) {
     if (!read_back(record, c, strings)) return 1;
     std::vector<gpudiag::Event> busy;
     for (const auto& k : c.kernels) {
-        if (strings.lookup(k.kernel.name).find("busy_kernel") != std::string_view::npos) busy.push_back(k);
+        if (strings.lookup(k.kernel.name).find("busy_kernel") != std::string_view::npos)
+            busy.push_back(k);
     }
-    std::sort(busy.begin(), busy.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+    std::sort(busy.begin(), busy.end(),
+              [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
     check_kernel_times(busy, event_ms, host_before, host_after);
     return 0;
 }
@@ -469,10 +476,11 @@ int overhead_mode(const std::string& record) {
     stop_and_report("overhead", *s);
     // After: CUPTI's instrumentation may stay in the process once its kinds are disabled.
     double after = launch_loop_seconds(launches);
-    std::printf("OVERHEAD launches=%d before=%.1fns during=%.1fns after=%.1fns per launch "
-                "(+%.1f%% during, +%.1f%% after)\n",
-                launches, before * 1e9 / launches, during * 1e9 / launches, after * 1e9 / launches,
-                100.0 * (during - before) / before, 100.0 * (after - before) / before);
+    std::printf(
+        "OVERHEAD launches=%d before=%.1fns during=%.1fns after=%.1fns per launch "
+        "(+%.1f%% during, +%.1f%% after)\n",
+        launches, before * 1e9 / launches, during * 1e9 / launches, after * 1e9 / launches,
+        100.0 * (during - before) / before, 100.0 * (after - before) / before);
     Collected c;
     gpudiag::StringTable strings;
     if (!read_back(record, c, strings)) return 1;
@@ -488,11 +496,13 @@ int early_mode(const std::string& record) {
     // dlopen does not initialise CUDA; only cuInit (by gpudiag or CUPTI, if anyone) would.
     CUresult rc = driver().device_get_count != nullptr ? driver().device_get_count(&count)
                                                        : CUDA_ERROR_NO_DEVICE;
-    std::printf("U1 cuDeviceGetCount right after start(), before any CUDA use: rc=%d count=%d "
-                "(%s)\n", int(rc), count,
-                rc == CUDA_ERROR_NOT_INITIALIZED ? "CUDA not initialised by gpudiag: fork-safe"
-                : rc == CUDA_SUCCESS             ? "CUDA was initialised by the session"
-                                                 : "no driver to ask");
+    std::printf(
+        "U1 cuDeviceGetCount right after start(), before any CUDA use: rc=%d count=%d "
+        "(%s)\n",
+        int(rc), count,
+        rc == CUDA_ERROR_NOT_INITIALIZED ? "CUDA not initialised by gpudiag: fork-safe"
+        : rc == CUDA_SUCCESS             ? "CUDA was initialised by the session"
+                                         : "no driver to ask");
     require_device();  // now the program's own first CUDA use
     Issued issued;
     kernels_workload(issued, 100);
@@ -526,7 +536,8 @@ int deep_mode(const std::string& record) {
                 deep ? "on" : "refused (subscriber taken?)", (unsigned long long)c.sited_allocs,
                 (unsigned long long)c.count(gpudiag::EventKind::kDeviceAlloc));
     expect(c.count(gpudiag::EventKind::kDeviceAlloc) >= std::uint64_t(issued.device_allocs),
-           "device allocations", double(c.count(gpudiag::EventKind::kDeviceAlloc)), issued.device_allocs);
+           "device allocations", double(c.count(gpudiag::EventKind::kDeviceAlloc)),
+           issued.device_allocs);
     return 0;
 }
 
@@ -541,15 +552,18 @@ int inflight_mode(const std::string& record) {
     busy_kernel<<<(n + 255) / 256, 256>>>(data, n, iterations);  // about 200 ms
     auto t0 = std::chrono::steady_clock::now();
     gpudiag::Status paused = s->pause_capture("u4: kernel in flight");
-    double pause_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double pause_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     cudaError_t running = cudaStreamQuery(nullptr);
     CHECK(cudaDeviceSynchronize());
     gpudiag::Status resumed = s->resume_capture();
     busy_kernel<<<(n + 255) / 256, 256>>>(data, n, 1000);
     CHECK(cudaDeviceSynchronize());
-    std::printf("U4 pause with a ~200 ms kernel in flight: pause %s in %.1f ms, kernel still "
-                "running after it: %s; resume %s\n", paused.to_string().c_str(), pause_ms,
-                running == cudaErrorNotReady ? "yes" : "no", resumed.to_string().c_str());
+    std::printf(
+        "U4 pause with a ~200 ms kernel in flight: pause %s in %.1f ms, kernel still "
+        "running after it: %s; resume %s\n",
+        paused.to_string().c_str(), pause_ms, running == cudaErrorNotReady ? "yes" : "no",
+        resumed.to_string().c_str());
     stop_and_report("inflight", *s);
     CHECK(cudaFree(data));
     Collected c;
@@ -593,10 +607,12 @@ void raw_string(std::uint64_t offset, const char* text) {
 
 void show_memory2(const CUpti_ActivityMemory4& m) {
     if (g_memory2_shown[m.memoryKind]++ >= 3) return;
-    std::printf("U2 MEMORY2 op=%d memoryKind=%d device=%u address=0x%llx bytes=%llu async=%u "
-                "poolType=%d correlation=%u\n", int(m.memoryOperationType), int(m.memoryKind),
-                m.deviceId, (unsigned long long)m.address, (unsigned long long)m.bytes, m.isAsync,
-                int(m.memoryPoolConfig.memoryPoolType), m.correlationId);
+    std::printf(
+        "U2 MEMORY2 op=%d memoryKind=%d device=%u address=0x%llx bytes=%llu async=%u "
+        "poolType=%d correlation=%u\n",
+        int(m.memoryOperationType), int(m.memoryKind), m.deviceId, (unsigned long long)m.address,
+        (unsigned long long)m.bytes, m.isAsync, int(m.memoryPoolConfig.memoryPoolType),
+        m.correlationId);
 }
 
 void note_record(const uint8_t* buffer, const CUpti_Activity* r) {
@@ -634,7 +650,8 @@ void CUPTIAPI raw_complete(CUcontext, uint32_t stream, uint8_t* buffer, size_t, 
 
 bool load_raw_cupti() {
     const char* path = std::getenv("GPUDIAG_CUPTI_PATH");
-    void* h = dlopen(path != nullptr && *path != 0 ? path : "libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
+    void* h =
+        dlopen(path != nullptr && *path != 0 ? path : "libcupti.so.13", RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) {
         std::printf("cupti-raw: cannot load libcupti (%s); set GPUDIAG_CUPTI_PATH\n", dlerror());
         return false;
@@ -644,8 +661,10 @@ bool load_raw_cupti() {
         return fn != nullptr;
     };
     return get(g_raw.register_callbacks, "cuptiActivityRegisterCallbacks") &&
-           get(g_raw.enable, "cuptiActivityEnable") && get(g_raw.flush_all, "cuptiActivityFlushAll") &&
-           get(g_raw.next_record, "cuptiActivityGetNextRecord") && get(g_raw.get_version, "cuptiGetVersion");
+           get(g_raw.enable, "cuptiActivityEnable") &&
+           get(g_raw.flush_all, "cuptiActivityFlushAll") &&
+           get(g_raw.next_record, "cuptiActivityGetNextRecord") &&
+           get(g_raw.get_version, "cuptiGetVersion");
 }
 
 int cupti_raw_mode(const std::string& path) {
@@ -656,13 +675,14 @@ int cupti_raw_mode(const std::string& path) {
     g_raw.get_version(&version);
     std::fprintf(g_raw_file, "GPUDIAG_CUPTI_RAW 1 cupti_version=%u\n", version);
     CHECK(g_raw.register_callbacks(raw_request, raw_complete));
-    for (CUpti_ActivityKind k : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                 CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2,
-                                 CUPTI_ACTIVITY_KIND_MEMORY_POOL, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-                                 CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
-                                 CUPTI_ACTIVITY_KIND_OVERHEAD}) {
+    for (CUpti_ActivityKind k :
+         {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+          CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+          CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+          CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_OVERHEAD}) {
         CUptiResult rc = g_raw.enable(k);
-        if (rc != CUPTI_SUCCESS) std::printf("cupti-raw: enabling kind %d: error %d\n", int(k), int(rc));
+        if (rc != CUPTI_SUCCESS)
+            std::printf("cupti-raw: enabling kind %d: error %d\n", int(k), int(rc));
     }
     run("all");
     CHECK(cudaDeviceSynchronize());
@@ -699,7 +719,8 @@ int main(int argc, char** argv) {
     }
     bool known = is_workload(mode);
 #ifndef GPUDIAG_PLAIN
-    for (const char* m : {"timing", "overhead", "early", "deep", "inflight", "cupti-raw"}) known |= mode == m;
+    for (const char* m : {"timing", "overhead", "early", "deep", "inflight", "cupti-raw"})
+        known |= mode == m;
 #endif
     if (!known) {
         std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
@@ -720,12 +741,18 @@ int main(int argc, char** argv) {
     require_device();
     CHECK(cudaFree(nullptr));  // create the context before capture, as frameworks do
     int rc = 0;
-    if (mode == "timing") rc = timing_mode(record);
-    else if (mode == "overhead") rc = overhead_mode(record);
-    else if (mode == "inflight") rc = inflight_mode(record);
-    else if (mode == "deep") rc = deep_mode(record);
-    else if (mode == "cupti-raw") rc = cupti_raw_mode(record);
-    else rc = workload_mode(mode, record);
+    if (mode == "timing")
+        rc = timing_mode(record);
+    else if (mode == "overhead")
+        rc = overhead_mode(record);
+    else if (mode == "inflight")
+        rc = inflight_mode(record);
+    else if (mode == "deep")
+        rc = deep_mode(record);
+    else if (mode == "cupti-raw")
+        rc = cupti_raw_mode(record);
+    else
+        rc = workload_mode(mode, record);
     std::printf("%s: %d evidence failures\n", mode.c_str(), g_failures);
     return rc != 0 || g_failures != 0 ? 1 : 0;
 #endif

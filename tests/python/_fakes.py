@@ -82,8 +82,9 @@ class FakeNative:
     def unwatch_memory(self, wid: int) -> None:
         del self.watches[wid]
 
-    def record_watch_action(self, wid: int, action: str, ok: bool, bytes_freed: int,
-                            detail: str) -> None:
+    def record_watch_action(
+        self, wid: int, action: str, ok: bool, bytes_freed: int, detail: str
+    ) -> None:
         self._log("record_watch_action", wid, action, ok, bytes_freed, detail)
 
     def report(self) -> Any:
@@ -115,8 +116,11 @@ class FakeNative:
         return out
 
     def counters(self) -> list[tuple[str, float, int]]:
-        return [(e.counter.counter.name, e.counter.value, e.device) for e in self.events
-                if e.kind == _core.EventKind.counter]
+        return [
+            (e.counter.counter.name, e.counter.value, e.device)
+            for e in self.events
+            if e.kind == _core.EventKind.counter
+        ]
 
     def input_waits_per_step(self) -> dict[int, int]:
         """Nanoseconds spent in input waits during each step (by step number)."""

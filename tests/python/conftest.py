@@ -37,7 +37,10 @@ HAVE_TORCH = importlib.util.find_spec("torch") is not None
 # them skip where they are absent. Renderer tests run on reports the analyses make from these.
 CORPUS = Path(os.environ.get("GPUDIAG_CORPUS_DIR", HERE.parents[2] / "shared" / "corpus"))
 STARVED_TRACE = "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
-RANK_TRACES = ("kineto_traces/hta_sampled_rank-0.json.gz", "kineto_traces/hta_sampled_rank-1.json.gz")
+RANK_TRACES = (
+    "kineto_traces/hta_sampled_rank-0.json.gz",
+    "kineto_traces/hta_sampled_rank-1.json.gz",
+)
 SNAPSHOT = "memory_snapshots/silmont2000_cs336a2_mem_snapshot.pickle"
 _analysed: dict[tuple[str, ...], Any] = {}
 
@@ -83,8 +86,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if "torch" in item.keywords and not HAVE_TORCH:
             item.add_marker(pytest.mark.skip(reason="PyTorch is not installed"))
         if "chromium" in item.keywords and chromium_binary() is None:
-            item.add_marker(pytest.mark.skip(
-                reason="headless Chromium is not installed (apt-get install -y chromium)"))
+            item.add_marker(
+                pytest.mark.skip(
+                    reason="headless Chromium is not installed (apt-get install -y chromium)"
+                )
+            )
         if "gpu" in item.keywords:
             reason = _gpu_missing_reason()
             if reason:

@@ -22,11 +22,13 @@ public:
         }
         size_ = bytes;
         free_[address(0)] = bytes;
-        emit(gpudiag::EventKind::kSegmentAlloc, address(0), bytes, bytes, "DeviceArena::DeviceArena");
+        emit(gpudiag::EventKind::kSegmentAlloc, address(0), bytes, bytes,
+             "DeviceArena::DeviceArena");
     }
     ~DeviceArena() {
         if (base_ != nullptr) {
-            emit(gpudiag::EventKind::kSegmentFree, address(0), size_, size_, "DeviceArena::~DeviceArena");
+            emit(gpudiag::EventKind::kSegmentFree, address(0), size_, size_,
+                 "DeviceArena::~DeviceArena");
             cudaFree(base_);
         }
     }

@@ -38,12 +38,18 @@ Args parse(int argc, char** argv) {
     for (int i = 1; i < argc; ++i) {
         std::string s = argv[i];
         auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : ""; };
-        if (s == "--requests") a.requests = std::atoi(next());
-        else if (s == "--leak-kib") a.leak_kib = std::strtoull(next(), nullptr, 10);
-        else if (s == "--fragment") a.fragment = true;
-        else if (s == "--record") a.record = next();
-        else if (s == "--json") a.json = true;
-        else std::fprintf(stderr, "ignoring unknown argument %s\n", s.c_str());
+        if (s == "--requests")
+            a.requests = std::atoi(next());
+        else if (s == "--leak-kib")
+            a.leak_kib = std::strtoull(next(), nullptr, 10);
+        else if (s == "--fragment")
+            a.fragment = true;
+        else if (s == "--record")
+            a.record = next();
+        else if (s == "--json")
+            a.json = true;
+        else
+            std::fprintf(stderr, "ignoring unknown argument %s\n", s.c_str());
     }
     return a;
 }
@@ -121,6 +127,7 @@ int main(int argc, char** argv) {
     std::fputs((args.json ? gpudiag::render_json(*report) : gpudiag::render_text(*report)).c_str(),
                stdout);
     cudaStreamDestroy(stream);
-    if (failures > 0) std::printf("%d request(s) failed to allocate (see gpudiag's explanation)\n", failures);
+    if (failures > 0)
+        std::printf("%d request(s) failed to allocate (see gpudiag's explanation)\n", failures);
     return 0;
 }

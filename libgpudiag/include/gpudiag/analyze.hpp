@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <functional>
 #if GPUDIAG_HAS_SPAN
-#include <span>
+#    include <span>
 #endif
 #include <string>
 #include <vector>
@@ -72,8 +72,7 @@ GPUDIAG_API Result<Report> analyze_files(const std::vector<std::string>& paths,
 
 #if GPUDIAG_HAS_SPAN
 /// Analyses events already in memory (tests, bindings, the live session). C++20.
-GPUDIAG_API Result<Report> analyze_events(std::span<const Event> events,
-                                          const SourceInfo& info,
+GPUDIAG_API Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& info,
                                           const StringTable& strings,
                                           const AnalysisOptions& options = {}) noexcept;
 #endif

@@ -40,11 +40,11 @@ struct FrameworkInfo {
 /// Which NVIDIA software this process runs on: the parts users trip over when they disagree.
 struct SoftwareStack {
     std::string driver_version;  ///< "535.104.05" (NVML), "" when unknown
-    std::string driver_cuda;     ///< the newest CUDA the driver supports: "12.2" (cuDriverGetVersion)
+    std::string driver_cuda;  ///< the newest CUDA the driver supports: "12.2" (cuDriverGetVersion)
     FrameworkInfo framework;
-    std::string cupti;           ///< "CUPTI 12.4 (API version 22)", "" when none was found
-    std::string cupti_cuda;      ///< the CUDA release of that CUPTI: "12.4"
-    std::string cupti_library;   ///< where it was found
+    std::string cupti;          ///< "CUPTI 12.4 (API version 22)", "" when none was found
+    std::string cupti_cuda;     ///< the CUDA release of that CUPTI: "12.4"
+    std::string cupti_library;  ///< where it was found
     std::vector<std::string> cupti_mapped;  ///< every libcupti file mapped in the process
 };
 
@@ -65,15 +65,15 @@ struct CaptureStatus {
     /// One plain-language reason per level above `level` that is unavailable, e.g.
     /// "cupti_activity: libcupti.so.13 loaded but no CUDA driver (CUPTI_ERROR_UNKNOWN)".
     std::vector<std::string> reasons;
-    bool capturing = false;        ///< a session is capturing now
-    bool paused = false;           ///< yielded CUPTI to another client (torch.profiler)
+    bool capturing = false;  ///< a session is capturing now
+    bool paused = false;     ///< yielded CUPTI to another client (torch.profiler)
     std::string paused_reason;
-    std::uint64_t events = 0;      ///< delivered since start
-    std::uint64_t dropped = 0;     ///< lost to full buffers since start, each loss counted once
+    std::uint64_t events = 0;   ///< delivered since start
+    std::uint64_t dropped = 0;  ///< lost to full buffers since start, each loss counted once
     /// Kernels CUPTI reported without start and end (its device timestamp buffer was full):
     /// seen and counted, but absent from GPU busy time. Not included in `dropped`.
     std::uint64_t kernels_without_timing = 0;
-    std::string cupti_library;     ///< path of the libcupti in use, "" when none
+    std::string cupti_library;  ///< path of the libcupti in use, "" when none
     std::uint32_t cupti_version = 0;
     std::string driver_version;
     int device_count = 0;
@@ -91,8 +91,8 @@ GPUDIAG_API void set_framework_info(const FrameworkInfo& info) noexcept;
 /// Adds a directory where live capture looks for an NVIDIA library that is not already in the
 /// process (libcupti.so.13 or .12), after $GPUDIAG_CUPTI_PATH and before the system's places. The
 /// Python package names nvidia/cu13/lib and nvidia/cuda_cupti/lib of a pip-installed CUDA here,
-/// so that gpudiag loads the very file PyTorch loads, never a second copy. At most 16 directories; duplicates are
-/// ignored. Thread-safety: safe. Errors: none.
+/// so that gpudiag loads the very file PyTorch loads, never a second copy. At most 16 directories;
+/// duplicates are ignored. Thread-safety: safe. Errors: none.
 GPUDIAG_API void add_library_search_dir(std::string_view directory) noexcept;
 
 /// Probes the machine without starting capture (loads libraries, touches no CUDA context).

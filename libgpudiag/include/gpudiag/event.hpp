@@ -26,44 +26,44 @@ inline constexpr std::uint32_t kNoStream = 0;       ///< unknown or not applicab
 enum class EventKind : std::uint8_t {
     kInvalid = 0,
     // ---- device memory (payload: MemoryPayload) ----
-    kDeviceAlloc = 1,    ///< driver-level allocation outside any pool (cudaMalloc, cuMemAlloc)
+    kDeviceAlloc = 1,  ///< driver-level allocation outside any pool (cudaMalloc, cuMemAlloc)
     kDeviceFree = 2,
-    kPoolAlloc = 3,      ///< stream-ordered pool allocation (cudaMallocAsync); aux = pool id
+    kPoolAlloc = 3,  ///< stream-ordered pool allocation (cudaMallocAsync); aux = pool id
     kPoolFree = 4,
-    kPoolResize = 5,     ///< a pool's reserved size changed; bytes = reserved, aux = utilized
-    kVmMap = 6,          ///< virtual-memory map (cuMemMap); bytes = mapped, aux = physical bytes
+    kPoolResize = 5,  ///< a pool's reserved size changed; bytes = reserved, aux = utilized
+    kVmMap = 6,       ///< virtual-memory map (cuMemMap); bytes = mapped, aux = physical bytes
     kVmUnmap = 7,
-    kSegmentAlloc = 8,   ///< a framework allocator reserved a segment (torch caching allocator);
-                         ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known
+    kSegmentAlloc = 8,  ///< a framework allocator reserved a segment (torch caching allocator);
+                        ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known
     kSegmentFree = 9,
-    kBlockAlloc = 10,    ///< a framework block handed to the program; bytes = rounded,
-                         ///< aux = requested, extra = segment id (0 = unknown) and category
-                         ///< (see MemoryCategory); address 0 = the source gives no address
+    kBlockAlloc = 10,  ///< a framework block handed to the program; bytes = rounded,
+                       ///< aux = requested, extra = segment id (0 = unknown) and category
+                       ///< (see MemoryCategory); address 0 = the source gives no address
     kBlockFree = 11,
     // ---- memory CUDA allocates that is not device memory (payload: MemoryPayload) ----
-    kHostAlloc = 12,     ///< host memory through CUDA (cudaMallocHost, cudaHostAlloc,
-                         ///< cudaHostRegister); flags = kPinned (page-locked) or kPageable.
-                         ///< Host RAM: never counted as GPU memory
+    kHostAlloc = 12,  ///< host memory through CUDA (cudaMallocHost, cudaHostAlloc,
+                      ///< cudaHostRegister); flags = kPinned (page-locked) or kPageable.
+                      ///< Host RAM: never counted as GPU memory
     kHostFree = 13,
     kManagedAlloc = 14,  ///< unified memory (cudaMallocManaged, __managed__): migrates between
                          ///< host and devices on demand, so it is counted apart from both
     kManagedFree = 15,
     // ---- GPU activity ----
-    kKernel = 20,        ///< KernelPayload
-    kMemcpy = 21,        ///< CopyPayload
-    kMemset = 22,        ///< CopyPayload (src kind unused)
-    kSync = 23,          ///< SyncPayload: host blocked on the GPU
-    kApiCall = 24,       ///< ApiPayload: runtime/driver API call on a host thread
+    kKernel = 20,   ///< KernelPayload
+    kMemcpy = 21,   ///< CopyPayload
+    kMemset = 22,   ///< CopyPayload (src kind unused)
+    kSync = 23,     ///< SyncPayload: host blocked on the GPU
+    kApiCall = 24,  ///< ApiPayload: runtime/driver API call on a host thread
     // ---- host ranges (payload: RangePayload) ----
-    kRangeBegin = 40,    ///< push of a named range (NVTX push, phase enter)
-    kRangeEnd = 41,      ///< pop of the innermost open range on the same thread
-    kRange = 42,         ///< a complete range [start_ns, end_ns] (importers, CPU ops)
-    kStepBegin = 43,     ///< training/inference step boundary; RangePayload.id = step number
+    kRangeBegin = 40,  ///< push of a named range (NVTX push, phase enter)
+    kRangeEnd = 41,    ///< pop of the innermost open range on the same thread
+    kRange = 42,       ///< a complete range [start_ns, end_ns] (importers, CPU ops)
+    kStepBegin = 43,   ///< training/inference step boundary; RangePayload.id = step number
     kStepEnd = 44,
     // ---- markers ----
-    kOutOfMemory = 60,   ///< OomPayload: an allocation request failed
-    kAnnotation = 61,    ///< AnnotationPayload: a user note with an optional value
-    kCounter = 62,       ///< CounterPayload: a sampled metric (NVML, allocator statistics)
+    kOutOfMemory = 60,  ///< OomPayload: an allocation request failed
+    kAnnotation = 61,   ///< AnnotationPayload: a user note with an optional value
+    kCounter = 62,      ///< CounterPayload: a sampled metric (NVML, allocator statistics)
     /// AnnotationPayload (text = reason): GPU capture stops seeing activity from here (yielded
     /// to another CUPTI client, or found starved of records), until kCaptureResumed. Analyses
     /// treat the window as unobserved, never as idle GPU time.
@@ -109,14 +109,14 @@ GPUDIAG_API EnumNames<SyncKind> enum_names<SyncKind>() noexcept;
 
 /// What a host range means to the analyses.
 enum class RangeCategory : std::uint8_t {
-    kGeneric = 0,     ///< NVTX or user range with no special meaning
-    kPhase = 1,       ///< gpudiag.phase("forward") and friends
-    kInputWait = 2,   ///< the loop waiting for its next batch (DataLoader __next__)
-    kCpuOp = 3,       ///< framework operator on the CPU (aten::conv2d)
-    kStep = 4,        ///< a whole step given as a range (ProfilerStep#N)
+    kGeneric = 0,        ///< NVTX or user range with no special meaning
+    kPhase = 1,          ///< gpudiag.phase("forward") and friends
+    kInputWait = 2,      ///< the loop waiting for its next batch (DataLoader __next__)
+    kCpuOp = 3,          ///< framework operator on the CPU (aten::conv2d)
+    kStep = 4,           ///< a whole step given as a range (ProfilerStep#N)
     kCommunication = 5,  ///< host side of a collective (nccl:all_reduce)
     kUserAnnotation = 6,
-    kOsRuntime = 7,      ///< a call into the operating system (Nsight Systems' OS runtime trace)
+    kOsRuntime = 7,  ///< a call into the operating system (Nsight Systems' OS runtime trace)
 };
 template <>
 GPUDIAG_API EnumNames<RangeCategory> enum_names<RangeCategory>() noexcept;
@@ -130,16 +130,16 @@ enum class CounterKind : std::uint16_t {
     kUnknown = 0,
     kGpuUtilizationPercent = 1,
     kMemoryUtilizationPercent = 2,
-    kDeviceMemoryUsedBytes = 3,     ///< NVML used (all processes)
+    kDeviceMemoryUsedBytes = 3,  ///< NVML used (all processes)
     kDeviceMemoryTotalBytes = 4,
-    kProcessMemoryUsedBytes = 5,    ///< this process, per NVML
-    kForeignProcessMemoryBytes = 6, ///< other processes on the same GPU
+    kProcessMemoryUsedBytes = 5,     ///< this process, per NVML
+    kForeignProcessMemoryBytes = 6,  ///< other processes on the same GPU
     kSmClockMhz = 7,
     kSmClockMaxMhz = 8,
     kTemperatureC = 9,
     kPowerWatts = 10,
     kPowerLimitWatts = 11,
-    kThrottleReasons = 12,          ///< NVML clock-event reason bit mask
+    kThrottleReasons = 12,  ///< NVML clock-event reason bit mask
     kEccCorrectedErrors = 13,
     kEccUncorrectedErrors = 14,
     kFrameworkAllocatedBytes = 20,  ///< torch memory_allocated
@@ -147,10 +147,10 @@ enum class CounterKind : std::uint16_t {
     kFrameworkAllocRetries = 22,
     kFrameworkOoms = 23,
     kFrameworkInactiveSplitBytes = 24,
-    kDroppedRecords = 30,           ///< capture losses reported by the source
-    kCaptureOverheadNs = 31,        ///< CUPTI's own time (its OVERHEAD records), cumulative
-    kUntimedKernels = 32,           ///< kernels CUPTI saw but could not time (device timestamp
-                                    ///< buffer full), cumulative: seen, not lost
+    kDroppedRecords = 30,     ///< capture losses reported by the source
+    kCaptureOverheadNs = 31,  ///< CUPTI's own time (its OVERHEAD records), cumulative
+    kUntimedKernels = 32,     ///< kernels CUPTI saw but could not time (device timestamp
+                              ///< buffer full), cumulative: seen, not lost
 };
 template <>
 GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;
@@ -169,18 +169,18 @@ inline constexpr std::uint64_t kHwPowerBrake = 0x80;
 struct MemoryPayload {
     std::uint64_t address;
     std::uint64_t bytes;
-    std::uint64_t aux;       ///< meaning per kind (see EventKind)
-    StringId site;           ///< call site or stack (interned), kNoString when unknown
-    std::uint32_t extra;     ///< correlation id for driver events, segment id for blocks
+    std::uint64_t aux;    ///< meaning per kind (see EventKind)
+    StringId site;        ///< call site or stack (interned), kNoString when unknown
+    std::uint32_t extra;  ///< correlation id for driver events, segment id for blocks
 };
 
 struct KernelPayload {
     StringId name;
     std::uint32_t correlation;
-    std::uint32_t grid_size;      ///< blocks in the grid (x*y*z), 0 when unknown
-    std::uint32_t block_size;     ///< threads per block, 0 when unknown
-    std::uint32_t shared_bytes;   ///< static + dynamic shared memory
-    std::uint32_t registers;      ///< per thread
+    std::uint32_t grid_size;     ///< blocks in the grid (x*y*z), 0 when unknown
+    std::uint32_t block_size;    ///< threads per block, 0 when unknown
+    std::uint32_t shared_bytes;  ///< static + dynamic shared memory
+    std::uint32_t registers;     ///< per thread
     std::uint64_t reserved;
 };
 
@@ -190,7 +190,7 @@ struct CopyPayload {
     CopyDirection direction;
     MemoryKind src_kind;
     MemoryKind dst_kind;
-    std::uint8_t is_async;        ///< issued through an async API
+    std::uint8_t is_async;  ///< issued through an async API
     std::uint64_t reserved[2];
 };
 
@@ -198,7 +198,7 @@ struct SyncPayload {
     std::uint32_t correlation;
     SyncKind sync_kind;
     std::uint8_t pad[3];
-    std::uint64_t object;         ///< event or stream handle waited on, 0 when unknown
+    std::uint64_t object;  ///< event or stream handle waited on, 0 when unknown
     /// kEvent / kStreamWaitEvent: the stream the waited-on event was recorded on, kNoStream when
     /// the source does not say (Kineto's wait_on_stream)
     std::uint32_t wait_stream;
@@ -208,12 +208,12 @@ struct SyncPayload {
 };
 
 struct ApiPayload {
-    StringId name;                ///< e.g. "cudaLaunchKernel"
+    StringId name;  ///< e.g. "cudaLaunchKernel"
     std::uint32_t correlation;
-    std::uint32_t callback_id;    ///< CUPTI cbid, 0 when unknown
+    std::uint32_t callback_id;  ///< CUPTI cbid, 0 when unknown
     ApiDomain domain;
     std::uint8_t pad[3];
-    std::int64_t return_code;     ///< CUresult / cudaError_t, 0 = success
+    std::int64_t return_code;  ///< CUresult / cudaError_t, 0 = success
     std::uint64_t reserved;
 };
 
@@ -221,17 +221,17 @@ struct RangePayload {
     StringId name;
     RangeCategory category;
     std::uint8_t pad[3];
-    std::uint64_t id;             ///< step number for steps, range or correlation id otherwise
-    std::uint64_t parent;         ///< enclosing range id, 0 when none
+    std::uint64_t id;      ///< step number for steps, range or correlation id otherwise
+    std::uint64_t parent;  ///< enclosing range id, 0 when none
     std::uint64_t reserved;
 };
 
 struct OomPayload {
     std::uint64_t requested_bytes;
-    std::uint64_t free_bytes;     ///< free device memory the failing allocator saw, if known
-    std::uint64_t total_bytes;    ///< device capacity, if known
+    std::uint64_t free_bytes;   ///< free device memory the failing allocator saw, if known
+    std::uint64_t total_bytes;  ///< device capacity, if known
     StringId site;
-    std::uint32_t correlation;    ///< CUPTI correlation id of the failed call, 0 when none
+    std::uint32_t correlation;  ///< CUPTI correlation id of the failed call, 0 when none
 };
 
 struct AnnotationPayload {
@@ -275,10 +275,10 @@ struct Event {
     std::uint8_t flags = 0;            ///< MemoryKind for memory events; bit 7 = synthetic
     std::uint16_t device = kNoDevice;  ///< device ordinal; kNoDevice for host-only events
     std::uint32_t stream = kNoStream;
-    std::uint32_t process = 0;         ///< pid (or rank-local process id from an importer)
-    std::uint32_t thread = 0;          ///< tid
-    std::uint64_t start_ns = 0;        ///< nanoseconds on the source's clock
-    std::uint64_t end_ns = 0;          ///< == start_ns for instants
+    std::uint32_t process = 0;   ///< pid (or rank-local process id from an importer)
+    std::uint32_t thread = 0;    ///< tid
+    std::uint64_t start_ns = 0;  ///< nanoseconds on the source's clock
+    std::uint64_t end_ns = 0;    ///< == start_ns for instants
     union {
         MemoryPayload memory;
         KernelPayload kernel;

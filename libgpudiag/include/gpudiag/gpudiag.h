@@ -63,13 +63,13 @@ typedef void (*gpudiag_report_fn)(const char* json, void* user_data);
 typedef void (*gpudiag_watch_fn)(uint64_t bytes_in_use, void* user_data);
 
 typedef struct gpudiag_session_options {
-    const char* record_path;    /* NULL or "" = no recording */
-    int capture_gpu;            /* default 1 */
-    int deep;                   /* default 0 */
-    double nvml_hz;             /* default 2.0; 0 = off */
-    uint32_t queue_capacity;    /* default 65536 */
-    uint32_t flush_period_ms;   /* default 250 */
-    uint32_t report_period_ms;  /* default 0 = no periodic report */
+    const char* record_path;   /* NULL or "" = no recording */
+    int capture_gpu;           /* default 1 */
+    int deep;                  /* default 0 */
+    double nvml_hz;            /* default 2.0; 0 = off */
+    uint32_t queue_capacity;   /* default 65536 */
+    uint32_t flush_period_ms;  /* default 250 */
+    uint32_t report_period_ms; /* default 0 = no periodic report */
     gpudiag_report_fn on_report;
     void* on_report_user_data;
 } gpudiag_session_options_t;
@@ -104,9 +104,8 @@ GPUDIAG_API gpudiag_status_t gpudiag_session_report(gpudiag_session_t* session,
                                                     gpudiag_format_t format, char** out);
 /* Capture level name ("no_gpu", "nvml", "framework", "cupti_activity", "cupti_deep"), events
  * delivered and dropped. Any out-pointer may be NULL. */
-GPUDIAG_API gpudiag_status_t gpudiag_session_status(gpudiag_session_t* session,
-                                                    const char** level, uint64_t* events,
-                                                    uint64_t* dropped);
+GPUDIAG_API gpudiag_status_t gpudiag_session_status(gpudiag_session_t* session, const char** level,
+                                                    uint64_t* events, uint64_t* dropped);
 
 /* Offline: analyse files (recordings, Kineto traces, torch snapshots) of one job. */
 GPUDIAG_API gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Multi-rank jobs: one report out of the reports of each rank (e.g. gathered over torch.distributed).
+// Multi-rank jobs: one report out of the reports of each rank (e.g. gathered over
+// torch.distributed).
 #pragma once
 
 #include <gpudiag/analyze.hpp>

@@ -18,8 +18,8 @@ namespace gpudiag {
 
 /// Which level of a device's memory a watch or a figure refers to.
 enum class MemoryMetric : std::uint8_t {
-    kAllocated = 0,   ///< bytes in live framework blocks (rounded sizes)
-    kReserved = 1,    ///< bytes of framework segments (allocated + cached)
+    kAllocated = 0,  ///< bytes in live framework blocks (rounded sizes)
+    kReserved = 1,   ///< bytes of framework segments (allocated + cached)
     /// reserved + device memory held outside the framework, or the process' usage as NVML
     /// reports it when that is larger (it also counts the CUDA context)
     kDeviceUsed = 2,
@@ -91,25 +91,25 @@ struct OomExplanation {
     OomCause cause = OomCause::kUnknown;
     int device = 0;
     std::uint64_t requested_bytes = 0;
-    std::uint64_t rounded_bytes = 0;    ///< as the caching allocator rounds it (512 B multiples)
-    std::uint64_t segment_bytes = 0;    ///< size of the new segment the allocator would map
-    std::uint64_t capacity_bytes = 0;   ///< 0 when unknown
+    std::uint64_t rounded_bytes = 0;   ///< as the caching allocator rounds it (512 B multiples)
+    std::uint64_t segment_bytes = 0;   ///< size of the new segment the allocator would map
+    std::uint64_t capacity_bytes = 0;  ///< 0 when unknown
     bool device_free_known = false;
     std::uint64_t device_free_bytes = 0;  ///< free on the device (driver view), if known
     std::uint64_t reserved_bytes = 0;
-    std::uint64_t allocated_bytes = 0;            ///< live blocks, rounded
-    std::uint64_t free_in_segments_bytes = 0;     ///< inactive blocks inside segments
+    std::uint64_t allocated_bytes = 0;         ///< live blocks, rounded
+    std::uint64_t free_in_segments_bytes = 0;  ///< inactive blocks inside segments
     std::uint64_t largest_free_block_bytes = 0;
-    std::uint64_t releasable_bytes = 0;           ///< in fully free segments (empty_cache can return)
-    std::uint64_t inactive_split_bytes = 0;       ///< free blocks in partly used segments
-    std::uint64_t pending_free_bytes = 0;         ///< freed, waiting for streams to catch up
+    std::uint64_t releasable_bytes = 0;      ///< in fully free segments (empty_cache can return)
+    std::uint64_t inactive_split_bytes = 0;  ///< free blocks in partly used segments
+    std::uint64_t pending_free_bytes = 0;    ///< freed, waiting for streams to catch up
     std::uint64_t outside_framework_bytes = 0;
     std::uint64_t other_processes_bytes = 0;
     bool expandable_segments = false;
-    std::string summary;               ///< plain language, with the numbers
+    std::string summary;  ///< plain language, with the numbers
     /// The facts the cause rests on, one per line ("largest free block 314 MiB < 1.0 GiB").
     std::vector<std::string> evidence;
-    std::vector<std::string> advice;   ///< what fits these facts, most effective first
+    std::vector<std::string> advice;  ///< what fits these facts, most effective first
     /// Call sites of live blocks that pin partly used segments (split them around free space),
     /// with the free bytes of the segments they pin; most first.
     std::vector<std::pair<std::string, std::uint64_t>> pinning_sites;
@@ -124,7 +124,7 @@ struct AllocatorOomState {
     std::uint64_t segment_bytes = 0;    ///< the new segment it needed (0: derived from the request)
     bool device_free_known = false;
     std::uint64_t device_free_bytes = 0;
-    std::uint64_t capacity_bytes = 0;   ///< 0 when unknown
+    std::uint64_t capacity_bytes = 0;  ///< 0 when unknown
     std::uint64_t reserved_bytes = 0;
     std::uint64_t allocated_bytes = 0;
     /// Free bytes in segments that also hold live blocks (torch's inactive_split_bytes).

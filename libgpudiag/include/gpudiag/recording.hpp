@@ -24,7 +24,7 @@
 #include <functional>
 #include <memory>
 #if GPUDIAG_HAS_SPAN
-#include <span>
+#    include <span>
 #endif
 #include <string>
 #include <vector>
@@ -45,7 +45,7 @@ struct RecordingWriterOptions {
 struct RecordingInfo {
     std::uint16_t format_version = 0;
     std::uint32_t flags = 0;
-    std::string writer_version;   ///< gpudiag version that wrote the file, e.g. "0.1.0"
+    std::string writer_version;  ///< gpudiag version that wrote the file, e.g. "0.1.0"
     std::uint64_t file_bytes = 0;
     SourceInfo source;
     /// The writer's summary when the file has one (its `events` are what the writer was given).

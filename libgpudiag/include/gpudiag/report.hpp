@@ -38,14 +38,14 @@ enum class Unit : std::uint8_t {
     kPercent = 9,        ///< "percent": 0..100
     kBytesPerStep = 10,  ///< "bytes/step"
     kBytesPerSecond = 11,  ///< "bytes/s"
-    kBytesPerHour = 12,  ///< "bytes/hour"
-    kCelsius = 13,       ///< "celsius"
-    kWatts = 14,         ///< "W"
-    kMegahertz = 15,     ///< "MHz"
-    kStep = 16,          ///< "step": a step ordinal (the x axis of per-step series)
-    kCode = 17,          ///< "enum": a code; the label lists its meanings ("window: 0 steps, 1 hta")
-    kDevice = 18,        ///< "ordinal": a device ordinal, naming the device a section describes
-    kRank = 19,          ///< "rank": a distributed rank
+    kBytesPerHour = 12,    ///< "bytes/hour"
+    kCelsius = 13,         ///< "celsius"
+    kWatts = 14,           ///< "W"
+    kMegahertz = 15,       ///< "MHz"
+    kStep = 16,            ///< "step": a step ordinal (the x axis of per-step series)
+    kCode = 17,    ///< "enum": a code; the label lists its meanings ("window: 0 steps, 1 hta")
+    kDevice = 18,  ///< "ordinal": a device ordinal, naming the device a section describes
+    kRank = 19,    ///< "rank": a distributed rank
 };
 template <>
 GPUDIAG_API EnumNames<Unit> enum_names<Unit>() noexcept;
@@ -63,7 +63,7 @@ GPUDIAG_API EnumNames<FigureKind> enum_names<FigureKind>() noexcept;
 
 /// A named number with its declared unit and kind.
 struct Figure {
-    std::string key;    ///< stable snake_case name, e.g. "input_wait_share"
+    std::string key;  ///< stable snake_case name, e.g. "input_wait_share"
     double value = 0;
     std::string unit;   ///< a Unit's name ("bytes", "ns", "fraction", "count", "bytes/step", ...)
     std::string label;  ///< human label, e.g. "time waiting for input"
@@ -82,11 +82,11 @@ struct CallSite {
 struct Finding {
     std::string id;
     Severity severity = Severity::kInfo;
-    std::string title;               ///< one line: "Input-bound: 39 % of step time waiting"
-    std::string summary;             ///< a paragraph with the numbers
-    double confidence = 1.0;         ///< 0..1
+    std::string title;        ///< one line: "Input-bound: 39 % of step time waiting"
+    std::string summary;      ///< a paragraph with the numbers
+    double confidence = 1.0;  ///< 0..1
     std::vector<Figure> figures;
-    std::string site_unit;           ///< unit of CallSite::value
+    std::string site_unit;  ///< unit of CallSite::value
     std::vector<CallSite> sites;
     std::vector<std::string> evidence;  ///< concrete observations backing the verdict
     std::vector<std::string> advice;    ///< what to change, most effective first
@@ -116,7 +116,7 @@ using Cell = std::variant<double, std::string>;
 
 /// What a table's rows are.
 enum class TableKind : std::uint8_t {
-    kRows = 0,       ///< rows of figures (the default)
+    kRows = 0,  ///< rows of figures (the default)
     /// Each row splits one whole (a step's time, say): the first column names the row, and the
     /// numeric columns after it are parts that add up to the row's whole (plots stack them).
     kPartition = 1,
@@ -171,7 +171,9 @@ struct InputCoverage {
     std::uint64_t last_ns = 0;         ///< end of the latest event read
     std::vector<std::string> missing;  ///< what could not be read, in plain language
 
-    [[nodiscard]] std::uint64_t span_ns() const { return last_ns > first_ns ? last_ns - first_ns : 0; }
+    [[nodiscard]] std::uint64_t span_ns() const {
+        return last_ns > first_ns ? last_ns - first_ns : 0;
+    }
 };
 
 struct Report {

@@ -8,7 +8,7 @@
 #include <gpudiag/string_table.hpp>
 
 #if GPUDIAG_HAS_SPAN
-#include <span>
+#    include <span>
 
 namespace gpudiag {
 

@@ -11,18 +11,18 @@ namespace gpudiag {
 
 struct DeviceInfo {
     std::uint16_t ordinal = 0;
-    std::string name;                    ///< e.g. "NVIDIA H200"
+    std::string name;  ///< e.g. "NVIDIA H200"
     std::uint64_t total_memory_bytes = 0;
     std::string uuid;
-    std::string pci_bus_id{};            ///< e.g. "00000000:18:00.0", "" when unknown
+    std::string pci_bus_id{};  ///< e.g. "00000000:18:00.0", "" when unknown
 };
 
 /// Describes a source of events. Importers fill what the input says; capture fills what it saw.
 struct SourceInfo {
-    std::string producer;       ///< "gpudiag-capture", "kineto", "torch-snapshot", "simulated", ...
-    std::string description;    ///< file name(s) or program command line
-    bool simulated = false;     ///< events were generated, not observed: reports say so
-    std::int32_t rank = -1;     ///< distributed rank, -1 when not distributed
+    std::string producer;     ///< "gpudiag-capture", "kineto", "torch-snapshot", "simulated", ...
+    std::string description;  ///< file name(s) or program command line
+    bool simulated = false;   ///< events were generated, not observed: reports say so
+    std::int32_t rank = -1;   ///< distributed rank, -1 when not distributed
     std::int32_t world_size = 0;
     std::uint32_t pid = 0;
     std::string hostname;

@@ -22,7 +22,7 @@ enum class StatusCode : int {
     kCorruptData = 4,      ///< input that is not what it claims to be (bad trace, hostile pickle)
     kUnsupported = 5,      ///< valid input of a kind or version gpudiag does not handle
     kIoError = 6,          ///< the operating system refused a read or write
-    kResourceExhausted = 7,  ///< a configured bound was reached (buffer cap, memory cap)
+    kResourceExhausted = 7,   ///< a configured bound was reached (buffer cap, memory cap)
     kFailedPrecondition = 8,  ///< the call is fine but not now (stop before start)
     kInternal = 9,            ///< a bug in gpudiag: please report it
 };
@@ -72,7 +72,8 @@ public:
     Result(Status status) noexcept  // NOLINT: implicit by design
         : status_(std::move(status)) {
         if (status_.is_ok()) {
-            status_ = Status(StatusCode::kInternal, "Result built from an OK status without a value");
+            status_ =
+                Status(StatusCode::kInternal, "Result built from an OK status without a value");
         }
     }
 
@@ -97,10 +98,10 @@ private:
 }  // namespace gpudiag
 
 /// Returns the Status of `expr` from the enclosing function when it is not OK.
-#define GPUDIAG_RETURN_IF_ERROR(expr)                     \
-    do {                                                  \
-        ::gpudiag::Status gpudiag_status_tmp_ = (expr);   \
-        if (!gpudiag_status_tmp_.is_ok()) {               \
-            return gpudiag_status_tmp_;                   \
-        }                                                 \
+#define GPUDIAG_RETURN_IF_ERROR(expr)                   \
+    do {                                                \
+        ::gpudiag::Status gpudiag_status_tmp_ = (expr); \
+        if (!gpudiag_status_tmp_.is_ok()) {             \
+            return gpudiag_status_tmp_;                 \
+        }                                               \
     } while (false)

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 #if GPUDIAG_HAS_SPAN
-#include <span>
+#    include <span>
 #endif
 #include <string>
 #include <vector>
@@ -73,7 +73,7 @@ struct WhatIfOutcome {
     std::uint64_t device_frees = 0;    ///< cudaFree calls
     std::uint64_t page_maps = 0;       ///< expandable segments: map calls
     std::uint64_t page_unmaps = 0;
-    std::uint64_t alloc_retries = 0;   ///< cache released and cudaMalloc retried
+    std::uint64_t alloc_retries = 0;  ///< cache released and cudaMalloc retried
     /// An allocation that succeeded in the recording fails here (at the capacity): the program
     /// would have stopped at that history entry.
     bool oom = false;
@@ -103,16 +103,16 @@ struct WhatIfReproduction {
 struct WhatIfResult {
     std::string source;
     int device = 0;
-    std::uint64_t history_entries = 0;       ///< allocations, frees, cache releases, OOMs
+    std::uint64_t history_entries = 0;  ///< allocations, frees, cache releases, OOMs
     std::uint64_t allocations = 0;
     /// The history starts before the device's first segment (nothing had to be rebuilt).
     bool history_from_start = true;
     std::uint64_t segments_before_history = 0;
     std::uint64_t live_blocks_before_history = 0;
     bool settings_recorded = false;
-    std::string recorded_settings;           ///< PYTORCH_CUDA_ALLOC_CONF form; "" = defaults
-    std::uint64_t capacity_bytes = 0;        ///< 0 = unlimited
-    std::string capacity_origin;             ///< "given", "unlimited", "the recorded OOM"
+    std::string recorded_settings;     ///< PYTORCH_CUDA_ALLOC_CONF form; "" = defaults
+    std::uint64_t capacity_bytes = 0;  ///< 0 = unlimited
+    std::string capacity_origin;       ///< "given", "unlimited", "the recorded OOM"
     WhatIfReproduction reproduction;
     /// [0]: the recorded settings from the recorded state (the reproduction). Then, when the
     /// history starts late, the recorded settings from live blocks only (the baseline of the
@@ -133,8 +133,8 @@ GPUDIAG_API Result<WhatIfResult> whatif_file(const std::string& path,
 
 #if GPUDIAG_HAS_SPAN  // takes a span of events: C++20
 /// The same for events already in memory.
-GPUDIAG_API Result<WhatIfResult> whatif_events(std::span<const Event> events, const SourceInfo& info,
-                                               const StringTable& strings,
+GPUDIAG_API Result<WhatIfResult> whatif_events(std::span<const Event> events,
+                                               const SourceInfo& info, const StringTable& strings,
                                                const WhatIfOptions& options = {}) noexcept;
 #endif
 

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of analyses run on every input, in report order.
-#include "analysis/memory/memory_analyzer.hpp"
+#include "analysis/registry.hpp"
 #include "analysis/health/health_analyzer.hpp"
 #include "analysis/health/stack_analyzer.hpp"
+#include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/overview/overview_analyzer.hpp"
 #include "analysis/timeline/timeline_analyzer.hpp"
-#include "analysis/registry.hpp"
 
 namespace gpudiag::detail {
 

@@ -63,8 +63,8 @@ public:
         Report report;
         report.source = info_;
         report.capture = summary_;
-        report.input = detail::input_coverage(summary_, delivered_,
-                                              delivered_ > 0 ? first_ns_ : 0, last_ns_);
+        report.input =
+            detail::input_coverage(summary_, delivered_, delivered_ > 0 ? first_ns_ : 0, last_ns_);
         for (auto& a : analyzers_) a->contribute(report);
         if (report.source.simulated) {
             report.notes.insert(report.notes.begin(),
@@ -175,8 +175,7 @@ Result<Report> analyze_files(const std::vector<std::string>& paths,
 }
 
 Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& info,
-                              const StringTable& strings,
-                              const AnalysisOptions& options) noexcept {
+                              const StringTable& strings, const AnalysisOptions& options) noexcept {
     try {
         AnalysisRun run(options);
         run.begin(info, strings);

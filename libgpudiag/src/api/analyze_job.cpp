@@ -44,8 +44,9 @@ std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>&
     for (std::size_t i = 0; i < reports.size(); ++i) {
         if (!detail::is_snapshot_report(reports[i])) continue;
         const std::int32_t rank = reports[i].source.rank;
-        auto same = std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(processes),
-                                 [&](const Group& g) { return rank >= 0 && g.rank == rank; });
+        auto same =
+            std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(processes),
+                         [&](const Group& g) { return rank >= 0 && g.rank == rank; });
         if (same != groups.begin() + static_cast<std::ptrdiff_t>(processes)) {
             same->members.push_back(i);
         } else if (rank < 0 && processes == 1) {
@@ -72,18 +73,22 @@ Result<Report> combine(std::vector<Report> reports, const std::vector<JobInput>&
         std::vector<Report> parts;
         for (std::size_t i : group) parts.push_back(std::move(reports[i]));
         Report merged = detail::merge_process_reports(std::move(parts));
-        if (options.rank >= 0 && merged.source.rank >= 0 && merged.source.rank != options.rank) continue;
+        if (options.rank >= 0 && merged.source.rank >= 0 && merged.source.rank != options.rank)
+            continue;
         processes.push_back(std::move(merged));
     }
-    if (processes.empty()) return not_found("no input file holds rank " + std::to_string(options.rank));
+    if (processes.empty())
+        return not_found("no input file holds rank " + std::to_string(options.rank));
     auto job = analyze_job(std::move(processes), options);
-    if (job && !job->ranks.empty()) job->source.description = std::to_string(inputs.size()) + " files";
+    if (job && !job->ranks.empty())
+        job->source.description = std::to_string(inputs.size()) + " files";
     return job;
 }
 
 }  // namespace
 
-Result<Report> combine_input_reports(std::vector<Report> reports, const std::vector<JobInput>& inputs,
+Result<Report> combine_input_reports(std::vector<Report> reports,
+                                     const std::vector<JobInput>& inputs,
                                      const AnalysisOptions& options) noexcept {
     try {
         return combine(std::move(reports), inputs, options);
@@ -100,8 +105,9 @@ Result<Report> analyze_job(std::vector<Report> ranks, const AnalysisOptions& opt
         if (ranks.size() == 1) return std::move(ranks.front());
         Report job;
         job.ranks = std::move(ranks);
-        std::stable_sort(job.ranks.begin(), job.ranks.end(),
-                         [](const Report& a, const Report& b) { return a.source.rank < b.source.rank; });
+        std::stable_sort(job.ranks.begin(), job.ranks.end(), [](const Report& a, const Report& b) {
+            return a.source.rank < b.source.rank;
+        });
         job.source = job.ranks.front().source;
         job.source.description = std::to_string(job.ranks.size()) + " ranks";
         job.source.rank = -1;

@@ -53,20 +53,26 @@ char* copy_out(const std::string& text) noexcept {
     return out;
 }
 
-#define GPUDIAG_C_REQUIRE_SESSION(s)                                                    \
-    do {                                                                                \
-        if ((s) == nullptr || !(s)->session) {                                          \
+#define GPUDIAG_C_REQUIRE_SESSION(s)                                                      \
+    do {                                                                                  \
+        if ((s) == nullptr || !(s)->session) {                                            \
             return fail(gpudiag::StatusCode::kInvalidArgument, "session handle is NULL"); \
-        }                                                                               \
+        }                                                                                 \
     } while (false)
 
 }  // namespace
 
 extern "C" {
 
-const char* gpudiag_version(void) { return gpudiag::version(); }
-const char* gpudiag_last_error(void) { return g_last_error.c_str(); }
-void gpudiag_free(char* text) { std::free(text); }
+const char* gpudiag_version(void) {
+    return gpudiag::version();
+}
+const char* gpudiag_last_error(void) {
+    return g_last_error.c_str();
+}
+void gpudiag_free(char* text) {
+    std::free(text);
+}
 
 void gpudiag_session_options_init(gpudiag_session_options_t* o) {
     if (o == nullptr) return;
@@ -163,8 +169,9 @@ gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t lev
     GPUDIAG_C_REQUIRE_SESSION(s);
     if (callback == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "callback is NULL");
     return guarded([&]() -> gpudiag_status_t {
-        auto id = s->session->watch_memory(
-            level_bytes, [callback, user_data](std::uint64_t bytes) { callback(bytes, user_data); });
+        auto id = s->session->watch_memory(level_bytes, [callback, user_data](std::uint64_t bytes) {
+            callback(bytes, user_data);
+        });
         if (!id) return to_c(id.status());
         if (watch_id != nullptr) *watch_id = *id;
         return GPUDIAG_OK;
@@ -176,8 +183,7 @@ gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* s, uint64_t w
     return guarded([&] { return to_c(s->session->unwatch_memory(watch_id)); });
 }
 
-gpudiag_status_t gpudiag_session_report(gpudiag_session_t* s, gpudiag_format_t format,
-                                        char** out) {
+gpudiag_status_t gpudiag_session_report(gpudiag_session_t* s, gpudiag_format_t format, char** out) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
     *out = nullptr;
@@ -194,8 +200,8 @@ gpudiag_status_t gpudiag_session_report(gpudiag_session_t* s, gpudiag_format_t f
     });
 }
 
-gpudiag_status_t gpudiag_session_status(gpudiag_session_t* s, const char** level,
-                                        uint64_t* events, uint64_t* dropped) {
+gpudiag_status_t gpudiag_session_status(gpudiag_session_t* s, const char** level, uint64_t* events,
+                                        uint64_t* dropped) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     return guarded([&]() -> gpudiag_status_t {
         gpudiag::CaptureStatus st = s->session->status();

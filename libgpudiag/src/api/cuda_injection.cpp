@@ -32,7 +32,9 @@ namespace {
 std::atomic<bool> g_initialised{false};
 std::atomic<bool> g_in_forked_child{false};
 
-void on_fork_child() noexcept { g_in_forked_child.store(true); }
+void on_fork_child() noexcept {
+    g_in_forked_child.store(true);
+}
 
 std::string env_or(const char* name, const std::string& fallback) {
     const char* v = std::getenv(name);

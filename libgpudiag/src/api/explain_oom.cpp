@@ -14,7 +14,8 @@ namespace gpudiag {
 
 Result<OomExplanation> explain_oom_in_snapshot(const std::string& path, std::uint64_t request_bytes,
                                                int device) noexcept {
-    if (request_bytes == 0) return invalid_argument("explain_oom_in_snapshot: the request is 0 bytes");
+    if (request_bytes == 0)
+        return invalid_argument("explain_oom_in_snapshot: the request is 0 bytes");
     if (device < 0 || device >= 0xFFFF) {
         return invalid_argument("explain_oom_in_snapshot: device " + std::to_string(device) +
                                 " is not a device ordinal");
@@ -43,7 +44,8 @@ Result<OomExplanation> explain_oom_in_snapshot(const std::string& path, std::uin
         // answer about the peak reserved says nothing about why this request fails.
         detail::MeasuredAdvice measured = analyzer.allocator_advice_for(dev);
         if (!measured.sentence.empty() && measured.about_oom) {
-            x.advice.insert(measured.reproduced ? x.advice.begin() : x.advice.end(), std::move(measured.sentence));
+            x.advice.insert(measured.reproduced ? x.advice.begin() : x.advice.end(),
+                            std::move(measured.sentence));
         }
         return x;
     } catch (const std::bad_alloc&) {

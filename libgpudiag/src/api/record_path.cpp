@@ -7,7 +7,8 @@ std::string per_process_record_path(std::string_view requested, long pid) {
     std::string path(requested);
     const std::string id = std::to_string(pid);
     if (auto at = path.find("%p"); at != std::string::npos) {
-        for (; at != std::string::npos; at = path.find("%p", at + id.size())) path.replace(at, 2, id);
+        for (; at != std::string::npos; at = path.find("%p", at + id.size()))
+            path.replace(at, 2, id);
         return path;
     }
     std::size_t name = path.rfind('/');

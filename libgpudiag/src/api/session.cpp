@@ -10,9 +10,9 @@
 #include <gpudiag/session.hpp>
 
 #include "analysis/memory/memory_analyzer.hpp"
+#include "analysis/registry.hpp"
 #include "capture/capture_backend.hpp"
 #include "capture/stack_verdict.hpp"
-#include "analysis/registry.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "core/input_coverage.hpp"
@@ -73,7 +73,8 @@ public:
         for (auto& [id, entry] : entries_) register_entry(id, entry);
     }
 
-    bool record_action(WatchId id, std::string action, bool ok, std::uint64_t freed, std::string detail) {
+    bool record_action(WatchId id, std::string action, bool ok, std::uint64_t freed,
+                       std::string detail) {
         auto it = entries_.find(id);
         if (it == entries_.end() || ledger_ == nullptr || it->second.ledger_id == 0) return false;
         return ledger_->record_watch_action(it->second.ledger_id, std::move(action), ok, freed,
@@ -255,8 +256,9 @@ struct Session::Impl final : detail::EventQueue {
         if (!running.load()) return failed_precondition("the session is not running");
         bool own_thread = worker.joinable() && worker.get_id() == std::this_thread::get_id();
         if (own_thread && !at_exit) {
-            return failed_precondition("stop() cannot run inside the session's own report or "
-                                       "watch callback");
+            return failed_precondition(
+                "stop() cannot run inside the session's own report or "
+                "watch callback");
         }
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
@@ -332,9 +334,10 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     void run_worker() {
-        auto period = std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1));
-        auto next_report = std::chrono::steady_clock::now() +
-                           std::chrono::milliseconds(options.report_period_ms);
+        auto period =
+            std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1));
+        auto next_report =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(options.report_period_ms);
         while (running.load()) {
             {
                 std::unique_lock<std::mutex> lock(wake_mutex);
@@ -463,7 +466,8 @@ Session::~Session() = default;
 
 Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcept {
     try {
-        if (options.queue_capacity < 64 || (options.queue_capacity & (options.queue_capacity - 1))) {
+        if (options.queue_capacity < 64 ||
+            (options.queue_capacity & (options.queue_capacity - 1))) {
             return invalid_argument("queue_capacity must be a power of two >= 64, got " +
                                     std::to_string(options.queue_capacity));
         }
@@ -504,7 +508,9 @@ Status Session::stop() noexcept {
     }
 }
 
-bool Session::running() const noexcept { return impl_->running.load(); }
+bool Session::running() const noexcept {
+    return impl_->running.load();
+}
 
 void Session::step_begin(std::uint64_t step) noexcept {
     impl_->push_marker(EventKind::kStepBegin, RangeCategory::kStep, kNoString, step);
@@ -536,9 +542,13 @@ bool Session::record(const Event& event) noexcept {
     return impl_->channel.try_push(e);
 }
 
-StringId Session::intern(std::string_view text) noexcept { return impl_->strings.intern(text); }
+StringId Session::intern(std::string_view text) noexcept {
+    return impl_->strings.intern(text);
+}
 
-std::uint64_t Session::now_ns() noexcept { return detail::monotonic_now_ns(); }
+std::uint64_t Session::now_ns() noexcept {
+    return detail::monotonic_now_ns();
+}
 
 Result<WatchId> Session::watch_memory(std::uint64_t level_bytes,
                                       std::function<void(std::uint64_t)> callback) noexcept {
@@ -566,7 +576,8 @@ Status Session::record_watch_action(WatchId id, std::string_view action, bool ok
                                     std::uint64_t bytes_freed, std::string_view detail) noexcept {
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
-        if (impl_->watches.record_action(id, std::string(action), ok, bytes_freed, std::string(detail))) {
+        if (impl_->watches.record_action(id, std::string(action), ok, bytes_freed,
+                                         std::string(detail))) {
             return Status::ok();
         }
         return not_found("watch " + std::to_string(id) + " has no crossing waiting for its action");

@@ -11,7 +11,6 @@
 
 namespace gpudiag {
 
-
 Result<WhatIfResult> whatif_file(const std::string& path, const WhatIfOptions& options) noexcept {
     try {
         auto source = detail::open_event_source(path, AnalysisOptions{});
@@ -37,7 +36,8 @@ Result<WhatIfResult> whatif_file(const std::string& path, const WhatIfOptions& o
 }
 
 Result<WhatIfResult> whatif_events(std::span<const Event> events, const SourceInfo& info,
-                                   const StringTable& strings, const WhatIfOptions& options) noexcept {
+                                   const StringTable& strings,
+                                   const WhatIfOptions& options) noexcept {
     try {
         detail::AllocationHistory history;
         history.begin(info, strings);

@@ -26,15 +26,15 @@
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
-#  include "capture/api_whitelist.hpp"
+#    include "capture/api_whitelist.hpp"
 
-#  include <cxxabi.h>
-#  include <unistd.h>
+#    include <cxxabi.h>
+#    include <unistd.h>
 
-#  include <algorithm>
-#  include <cstdlib>
-#  include <cstring>
-#  include <string>
+#    include <algorithm>
+#    include <cstdlib>
+#    include <cstring>
+#    include <string>
 
 namespace gpudiag::detail {
 namespace {
@@ -42,8 +42,9 @@ namespace {
 constexpr std::size_t kMaxCachedNames = 16384;
 constexpr std::size_t kMaxPools = 1024;
 constexpr std::size_t kMaxSites = 65536;
-constexpr std::uint32_t kCudaOutOfMemory = 2;  // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
-constexpr std::size_t kMaxJoined = 4096;        // correlation -> thread/device entries kept
+constexpr std::uint32_t kCudaOutOfMemory =
+    2;                                    // cudaErrorMemoryAllocation == CUDA_ERROR_OUT_OF_MEMORY
+constexpr std::size_t kMaxJoined = 4096;  // correlation -> thread/device entries kept
 constexpr std::size_t kMaxThreads = 4096;
 constexpr std::size_t kMaxPendingOoms = 64;
 // A caching allocator that fails a request frees its cache (a device synchronisation and one
@@ -105,7 +106,8 @@ CopyDirection copy_direction(std::uint32_t copy_kind) noexcept {
 SyncKind sync_kind(std::uint32_t type) noexcept {
     switch (type) {
         case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return SyncKind::kEvent;
-        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return SyncKind::kStreamWaitEvent;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
+            return SyncKind::kStreamWaitEvent;
         case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return SyncKind::kStream;
         case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return SyncKind::kDevice;
         default: return SyncKind::kUnknown;
@@ -124,7 +126,9 @@ std::uint64_t hash_text(const char* s) noexcept {
     return h;
 }
 
-std::uint64_t clamp_u32(std::int64_t v) noexcept { return v < 0 ? 0 : static_cast<std::uint64_t>(v); }
+std::uint64_t clamp_u32(std::int64_t v) noexcept {
+    return v < 0 ? 0 : static_cast<std::uint64_t>(v);
+}
 
 // A record of the loaded CUPTI's layout, copied into the view of the fields read (every view
 // is at most as large as the record in any release: the bytes copied are the record's own).
@@ -138,7 +142,8 @@ View view_of(const CUpti_Activity* record) noexcept {
 }  // namespace
 
 ActivityDecoder::ActivityDecoder(EventQueue& out, StringTable& strings,
-                                 const ClockCalibration& clock, std::uint32_t cupti_version) noexcept
+                                 const ClockCalibration& clock,
+                                 std::uint32_t cupti_version) noexcept
     : out_(out),
       strings_(strings),
       clock_(clock),
@@ -208,8 +213,9 @@ std::uint64_t ActivityDecoder::unread_after(const std::uint8_t* buffer, std::siz
     // The incomplete record follows the last readable one, whose size is the loaded release's
     // (a release newer than the layout table may append fields: then an upper bound).
     if (last_read == nullptr) return valid;
-    std::size_t at = static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(last_read) - buffer) +
-                     record_size(last_read->kind);
+    std::size_t at =
+        static_cast<std::size_t>(reinterpret_cast<const std::uint8_t*>(last_read) - buffer) +
+        record_size(last_read->kind);
     return at < valid ? valid - at : 0;
 }
 
@@ -228,7 +234,8 @@ void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
                     auto pool = view_of<MemoryPool3View>(record);
                     on_memory_pool(pool.v2, pool.isManagedPool != 0);
                 } else {
-                    on_memory_pool(view_of<MemoryPool2View>(record), false);  // CUDA 12: device pools
+                    on_memory_pool(view_of<MemoryPool2View>(record),
+                                   false);  // CUDA 12: device pools
                 }
                 break;
             case CUPTI_ACTIVITY_KIND_KERNEL:  // never enabled by gpudiag; decoded if another
@@ -242,7 +249,9 @@ void ActivityDecoder::decode_record(const CUpti_Activity* record) noexcept {
             case CUPTI_ACTIVITY_KIND_RUNTIME:
                 on_api(view_of<ApiView>(record), ApiDomain::kRuntime);
                 break;
-            case CUPTI_ACTIVITY_KIND_DRIVER: on_api(view_of<ApiView>(record), ApiDomain::kDriver); break;
+            case CUPTI_ACTIVITY_KIND_DRIVER:
+                on_api(view_of<ApiView>(record), ApiDomain::kDriver);
+                break;
             case CUPTI_ACTIVITY_KIND_OVERHEAD: on_overhead(record); break;
             default:
                 ++counters_.other_kinds;  // newer kinds, or kinds another client enabled
@@ -279,7 +288,9 @@ void ActivityDecoder::on_memory(const MemoryView& r) {
     Event e;
     switch (book) {
         case Book::kHost: e.kind = alloc ? EventKind::kHostAlloc : EventKind::kHostFree; break;
-        case Book::kManaged: e.kind = alloc ? EventKind::kManagedAlloc : EventKind::kManagedFree; break;
+        case Book::kManaged:
+            e.kind = alloc ? EventKind::kManagedAlloc : EventKind::kManagedFree;
+            break;
         default:
             e.kind = pooled ? (alloc ? EventKind::kPoolAlloc : EventKind::kPoolFree)
                             : (alloc ? EventKind::kDeviceAlloc : EventKind::kDeviceFree);
@@ -587,10 +598,11 @@ StringId ActivityDecoder::api_name(ApiDomain domain, std::uint32_t cbid) {
     std::uint64_t key = (std::uint64_t{static_cast<std::uint8_t>(domain)} << 32) | cbid;
     if (auto it = api_names_.find(key); it != api_names_.end()) return it->second;
     const WhitelistedApi* api = find_whitelisted_api(domain, cbid);
-    std::string name = api != nullptr ? std::string(api->name)
-                                      : std::string(domain == ApiDomain::kRuntime ? "cuda_runtime#"
-                                                                                 : "cuda_driver#") +
-                                            std::to_string(cbid);
+    std::string name =
+        api != nullptr
+            ? std::string(api->name)
+            : std::string(domain == ApiDomain::kRuntime ? "cuda_runtime#" : "cuda_driver#") +
+                  std::to_string(cbid);
     StringId id = strings_.intern(name);
     if (api_names_.size() >= kMaxCachedNames) api_names_.clear();
     api_names_.emplace(key, id);

@@ -8,48 +8,49 @@
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
-#  include <gpudiag/event.hpp>
-#  include <gpudiag/string_table.hpp>
+#    include <gpudiag/event.hpp>
+#    include <gpudiag/string_table.hpp>
 
-#  include "capture/clock_calibration.hpp"
-#  include "capture/cupti_record_layouts.hpp"
-#  include "core/event_queue.hpp"
+#    include "capture/clock_calibration.hpp"
+#    include "capture/cupti_record_layouts.hpp"
+#    include "core/event_queue.hpp"
 
-#  include <cupti_activity.h>
+#    include <cupti_activity.h>
 
-#  include <array>
-#  include <cstddef>
-#  include <cstdint>
-#  include <deque>
-#  include <unordered_map>
-#  include <vector>
+#    include <array>
+#    include <cstddef>
+#    include <cstdint>
+#    include <deque>
+#    include <unordered_map>
+#    include <vector>
 
 namespace gpudiag::detail {
 
 /// What the decoder has seen; read by status() and tests.
 struct DecoderCounters {
     std::uint64_t records = 0;
-    std::array<std::uint64_t, 64> by_kind{};  ///< CUPTI kind value -> records (64+ in `other`)
-    std::uint64_t other_kinds = 0;            ///< kinds gpudiag does not decode (skipped)
-    std::uint64_t events = 0;                 ///< handed to the queue
-    std::uint64_t queue_refused = 0;          ///< the queue was full
-    std::uint64_t kernels_without_timing = 0; ///< start == end == 0: device buffer was full
+    std::array<std::uint64_t, 64> by_kind{};   ///< CUPTI kind value -> records (64+ in `other`)
+    std::uint64_t other_kinds = 0;             ///< kinds gpudiag does not decode (skipped)
+    std::uint64_t events = 0;                  ///< handed to the queue
+    std::uint64_t queue_refused = 0;           ///< the queue was full
+    std::uint64_t kernels_without_timing = 0;  ///< start == end == 0: device buffer was full
     std::uint64_t overhead_records = 0;
-    std::uint64_t overhead_ns = 0;            ///< CUPTI's own time, summed over OVERHEAD records
-    std::uint64_t corrupt_buffers = 0;        ///< the parser stopped with an unexpected error
+    std::uint64_t overhead_ns = 0;      ///< CUPTI's own time, summed over OVERHEAD records
+    std::uint64_t corrupt_buffers = 0;  ///< the parser stopped with an unexpected error
     /// Records still in flight when a forced flush (pause, stop) returned them: kernels without
     /// timestamps, or a record CUPTI's parser calls CUPTI_ERROR_INVALID_KIND ("incomplete").
     std::uint64_t incomplete_at_flush = 0;
     /// Bytes left unread behind incomplete records (an upper bound: the last readable record
-    /// may be larger in the loaded CUPTI than its 13.0 struct). CUPTI's parser cannot step over a record it cannot size, so complete
-    /// records behind one in the same buffer are lost; they are counted, never guessed at.
+    /// may be larger in the loaded CUPTI than its 13.0 struct). CUPTI's parser cannot step over a
+    /// record it cannot size, so complete records behind one in the same buffer are lost; they are
+    /// counted, never guessed at.
     std::uint64_t unreadable_bytes = 0;
-    std::uint64_t memory_unknown_kind = 0;    ///< MEMORY2 records of no known memory kind: not booked
+    std::uint64_t memory_unknown_kind = 0;  ///< MEMORY2 records of no known memory kind: not booked
     /// API records of calls outside the whitelist, dropped (CUPTI before 12.5 can only record
     /// the whole runtime API, see keep_whitelisted_api_only).
     std::uint64_t api_records_filtered = 0;
-    std::uint64_t failed_allocations = 0;     ///< allocation calls that returned out-of-memory
-    std::uint64_t retried_allocations = 0;    ///< of those, requests that then succeeded on retry
+    std::uint64_t failed_allocations = 0;   ///< allocation calls that returned out-of-memory
+    std::uint64_t retried_allocations = 0;  ///< of those, requests that then succeeded on retry
 };
 
 struct WhitelistedApi;
@@ -143,15 +144,15 @@ private:
         StringId id;
     };
     std::unordered_map<const char*, NameEntry> kernel_names_;
-    std::unordered_map<std::uint64_t, StringId> api_names_;  // domain << 32 | cbid
+    std::unordered_map<std::uint64_t, StringId> api_names_;        // domain << 32 | cbid
     std::unordered_map<std::uint64_t, std::uint64_t> pool_sizes_;  // pool address -> size
     std::unordered_map<std::uint32_t, CallInfo> sites_;
     std::deque<std::uint32_t> site_order_;
     // Where allocations happen: API records carry the thread and MEMORY2 records the device,
     // joined by correlation id (either may be decoded first).
-    std::unordered_map<std::uint32_t, std::uint32_t> call_threads_;   // correlation -> thread
-    std::unordered_map<std::uint32_t, std::uint16_t> call_devices_;   // correlation -> device
-    std::unordered_map<std::uint32_t, std::uint16_t> thread_devices_;  // thread -> last device
+    std::unordered_map<std::uint32_t, std::uint32_t> call_threads_;     // correlation -> thread
+    std::unordered_map<std::uint32_t, std::uint16_t> call_devices_;     // correlation -> device
+    std::unordered_map<std::uint32_t, std::uint16_t> thread_devices_;   // thread -> last device
     std::unordered_map<std::uint32_t, std::uint16_t> context_devices_;  // CUPTI context -> device
     std::uint16_t only_device_ = kNoDevice;  // the one device seen, while there is only one
     bool several_devices_ = false;

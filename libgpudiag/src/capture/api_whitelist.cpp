@@ -7,8 +7,8 @@
 #include "capture/api_whitelist.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#  include <cupti_driver_cbid.h>
-#  include <cupti_runtime_cbid.h>
+#    include <cupti_driver_cbid.h>
+#    include <cupti_runtime_cbid.h>
 #endif
 
 #include <array>
@@ -117,7 +117,9 @@ static_assert(CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2 == 379);
 
 }  // namespace
 
-std::span<const WhitelistedApi> api_whitelist() noexcept { return kApis; }
+std::span<const WhitelistedApi> api_whitelist() noexcept {
+    return kApis;
+}
 
 const WhitelistedApi* find_whitelisted_api(ApiDomain domain, std::uint32_t cbid) noexcept {
     for (const auto& api : kApis) {

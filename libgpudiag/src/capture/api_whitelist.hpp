@@ -28,7 +28,8 @@ struct WhitelistedApi {
 std::span<const WhitelistedApi> api_whitelist() noexcept;
 
 /// True when the CUPTI of `cupti_version` knows this call (its cbid means this function there).
-[[nodiscard]] constexpr bool api_in_cupti(const WhitelistedApi& api, std::uint32_t cupti_version) noexcept {
+[[nodiscard]] constexpr bool api_in_cupti(const WhitelistedApi& api,
+                                          std::uint32_t cupti_version) noexcept {
     return cupti_version >= api.since_cupti;
 }
 

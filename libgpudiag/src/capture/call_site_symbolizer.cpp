@@ -13,9 +13,8 @@
 namespace gpudiag::detail {
 
 bool CallSiteSymbolizer::is_cuda_stack_module(std::string_view m) noexcept {
-    return m.starts_with("libcuda") || m.starts_with("libcupti") ||
-           m.starts_with("libgpudiag") || m.starts_with("libnvidia") || m.starts_with("libc.so") ||
-           m.starts_with("ld-linux");
+    return m.starts_with("libcuda") || m.starts_with("libcupti") || m.starts_with("libgpudiag") ||
+           m.starts_with("libnvidia") || m.starts_with("libc.so") || m.starts_with("ld-linux");
 }
 
 std::string CallSiteSymbolizer::describe_frame(void* frame) {

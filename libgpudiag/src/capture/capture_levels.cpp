@@ -31,11 +31,13 @@ void add_available(const CaptureFacts& f, bool nvml, bool activity, bool deep,
                       (f.stack.cupti.empty() ? std::string("CUPTI") : f.stack.cupti) + " at " +
                       f.cupti_path);
     }
-    if (deep) out.emplace_back("cupti_deep: allocation call sites and virtual-memory mapping sizes");
+    if (deep)
+        out.emplace_back("cupti_deep: allocation call sites and virtual-memory mapping sizes");
     if (!activity) {
-        out.emplace_back("findings without GPU activity: input_bound, step times, memory and "
-                         "health (gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
-                         "comm_bound need CUPTI)");
+        out.emplace_back(
+            "findings without GPU activity: input_bound, step times, memory and "
+            "health (gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
+            "comm_bound need CUPTI)");
     }
 }
 
@@ -45,7 +47,8 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     CaptureStatus st;
     st.cupti_library = f.cupti_loaded ? f.cupti_path : std::string();
     st.cupti_version = f.cupti_version;
-    st.driver_version = !f.nvml_driver_version.empty() ? f.nvml_driver_version : f.cuda_driver_version;
+    st.driver_version =
+        !f.nvml_driver_version.empty() ? f.nvml_driver_version : f.cuda_driver_version;
     st.device_count = f.nvml_devices;
     st.stack = f.stack;
     st.stack_issues = check_stack(f.stack);
@@ -65,11 +68,11 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     }
     bool deep = activity && f.deep_running;
 
-    st.level = deep ? CaptureLevel::kCuptiDeep
-               : activity ? CaptureLevel::kCuptiActivity
+    st.level = deep        ? CaptureLevel::kCuptiDeep
+               : activity  ? CaptureLevel::kCuptiActivity
                : framework ? CaptureLevel::kFramework
-               : nvml ? CaptureLevel::kNvml
-                      : CaptureLevel::kNoGpu;
+               : nvml      ? CaptureLevel::kNvml
+                           : CaptureLevel::kNoGpu;
     add_available(f, nvml, activity, deep, st.available);
 
     auto& r = st.reasons;
@@ -83,9 +86,10 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
         if (!gpu) {
             r.push_back("framework: NVTX ranges need a GPU; steps, phases and input waits do not");
         } else if (!f.nvtx_injected) {
-            r.push_back("framework: NVTX ranges not received (run under `gpudiag run`, or set "
-                        "NVTX_INJECTION64_PATH to libgpudiag.so before the first NVTX call); "
-                        "torch allocator events come from the Python integration");
+            r.push_back(
+                "framework: NVTX ranges not received (run under `gpudiag run`, or set "
+                "NVTX_INJECTION64_PATH to libgpudiag.so before the first NVTX call); "
+                "torch allocator events come from the Python integration");
         } else if (!f.nvtx_attached) {
             r.push_back("framework: NVTX ranges go to another gpudiag session in this process");
         }
@@ -110,10 +114,12 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     }
     if (!deep) {
         bool explained = false;
-        for (const auto& reason : f.activity_reasons) explained |= reason.starts_with("cupti_deep:");
+        for (const auto& reason : f.activity_reasons)
+            explained |= reason.starts_with("cupti_deep:");
         if (!f.deep_requested) {
-            r.push_back("cupti_deep: opt-in (SessionOptions::deep); it takes CUPTI's single "
-                        "subscriber, which torch.profiler also needs");
+            r.push_back(
+                "cupti_deep: opt-in (SessionOptions::deep); it takes CUPTI's single "
+                "subscriber, which torch.profiler also needs");
         } else if (!activity) {
             r.push_back("cupti_deep: needs CUPTI activity capture first");
         } else if (!explained) {

@@ -26,14 +26,14 @@ struct CaptureFacts {
     std::string cupti_path;
     std::uint32_t cupti_version = 0;
 
-    SoftwareStack stack;          ///< driver, framework, CUPTI (stack_verdict.hpp)
+    SoftwareStack stack;              ///< driver, framework, CUPTI (stack_verdict.hpp)
     bool framework_reported = false;  ///< a framework integration called set_framework_info
 
-    bool nvtx_injected = false;   ///< some NVTX instance installed gpudiag's handlers
-    bool nvtx_attached = true;    ///< (backend) ranges reach this session
+    bool nvtx_injected = false;  ///< some NVTX instance installed gpudiag's handlers
+    bool nvtx_attached = true;   ///< (backend) ranges reach this session
 
-    bool capture_gpu = true;      ///< (backend) SessionOptions::capture_gpu
-    bool running = false;         ///< (backend) a session started the sources
+    bool capture_gpu = true;  ///< (backend) SessionOptions::capture_gpu
+    bool running = false;     ///< (backend) a session started the sources
     bool activity_running = false;
     std::vector<std::string> activity_reasons;  ///< why CUPTI activity failed or what it lost
     bool deep_requested = false;

@@ -31,7 +31,9 @@ constexpr const char* kMarkerSymbol = "gpudiag_capture_owner_v1";
 // This copy's id: the address of an object no other copy can interpose (the exported marker can
 // be: a program exporting its own would bind every copy's references to one variable).
 const char g_copy_identity = 0;
-std::uint64_t my_id() { return reinterpret_cast<std::uintptr_t>(&g_copy_identity); }
+std::uint64_t my_id() {
+    return reinterpret_cast<std::uintptr_t>(&g_copy_identity);
+}
 
 std::mutex g_mutex;
 std::vector<OwnerMarker*> g_held;  // guarded by g_mutex
@@ -78,8 +80,7 @@ Status claim_capture_ownership() noexcept {
         std::lock_guard<std::mutex> lock(g_mutex);
         for (OwnerMarker* m : visible_markers()) {
             std::uint64_t expected = 0;
-            if (m->compare_exchange_strong(expected, my_id()) ||
-                expected == my_id()) {
+            if (m->compare_exchange_strong(expected, my_id()) || expected == my_id()) {
                 if (std::find(g_held.begin(), g_held.end(), m) == g_held.end()) g_held.push_back(m);
                 continue;
             }

@@ -104,8 +104,10 @@ std::uint64_t ClockCalibration::Regime::map(std::uint64_t source) const noexcept
     const Pair& b = at(lo + 1);
     // Within one segment (pairs are at most seconds apart) a double holds the offset exactly
     // enough: 53 bits over ~1e9 ns.
-    double fraction = static_cast<double>(source - a.source) / static_cast<double>(b.source - a.source);
-    return a.mono + static_cast<std::uint64_t>(std::llround(fraction * static_cast<double>(b.mono - a.mono)));
+    double fraction =
+        static_cast<double>(source - a.source) / static_cast<double>(b.source - a.source);
+    return a.mono + static_cast<std::uint64_t>(
+                        std::llround(fraction * static_cast<double>(b.mono - a.mono)));
 }
 
 bool ClockCalibration::continues(const Regime& r, const Pair& p) const noexcept {

@@ -11,8 +11,8 @@
 namespace gpudiag::detail {
 
 struct CudaDriverApi {
-    int (*driver_get_version)(int*) = nullptr;           // works before cuInit
-    int (*device_get_count)(int*) = nullptr;             // CUDA_ERROR_NOT_INITIALIZED before cuInit
+    int (*driver_get_version)(int*) = nullptr;  // works before cuInit
+    int (*device_get_count)(int*) = nullptr;    // CUDA_ERROR_NOT_INITIALIZED before cuInit
     int (*device_get)(int*, int) = nullptr;
     int (*device_get_uuid)(std::array<unsigned char, 16>*, int) = nullptr;  // cuDeviceGetUuid_v2
     std::string path;

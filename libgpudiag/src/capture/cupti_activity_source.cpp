@@ -26,29 +26,29 @@
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
-#  include "capture/activity_buffer_pool.hpp"
-#  include "capture/activity_decoder.hpp"
-#  include "capture/api_whitelist.hpp"
-#  include "capture/clock_calibration.hpp"
-#  include "capture/cupti_api.hpp"
-#  include "capture/deep_call_recorder.hpp"
-#  include "capture/dynamic_library.hpp"
-#  include "capture/starvation_watch.hpp"
-#  include "core/clock.hpp"
+#    include "capture/activity_buffer_pool.hpp"
+#    include "capture/activity_decoder.hpp"
+#    include "capture/api_whitelist.hpp"
+#    include "capture/clock_calibration.hpp"
+#    include "capture/cupti_api.hpp"
+#    include "capture/deep_call_recorder.hpp"
+#    include "capture/dynamic_library.hpp"
+#    include "capture/starvation_watch.hpp"
+#    include "core/clock.hpp"
 
-#  include <execinfo.h>
-#  include <sys/syscall.h>
-#  include <unistd.h>
+#    include <execinfo.h>
+#    include <sys/syscall.h>
+#    include <unistd.h>
 
-#  include <algorithm>
-#  include <atomic>
-#  include <cctype>
-#  include <chrono>
-#  include <condition_variable>
-#  include <cstdio>
-#  include <memory>
-#  include <mutex>
-#  include <thread>
+#    include <algorithm>
+#    include <atomic>
+#    include <cctype>
+#    include <chrono>
+#    include <condition_variable>
+#    include <cstdio>
+#    include <memory>
+#    include <mutex>
+#    include <thread>
 
 #endif
 
@@ -151,7 +151,8 @@ std::string cupti_failure_hint(int result, bool per_subscriber_api) {
         case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
         case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
             return " (tracing is not allowed on this virtualized GPU)";
-        case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED: return " (tracing is not supported on this MIG device)";
+        case CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED:
+            return " (tracing is not supported on this MIG device)";
         case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
             return " (tracing is not allowed in confidential computing mode)";
         default: return {};
@@ -230,11 +231,11 @@ struct CuptiActivitySource::Impl {
     // ---- status ----
     mutable std::mutex status_mutex;
     CuptiSourceStatus snapshot;
-    std::string stall_reason;     // under status_mutex; non-empty while starved
+    std::string stall_reason;            // under status_mutex; non-empty while starved
     std::uint64_t stalls_recovered = 0;  // under status_mutex
     std::uint64_t starved_ns = 0;        // under status_mutex: time of the stalls recovered from
     std::atomic<bool> left_settings_to_other{false};
-    std::string flush_failure;    // under status_mutex; non-empty once FlushAll keeps failing
+    std::string flush_failure;  // under status_mutex; non-empty once FlushAll keeps failing
     std::atomic<std::uint64_t> cupti_dropped{0};
     std::atomic<std::uint64_t> foreign_buffers{0};
     std::atomic<std::uint64_t> lost_buffers{0};  // gpudiag's, handed to another client by CUPTI
@@ -279,8 +280,8 @@ struct CuptiActivitySource::Impl {
             if (cbid == CUPTI_CBID_STATE_FATAL_ERROR && data != nullptr) {
                 const auto* sd = static_cast<const CUpti_StateData*>(data);
                 std::lock_guard<std::mutex> lock(status_mutex);
-                fatal_message = sd->notification.message != nullptr ? sd->notification.message
-                                                                    : "no message";
+                fatal_message =
+                    sd->notification.message != nullptr ? sd->notification.message : "no message";
                 fatal.store(true, std::memory_order_release);
             }
             return;
@@ -385,17 +386,17 @@ struct CuptiActivitySource::Impl {
     void drain() noexcept {
         take_clock_pair();
         if (deep_recorder != nullptr && out != nullptr && strings != nullptr) {
-            deep_recorder->drain(*out, *strings,
-                                 [this](std::uint32_t correlation, StringId site,
-                                        std::uint64_t bytes, std::uint32_t context) {
-                                     if (decoder != nullptr) {
-                                         decoder->note_site(correlation, site, bytes, context);
-                                     }
-                                 },
-                                 [this](std::uint32_t context) {
-                                     return decoder != nullptr ? decoder->device_of_context(context)
-                                                               : kNoDevice;
-                                 });
+            deep_recorder->drain(
+                *out, *strings,
+                [this](std::uint32_t correlation, StringId site, std::uint64_t bytes,
+                       std::uint32_t context) {
+                    if (decoder != nullptr) {
+                        decoder->note_site(correlation, site, bytes, context);
+                    }
+                },
+                [this](std::uint32_t context) {
+                    return decoder != nullptr ? decoder->device_of_context(context) : kNoDevice;
+                });
         }
         std::vector<Completed> batch;
         {
@@ -423,7 +424,8 @@ struct CuptiActivitySource::Impl {
     void note_flush() noexcept {
         std::uint64_t n = requests.exchange(0, std::memory_order_relaxed);
         std::uint64_t peak = flush_demand.load(std::memory_order_relaxed);
-        while (n > peak && !flush_demand.compare_exchange_weak(peak, n, std::memory_order_relaxed)) {
+        while (n > peak &&
+               !flush_demand.compare_exchange_weak(peak, n, std::memory_order_relaxed)) {
         }
     }
 
@@ -431,8 +433,9 @@ struct CuptiActivitySource::Impl {
     // records.
     void top_up_pool() noexcept {
         if (pool == nullptr) return;
-        std::uint64_t demand = std::max({recent_demand, flush_demand.load(std::memory_order_relaxed),
-                                         requests.load(std::memory_order_relaxed)});
+        std::uint64_t demand =
+            std::max({recent_demand, flush_demand.load(std::memory_order_relaxed),
+                      requests.load(std::memory_order_relaxed)});
         std::uint64_t want = std::max<std::uint64_t>(kLowWaterBuffers, demand + 1);
         pool->top_up(static_cast<std::size_t>(std::min<std::uint64_t>(want, options.max_buffers)));
     }
@@ -475,7 +478,8 @@ struct CuptiActivitySource::Impl {
     }
 
     void housekeeping() noexcept {
-        if (state.load(std::memory_order_acquire) == State::kActive && api != nullptr) read_dropped();
+        if (state.load(std::memory_order_acquire) == State::kActive && api != nullptr)
+            read_dropped();
         watch_tick();
         emit_counters();
         update_snapshot();
@@ -489,7 +493,8 @@ struct CuptiActivitySource::Impl {
         e.process = static_cast<std::uint32_t>(getpid());
         e.thread = current_tid();
         e.start_ns = e.end_ns = at_ns;
-        e.annotation.text = strings != nullptr && !reason.empty() ? strings->intern(reason) : kNoString;
+        e.annotation.text =
+            strings != nullptr && !reason.empty() ? strings->intern(reason) : kNoString;
         (void)out->try_push(e);
     }
 
@@ -514,11 +519,12 @@ struct CuptiActivitySource::Impl {
         std::uint64_t silent_s = (now - watch.stalled_since()) / 1'000'000'000ULL;
         std::string reason;
         try {
-            reason = "cupti_activity: starved: no buffer request and no record from CUPTI for " +
-                     std::to_string(silent_s) +
-                     " s while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
-                     "client (libkineto in this process, on-demand tracing, Nsight Systems) has "
-                     "probably taken the activity API, so GPU activity is not being recorded";
+            reason =
+                "cupti_activity: starved: no buffer request and no record from CUPTI for " +
+                std::to_string(silent_s) +
+                " s while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
+                "client (libkineto in this process, on-demand tracing, Nsight Systems) has "
+                "probably taken the activity API, so GPU activity is not being recorded";
             std::uint64_t foreign = foreign_buffers.load(std::memory_order_relaxed);
             if (foreign > 0) {
                 reason += "; " + std::to_string(foreign) + " of its buffers reached gpudiag";
@@ -594,8 +600,8 @@ struct CuptiActivitySource::Impl {
 
     void control_loop() noexcept {
         using Clock = std::chrono::steady_clock;
-        auto period = std::chrono::milliseconds(options.flush_period_ms > 0 ? options.flush_period_ms
-                                                                            : 250);
+        auto period =
+            std::chrono::milliseconds(options.flush_period_ms > 0 ? options.flush_period_ms : 250);
         auto next_flush = Clock::now() + period;
         auto next_housekeeping = Clock::now() + std::chrono::seconds(1);
         for (;;) {
@@ -624,7 +630,8 @@ struct CuptiActivitySource::Impl {
                 housekeeping();
                 next_housekeeping = now + std::chrono::seconds(1);
             } else if (requested != drain_done) {
-                update_snapshot();  // someone waits on this drain (flush, pause): show what it brought
+                update_snapshot();  // someone waits on this drain (flush, pause): show what it
+                                    // brought
             }
             {
                 std::lock_guard<std::mutex> lock(completed_mutex);
@@ -634,7 +641,6 @@ struct CuptiActivitySource::Impl {
             if (stopping) return;
         }
     }
-
 
     // ---------------------------------------------------------------- lifecycle helpers
     Status enable_all(std::vector<std::string>& notes) noexcept;
@@ -728,8 +734,9 @@ Status CuptiActivitySource::Impl::enable_failure(const KindToEnable& k, CUptiRes
                                "); NVML and NVTX capture continue");
         }
         std::string msg = "cupti_activity: libcupti " + std::to_string(api->version) + " at " +
-                          api->path + " loaded but cuptiActivityEnable(" + k.name + ") failed: " +
-                          api->result_name(rc) + cupti_failure_hint(rc, per_subscriber_api);
+                          api->path + " loaded but cuptiActivityEnable(" + k.name +
+                          ") failed: " + api->result_name(rc) +
+                          cupti_failure_hint(rc, per_subscriber_api);
         if (!owner.empty()) msg += "; CUPTI's subscriber is held by " + owner;
         return unavailable(msg);
     } catch (...) {
@@ -749,8 +756,9 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
         if (api->enable_all_sync_records != nullptr) {
             (void)api->enable_all_sync_records(0);  // no record per not-ready query poll
         } else {
-            notes.push_back("cupti_activity: cuptiActivityEnableAllSyncRecords missing: "
-                            "every cudaEventQuery/cudaStreamQuery poll makes a sync record");
+            notes.push_back(
+                "cupti_activity: cuptiActivityEnableAllSyncRecords missing: "
+                "every cudaEventQuery/cudaStreamQuery poll makes a sync record");
         }
         for (const KindToEnable& k : kDefaultKinds) {
             rc = api->enable(k.kind);
@@ -760,7 +768,8 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
             }
             if (k.kind == CUPTI_ACTIVITY_KIND_MEMORY2) return enable_failure(k, rc);
             notes.push_back(std::string("cupti_activity: ") + k.name + " records unavailable (" +
-                            api->result_name(rc) + cupti_failure_hint(rc, per_subscriber_api) + ")");
+                            api->result_name(rc) + cupti_failure_hint(rc, per_subscriber_api) +
+                            ")");
         }
         if (api->enable_runtime_api == nullptr || api->enable_driver_api == nullptr) {
             enable_whole_runtime_api(notes);
@@ -782,13 +791,15 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
             }
         }
         if (api->version == 130000) {
-            notes.push_back("cupti_activity: CUPTI 13.0 GA misses sync records for "
-                            "cudaDeviceSynchronize and cuCtxSynchronize (fixed in 13.0 Update 1)");
+            notes.push_back(
+                "cupti_activity: CUPTI 13.0 GA misses sync records for "
+                "cudaDeviceSynchronize and cuCtxSynchronize (fixed in 13.0 Update 1)");
         }
         if (per_subscriber_api) {
-            notes.push_back("cupti_activity: this libcupti has the per-subscriber activity API; "
-                            "gpudiag uses the process-wide one (it is built against the CUDA 13.0 "
-                            "headers, which do not declare the other)");
+            notes.push_back(
+                "cupti_activity: this libcupti has the per-subscriber activity API; "
+                "gpudiag uses the process-wide one (it is built against the CUDA 13.0 "
+                "headers, which do not declare the other)");
         }
         return Status::ok();
     } catch (...) {
@@ -810,9 +821,10 @@ void CuptiActivitySource::Impl::enable_whole_runtime_api(std::vector<std::string
                         "(cuLaunchKernel from Triton, cuMemCreate/cuMemMap outside deep mode) "
                         "are not recorded");
     } else {
-        notes.push_back("cupti_activity: no API call records or correlation ids (this CUPTI "
-                        "lacks cuptiActivityEnableRuntimeApi and the RUNTIME kind failed: " +
-                        api->result_name(rc) + ")");
+        notes.push_back(
+            "cupti_activity: no API call records or correlation ids (this CUPTI "
+            "lacks cuptiActivityEnableRuntimeApi and the RUNTIME kind failed: " +
+            api->result_name(rc) + ")");
     }
 }
 
@@ -824,7 +836,8 @@ void CuptiActivitySource::Impl::disable_all() noexcept {
     if (!leave_to_other) {
         for (CUpti_ActivityKind k : enabled_kinds) (void)api->disable(k);
         for (const WhitelistedApi* a : enabled_apis) {
-            auto fn = a->domain == ApiDomain::kRuntime ? api->enable_runtime_api : api->enable_driver_api;
+            auto fn =
+                a->domain == ApiDomain::kRuntime ? api->enable_runtime_api : api->enable_driver_api;
             if (fn != nullptr) (void)fn(a->cbid, 0);
         }
     } else {
@@ -919,7 +932,9 @@ void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons
     }
 }
 
-CuptiActivitySource::CuptiActivitySource() : impl_(new Impl) { g_impl = impl_; }
+CuptiActivitySource::CuptiActivitySource() : impl_(new Impl) {
+    g_impl = impl_;
+}
 
 CuptiActivitySource& CuptiActivitySource::instance() noexcept {
     static auto* source = new CuptiActivitySource;  // leaked: CUPTI may call back until exit
@@ -947,9 +962,8 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.per_subscriber_api = has_per_subscriber_api(*s.api);
         s.options = options;
         if (s.pool == nullptr) {
-            s.pool = std::make_unique<ActivityBufferPool>(options.buffer_bytes,
-                                                          options.initial_buffers,
-                                                          options.max_buffers);
+            s.pool = std::make_unique<ActivityBufferPool>(
+                options.buffer_bytes, options.initial_buffers, options.max_buffers);
             s.completed.reserve(options.max_buffers + 64);
         }
         {
@@ -1066,7 +1080,7 @@ void CuptiActivitySource::stop() noexcept {
         std::lock_guard<std::mutex> lock(s.completed_mutex);
         s.thread_running = false;
     }
-    s.drain();  // the control thread is gone: this thread is the only decoder now
+    s.drain();         // the control thread is gone: this thread is the only decoder now
     s.read_dropped();  // the last second's drops, since the last housekeeping
     s.emit_counters();
     s.update_snapshot();
@@ -1137,9 +1151,10 @@ Status CuptiActivitySource::resume() noexcept {
         try {
             // Deep-mode reasons describe the latest attempt only.
             auto& r = s.snapshot.reasons;
-            r.erase(std::remove_if(r.begin(), r.end(),
-                                   [](const std::string& x) { return x.starts_with("cupti_deep:"); }),
-                    r.end());
+            r.erase(
+                std::remove_if(r.begin(), r.end(),
+                               [](const std::string& x) { return x.starts_with("cupti_deep:"); }),
+                r.end());
             for (auto& x : reasons) r.push_back(std::move(x));
         } catch (...) {
         }
@@ -1184,9 +1199,10 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
                                  " s in all; those windows are marked unobserved");
         }
         if (s.left_settings_to_other.load()) {
-            copy.notes.push_back("cupti_activity: left CUPTI's activity kinds and API records "
-                                 "enabled: another client holds the activity API and may use "
-                                 "them");
+            copy.notes.push_back(
+                "cupti_activity: left CUPTI's activity kinds and API records "
+                "enabled: another client holds the activity API and may use "
+                "them");
         }
         if (s.lost_buffers.load() > 0) {
             copy.notes.push_back("cupti_activity: " + std::to_string(s.lost_buffers.load()) +
@@ -1241,7 +1257,9 @@ Status CuptiActivitySource::pause(std::string_view) noexcept {
 Status CuptiActivitySource::resume() noexcept {
     return failed_precondition("CUPTI capture is not paused");
 }
-CuptiSourceStatus CuptiActivitySource::status() const noexcept { return {}; }
+CuptiSourceStatus CuptiActivitySource::status() const noexcept {
+    return {};
+}
 void CuptiActivitySource::note_gpu_busy() noexcept {}
 
 #endif  // GPUDIAG_HAVE_CUDA_HEADERS

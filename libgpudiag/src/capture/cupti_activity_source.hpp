@@ -25,11 +25,11 @@
 namespace gpudiag::detail {
 
 struct CuptiSourceOptions {
-    bool deep = false;                     ///< also subscribe for allocation call sites
+    bool deep = false;  ///< also subscribe for allocation call sites
     std::uint32_t flush_period_ms = 250;
     std::size_t buffer_bytes = std::size_t{1} << 20;  ///< CUPTI recommends 1-10 MB
     std::size_t initial_buffers = 8;
-    std::size_t max_buffers = 64;          ///< 64 MiB at most; beyond it records are dropped
+    std::size_t max_buffers = 64;  ///< 64 MiB at most; beyond it records are dropped
     /// Starvation: no buffer request and no record for this long while the GPU is seen busy by
     /// other means (NVML utilization, deep-mode API callbacks) means another CUPTI client took
     /// the activity API. Buffers flush every period, so a program that still records into
@@ -45,7 +45,7 @@ struct CuptiSourceStatus {
     bool deep_active = false;  ///< holding CUPTI's subscriber
     bool paused = false;
     std::string paused_reason;
-    bool degraded = false;     ///< an internal failure stopped capture; see reasons
+    bool degraded = false;             ///< an internal failure stopped capture; see reasons
     std::vector<std::string> reasons;  ///< "cupti_activity: ...", "cupti_deep: ..."
     std::vector<std::string> notes;    ///< features lost without losing the level
     std::string library;

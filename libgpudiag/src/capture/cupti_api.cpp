@@ -8,12 +8,12 @@
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
-#  include "capture/cupti_record_layouts.hpp"
-#  include "capture/dynamic_library.hpp"
+#    include "capture/cupti_record_layouts.hpp"
+#    include "capture/dynamic_library.hpp"
 
-#  include <dlfcn.h>
+#    include <dlfcn.h>
 
-#  include <cstdlib>
+#    include <cstdlib>
 
 namespace gpudiag::detail {
 namespace {
@@ -27,9 +27,12 @@ std::string cuda_release(int cuda) {
 
 std::string describe_version(std::uint32_t version, bool cupti12_abi) {
     std::string api = " (API version " + std::to_string(version) + ")";
-    if (version >= 100000) return "CUPTI " + cuda_release(static_cast<int>(version / 100 * 10)) + api;
+    if (version >= 100000)
+        return "CUPTI " + cuda_release(static_cast<int>(version / 100 * 10)) + api;
     if (!decodes_cupti(version, cupti12_abi)) {
-        return std::string(version == 18 ? "CUPTI 11.8" : version < 18 ? "CUPTI 11 or older" : "CUPTI") +
+        return std::string(version == 18  ? "CUPTI 11.8"
+                           : version < 18 ? "CUPTI 11 or older"
+                                          : "CUPTI") +
                api;
     }
     if (version == 18) return "CUPTI 12.0-12.1" + api;
@@ -110,11 +113,14 @@ LoadedLibrary adopt_mapped(const std::vector<std::string>& mapped, std::string& 
             return out;
         }
         if (!refused.empty()) refused += ", ";
-        refused += path + " (" + (version != 0 ? describe_version(version, cupti12)
-                                               : std::string("version unknown")) + ")";
+        refused +=
+            path + " (" +
+            (version != 0 ? describe_version(version, cupti12) : std::string("version unknown")) +
+            ")";
     }
     why_not = "this process already has " + (refused.empty() ? mapped.front() : refused) +
-              " loaded; " + kDecodedCupti + " and does not load a second CUPTI beside it (two "
+              " loaded; " + kDecodedCupti +
+              " and does not load a second CUPTI beside it (two "
               "in one process are undefined)";
     return out;
 }
@@ -131,7 +137,8 @@ Loaded load() {
     }
     why.clear();
     std::vector<std::string> mapped = mapped_libraries("libcupti.so");
-    LoadedLibrary lib = !mapped.empty() ? adopt_mapped(mapped, why) : load_library(cupti_search(), why);
+    LoadedLibrary lib =
+        !mapped.empty() ? adopt_mapped(mapped, why) : load_library(cupti_search(), why);
     if (lib.handle == nullptr) {
         r.why_not = "libcupti: " + why;
         return r;

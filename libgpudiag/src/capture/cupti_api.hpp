@@ -7,10 +7,10 @@
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
-#  include <cupti.h>
+#    include <cupti.h>
 
-#  include <cstdint>
-#  include <string>
+#    include <cstdint>
+#    include <string>
 
 namespace gpudiag::detail {
 
@@ -36,8 +36,8 @@ struct CuptiApi {
     decltype(&cuptiEnableCallback) enable_callback = nullptr;
 
     void* handle = nullptr;
-    std::string path;        ///< the file in use
-    bool reused = false;     ///< a framework (torch) loaded it before us
+    std::string path;           ///< the file in use
+    bool reused = false;        ///< a framework (torch) loaded it before us
     std::uint32_t version = 0;  ///< cuptiGetVersion: 130001 = CUDA 13.0 Update 1, 22 = 12.4
     bool cupti12_abi = false;   ///< its symbols carry the libcupti.so.12 version node
     std::string description;    ///< "CUPTI 12.4 (API version 22)"

@@ -7,7 +7,7 @@
 #include <iterator>
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#  include <cupti_activity.h>
+#    include <cupti_activity.h>
 #endif
 
 namespace gpudiag::detail {
@@ -48,8 +48,8 @@ static_assert(sizeof(Overhead3View) == 56 && offsetof(Overhead3View, overheadDat
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 // ---- the views against the CUDA 13 headers of this build ----
-#  define GPUDIAG_SAME_FIELD(view, record, field) \
-      static_assert(offsetof(view, field) == offsetof(record, field), #record "." #field)
+#    define GPUDIAG_SAME_FIELD(view, record, field) \
+        static_assert(offsetof(view, field) == offsetof(record, field), #record "." #field)
 GPUDIAG_SAME_FIELD(KernelView, CUpti_ActivityKernel10, registersPerThread);
 GPUDIAG_SAME_FIELD(KernelView, CUpti_ActivityKernel10, start);
 GPUDIAG_SAME_FIELD(KernelView, CUpti_ActivityKernel10, end);
@@ -91,12 +91,14 @@ GPUDIAG_SAME_FIELD(ApiView, CUpti_ActivityAPI, cbid);
 GPUDIAG_SAME_FIELD(ApiView, CUpti_ActivityAPI, threadId);
 GPUDIAG_SAME_FIELD(ApiView, CUpti_ActivityAPI, returnValue);
 GPUDIAG_SAME_FIELD(Overhead3View, CUpti_ActivityOverhead3, overheadData);
-#  undef GPUDIAG_SAME_FIELD
+#    undef GPUDIAG_SAME_FIELD
 static_assert(offsetof(MemoryView, memoryPoolConfig.size) ==
               offsetof(CUpti_ActivityMemory4, memoryPoolConfig.pool.size));
-static_assert(offsetof(MemoryPool2View, utilizedSize) == offsetof(CUpti_ActivityMemoryPool3, utilizedSize));
+static_assert(offsetof(MemoryPool2View, utilizedSize) ==
+              offsetof(CUpti_ActivityMemoryPool3, utilizedSize));
 static_assert(offsetof(Overhead1View, end) == offsetof(CUpti_ActivityOverhead3, end));
-static_assert(offsetof(Overhead2View, correlationId) == offsetof(CUpti_ActivityOverhead3, correlationId));
+static_assert(offsetof(Overhead2View, correlationId) ==
+              offsetof(CUpti_ActivityOverhead3, correlationId));
 static_assert(sizeof(CUpti_ActivityKernel10) == 216 && sizeof(CUpti_ActivityMemoryPool3) == 80);
 static_assert(sizeof(CUpti_ActivityOverhead3) == 56 && sizeof(CUpti_ActivityAPI) == 40);
 #endif
@@ -111,37 +113,87 @@ static_assert(CUPTI_ERROR_UNKNOWN == kUnknown && CUPTI_ERROR_INVALID_KIND == kIn
 // What each release fills, from its cupti_activity.h (the newest version of each record).
 // Rows apply from first_version up to the next row's.
 constexpr std::array<CuptiRecordLayout, 10> kLayouts{{
-    {18, "CUDA 12.0-12.2",
+    {18,
+     "CUDA 12.0-12.2",
      "Kernel9 Memcpy5 MemcpyPtoP4 Memset4 Memory3 MemoryPool2 Synchronization Overhead",
-     {208, 88, 96, 88, 120, 72, 40, 40, 40}, 1, false, kAnyStream, kUnknown},
-    {21, "CUDA 12.3",
+     {208, 88, 96, 88, 120, 72, 40, 40, 40},
+     1,
+     false,
+     kAnyStream,
+     kUnknown},
+    {21,
+     "CUDA 12.3",
      "Kernel9 Memcpy5 MemcpyPtoP4 Memset4 Memory3 MemoryPool2 Synchronization Overhead2",
-     {208, 88, 96, 88, 120, 72, 40, 40, 48}, 2, false, kAnyStream, kUnknown},
-    {22, "CUDA 12.4-12.5",
+     {208, 88, 96, 88, 120, 72, 40, 40, 48},
+     2,
+     false,
+     kAnyStream,
+     kUnknown},
+    {22,
+     "CUDA 12.4-12.5",
      "Kernel9 Memcpy5 MemcpyPtoP4 Memset4 Memory3 MemoryPool2 Synchronization Overhead3",
-     {208, 88, 96, 88, 120, 72, 40, 40, 56}, 3, false, kAnyStream, kInvalidKind},
-    {24, "CUDA 12.6",
+     {208, 88, 96, 88, 120, 72, 40, 40, 56},
+     3,
+     false,
+     kAnyStream,
+     kInvalidKind},
+    {24,
+     "CUDA 12.6",
      "Kernel9 Memcpy5 MemcpyPtoP4 Memset4 Memory4 MemoryPool2 Synchronization Overhead3",
-     {208, 88, 96, 88, 128, 72, 40, 40, 56}, 3, false, kAnyStream, kInvalidKind},
-    {26, "CUDA 12.8-12.9",
+     {208, 88, 96, 88, 128, 72, 40, 40, 56},
+     3,
+     false,
+     kAnyStream,
+     kInvalidKind},
+    {26,
+     "CUDA 12.8-12.9",
      "Kernel9 Memcpy6 MemcpyPtoP4 Memset4 Memory4 MemoryPool2 Synchronization2 Overhead3",
-     {208, 96, 96, 88, 128, 72, 56, 40, 56}, 3, false, kAnyStream, kInvalidKind},
-    {130000, "CUDA 13.0",
+     {208, 96, 96, 88, 128, 72, 56, 40, 56},
+     3,
+     false,
+     kAnyStream,
+     kInvalidKind},
+    {130000,
+     "CUDA 13.0",
      "Kernel10 Memcpy6 MemcpyPtoP4 Memset4 Memory4 MemoryPool3 Synchronization2 Overhead3",
-     {216, 96, 96, 88, 128, 80, 56, 40, 56}, 3, true, kAnyStream, kInvalidKind},
-    {130100, "CUDA 13.1",
+     {216, 96, 96, 88, 128, 80, 56, 40, 56},
+     3,
+     true,
+     kAnyStream,
+     kInvalidKind},
+    {130100,
+     "CUDA 13.1",
      "Kernel11 Memcpy6 MemcpyPtoP4 Memset4 Memory4 MemoryPool3 Synchronization2 Overhead3",
-     {224, 96, 96, 88, 128, 80, 56, 40, 56}, 3, true, kAnyStream, kInvalidKind},
+     {224, 96, 96, 88, 128, 80, 56, 40, 56},
+     3,
+     true,
+     kAnyStream,
+     kInvalidKind},
     // 13.2 redefined CUPTI_INVALID_STREAM_ID (and _CONTEXT_ID) as 0.
-    {130200, "CUDA 13.2",
+    {130200,
+     "CUDA 13.2",
      "Kernel11 Memcpy6 MemcpyPtoP4 Memset4 Memory4 MemoryPool3 Synchronization2 Overhead3",
-     {224, 96, 96, 88, 128, 80, 56, 40, 56}, 3, true, 0, kInvalidKind},
-    {130300, "CUDA 13.3",
+     {224, 96, 96, 88, 128, 80, 56, 40, 56},
+     3,
+     true,
+     0,
+     kInvalidKind},
+    {130300,
+     "CUDA 13.3",
      "Kernel12 Memcpy6 MemcpyPtoP4 Memset4 Memory4 MemoryPool3 Synchronization2 Overhead3",
-     {232, 96, 96, 88, 128, 80, 56, 40, 56}, 3, true, 0, kInvalidKind},
-    {130400, "CUDA 13.4-13.5",
+     {232, 96, 96, 88, 128, 80, 56, 40, 56},
+     3,
+     true,
+     0,
+     kInvalidKind},
+    {130400,
+     "CUDA 13.4-13.5",
      "Kernel13 Memcpy7 MemcpyPtoP4 Memset5 Memory4 MemoryPool3 Synchronization2 Overhead3",
-     {248, 112, 96, 104, 128, 80, 56, 40, 56}, 3, true, 0, kInvalidKind},
+     {248, 112, 96, 104, 128, 80, 56, 40, 56},
+     3,
+     true,
+     0,
+     kInvalidKind},
 }};
 
 constexpr std::uint32_t kFirstCupti12 = 18;

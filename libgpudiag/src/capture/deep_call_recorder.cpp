@@ -35,8 +35,8 @@ std::uint64_t DeepCallRecorder::dropped() const noexcept {
     return dropped_;
 }
 
-void DeepCallRecorder::drain(EventQueue& out, StringTable& strings,
-                             const NoteSite& note_site, const DeviceOf& device_of) noexcept {
+void DeepCallRecorder::drain(EventQueue& out, StringTable& strings, const NoteSite& note_site,
+                             const DeviceOf& device_of) noexcept {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         draining_.swap(ring_);  // both keep their reserved capacity
@@ -77,9 +77,7 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
             if (handles_.size() >= kMaxTracked) handles_.clear();
             handles_[c.handle] = c.size;
             break;
-        case kCbidCuMemRelease:
-            handles_.erase(c.handle);
-            break;
+        case kCbidCuMemRelease: handles_.erase(c.handle); break;
         case kCbidCuMemMap: {
             std::uint64_t physical = c.size;
             if (auto it = handles_.find(c.handle); it != handles_.end()) {
@@ -122,8 +120,7 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
             (void)out.try_push(e);
             break;
         }
-        default:
-            break;
+        default: break;
     }
 }
 

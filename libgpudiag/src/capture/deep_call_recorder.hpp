@@ -28,17 +28,17 @@ namespace gpudiag::detail {
 
 struct DeepCall {
     static constexpr std::size_t kMaxFrames = 24;
-    std::uint64_t time_ns = 0;      ///< session clock, at API exit
+    std::uint64_t time_ns = 0;  ///< session clock, at API exit
     std::uint32_t correlation = 0;
     std::uint32_t cbid = 0;
     ApiDomain domain = ApiDomain::kUnknown;
     std::int32_t return_code = 0;
     std::uint32_t thread = 0;
-    std::uint32_t context = 0;      ///< CUPTI's context id (records carry it as contextId)
-    std::uint64_t size = 0;         ///< requested / mapped bytes
-    std::uint64_t address = 0;      ///< mapped virtual address (cuMemMap/cuMemUnmap)
-    std::uint64_t offset = 0;       ///< offset into the physical allocation (cuMemMap)
-    std::uint64_t handle = 0;       ///< CUmemGenericAllocationHandle
+    std::uint32_t context = 0;  ///< CUPTI's context id (records carry it as contextId)
+    std::uint64_t size = 0;     ///< requested / mapped bytes
+    std::uint64_t address = 0;  ///< mapped virtual address (cuMemMap/cuMemUnmap)
+    std::uint64_t offset = 0;   ///< offset into the physical allocation (cuMemMap)
+    std::uint64_t handle = 0;   ///< CUmemGenericAllocationHandle
     std::uint32_t frame_count = 0;
     std::array<void*, kMaxFrames> frames{};
 };
@@ -59,8 +59,8 @@ public:
     /// Control thread: processes every recorded call. `note_site` receives allocation call
     /// sites, requested sizes and contexts; VM events go to `out`, on the device `device_of`
     /// gives for the call's context (without it, or unknown, the books cannot place them).
-    void drain(EventQueue& out, StringTable& strings,
-               const NoteSite& note_site, const DeviceOf& device_of = {}) noexcept;
+    void drain(EventQueue& out, StringTable& strings, const NoteSite& note_site,
+               const DeviceOf& device_of = {}) noexcept;
 
     [[nodiscard]] std::uint64_t dropped() const noexcept;
     /// Physical bytes mapped through cuMemMap and not yet unmapped.
@@ -75,13 +75,13 @@ private:
         std::uint64_t physical;
     };
     mutable std::mutex mutex_;
-    std::vector<DeepCall> ring_;   // capacity reserved up front
+    std::vector<DeepCall> ring_;  // capacity reserved up front
     std::vector<DeepCall> draining_;
     std::size_t capacity_;
     std::uint64_t dropped_ = 0;
     // Control thread only.
     CallSiteSymbolizer symbolizer_;
-    std::unordered_map<std::uint64_t, std::uint64_t> handles_;   // handle -> physical bytes
+    std::unordered_map<std::uint64_t, std::uint64_t> handles_;  // handle -> physical bytes
     std::map<std::uint64_t, Mapping> mappings_;  // address -> mapping (ordered: unmap takes ranges)
     std::uint64_t mapped_physical_ = 0;
 };

@@ -80,8 +80,8 @@ LoadedLibrary load_library(const LibrarySearch& search, std::string& why_not) no
             if (env != nullptr && *env != '\0') {
                 void* h = dlopen(env, RTLD_NOW | RTLD_LOCAL);
                 if (h == nullptr) {
-                    why_not = search.env_var + "=" + env + " could not be loaded: " +
-                              last_dl_error();
+                    why_not =
+                        search.env_var + "=" + env + " could not be loaded: " + last_dl_error();
                     return out;
                 }
                 out.handle = h;
@@ -99,9 +99,9 @@ LoadedLibrary load_library(const LibrarySearch& search, std::string& why_not) no
             }
             if (tried.empty()) tried = last_dl_error();
         }
-        why_not = search.candidates.empty() ? std::string("no candidates")
-                                             : search.candidates.front() + " not found (" +
-                                                   tried + ")";
+        why_not = search.candidates.empty()
+                      ? std::string("no candidates")
+                      : search.candidates.front() + " not found (" + tried + ")";
     } catch (...) {
         why_not = "out of memory while loading a library";
     }

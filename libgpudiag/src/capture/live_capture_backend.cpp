@@ -15,8 +15,8 @@
 #include "capture/dynamic_library.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#  include "capture/cupti_api.hpp"
-#  include "capture/cupti_record_layouts.hpp"
+#    include "capture/cupti_api.hpp"
+#    include "capture/cupti_record_layouts.hpp"
 #endif
 
 #include <array>
@@ -98,7 +98,8 @@ CaptureFacts gather_static_facts() {
         f.stack.cupti = cupti->description;
         f.stack.cupti_library = cupti->path;
         if (int cuda = cupti_cuda_version(cupti->version); cuda != 0) {
-            f.stack.cupti_cuda = std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
+            f.stack.cupti_cuda =
+                std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
         }
     } else {
         f.cupti_why_not = why;

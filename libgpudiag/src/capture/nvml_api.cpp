@@ -24,27 +24,31 @@ Fn first_symbol(void* handle, std::initializer_list<const char*> names) {
 void note_gaps(NvmlApi& a) {
     auto lost = [&](bool missing, const char* what, const char* calls) {
         if (missing) {
-            a.notes.push_back(std::string("nvml: ") + what + " unavailable: this driver's NVML has no " +
-                              calls);
+            a.notes.push_back(std::string("nvml: ") + what +
+                              " unavailable: this driver's NVML has no " + calls);
         }
     };
-    lost(a.device_get_utilization_rates == nullptr, "GPU utilization", "nvmlDeviceGetUtilizationRates");
+    lost(a.device_get_utilization_rates == nullptr, "GPU utilization",
+         "nvmlDeviceGetUtilizationRates");
     lost(a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 == nullptr,
          "device memory", "nvmlDeviceGetMemoryInfo_v2 or nvmlDeviceGetMemoryInfo");
     lost(a.device_get_clock_info == nullptr, "SM clock", "nvmlDeviceGetClockInfo");
     lost(a.device_get_clocks_event_reasons == nullptr, "clock-event (throttle) reasons",
          "nvmlDeviceGetCurrentClocksEventReasons or nvmlDeviceGetCurrentClocksThrottleReasons");
-    lost(a.device_get_temperature_v == nullptr && a.device_get_temperature == nullptr, "temperature",
-         "nvmlDeviceGetTemperatureV or nvmlDeviceGetTemperature");
+    lost(a.device_get_temperature_v == nullptr && a.device_get_temperature == nullptr,
+         "temperature", "nvmlDeviceGetTemperatureV or nvmlDeviceGetTemperature");
     lost(a.device_get_power_usage == nullptr, "power draw", "nvmlDeviceGetPowerUsage");
-    lost(a.device_get_enforced_power_limit == nullptr, "power limit", "nvmlDeviceGetEnforcedPowerLimit");
-    lost(a.device_get_total_ecc_errors == nullptr, "ECC error counts", "nvmlDeviceGetTotalEccErrors");
+    lost(a.device_get_enforced_power_limit == nullptr, "power limit",
+         "nvmlDeviceGetEnforcedPowerLimit");
+    lost(a.device_get_total_ecc_errors == nullptr, "ECC error counts",
+         "nvmlDeviceGetTotalEccErrors");
     lost(a.device_get_compute_running_processes == nullptr &&
              a.device_get_compute_running_processes_v1 == nullptr,
          "other processes' GPU memory", "nvmlDeviceGetComputeRunningProcesses (v1-v3)");
     if (a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 != nullptr) {
-        a.notes.push_back("nvml: memory used includes the driver's reserved memory (this NVML has "
-                          "only nvmlDeviceGetMemoryInfo, not _v2)");
+        a.notes.push_back(
+            "nvml: memory used includes the driver's reserved memory (this NVML has "
+            "only nvmlDeviceGetMemoryInfo, not _v2)");
     }
 }
 
@@ -77,15 +81,16 @@ Loaded load() {
         find_symbol<decltype(a.device_get_handle_by_uuid)>(h, "nvmlDeviceGetHandleByUUID");
     a.device_get_uuid = find_symbol<decltype(a.device_get_uuid)>(h, "nvmlDeviceGetUUID");
     a.device_get_name = find_symbol<decltype(a.device_get_name)>(h, "nvmlDeviceGetName");
-    a.device_get_utilization_rates = find_symbol<decltype(a.device_get_utilization_rates)>(
-        h, "nvmlDeviceGetUtilizationRates");
+    a.device_get_utilization_rates =
+        find_symbol<decltype(a.device_get_utilization_rates)>(h, "nvmlDeviceGetUtilizationRates");
     a.device_get_memory_info_v2 =
         find_symbol<decltype(a.device_get_memory_info_v2)>(h, "nvmlDeviceGetMemoryInfo_v2");
     if (a.device_get_memory_info_v2 == nullptr) {
         a.device_get_memory_info_v1 =
             find_symbol<decltype(a.device_get_memory_info_v1)>(h, "nvmlDeviceGetMemoryInfo");
     }
-    a.device_get_clock_info = find_symbol<decltype(a.device_get_clock_info)>(h, "nvmlDeviceGetClockInfo");
+    a.device_get_clock_info =
+        find_symbol<decltype(a.device_get_clock_info)>(h, "nvmlDeviceGetClockInfo");
     a.device_get_max_clock_info =
         find_symbol<decltype(a.device_get_max_clock_info)>(h, "nvmlDeviceGetMaxClockInfo");
     // Renamed in the CUDA 13.0 NVML; drivers before it have only the ThrottleReasons name.
@@ -95,21 +100,25 @@ Loaded load() {
         find_symbol<decltype(a.device_get_temperature_v)>(h, "nvmlDeviceGetTemperatureV");
     a.device_get_temperature =
         find_symbol<decltype(a.device_get_temperature)>(h, "nvmlDeviceGetTemperature");
-    a.device_get_power_usage = find_symbol<decltype(a.device_get_power_usage)>(h, "nvmlDeviceGetPowerUsage");
+    a.device_get_power_usage =
+        find_symbol<decltype(a.device_get_power_usage)>(h, "nvmlDeviceGetPowerUsage");
     a.device_get_enforced_power_limit = find_symbol<decltype(a.device_get_enforced_power_limit)>(
         h, "nvmlDeviceGetEnforcedPowerLimit");
     a.device_get_total_ecc_errors =
         find_symbol<decltype(a.device_get_total_ecc_errors)>(h, "nvmlDeviceGetTotalEccErrors");
     a.device_get_compute_running_processes =
         first_symbol<decltype(a.device_get_compute_running_processes)>(
-            h, {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
+            h,
+            {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"});
     if (a.device_get_compute_running_processes == nullptr) {
         a.device_get_compute_running_processes_v1 =
             find_symbol<decltype(a.device_get_compute_running_processes_v1)>(
                 h, "nvmlDeviceGetComputeRunningProcesses");
     }
-    if (a.init == nullptr || a.device_get_count == nullptr || a.device_get_handle_by_index == nullptr) {
-        r.why_not = "NVML at " + a.path + " lacks nvmlInit, nvmlDeviceGetCount or "
+    if (a.init == nullptr || a.device_get_count == nullptr ||
+        a.device_get_handle_by_index == nullptr) {
+        r.why_not = "NVML at " + a.path +
+                    " lacks nvmlInit, nvmlDeviceGetCount or "
                     "nvmlDeviceGetHandleByIndex (in every version)";
         return r;
     }
@@ -160,7 +169,8 @@ nvml::Return NvmlApi::memory_info(nvml::Device device, nvml::MemoryFigures& out)
     return rc;
 }
 
-nvml::Return NvmlApi::running_processes(nvml::Device device, std::vector<nvml::ProcessInfo>& out) const {
+nvml::Return NvmlApi::running_processes(nvml::Device device,
+                                        std::vector<nvml::ProcessInfo>& out) const {
     unsigned count = 0;
     const std::size_t room = out.capacity() > 8 ? out.capacity() : 8;  // reuse what was grown
     if (device_get_compute_running_processes != nullptr) {

@@ -15,17 +15,17 @@
 namespace gpudiag::detail {
 
 namespace nvml {
-using Return = int;  // nvmlReturn_t
+using Return = int;                   // nvmlReturn_t
 using Device = struct DeviceOpaque*;  // nvmlDevice_t
 constexpr Return kSuccess = 0;
 constexpr Return kErrorNotSupported = 3;
 constexpr Return kErrorInsufficientSize = 7;
 constexpr Return kErrorFunctionNotFound = 13;
-constexpr unsigned kClockSm = 1;           // NVML_CLOCK_SM
-constexpr unsigned kTemperatureGpu = 0;    // NVML_TEMPERATURE_GPU
-constexpr unsigned kEccCorrected = 0;      // NVML_MEMORY_ERROR_TYPE_CORRECTED
-constexpr unsigned kEccUncorrected = 1;    // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-constexpr unsigned kVolatileEcc = 0;       // NVML_VOLATILE_ECC: since the last driver load
+constexpr unsigned kClockSm = 1;         // NVML_CLOCK_SM
+constexpr unsigned kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
+constexpr unsigned kEccCorrected = 0;    // NVML_MEMORY_ERROR_TYPE_CORRECTED
+constexpr unsigned kEccUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr unsigned kVolatileEcc = 0;     // NVML_VOLATILE_ECC: since the last driver load
 constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 
 struct Utilization {  // nvmlUtilization_t
@@ -46,7 +46,8 @@ struct TemperatureV1 {  // nvmlTemperature_v1_t
     unsigned sensor_type;
     int temperature;
 };
-constexpr unsigned kTemperatureV1Version = static_cast<unsigned>(sizeof(TemperatureV1)) | (1u << 24);
+constexpr unsigned kTemperatureV1Version =
+    static_cast<unsigned>(sizeof(TemperatureV1)) | (1u << 24);
 struct MemoryV1 {  // nvmlMemory_t (nvmlDeviceGetMemoryInfo): used includes the reservation
     unsigned long long total;
     unsigned long long free;
@@ -77,7 +78,8 @@ struct NvmlApi {
     const char* (*error_string)(nvml::Return) = nullptr;
     nvml::Return (*system_get_driver_version)(char*, unsigned) = nullptr;
     nvml::Return (*device_get_count)(unsigned*) = nullptr;  ///< _v2, else the first name
-    nvml::Return (*device_get_handle_by_index)(unsigned, nvml::Device*) = nullptr;  ///< _v2, else v1
+    nvml::Return (*device_get_handle_by_index)(unsigned,
+                                               nvml::Device*) = nullptr;  ///< _v2, else v1
     nvml::Return (*device_get_handle_by_uuid)(const char*, nvml::Device*) = nullptr;
     nvml::Return (*device_get_uuid)(nvml::Device, char*, unsigned) = nullptr;
     nvml::Return (*device_get_name)(nvml::Device, char*, unsigned) = nullptr;
@@ -91,7 +93,7 @@ struct NvmlApi {
     nvml::Return (*device_get_temperature_v)(nvml::Device, nvml::TemperatureV1*) = nullptr;
     /// Deprecated in 13.0; used only when nvmlDeviceGetTemperatureV is absent (older drivers).
     nvml::Return (*device_get_temperature)(nvml::Device, unsigned, unsigned*) = nullptr;
-    nvml::Return (*device_get_power_usage)(nvml::Device, unsigned*) = nullptr;  // mW
+    nvml::Return (*device_get_power_usage)(nvml::Device, unsigned*) = nullptr;           // mW
     nvml::Return (*device_get_enforced_power_limit)(nvml::Device, unsigned*) = nullptr;  // mW
     nvml::Return (*device_get_total_ecc_errors)(nvml::Device, unsigned, unsigned,
                                                 unsigned long long*) = nullptr;

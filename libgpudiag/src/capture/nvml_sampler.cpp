@@ -68,7 +68,9 @@ void parse_visible_devices(const std::string& value, std::vector<int>& indices,
 NvmlSampler::NvmlSampler(const NvmlApi& api) noexcept
     : api_(api), pid_(static_cast<std::uint32_t>(getpid())) {}
 
-NvmlSampler::~NvmlSampler() { stop(); }
+NvmlSampler::~NvmlSampler() {
+    stop();
+}
 
 void NvmlSampler::resolve_devices() noexcept {
     if (mapped_by_uuid_) return;
@@ -85,12 +87,14 @@ void NvmlSampler::resolve_devices() noexcept {
             for (int ordinal = 0; ordinal < count; ++ordinal) {
                 int dev = 0;
                 std::array<unsigned char, 16> uuid{};
-                if (cuda->device_get(&dev, ordinal) != 0 || cuda->device_get_uuid(&uuid, dev) != 0) {
+                if (cuda->device_get(&dev, ordinal) != 0 ||
+                    cuda->device_get_uuid(&uuid, dev) != 0) {
                     continue;
                 }
                 Device d;
                 d.info.uuid = format_gpu_uuid(uuid);
-                if (api_.device_get_handle_by_uuid(d.info.uuid.c_str(), &d.handle) != nvml::kSuccess) {
+                if (api_.device_get_handle_by_uuid(d.info.uuid.c_str(), &d.handle) !=
+                    nvml::kSuccess) {
                     continue;
                 }
                 d.ordinal = static_cast<std::uint16_t>(ordinal);
@@ -114,7 +118,8 @@ void NvmlSampler::resolve_devices() noexcept {
                 Device d;
                 nvml::Return rc = nvml::kErrorNotSupported;
                 if (indices[k] >= 0 && static_cast<unsigned>(indices[k]) < n) {
-                    rc = api_.device_get_handle_by_index(static_cast<unsigned>(indices[k]), &d.handle);
+                    rc = api_.device_get_handle_by_index(static_cast<unsigned>(indices[k]),
+                                                         &d.handle);
                 } else if (!uuids[k].empty() && api_.device_get_handle_by_uuid != nullptr) {
                     rc = api_.device_get_handle_by_uuid(uuids[k].c_str(), &d.handle);
                 }
@@ -135,7 +140,8 @@ void NvmlSampler::resolve_devices() noexcept {
                 d.info.uuid = buf;
             }
             nvml::MemoryFigures mem;
-            if (api_.memory_info(d.handle, mem) == nvml::kSuccess) d.info.total_memory_bytes = mem.total;
+            if (api_.memory_info(d.handle, mem) == nvml::kSuccess)
+                d.info.total_memory_bytes = mem.total;
         }
         std::lock_guard<std::mutex> lock(mutex_);
         // Keep what NVML refused before for devices we already knew.
@@ -165,7 +171,8 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     auto ask = [&](Metric m, auto&& fn) -> bool {
         if ((d.unsupported & m) != 0) return false;
         nvml::Return rc = fn();
-        if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) d.unsupported |= m;
+        if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound)
+            d.unsupported |= m;
         return rc == nvml::kSuccess;
     };
     nvml::Utilization util{};
@@ -186,8 +193,9 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         ask(kClock, [&] { return api_.device_get_clock_info(d.handle, nvml::kClockSm, &mhz); })) {
         emit(CounterKind::kSmClockMhz, mhz);
     }
-    if (api_.device_get_max_clock_info != nullptr &&
-        ask(kMaxClock, [&] { return api_.device_get_max_clock_info(d.handle, nvml::kClockSm, &mhz); })) {
+    if (api_.device_get_max_clock_info != nullptr && ask(kMaxClock, [&] {
+            return api_.device_get_max_clock_info(d.handle, nvml::kClockSm, &mhz);
+        })) {
         emit(CounterKind::kSmClockMaxMhz, mhz);
     }
     // Temperature before the reasons: the health analysis reads a hardware slowdown in the
@@ -223,10 +231,11 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     if (api_.device_get_total_ecc_errors != nullptr) {
         unsigned long long corrected = 0;
         unsigned long long uncorrected = 0;
-        if (ask(kEcc, [&] {
-                return api_.device_get_total_ecc_errors(d.handle, nvml::kEccCorrected,
-                                                        nvml::kVolatileEcc, &corrected);
-            }) &&
+        if (ask(kEcc,
+                [&] {
+                    return api_.device_get_total_ecc_errors(d.handle, nvml::kEccCorrected,
+                                                            nvml::kVolatileEcc, &corrected);
+                }) &&
             ask(kEcc, [&] {
                 return api_.device_get_total_ecc_errors(d.handle, nvml::kEccUncorrected,
                                                         nvml::kVolatileEcc, &uncorrected);

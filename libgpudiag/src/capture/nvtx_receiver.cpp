@@ -19,20 +19,20 @@
 #include <thread>
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#  define NVTX_NO_IMPL
-#  include <nvtx3/nvToolsExt.h>
+#    define NVTX_NO_IMPL
+#    include <nvtx3/nvToolsExt.h>
 #endif
 
 namespace gpudiag::detail {
 namespace {
 
-constexpr std::size_t kMaxDomains = 64;          // domain handle values 1..63; 0 = default
+constexpr std::size_t kMaxDomains = 64;  // domain handle values 1..63; 0 = default
 constexpr std::size_t kMaxRegisteredStrings = 4096;
-constexpr std::size_t kMaxOpenStartEnd = 1024;   // nvtxRangeStart ranges not yet ended
-constexpr std::size_t kStackDepth = 64;          // per thread and domain
-constexpr std::size_t kStacksPerThread = 4;      // domains a thread nests in at once
-constexpr std::size_t kNameCacheSize = 256;      // per thread, direct-mapped
-constexpr std::size_t kMaxNameBytes = 256;       // longer names are cut (NVTX names are short)
+constexpr std::size_t kMaxOpenStartEnd = 1024;  // nvtxRangeStart ranges not yet ended
+constexpr std::size_t kStackDepth = 64;         // per thread and domain
+constexpr std::size_t kStacksPerThread = 4;     // domains a thread nests in at once
+constexpr std::size_t kNameCacheSize = 256;     // per thread, direct-mapped
+constexpr std::size_t kMaxNameBytes = 256;      // longer names are cut (NVTX names are short)
 constexpr const char* kOwnDomain = "gpudiag";
 
 std::uint64_t hash_bytes(std::string_view s) noexcept {
@@ -86,7 +86,7 @@ struct NvtxReceiver::Impl {
     std::atomic<std::uint64_t> in_flight{0};
     std::atomic<std::uint64_t> generation{0};
     std::mutex attach_mutex;  // attach/detach only
-    Sink sinks[2]{};           // alternate so a late reader never sees a reused slot mid-update
+    Sink sinks[2]{};          // alternate so a late reader never sees a reused slot mid-update
     int next_sink = 0;
 
     std::atomic<std::uint32_t> modules{0};
@@ -99,7 +99,7 @@ struct NvtxReceiver::Impl {
     std::mutex registry_mutex;
     std::array<std::atomic<const char*>, kMaxDomains> domains{};
     std::array<std::atomic<bool>, kMaxDomains> own_domain{};  // read by handlers without a lock
-    std::uint32_t domain_count = 1;  // slot 0: default domain
+    std::uint32_t domain_count = 1;                           // slot 0: default domain
     std::array<std::atomic<const char*>, kMaxRegisteredStrings> registered{};
     std::uint32_t registered_count = 1;  // handle 0 = none
 
@@ -130,7 +130,7 @@ struct NvtxReceiver::Impl {
     RangeCategory category_of(std::uint32_t domain) const noexcept {
         return domain < kMaxDomains && own_domain[domain].load(std::memory_order_acquire)
                    ? RangeCategory::kPhase
-                                                          : RangeCategory::kGeneric;
+                   : RangeCategory::kGeneric;
     }
 
     StringId intern(const Sink& s, std::string_view name) noexcept {
@@ -205,9 +205,15 @@ void NvtxReceiver::detach() noexcept {
     m.open_count = 0;  // their names belong to the detached table
 }
 
-std::uint32_t NvtxReceiver::modules() const noexcept { return impl_->modules.load(); }
-std::uint64_t NvtxReceiver::calls() const noexcept { return impl_->calls.load(); }
-std::uint64_t NvtxReceiver::dropped() const noexcept { return impl_->dropped.load(); }
+std::uint32_t NvtxReceiver::modules() const noexcept {
+    return impl_->modules.load();
+}
+std::uint64_t NvtxReceiver::calls() const noexcept {
+    return impl_->calls.load();
+}
+std::uint64_t NvtxReceiver::dropped() const noexcept {
+    return impl_->dropped.load();
+}
 
 int NvtxReceiver::push(std::uint32_t domain, std::string_view name) noexcept {
     Impl& m = *impl_;
@@ -407,24 +413,44 @@ std::uint32_t domain_of(nvtxDomainHandle_t d) noexcept {
     return static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(d));
 }
 
-NvtxReceiver& rx() noexcept { return NvtxReceiver::instance(); }
+NvtxReceiver& rx() noexcept {
+    return NvtxReceiver::instance();
+}
 
 // Tier-0 entry points: noexcept, no allocation, never throw into the caller's NVTX call.
-void NVTX_API on_mark_ex(const nvtxEventAttributes_t* a) noexcept { rx().mark(0, message_of(a)); }
-void NVTX_API on_mark_a(const char* m) noexcept { rx().mark(0, ascii_of(m)); }
-void NVTX_API on_mark_w(const wchar_t* m) noexcept { rx().mark(0, utf8_of(m)); }
+void NVTX_API on_mark_ex(const nvtxEventAttributes_t* a) noexcept {
+    rx().mark(0, message_of(a));
+}
+void NVTX_API on_mark_a(const char* m) noexcept {
+    rx().mark(0, ascii_of(m));
+}
+void NVTX_API on_mark_w(const wchar_t* m) noexcept {
+    rx().mark(0, utf8_of(m));
+}
 nvtxRangeId_t NVTX_API on_range_start_ex(const nvtxEventAttributes_t* a) noexcept {
     return rx().start(0, message_of(a));
 }
-nvtxRangeId_t NVTX_API on_range_start_a(const char* m) noexcept { return rx().start(0, ascii_of(m)); }
-nvtxRangeId_t NVTX_API on_range_start_w(const wchar_t* m) noexcept { return rx().start(0, utf8_of(m)); }
-void NVTX_API on_range_end(nvtxRangeId_t id) noexcept { rx().end(id); }
+nvtxRangeId_t NVTX_API on_range_start_a(const char* m) noexcept {
+    return rx().start(0, ascii_of(m));
+}
+nvtxRangeId_t NVTX_API on_range_start_w(const wchar_t* m) noexcept {
+    return rx().start(0, utf8_of(m));
+}
+void NVTX_API on_range_end(nvtxRangeId_t id) noexcept {
+    rx().end(id);
+}
 int NVTX_API on_range_push_ex(const nvtxEventAttributes_t* a) noexcept {
     return rx().push(0, message_of(a));
 }
-int NVTX_API on_range_push_a(const char* m) noexcept { return rx().push(0, ascii_of(m)); }
-int NVTX_API on_range_push_w(const wchar_t* m) noexcept { return rx().push(0, utf8_of(m)); }
-int NVTX_API on_range_pop() noexcept { return rx().pop(0); }
+int NVTX_API on_range_push_a(const char* m) noexcept {
+    return rx().push(0, ascii_of(m));
+}
+int NVTX_API on_range_push_w(const wchar_t* m) noexcept {
+    return rx().push(0, utf8_of(m));
+}
+int NVTX_API on_range_pop() noexcept {
+    return rx().pop(0);
+}
 
 void NVTX_API on_domain_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) noexcept {
     rx().mark(domain_of(d), message_of(a));
@@ -433,15 +459,22 @@ nvtxRangeId_t NVTX_API on_domain_range_start_ex(nvtxDomainHandle_t d,
                                                 const nvtxEventAttributes_t* a) noexcept {
     return rx().start(domain_of(d), message_of(a));
 }
-void NVTX_API on_domain_range_end(nvtxDomainHandle_t, nvtxRangeId_t id) noexcept { rx().end(id); }
-int NVTX_API on_domain_range_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t* a) noexcept {
+void NVTX_API on_domain_range_end(nvtxDomainHandle_t, nvtxRangeId_t id) noexcept {
+    rx().end(id);
+}
+int NVTX_API on_domain_range_push_ex(nvtxDomainHandle_t d,
+                                     const nvtxEventAttributes_t* a) noexcept {
     return rx().push(domain_of(d), message_of(a));
 }
-int NVTX_API on_domain_range_pop(nvtxDomainHandle_t d) noexcept { return rx().pop(domain_of(d)); }
-nvtxStringHandle_t NVTX_API on_domain_register_string_a(nvtxDomainHandle_t, const char* s) noexcept {
+int NVTX_API on_domain_range_pop(nvtxDomainHandle_t d) noexcept {
+    return rx().pop(domain_of(d));
+}
+nvtxStringHandle_t NVTX_API on_domain_register_string_a(nvtxDomainHandle_t,
+                                                        const char* s) noexcept {
     return reinterpret_cast<nvtxStringHandle_t>(rx().register_string(ascii_of(s)));
 }
-nvtxStringHandle_t NVTX_API on_domain_register_string_w(nvtxDomainHandle_t, const wchar_t* s) noexcept {
+nvtxStringHandle_t NVTX_API on_domain_register_string_w(nvtxDomainHandle_t,
+                                                        const wchar_t* s) noexcept {
     return reinterpret_cast<nvtxStringHandle_t>(rx().register_string(utf8_of(s)));
 }
 nvtxDomainHandle_t NVTX_API on_domain_create_a(const char* name) noexcept {
@@ -467,7 +500,8 @@ int NvtxReceiver::install(const void* get_export_table) noexcept {
     try {
         auto get = reinterpret_cast<NvtxGetExportTableFunc_t>(const_cast<void*>(get_export_table));
         if (get == nullptr) return 0;
-        const auto* callbacks = static_cast<const NvtxExportTableCallbacks*>(get(NVTX_ETID_CALLBACKS));
+        const auto* callbacks =
+            static_cast<const NvtxExportTableCallbacks*>(get(NVTX_ETID_CALLBACKS));
         if (callbacks == nullptr || callbacks->struct_size < sizeof(NvtxExportTableCallbacks) ||
             callbacks->GetModuleFunctionTable == nullptr) {
             return 0;
@@ -494,9 +528,11 @@ int NvtxReceiver::install(const void* get_export_table) noexcept {
         if (callbacks->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &core2_size) != 0 &&
             core2 != nullptr) {
             set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainMarkEx, &on_domain_mark_ex);
-            set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangeStartEx, &on_domain_range_start_ex);
+            set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangeStartEx,
+                     &on_domain_range_start_ex);
             set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangeEnd, &on_domain_range_end);
-            set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx, &on_domain_range_push_ex);
+            set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangePushEx,
+                     &on_domain_range_push_ex);
             set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRangePop, &on_domain_range_pop);
             set_slot(core2, core2_size, NVTX_CBID_CORE2_DomainRegisterStringA,
                      &on_domain_register_string_a);
@@ -515,7 +551,9 @@ int NvtxReceiver::install(const void* get_export_table) noexcept {
 
 #else
 
-int NvtxReceiver::install(const void*) noexcept { return 0; }
+int NvtxReceiver::install(const void*) noexcept {
+    return 0;
+}
 
 #endif  // GPUDIAG_HAVE_CUDA_HEADERS
 

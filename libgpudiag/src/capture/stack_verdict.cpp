@@ -42,7 +42,9 @@ int driver_branch_for(int cuda) {
     return branch;
 }
 
-std::string cuda_text(int cuda) { return fmt::format("{}.{}", cuda / 1000, cuda % 1000 / 10); }
+std::string cuda_text(int cuda) {
+    return fmt::format("{}.{}", cuda / 1000, cuda % 1000 / 10);
+}
 
 std::string framework_name(const FrameworkInfo& f) {
     if (f.name.empty()) return "the framework";
@@ -112,8 +114,7 @@ void check_second_cupti(const SoftwareStack& s, std::vector<StackIssue>& out) {
     }
     if (files.size() < 2) return;
     out.push_back(StackIssue{
-        "second_cupti",
-        fmt::format("{} CUPTI libraries in one process", files.size()),
+        "second_cupti", fmt::format("{} CUPTI libraries in one process", files.size()),
         fmt::format("{} CUPTI libraries are mapped in this process ({}): two CUPTIs attached to "
                     "one driver are undefined (hangs, crashes, lost records); gpudiag uses {}",
                     files.size(), fmt::join(files, ", "),

@@ -19,13 +19,15 @@ class StarvationWatch {
 public:
     enum class Change : std::uint8_t { kNone, kStalled, kRecovered };
 
-    explicit StarvationWatch(std::uint64_t stall_ns = 15'000'000'000ULL) noexcept : stall_ns_(stall_ns) {}
+    explicit StarvationWatch(std::uint64_t stall_ns = 15'000'000'000ULL) noexcept
+        : stall_ns_(stall_ns) {}
 
     /// Starts watching at `now_ns` (capture started or resumed): earlier silence does not count.
     void reset(std::uint64_t now_ns) noexcept;
     /// One tick (about once a second). `last_delivery_ns`: the latest buffer request or returned
     /// record from CUPTI; `last_busy_ns`: the latest outside evidence of GPU work (0 = none).
-    Change tick(std::uint64_t now_ns, std::uint64_t last_delivery_ns, std::uint64_t last_busy_ns) noexcept;
+    Change tick(std::uint64_t now_ns, std::uint64_t last_delivery_ns,
+                std::uint64_t last_busy_ns) noexcept;
 
     [[nodiscard]] bool stalled() const noexcept { return stalled_; }
     /// The last delivery before the stall: the unobserved window starts there.

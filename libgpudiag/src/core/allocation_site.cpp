@@ -103,16 +103,20 @@ MemoryCategory allocation_category(std::span<const FrameView> frames) {
         if ((torch && (contains(file, "optim/") || contains(file, "optim\\"))) ||
             name.rfind("torch::optim", 0) == 0) {
             optimizer = true;
-        } else if (name.rfind("torch::autograd::Engine", 0) == 0 || contains(name, "torch::autograd::run_backward") ||
-                   (torch && name == "backward" && (ends_with(file, "_tensor.py") || contains(file, "autograd")))) {
+        } else if (name.rfind("torch::autograd::Engine", 0) == 0 ||
+                   contains(name, "torch::autograd::run_backward") ||
+                   (torch && name == "backward" &&
+                    (ends_with(file, "_tensor.py") || contains(file, "autograd")))) {
             backward = true;
-        } else if (torch && (contains(file, "nn/parameter.py") || contains(file, "nn\\parameter.py") ||
-                             contains(file, "nn/init.py") || contains(file, "nn\\init.py") ||
-                             name == "reset_parameters" || name == "_load_from_state_dict" ||
-                             (ends_with(file, "module.py") &&
-                              (name == "_apply" || name == "to" || name == "cuda" || name == "convert")))) {
+        } else if (torch &&
+                   (contains(file, "nn/parameter.py") || contains(file, "nn\\parameter.py") ||
+                    contains(file, "nn/init.py") || contains(file, "nn\\init.py") ||
+                    name == "reset_parameters" || name == "_load_from_state_dict" ||
+                    (ends_with(file, "module.py") &&
+                     (name == "_apply" || name == "to" || name == "cuda" || name == "convert")))) {
             parameters = true;
-        } else if (torch && ends_with(file, "module.py") && (name == "_call_impl" || name == "_wrapped_call_impl")) {
+        } else if (torch && ends_with(file, "module.py") &&
+                   (name == "_call_impl" || name == "_wrapped_call_impl")) {
             forward = true;
         }
     }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The allocation-site rule: which frame of a call stack names the place an allocation came from.
-// The category rule beside it reads the same frames. One owner: the torch-snapshot importer, the public allocation_site() and, through it, the
-// Python layer (the pytest plugin's leak sites) all name sites with it.
+// The category rule beside it reads the same frames. One owner: the torch-snapshot importer, the
+// public allocation_site() and, through it, the Python layer (the pytest plugin's leak sites) all
+// name sites with it.
 #pragma once
 
 #include <gpudiag/event.hpp>

@@ -14,7 +14,11 @@ std::uint64_t read_clock(clockid_t id) noexcept {
 }
 }  // namespace
 
-std::uint64_t monotonic_now_ns() noexcept { return read_clock(CLOCK_MONOTONIC); }
-std::uint64_t realtime_now_ns() noexcept { return read_clock(CLOCK_REALTIME); }
+std::uint64_t monotonic_now_ns() noexcept {
+    return read_clock(CLOCK_MONOTONIC);
+}
+std::uint64_t realtime_now_ns() noexcept {
+    return read_clock(CLOCK_REALTIME);
+}
 
 }  // namespace gpudiag::detail

@@ -18,8 +18,7 @@ namespace gpudiag::detail {
 Result<std::unique_ptr<EventChannel>> EventChannel::create(std::size_t capacity) noexcept {
     if (capacity < 2 || capacity > kMaxCapacity || (capacity & (capacity - 1)) != 0) {
         return invalid_argument("event channel capacity must be a power of two between 2 and " +
-                                std::to_string(kMaxCapacity) + ", got " +
-                                std::to_string(capacity));
+                                std::to_string(kMaxCapacity) + ", got " + std::to_string(capacity));
     }
     try {
         auto slots = std::make_unique<Slot[]>(capacity);
@@ -71,13 +70,14 @@ std::size_t EventChannel::drain(EventSink& sink, std::size_t max) {
     std::uint64_t pos = dequeue_pos_.load(std::memory_order_relaxed);
     std::size_t delivered = 0;
     while (delivered < max) {
-        note_occupancy(static_cast<std::size_t>(enqueue_pos_.load(std::memory_order_relaxed) -
-                                                pos));
+        note_occupancy(
+            static_cast<std::size_t>(enqueue_pos_.load(std::memory_order_relaxed) - pos));
         const std::size_t want = std::min(kDrainBatch, max - delivered);
         std::size_t n = 0;
         while (n < want) {
             Slot& slot = slots_[pos & mask_];
-            if (slot.sequence.load(std::memory_order_acquire) != pos + 1) break;  // empty/unpublished
+            if (slot.sequence.load(std::memory_order_acquire) != pos + 1)
+                break;  // empty/unpublished
             batch_[n++] = slot.event;
             slot.sequence.store(pos + mask_ + 1, std::memory_order_release);
             ++pos;

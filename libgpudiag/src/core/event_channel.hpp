@@ -63,8 +63,7 @@ public:
     /// position order, and returns how many. Stops early at a slot still being written.
     /// Thread-safety: one consumer thread at a time. Errors: exceptions from the sink propagate
     /// (the events of that batch count as drained).
-    std::size_t drain(EventSink& sink,
-                      std::size_t max = std::numeric_limits<std::size_t>::max());
+    std::size_t drain(EventSink& sink, std::size_t max = std::numeric_limits<std::size_t>::max());
 
     /// Counters. `high_water` is sampled by the consumer before and after each drained batch
     /// (between drains only producers change occupancy, so the peak is seen at the next sample,

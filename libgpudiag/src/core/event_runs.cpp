@@ -54,12 +54,16 @@ std::uint64_t zigzag64(std::uint64_t delta) noexcept {
     auto s = static_cast<std::int64_t>(delta);
     return (static_cast<std::uint64_t>(s) << 1) ^ static_cast<std::uint64_t>(s >> 63);
 }
-std::uint64_t unzigzag64(std::uint64_t z) noexcept { return (z >> 1) ^ (~(z & 1) + 1); }
+std::uint64_t unzigzag64(std::uint64_t z) noexcept {
+    return (z >> 1) ^ (~(z & 1) + 1);
+}
 std::uint32_t zigzag32(std::uint32_t delta) noexcept {
     auto s = static_cast<std::int32_t>(delta);
     return (static_cast<std::uint32_t>(s) << 1) ^ static_cast<std::uint32_t>(s >> 31);
 }
-std::uint32_t unzigzag32(std::uint32_t z) noexcept { return (z >> 1) ^ (~(z & 1) + 1); }
+std::uint32_t unzigzag32(std::uint32_t z) noexcept {
+    return (z >> 1) ^ (~(z & 1) + 1);
+}
 
 // The state both sides keep: the previous event of each kind and the previous start.
 struct CodecState {
@@ -189,7 +193,8 @@ void encode_run(std::span<const Event> events, std::span<const std::uint64_t> or
     if (order.empty()) {
         for (const Event& e : events) encode_event(e, state, out.bytes);
     } else {
-        for (std::uint64_t i : order) encode_event(events[static_cast<std::size_t>(i)], state, out.bytes);
+        for (std::uint64_t i : order)
+            encode_event(events[static_cast<std::size_t>(i)], state, out.bytes);
     }
     out.bytes.shrink_to_fit();
     out.events = events.size();

@@ -32,8 +32,7 @@ struct EventRun {
 
 /// Encodes `events` taken in the order `order` gives (indexes into `events`; empty: as they
 /// are) into `out`, replacing its content. Throws std::bad_alloc.
-void encode_run(std::span<const Event> events, std::span<const std::uint64_t> order,
-                EventRun& out);
+void encode_run(std::span<const Event> events, std::span<const std::uint64_t> order, EventRun& out);
 
 /// Decodes a whole run (string ids mapped), for tests and tools. Throws std::bad_alloc.
 std::vector<Event> decode_run(const EventRun& run);

@@ -18,13 +18,15 @@ InputCoverage input_coverage(const SourceSummary& summary, std::uint64_t events,
     c.missing = summary.missing;
     c.complete = !summary.truncated && summary.damaged == 0 && summary.missing.empty();
     if (summary.damaged > 0 && c.missing.empty()) {
-        c.missing.push_back(fmt::format("{} events were in damaged parts of the input and could "
-                                        "not be read",
-                                        summary.damaged));
+        c.missing.push_back(
+            fmt::format("{} events were in damaged parts of the input and could "
+                        "not be read",
+                        summary.damaged));
     }
     if (summary.truncated && c.missing.empty()) {
-        c.missing.emplace_back("the input ends early (its writer stopped, or the file was cut "
-                               "short): whatever came after the last event read is missing");
+        c.missing.emplace_back(
+            "the input ends early (its writer stopped, or the file was cut "
+            "short): whatever came after the last event read is missing");
     }
     return c;
 }
@@ -62,8 +64,8 @@ InputCoverage job_coverage(const std::vector<Report>& ranks, std::int32_t world_
         }
         if (r.input.complete) continue;
         c.complete = false;
-        const std::string who = r.source.rank >= 0 ? fmt::format("rank {}", r.source.rank)
-                                                   : r.source.description;
+        const std::string who =
+            r.source.rank >= 0 ? fmt::format("rank {}", r.source.rank) : r.source.description;
         for (const auto& m : r.input.missing) c.missing.push_back(who + ": " + m);
     }
     // A job names its world size in every rank's trace; ranks it names but no input holds are
@@ -78,13 +80,14 @@ InputCoverage job_coverage(const std::vector<Report>& ranks, std::int32_t world_
         const auto total = static_cast<std::size_t>(world_size) - present.size();
         c.complete = false;
         std::string list;
-        for (std::size_t i = 0; i < absent.size(); ++i) list += (i > 0 ? ", " : "") + std::to_string(absent[i]);
+        for (std::size_t i = 0; i < absent.size(); ++i)
+            list += (i > 0 ? ", " : "") + std::to_string(absent[i]);
         if (total > absent.size()) list += fmt::format(" and {} more", total - absent.size());
-        c.missing.insert(c.missing.begin(),
-                         fmt::format("{} of the job's {} ranks {} no input (rank{} {}): the "
-                                     "job figures cover only the ranks given",
-                                     total, world_size, total > 1 ? "have" : "has",
-                                     total > 1 ? "s" : "", list));
+        c.missing.insert(
+            c.missing.begin(),
+            fmt::format("{} of the job's {} ranks {} no input (rank{} {}): the "
+                        "job figures cover only the ranks given",
+                        total, world_size, total > 1 ? "have" : "has", total > 1 ? "s" : "", list));
     }
     return c;
 }

@@ -202,8 +202,7 @@ constexpr EnumName<AnalysisWindow> kAnalysisWindowNames[] = {
 constexpr EnumName<InputFormat> kInputFormatNames[] = {
     {InputFormat::kUnknown, "unknown"},        {InputFormat::kRecording, "recording"},
     {InputFormat::kKinetoJson, "kineto_json"}, {InputFormat::kTorchSnapshot, "torch_snapshot"},
-    {InputFormat::kReportJson, "report_json"},
-    {InputFormat::kNsightSqlite, "nsight_sqlite"},
+    {InputFormat::kReportJson, "report_json"}, {InputFormat::kNsightSqlite, "nsight_sqlite"},
 };
 
 constexpr EnumName<MemoryMetric> kMemoryMetricNames[] = {

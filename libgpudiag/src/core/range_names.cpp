@@ -30,7 +30,8 @@ bool parse_number(std::string_view digits, std::int64_t& n) noexcept {
 bool equal_ci(std::string_view a, std::string_view b) noexcept {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) {
+        if (std::tolower(static_cast<unsigned char>(a[i])) !=
+            std::tolower(static_cast<unsigned char>(b[i]))) {
             return false;
         }
     }
@@ -85,8 +86,8 @@ RangeMeaning nvtx_range_meaning(std::string_view name) noexcept {
             return m;
         }
     }
-    for (std::string_view phase : {"forward", "backward", "optimizer", "optimizer.step",
-                                   "optimizer_step", "zero_grad"}) {
+    for (std::string_view phase :
+         {"forward", "backward", "optimizer", "optimizer.step", "optimizer_step", "zero_grad"}) {
         if (equal_ci(name, phase)) {
             m.known = true;
             m.category = RangeCategory::kPhase;

@@ -12,9 +12,9 @@
 namespace gpudiag::detail {
 
 struct RangeMeaning {
-    bool known = false;          ///< false: the name says nothing special
+    bool known = false;  ///< false: the name says nothing special
     RangeCategory category = RangeCategory::kGeneric;
-    std::int64_t step = 0;       ///< the step number, for kStep
+    std::int64_t step = 0;  ///< the step number, for kStep
 };
 
 /// Names any framework range may carry: "ProfilerStep#12" (a step), torch's DataLoader fetch

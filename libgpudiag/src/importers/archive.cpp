@@ -105,7 +105,9 @@ public:
         reader_.left_ -= *got;
         return *got;
     }
-    [[nodiscard]] std::uint64_t consumed() const noexcept override { return reader_.size_ - reader_.left_; }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override {
+        return reader_.size_ - reader_.left_;
+    }
     [[nodiscard]] std::uint64_t total() const noexcept override { return reader_.size_; }
     [[nodiscard]] bool truncated() const noexcept override {
         return truncated_ || reader_.archive_->truncated();
@@ -120,13 +122,17 @@ TarReader::TarReader(std::unique_ptr<ByteStream> archive)
     : archive_(std::move(archive)), member_(std::make_unique<Member>(*this)) {}
 TarReader::~TarReader() = default;
 
-ByteStream& TarReader::member() noexcept { return *member_; }
+ByteStream& TarReader::member() noexcept {
+    return *member_;
+}
 
 Status TarReader::skip_rest() {
     std::vector<char> scratch(64 * 1024);
     std::uint64_t left = left_ + padding_;
     while (left > 0) {
-        auto got = archive_->read(scratch.data(), static_cast<std::size_t>(std::min<std::uint64_t>(left, scratch.size())));
+        auto got =
+            archive_->read(scratch.data(),
+                           static_cast<std::size_t>(std::min<std::uint64_t>(left, scratch.size())));
         if (!got) return got.status();
         if (*got == 0) break;
         left -= *got;
@@ -190,9 +196,15 @@ namespace {
 class OwnedMember final : public ByteStream {
 public:
     explicit OwnedMember(std::unique_ptr<TarReader> reader) : reader_(std::move(reader)) {}
-    Result<std::size_t> read(char* dst, std::size_t n) override { return reader_->member().read(dst, n); }
-    [[nodiscard]] std::uint64_t consumed() const noexcept override { return reader_->member().consumed(); }
-    [[nodiscard]] std::uint64_t total() const noexcept override { return reader_->member().total(); }
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        return reader_->member().read(dst, n);
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override {
+        return reader_->member().consumed();
+    }
+    [[nodiscard]] std::uint64_t total() const noexcept override {
+        return reader_->member().total();
+    }
     [[nodiscard]] bool truncated() const noexcept override { return reader_->member().truncated(); }
 
 private:

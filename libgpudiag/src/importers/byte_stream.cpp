@@ -72,7 +72,8 @@ public:
 
     Result<std::size_t> read(char* dst, std::size_t n) override {
         if (!initialised_) {
-            if (inflateInit2(&zs_, 15 + 16) != Z_OK) return internal_error("zlib inflateInit2 failed");
+            if (inflateInit2(&zs_, 15 + 16) != Z_OK)
+                return internal_error("zlib inflateInit2 failed");
             initialised_ = true;
         }
         std::size_t produced = 0;

@@ -23,7 +23,9 @@ constexpr std::size_t kMaxInputs = 1 << 20;  // files of one job: a sanity bound
 constexpr int kMaxFolderDepth = 4;
 constexpr std::size_t kSniffBytes = 64;
 
-bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+bool has_glob_chars(const std::string& s) {
+    return s.find_first_of("*?[") != std::string::npos;
+}
 
 // The paths a glob pattern matches, sorted.
 Result<std::vector<std::string>> glob_paths(const std::string& pattern) {
@@ -64,9 +66,11 @@ Status add_archive(const std::string& path, std::vector<JobInput>& out) {
         if (head && classify_content(*head) != InputFormat::kUnknown) {
             members.push_back(JobInput{path, tar.name()});
         }
-        if (out.size() + members.size() > kMaxInputs) return invalid_argument(path + ": too many members");
+        if (out.size() + members.size() > kMaxInputs)
+            return invalid_argument(path + ": too many members");
     }
-    if (members.empty()) return invalid_argument(path + ": no member gpudiag reads in this archive");
+    if (members.empty())
+        return invalid_argument(path + ": no member gpudiag reads in this archive");
     // In name order, as a folder's files: archives list members in the order they were added.
     std::sort(members.begin(), members.end(),
               [](const JobInput& a, const JobInput& b) { return a.member < b.member; });
@@ -110,8 +114,9 @@ Status add_folder(const std::string& dir, std::vector<JobInput>& out) {
     const std::size_t before = out.size();
     for (const auto& f : files) GPUDIAG_RETURN_IF_ERROR(add_file(f, out, true));
     if (out.size() == before) {
-        return invalid_argument(dir + ": no file gpudiag reads in this folder (traces, snapshots, "
-                                      "recordings, Nsight SQLite exports, or archives of them)");
+        return invalid_argument(dir +
+                                ": no file gpudiag reads in this folder (traces, snapshots, "
+                                "recordings, Nsight SQLite exports, or archives of them)");
     }
     return Status::ok();
 }
@@ -123,8 +128,10 @@ Status add_path(const std::string& path, std::vector<JobInput>& out) {
         auto matches = glob_paths(path);
         if (!matches) return matches.status();
         for (const auto& m : *matches) {
-            if (fs::is_directory(m, ec)) GPUDIAG_RETURN_IF_ERROR(add_folder(m, out));
-            else GPUDIAG_RETURN_IF_ERROR(add_file(m, out, true));
+            if (fs::is_directory(m, ec))
+                GPUDIAG_RETURN_IF_ERROR(add_folder(m, out));
+            else
+                GPUDIAG_RETURN_IF_ERROR(add_file(m, out, true));
         }
         return Status::ok();
     }
@@ -143,9 +150,12 @@ public:
 
     Status write_from(ByteStream& in) {
         const char* dir = std::getenv("TMPDIR");
-        std::string templ = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/gpudiag-member-XXXXXX";
+        std::string templ =
+            std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/gpudiag-member-XXXXXX";
         int fd = ::mkstemp(templ.data());
-        if (fd < 0) return io_error("cannot create a temporary file in " + templ.substr(0, templ.rfind('/')));
+        if (fd < 0)
+            return io_error("cannot create a temporary file in " +
+                            templ.substr(0, templ.rfind('/')));
         path_ = templ;
         std::FILE* f = ::fdopen(fd, "wb");
         if (f == nullptr) {
@@ -178,7 +188,8 @@ private:
 // Runs `inner` under another name: the input's, where the source read a temporary copy.
 class RenamedSource final : public EventSource {
 public:
-    RenamedSource(std::unique_ptr<EventSource> inner, std::unique_ptr<TempFile> file, std::string name)
+    RenamedSource(std::unique_ptr<EventSource> inner, std::unique_ptr<TempFile> file,
+                  std::string name)
         : inner_(std::move(inner)), file_(std::move(file)), name_(std::move(name)) {}
 
     Status run(EventSink& sink, StringTable& strings) override {
@@ -241,7 +252,8 @@ Result<InputFormat> input_format(const JobInput& input) {
     if (!got) return got.status();
     head.resize(*got);
     InputFormat f = classify_content(head);
-    if (f == InputFormat::kUnknown) return unsupported(input.name() + ": not a format gpudiag reads");
+    if (f == InputFormat::kUnknown)
+        return unsupported(input.name() + ": not a format gpudiag reads");
     return f;
 }
 
@@ -260,7 +272,8 @@ Result<std::unique_ptr<EventSource>> open_input_source(const JobInput& input,
     auto file = std::make_unique<TempFile>();
     GPUDIAG_RETURN_IF_ERROR(file->write_from(**member));
     auto inner = open_event_source(file->path(), options);
-    if (!inner) return Status(inner.status().code(), input.name() + ": " + inner.status().message());
+    if (!inner)
+        return Status(inner.status().code(), input.name() + ": " + inner.status().message());
     return std::unique_ptr<EventSource>(
         std::make_unique<RenamedSource>(std::move(*inner), std::move(file), input.name()));
 }
@@ -272,13 +285,19 @@ std::int32_t rank_from_name(const JobInput& input) {
         std::transform(lower.begin(), lower.end(), lower.begin(),
                        [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         for (std::string_view word : {"rank", "worker"}) {
-            for (std::size_t at = lower.find(word); at != std::string::npos; at = lower.find(word, at + 1)) {
+            for (std::size_t at = lower.find(word); at != std::string::npos;
+                 at = lower.find(word, at + 1)) {
                 if (at > 0 && std::isalpha(static_cast<unsigned char>(lower[at - 1]))) continue;
                 std::size_t d = at + word.size();
-                if (d < lower.size() && (lower[d] == '-' || lower[d] == '_' || lower[d] == ' ')) ++d;
+                if (d < lower.size() && (lower[d] == '-' || lower[d] == '_' || lower[d] == ' '))
+                    ++d;
                 std::size_t end = d;
-                while (end < lower.size() && end - d < 9 && std::isdigit(static_cast<unsigned char>(lower[end]))) ++end;
-                if (end == d || (end < lower.size() && std::isdigit(static_cast<unsigned char>(lower[end])))) continue;
+                while (end < lower.size() && end - d < 9 &&
+                       std::isdigit(static_cast<unsigned char>(lower[end])))
+                    ++end;
+                if (end == d ||
+                    (end < lower.size() && std::isdigit(static_cast<unsigned char>(lower[end]))))
+                    continue;
                 return static_cast<std::int32_t>(std::stol(lower.substr(d, end - d)));
             }
         }

@@ -22,7 +22,9 @@ bool ends_with(const std::string& s, const char* suffix) {
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-bool is_space(unsigned char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(unsigned char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // JSON text: a gpudiag report (render_json writes "schema_version" first), else a trace.
 InputFormat classify_json(const unsigned char* text, std::size_t n) {
@@ -100,9 +102,11 @@ Result<InputFormat> detect_format(const std::string& path) noexcept {
         auto n = static_cast<std::size_t>(in.gcount());
         if (n == 0) return corrupt_data(path + ": the file is empty");
         InputFormat f = classify(head, n, path);
-        if (f == InputFormat::kUnknown && (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))) {
-            return unsupported(path + ": an Nsight Systems report, which gpudiag reads once exported "
-                                      "to SQLite: nsys export --type sqlite --output report.sqlite " +
+        if (f == InputFormat::kUnknown &&
+            (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))) {
+            return unsupported(path +
+                               ": an Nsight Systems report, which gpudiag reads once exported "
+                               "to SQLite: nsys export --type sqlite --output report.sqlite " +
                                path);
         }
         if (f == InputFormat::kUnknown) {
@@ -129,8 +133,9 @@ Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
         case InputFormat::kKinetoJson: return open_kineto_source(path, options);
         case InputFormat::kTorchSnapshot: return open_snapshot_source(path, options);
         case InputFormat::kReportJson:
-            return invalid_argument(path + ": a gpudiag report holds findings, not events; "
-                                           "analyze_files reads it back as it is");
+            return invalid_argument(path +
+                                    ": a gpudiag report holds findings, not events; "
+                                    "analyze_files reads it back as it is");
         case InputFormat::kNsightSqlite: return open_nsight_source(path, options);
         case InputFormat::kUnknown: break;
     }

@@ -89,8 +89,9 @@ public:
         }
     }
 
-    void complete(const std::string_view name, const char* cat, std::uint64_t pid, std::uint64_t tid,
-                  std::uint64_t start, std::uint64_t end, const char* cname = nullptr) {
+    void complete(const std::string_view name, const char* cat, std::uint64_t pid,
+                  std::uint64_t tid, std::uint64_t start, std::uint64_t end,
+                  const char* cname = nullptr) {
         json_.begin_object();
         json_.field("ph", "X").field("name", name).field("cat", cat);
         json_.field("pid", pid).field("tid", tid);
@@ -104,14 +105,38 @@ public:
         return (static_cast<double>(static_cast<std::int64_t>(ns - origin_))) / 1000.0;
     }
     void process_name(std::uint64_t pid, const std::string& name, int sort) {
-        json_.begin_object().field("ph", "M").field("name", "process_name").field("pid", pid)
-            .field("tid", 0).key("args").begin_object().field("name", name).end_object().end_object();
-        json_.begin_object().field("ph", "M").field("name", "process_sort_index").field("pid", pid)
-            .field("tid", 0).key("args").begin_object().field("sort_index", sort).end_object().end_object();
+        json_.begin_object()
+            .field("ph", "M")
+            .field("name", "process_name")
+            .field("pid", pid)
+            .field("tid", 0)
+            .key("args")
+            .begin_object()
+            .field("name", name)
+            .end_object()
+            .end_object();
+        json_.begin_object()
+            .field("ph", "M")
+            .field("name", "process_sort_index")
+            .field("pid", pid)
+            .field("tid", 0)
+            .key("args")
+            .begin_object()
+            .field("sort_index", sort)
+            .end_object()
+            .end_object();
     }
     void thread_name(std::uint64_t pid, std::uint64_t tid, const std::string& name) {
-        json_.begin_object().field("ph", "M").field("name", "thread_name").field("pid", pid)
-            .field("tid", tid).key("args").begin_object().field("name", name).end_object().end_object();
+        json_.begin_object()
+            .field("ph", "M")
+            .field("name", "thread_name")
+            .field("pid", pid)
+            .field("tid", tid)
+            .key("args")
+            .begin_object()
+            .field("name", name)
+            .end_object()
+            .end_object();
     }
     void counter(std::uint64_t pid, const char* name, std::uint64_t ts, double value) {
         json_.begin_object().field("ph", "C").field("name", name).field("pid", pid);
@@ -122,7 +147,8 @@ public:
 
 private:
     Status flush() {
-        if (!buffer_.empty() && std::fwrite(buffer_.data(), 1, buffer_.size(), out_) != buffer_.size()) {
+        if (!buffer_.empty() &&
+            std::fwrite(buffer_.data(), 1, buffer_.size(), out_) != buffer_.size()) {
             return io_error(std::string("cannot write the trace (") + std::strerror(errno) + ")");
         }
         buffer_.clear();
@@ -163,7 +189,8 @@ public:
     void end(const SourceSummary& summary) override {
         analyzer_.end(summary);
         for (std::uint16_t d : devices_) {
-            std::string label = "GPU " + std::to_string(d) + (rank_ >= 0 ? " (rank " + std::to_string(rank_) + ")" : "");
+            std::string label = "GPU " + std::to_string(d) +
+                                (rank_ >= 0 ? " (rank " + std::to_string(rank_) + ")" : "");
             writer_.process_name(gpu_pid(d), label, static_cast<int>(gpu_pid(d) - kGpuPidBase));
             writer_.thread_name(gpu_pid(d), 0, "idle gaps (by cause)");
         }
@@ -171,8 +198,11 @@ public:
             writer_.thread_name(gpu_pid(d), stream + 1, "stream " + std::to_string(stream));
         }
         for (std::uint64_t pid : host_pids_) {
-            writer_.process_name(pid, (rank_ >= 0 ? "rank " + std::to_string(rank_) + " " : std::string()) +
-                                          "host process " + std::to_string(pid & 0xFFFFFFFF), 0);
+            writer_.process_name(
+                pid,
+                (rank_ >= 0 ? "rank " + std::to_string(rank_) + " " : std::string()) +
+                    "host process " + std::to_string(pid & 0xFFFFFFFF),
+                0);
         }
     }
 
@@ -181,7 +211,8 @@ public:
 private:
     std::uint64_t gpu_pid(std::uint16_t device) const { return gpu_pid_base_ + (device & 1023); }
     std::uint64_t host_pid(std::uint32_t pid) const {
-        return rank_ >= 0 ? (std::uint64_t{static_cast<std::uint32_t>(rank_) + 1} << 32) | pid : pid;
+        return rank_ >= 0 ? (std::uint64_t{static_cast<std::uint32_t>(rank_) + 1} << 32) | pid
+                          : pid;
     }
 
     void write(const Event& e) {
@@ -191,25 +222,27 @@ private:
             case EventKind::kMemset: {
                 devices_.insert(e.device);
                 streams_.insert({e.device, e.stream});
-                std::string_view name = e.kind == EventKind::kKernel ? strings_->lookup(e.kernel.name)
+                std::string_view name = e.kind == EventKind::kKernel
+                                            ? strings_->lookup(e.kernel.name)
                                         : e.kind == EventKind::kMemcpy ? std::string_view("memcpy")
                                                                        : std::string_view("memset");
                 writer_.complete(name, e.kind == EventKind::kKernel ? "kernel" : "memory",
-                                 gpu_pid(e.device), std::uint64_t{e.stream} + 1, e.start_ns, e.end_ns);
+                                 gpu_pid(e.device), std::uint64_t{e.stream} + 1, e.start_ns,
+                                 e.end_ns);
                 break;
             }
             case EventKind::kApiCall:
                 host_pids_.insert(host_pid(e.process));
-                writer_.complete(strings_->lookup(e.api.name), "cuda_api", host_pid(e.process), e.thread,
-                                 e.start_ns, e.end_ns);
+                writer_.complete(strings_->lookup(e.api.name), "cuda_api", host_pid(e.process),
+                                 e.thread, e.start_ns, e.end_ns);
                 break;
             case EventKind::kRange:
                 if (e.device != kNoDevice) break;  // GPU-side copies of user ranges
                 host_pids_.insert(host_pid(e.process));
                 writer_.complete(strings_->lookup(e.range.name),
-                                 e.range.category == RangeCategory::kStep ? "step"
+                                 e.range.category == RangeCategory::kStep        ? "step"
                                  : e.range.category == RangeCategory::kInputWait ? "input_wait"
-                                                                                  : "host",
+                                                                                 : "host",
                                  host_pid(e.process), e.thread, e.start_ns, e.end_ns);
                 break;
             case EventKind::kCounter:
@@ -222,7 +255,8 @@ private:
                 std::int64_t& live = block_bytes_[d];
                 std::int64_t delta = static_cast<std::int64_t>(e.memory.bytes);
                 live += e.kind == EventKind::kBlockAlloc ? delta : -delta;
-                writer_.counter(gpu_pid(d), "allocated bytes (blocks)", e.start_ns, static_cast<double>(live));
+                writer_.counter(gpu_pid(d), "allocated bytes (blocks)", e.start_ns,
+                                static_cast<double>(live));
                 break;
             }
             default: break;

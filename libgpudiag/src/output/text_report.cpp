@@ -34,7 +34,8 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
     for (std::size_t r = 0; r < t.rows.size() && r < max_rows; ++r) {
         std::vector<std::string> row;
         for (std::size_t i = 0; i < t.rows[r].size(); ++i) {
-            std::string s = render_cell(t.rows[r][i], i < t.units.size() ? t.units[i] : std::string());
+            std::string s =
+                render_cell(t.rows[r][i], i < t.units.size() ? t.units[i] : std::string());
             if (s.size() > 60) s = s.substr(0, 57) + "...";
             row.push_back(std::move(s));
         }
@@ -71,7 +72,8 @@ void render_saving(std::string& out, const Finding& f) {
     }
     if (saving == nullptr) return;
     out += "      Fixing this saves about " + format_figure(saving->value, saving->unit);
-    if (!saving->label.empty() && saving->label.find("per step") != std::string::npos) out += " per step";
+    if (!saving->label.empty() && saving->label.find("per step") != std::string::npos)
+        out += " per step";
     if (share != nullptr) out += " (" + format_figure(share->value, share->unit) + ")";
     if (step != nullptr) {
         out += ": " + format_figure(step->value + saving->value, step->unit) + " -> " +
@@ -126,8 +128,8 @@ std::pair<std::string, std::string> enum_display(const Figure& f) {
     std::size_t pos = colon + 1;
     while (pos < f.label.size()) {
         std::size_t comma = f.label.find(',', pos);
-        std::string item = f.label.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                          : comma - pos);
+        std::string item =
+            f.label.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
         item.erase(0, item.find_first_not_of(' '));
         if (item.rfind(code, 0) == 0) return {name, item.substr(code.size())};
         if (comma == std::string::npos) break;
@@ -158,8 +160,9 @@ void render_section(std::string& out, const Section& s) {
 // Partial input comes first: what was read, then what is missing, before any finding.
 void render_input(std::string& out, const InputCoverage& in) {
     if (in.complete) return;
-    out += "PARTIAL INPUT: only part of the input could be read; everything below covers that "
-           "part alone.\n";
+    out +=
+        "PARTIAL INPUT: only part of the input could be read; everything below covers that "
+        "part alone.\n";
     out += "  Read: " + std::to_string(in.events) + " events";
     if (in.events > 0) {
         out += " over " + detail::format_duration_ns(static_cast<double>(in.span_ns())) +
@@ -177,11 +180,13 @@ void render_report(std::string& out, const Report& r, bool nested) {
         if (!r.source.producer.empty()) out += " (" + r.source.producer + ")";
         out += "\n";
         if (r.source.simulated) {
-            out += "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
+            out +=
+                "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
         }
         for (const auto& d : r.source.devices) {
             out += "  device " + std::to_string(d.ordinal) + ": " + d.name;
-            if (d.total_memory_bytes) out += ", " + detail::format_bytes(double(d.total_memory_bytes));
+            if (d.total_memory_bytes)
+                out += ", " + detail::format_bytes(double(d.total_memory_bytes));
             out += "\n";
         }
         out += "\n";
@@ -206,10 +211,11 @@ void render_report(std::string& out, const Report& r, bool nested) {
         for (const auto& n : r.capture.notes) out += "  - " + n + "\n";
         if (r.capture.dropped > 0) {
             // Only live capture has buffers to fill; an importer's skipped events are its own.
-            out += "  - " + std::to_string(r.capture.dropped) +
-                   (r.source.producer == "gpudiag-capture"
-                        ? " events were dropped by full capture buffers; figures may be incomplete.\n"
-                        : " events of the input could not be used; figures may be incomplete.\n");
+            out +=
+                "  - " + std::to_string(r.capture.dropped) +
+                (r.source.producer == "gpudiag-capture"
+                     ? " events were dropped by full capture buffers; figures may be incomplete.\n"
+                     : " events of the input could not be used; figures may be incomplete.\n");
         }
     }
 }

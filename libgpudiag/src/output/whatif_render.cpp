@@ -14,7 +14,6 @@
 namespace gpudiag {
 namespace {
 
-
 // 1234567 -> "1,234,567"
 std::string grouped(std::uint64_t v) {
     std::string digits = std::to_string(v);
@@ -26,7 +25,9 @@ std::string grouped(std::uint64_t v) {
     return out;
 }
 
-std::string bytes(std::uint64_t b) { return detail::whatif_bytes(b); }
+std::string bytes(std::uint64_t b) {
+    return detail::whatif_bytes(b);
+}
 
 std::string row_name(const WhatIfOutcome& o) {
     if (o.label == "recorded") return "recorded (reproduction)";
@@ -37,7 +38,8 @@ std::string row_name(const WhatIfOutcome& o) {
 // Against the baseline; the reproduction started elsewhere, so it is not compared.
 std::string relative(const WhatIfOutcome& o, const WhatIfOutcome& base) {
     if (&o == &base || o.label == "recorded" || base.peak_reserved_bytes == 0) return "";
-    const double d = (static_cast<double>(o.peak_reserved_bytes) - static_cast<double>(base.peak_reserved_bytes)) /
+    const double d = (static_cast<double>(o.peak_reserved_bytes) -
+                      static_cast<double>(base.peak_reserved_bytes)) /
                      static_cast<double>(base.peak_reserved_bytes);
     return fmt::format("{:+.1f} %", d * 100.0);
 }
@@ -46,13 +48,14 @@ std::string oom_cell(const WhatIfOutcome& o) {
     std::string cell;
     if (o.recorded_ooms > 0) {
         cell = o.recorded_ooms_avoided == o.recorded_ooms ? "avoided"
-               : o.recorded_ooms_avoided == 0             ? "recurs"
-                                                          : fmt::format("{} of {} avoided", o.recorded_ooms_avoided,
-                                                                        o.recorded_ooms);
+               : o.recorded_ooms_avoided == 0
+                   ? "recurs"
+                   : fmt::format("{} of {} avoided", o.recorded_ooms_avoided, o.recorded_ooms);
     }
     if (o.oom) {
         if (!cell.empty()) cell += "; ";
-        cell += "fails at entry " + grouped(o.oom_entry + 1) + " (" + bytes(o.oom_request_bytes) + ")";
+        cell +=
+            "fails at entry " + grouped(o.oom_entry + 1) + " (" + bytes(o.oom_request_bytes) + ")";
     }
     return cell.empty() ? "no" : cell;
 }
@@ -63,14 +66,18 @@ void reproduction_text(const WhatIfResult& r, std::string& out) {
         out += "Reproduction: not checked (" + p.first_difference + ").\n";
         return;
     }
-    out += std::string("Reproduction under the recorded settings: ") + (p.exact ? "exact" : "NOT exact") + "\n";
-    out += "  segment actions (cudaMalloc, cudaFree, maps, unmaps) matching in kind, size, address and order: " +
-           grouped(p.matching_segment_actions) + " of " + grouped(p.recorded_segment_actions) +
-           " recorded (" + grouped(p.modelled_segment_actions) + " modelled)\n";
-    out += "  allocations placed at their recorded address: " + grouped(p.allocations_at_recorded_address) +
-           " of " + grouped(p.allocations) + "\n";
+    out += std::string("Reproduction under the recorded settings: ") +
+           (p.exact ? "exact" : "NOT exact") + "\n";
+    out +=
+        "  segment actions (cudaMalloc, cudaFree, maps, unmaps) matching in kind, size, address "
+        "and order: " +
+        grouped(p.matching_segment_actions) + " of " + grouped(p.recorded_segment_actions) +
+        " recorded (" + grouped(p.modelled_segment_actions) + " modelled)\n";
+    out += "  allocations placed at their recorded address: " +
+           grouped(p.allocations_at_recorded_address) + " of " + grouped(p.allocations) + "\n";
     out += "  peak reserved: " + grouped(p.modelled_peak_reserved_bytes) + " B modelled, " +
-           grouped(p.recorded_peak_reserved_bytes) + " B recorded (" + bytes(p.recorded_peak_reserved_bytes) + ")\n";
+           grouped(p.recorded_peak_reserved_bytes) + " B recorded (" +
+           bytes(p.recorded_peak_reserved_bytes) + ")\n";
     out += "  final segments: " + grouped(p.modelled_final_segments) + " modelled, " +
            grouped(p.recorded_final_segments) + " recorded, " +
            (p.final_segments_match ? "identical" : "different") + "\n";
@@ -82,33 +89,37 @@ void table_text(const WhatIfResult& r, std::string& out) {
     const WhatIfOutcome& base = r.outcomes.size() > 1 ? r.outcomes[1] : r.outcomes[0];
     std::size_t width = 8;
     for (const auto& o : r.outcomes) width = std::max(width, row_name(o).size());
-    out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n", "settings", width,
-                       "peak reserved", "vs base", "peak in use", "stranded peak", "cudaMalloc", "cudaFree",
-                       "maps/unmaps", "out of memory");
+    out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n",
+                       "settings", width, "peak reserved", "vs base", "peak in use",
+                       "stranded peak", "cudaMalloc", "cudaFree", "maps/unmaps", "out of memory");
     for (const auto& o : r.outcomes) {
         std::string maps = o.page_maps + o.page_unmaps == 0
                                ? "-"
                                : grouped(o.page_maps) + "/" + grouped(o.page_unmaps);
-        out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n", row_name(o), width,
-                           bytes(o.peak_reserved_bytes), relative(o, base), bytes(o.peak_allocated_bytes),
-                           bytes(o.peak_stranded_bytes), grouped(o.device_mallocs),
-                           grouped(o.device_frees), maps, oom_cell(o));
+        out += fmt::format("{:<{}}  {:>13}  {:>8}  {:>11}  {:>13}  {:>10}  {:>8}  {:>11}  {}\n",
+                           row_name(o), width, bytes(o.peak_reserved_bytes), relative(o, base),
+                           bytes(o.peak_allocated_bytes), bytes(o.peak_stranded_bytes),
+                           grouped(o.device_mallocs), grouped(o.device_frees), maps, oom_cell(o));
     }
 }
 
 std::string render_text(const WhatIfResult& r) {
-    std::string out = "Allocator what-if: " + (r.source.empty() ? std::string("events") : r.source) + ", device " +
-                      std::to_string(r.device) + "\n";
-    out += "History: " + grouped(r.history_entries) + " entries (" + grouped(r.allocations) + " allocations)";
+    std::string out =
+        "Allocator what-if: " + (r.source.empty() ? std::string("events") : r.source) +
+        ", device " + std::to_string(r.device) + "\n";
+    out += "History: " + grouped(r.history_entries) + " entries (" + grouped(r.allocations) +
+           " allocations)";
     if (r.history_from_start) {
         out += " from the device's first segment on.\n";
     } else if (r.segments_before_history == 0) {
         out += "; the state before it is unknown (no segments recorded).\n";
     } else {
         out += ", starting after " + grouped(r.segments_before_history) + " segments and " +
-               grouped(r.live_blocks_before_history) + " live blocks existed (rebuilt from the final state).\n";
+               grouped(r.live_blocks_before_history) +
+               " live blocks existed (rebuilt from the final state).\n";
     }
-    out += "Recorded settings: " + (r.recorded_settings.empty() ? std::string("torch defaults") : r.recorded_settings) +
+    out += "Recorded settings: " +
+           (r.recorded_settings.empty() ? std::string("torch defaults") : r.recorded_settings) +
            (r.settings_recorded ? "" : " (not recorded: assumed)") + "\n";
     out += "Capacity: ";
     if (r.capacity_bytes != 0) {
@@ -123,8 +134,9 @@ std::string render_text(const WhatIfResult& r) {
     out += "\n";
     if (r.outcomes.size() > 1) {
         out += std::string("Predictions (the baseline and the rows after it start from ") +
-               (r.outcomes[1].start == WhatIfStart::kLiveBlocks ? "the blocks live at the history's start"
-                                                                : "the recorded state") +
+               (r.outcomes[1].start == WhatIfStart::kLiveBlocks
+                    ? "the blocks live at the history's start"
+                    : "the recorded state") +
                ", with invented segment addresses):\n";
     }
     table_text(r, out);

@@ -162,7 +162,7 @@ struct Index {
     std::uint64_t source_info_offset = 0;
     std::uint64_t summary_offset = 0;  ///< 0: none
     std::uint64_t events = 0;
-    std::uint64_t chunks = 0;          ///< chunks before the index
+    std::uint64_t chunks = 0;  ///< chunks before the index
     std::vector<IndexEntry> entries;
 };
 inline constexpr std::size_t kIndexEntryBytes = 40;

@@ -62,8 +62,7 @@ public:
                 return false;
             }
             if (got == 0) {
-                error = "the file shrank while being read (at byte " + std::to_string(offset) +
-                        ")";
+                error = "the file shrank while being read (at byte " + std::to_string(offset) + ")";
                 return false;
             }
             out += got;
@@ -118,8 +117,9 @@ public:
     void append_to(std::vector<std::string>& out) const {
         out.insert(out.end(), notes_.begin(), notes_.end());
         if (suppressed_ > 0) {
-            out.push_back(std::to_string(suppressed_) + " more problem(s) of the same kinds were "
-                                                        "not listed");
+            out.push_back(std::to_string(suppressed_) +
+                          " more problem(s) of the same kinds were "
+                          "not listed");
         }
     }
 
@@ -210,16 +210,18 @@ struct RecordingReader::Impl {
         name = std::move(display_name);
         const std::uint64_t size = in->size();
         if (size == 0) {
-            return corrupt_data(name + ": the file is empty (the writer may have been stopped "
-                                       "before it wrote anything)");
+            return corrupt_data(name +
+                                ": the file is empty (the writer may have been stopped "
+                                "before it wrote anything)");
         }
         unsigned char head[kFileHeaderBytes] = {};
         std::string err;
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(size, kFileHeaderBytes));
         if (!in->read_at(0, head, n, err)) return io_error(name + ": " + err);
         if (n < sizeof kFileMagic || std::memcmp(head, kFileMagic, sizeof kFileMagic) != 0) {
-            return corrupt_data(name + ": not a gpudiag recording (it does not start with the "
-                                       "GPUDIAG magic)");
+            return corrupt_data(name +
+                                ": not a gpudiag recording (it does not start with the "
+                                "GPUDIAG magic)");
         }
         if (n < kFileHeaderBytes) {
             return corrupt_data(name + ": cut short inside its 32-byte file header (" +
@@ -227,8 +229,7 @@ struct RecordingReader::Impl {
         }
         bool crc_ok = false;
         const FileHeader h = decode_file_header(head, crc_ok);
-        const bool layout_ok = h.header_bytes == kFileHeaderBytes &&
-                               h.event_bytes == kEventBytes &&
+        const bool layout_ok = h.header_bytes == kFileHeaderBytes && h.event_bytes == kEventBytes &&
                                h.chunk_header_bytes == kChunkHeaderBytes;
         if (crc_ok && h.version > kRecordingFormatVersion) {
             return unsupported(name + ": recording format version " + std::to_string(h.version) +
@@ -246,8 +247,9 @@ struct RecordingReader::Impl {
             if (h.version != kRecordingFormatVersion || !layout_ok) {
                 return corrupt_data(name + ": the file header is damaged (checksum mismatch)");
             }
-            header_notes.push_back("the file header failed its checksum but its fields are "
-                                   "plausible; reading on");
+            header_notes.push_back(
+                "the file header failed its checksum but its fields are "
+                "plausible; reading on");
         } else if (h.version == 0) {
             return corrupt_data(name + ": the file header gives format version 0");
         }
@@ -345,7 +347,8 @@ struct RecordingReader::Impl {
             if (left < kChunkHeaderBytes) {
                 walk.truncated = true;
                 walk.notes.add("the recording is cut short inside a chunk header at byte " +
-                               std::to_string(walk.pos) + " (the writer stopped mid-write); "
+                               std::to_string(walk.pos) +
+                               " (the writer stopped mid-write); "
                                "everything before it was read");
                 return Step::kEnd;
             }
@@ -401,8 +404,8 @@ struct RecordingReader::Impl {
             if (walk.io_failed) return Step::kEnd;
             if (resume >= size) {
                 walk.truncated = true;
-                walk.notes.add("bytes " + std::to_string(damaged_at) + ".." +
-                               std::to_string(size) + " hold no valid chunk (damaged, or an "
+                walk.notes.add("bytes " + std::to_string(damaged_at) + ".." + std::to_string(size) +
+                               " hold no valid chunk (damaged, or an "
                                "unfinished write); reading stopped there");
                 return Step::kEnd;
             }
@@ -435,8 +438,9 @@ struct RecordingReader::Impl {
             SourceInfo fallback;
             fallback.producer = "unknown";
             fallback.description = name;
-            walk.notes.add("the recording's source info is missing or damaged; events are read "
-                           "without it");
+            walk.notes.add(
+                "the recording's source info is missing or damaged; events are read "
+                "without it");
             sink.begin(fallback, strings);
         };
 
@@ -483,8 +487,7 @@ struct RecordingReader::Impl {
                         // damage or hostility; binding it would grow the id array by the jump.
                         const std::uint64_t table_size = strings.size();
                         const std::uint64_t gap = id > table_size ? id - table_size : 0;
-                        const bool plausible =
-                            gap <= kMaxStringIdGap && id_gap_budget >= gap;
+                        const bool plausible = gap <= kMaxStringIdGap && id_gap_budget >= gap;
                         if (plausible && strings.bind(id, text)) {
                             id_gap_budget -= gap;
                         } else if (remap.size() < kMaxRemappedStrings || remap.count(id) != 0) {
@@ -496,8 +499,9 @@ struct RecordingReader::Impl {
                         }
                     }
                     if (!c.ok()) {
-                        walk.notes.add(describe_chunk(h, at) + " is malformed; strings after "
-                                                               "the damage are missing");
+                        walk.notes.add(describe_chunk(h, at) +
+                                       " is malformed; strings after "
+                                       "the damage are missing");
                     }
                     break;
                 }
@@ -601,10 +605,9 @@ struct RecordingReader::Impl {
         const auto trailer = decode_trailer(tb);
         if (!trailer) return false;
         Index index;
-        if (!read_structured(walk, trailer->index_offset, ChunkType::kIndex,
-                             [&](const unsigned char* d, std::size_t n) {
-                                 return decode_index(d, n, index);
-                             })) {
+        if (!read_structured(
+                walk, trailer->index_offset, ChunkType::kIndex,
+                [&](const unsigned char* d, std::size_t n) { return decode_index(d, n, index); })) {
             return false;
         }
         if (!read_structured(walk, index.source_info_offset, ChunkType::kSourceInfo,
@@ -746,7 +749,8 @@ void RecordingReader::set_progress(
 }
 
 Status RecordingReader::read(EventSink& sink, StringTable& strings) noexcept {
-    if (!impl_ || !impl_->input) return failed_precondition("recording reader: read() before open()");
+    if (!impl_ || !impl_->input)
+        return failed_precondition("recording reader: read() before open()");
     try {
         return impl_->read(sink, strings);
     } catch (...) {
@@ -755,7 +759,8 @@ Status RecordingReader::read(EventSink& sink, StringTable& strings) noexcept {
 }
 
 Result<RecordingInfo> RecordingReader::info() noexcept {
-    if (!impl_ || !impl_->input) return failed_precondition("recording reader: info() before open()");
+    if (!impl_ || !impl_->input)
+        return failed_precondition("recording reader: info() before open()");
     try {
         return impl_->info();
     } catch (...) {

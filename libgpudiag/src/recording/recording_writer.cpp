@@ -99,8 +99,8 @@ struct RecordingWriter::Impl {
                 if (::ftruncate(fd, static_cast<off_t>(offset)) != 0) {
                     // The partial chunk stays; readers report the file as truncated there.
                 }
-                fail(io_error(path + ": write failed after " + std::to_string(offset) +
-                              " bytes (" + std::strerror(err) +
+                fail(io_error(path + ": write failed after " + std::to_string(offset) + " bytes (" +
+                              std::strerror(err) +
                               "); the recording keeps what was written before"));
                 return false;
             }
@@ -143,8 +143,8 @@ struct RecordingWriter::Impl {
                 ++count;
             }
             std::memcpy(scratch.data(), &count, sizeof count);
-            if (count > 0 && !write_chunk(ChunkType::kStrings, scratch.data(), scratch.size(), 0,
-                                          0, 0)) {
+            if (count > 0 &&
+                !write_chunk(ChunkType::kStrings, scratch.data(), scratch.size(), 0, 0, 0)) {
                 return;
             }
             next_string = id;
@@ -253,8 +253,8 @@ Status RecordingWriter::open(const std::string& path) noexcept {
         if (!w.buffer) w.buffer = std::make_unique<Event[]>(w.capacity_events);
         w.path = path;
     } catch (const std::bad_alloc&) {
-        return resource_exhausted("out of memory for a " +
-                                  std::to_string(w.options.chunk_bytes) + "-byte chunk buffer");
+        return resource_exhausted("out of memory for a " + std::to_string(w.options.chunk_bytes) +
+                                  "-byte chunk buffer");
     }
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -265,8 +265,8 @@ Status RecordingWriter::open(const std::string& path) noexcept {
     w.fd = fd;
     FileHeader h;
     h.version = kRecordingFormatVersion;
-    h.writer_version = (GPUDIAG_VERSION_MAJOR << 16) | (GPUDIAG_VERSION_MINOR << 8) |
-                       GPUDIAG_VERSION_PATCH;
+    h.writer_version =
+        (GPUDIAG_VERSION_MAJOR << 16) | (GPUDIAG_VERSION_MINOR << 8) | GPUDIAG_VERSION_PATCH;
     unsigned char header[kFileHeaderBytes];
     encode_file_header(h, header);
     if (!w.write_all(header, sizeof header, nullptr, 0)) {
@@ -288,7 +288,7 @@ void RecordingWriter::begin(const SourceInfo& info, const StringTable& strings) 
         }
         if (w.began) {
             w.fail(failed_precondition(w.path + ": begin() called twice; a recording holds one "
-                                       "source"));
+                                                "source"));
             return;
         }
         w.began = true;
@@ -308,8 +308,9 @@ void RecordingWriter::consume(std::span<const Event> events) {
         if (!w.began || w.io_failed || w.fd < 0) {
             // Out of order calls are the caller's bug: report them, but keep the file usable.
             if (!w.began) {
-                w.fail(failed_precondition("recording writer: consume() before open() and "
-                                           "begin(); those events were not recorded"));
+                w.fail(
+                    failed_precondition("recording writer: consume() before open() and "
+                                        "begin(); those events were not recorded"));
             }
             w.events_dropped += events.size();
             return;
@@ -420,9 +421,8 @@ std::uint64_t RecordingWriter::bytes_written() const noexcept {
     return impl_ ? impl_->offset : 0;
 }
 
-Status write_recording(const std::string& path, const SourceInfo& info,
-                       const StringTable& strings, std::span<const Event> events,
-                       const SourceSummary& summary,
+Status write_recording(const std::string& path, const SourceInfo& info, const StringTable& strings,
+                       std::span<const Event> events, const SourceSummary& summary,
                        const RecordingWriterOptions& options) noexcept {
     RecordingWriter writer(options);
     GPUDIAG_RETURN_IF_ERROR(writer.open(path));

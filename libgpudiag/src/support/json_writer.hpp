@@ -18,10 +18,22 @@ class JsonWriter {
 public:
     explicit JsonWriter(std::string& out, bool pretty = true) : out_(out), pretty_(pretty) {}
 
-    JsonWriter& begin_object() { open('{'); return *this; }
-    JsonWriter& end_object() { close('}'); return *this; }
-    JsonWriter& begin_array() { open('['); return *this; }
-    JsonWriter& end_array() { close(']'); return *this; }
+    JsonWriter& begin_object() {
+        open('{');
+        return *this;
+    }
+    JsonWriter& end_object() {
+        close('}');
+        return *this;
+    }
+    JsonWriter& begin_array() {
+        open('[');
+        return *this;
+    }
+    JsonWriter& end_array() {
+        close(']');
+        return *this;
+    }
 
     JsonWriter& key(std::string_view k) {
         separator();
@@ -30,11 +42,23 @@ public:
         after_key_ = true;
         return *this;
     }
-    JsonWriter& value(std::string_view v) { separator(); string_literal(v); return *this; }
+    JsonWriter& value(std::string_view v) {
+        separator();
+        string_literal(v);
+        return *this;
+    }
     JsonWriter& value(const char* v) { return value(std::string_view(v ? v : "")); }
     JsonWriter& value(const std::string& v) { return value(std::string_view(v)); }
-    JsonWriter& value(bool v) { separator(); out_ += v ? "true" : "false"; return *this; }
-    JsonWriter& null() { separator(); out_ += "null"; return *this; }
+    JsonWriter& value(bool v) {
+        separator();
+        out_ += v ? "true" : "false";
+        return *this;
+    }
+    JsonWriter& null() {
+        separator();
+        out_ += "null";
+        return *this;
+    }
     JsonWriter& value(double v) {
         separator();
         if (!std::isfinite(v)) {
@@ -61,7 +85,10 @@ public:
     JsonWriter& value(unsigned v) { return value(static_cast<std::uint64_t>(v)); }
 
     template <typename T>
-    JsonWriter& field(std::string_view k, const T& v) { key(k); return value(v); }
+    JsonWriter& field(std::string_view k, const T& v) {
+        key(k);
+        return value(v);
+    }
 
 private:
     void open(char c) {

@@ -18,7 +18,7 @@ std::size_t sequence_at(std::string_view s, std::size_t at) noexcept {
     if (c >= 0xE0 && c <= 0xEF) {
         if (left < 3 || !cont(2)) return 0;
         const unsigned char c1 = byte(1);
-        const bool ok = c == 0xE0 ? (c1 >= 0xA0 && c1 <= 0xBF)
+        const bool ok = c == 0xE0   ? (c1 >= 0xA0 && c1 <= 0xBF)
                         : c == 0xED ? (c1 >= 0x80 && c1 <= 0x9F)  // no surrogates
                                     : (c1 & 0xC0) == 0x80;
         return ok ? 3 : 0;
@@ -26,7 +26,7 @@ std::size_t sequence_at(std::string_view s, std::size_t at) noexcept {
     if (c >= 0xF0 && c <= 0xF4) {
         if (left < 4 || !cont(2) || !cont(3)) return 0;
         const unsigned char c1 = byte(1);
-        const bool ok = c == 0xF0 ? (c1 >= 0x90 && c1 <= 0xBF)
+        const bool ok = c == 0xF0   ? (c1 >= 0x90 && c1 <= 0xBF)
                         : c == 0xF4 ? (c1 >= 0x80 && c1 <= 0x8F)  // up to U+10FFFF
                                     : (c1 & 0xC0) == 0x80;
         return ok ? 4 : 0;

@@ -54,16 +54,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="gpudiag",
         description="Diagnose GPU memory and utilization problems of training and inference "
-                    "programs: why they are slow, run out of memory or leak.",
+        "programs: why they are slow, run out of memory or leak.",
         epilog=EXIT_CODES_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpudiag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for module in (run, analyze, export, whatif, demo):
-        p = sub.add_parser(module.NAME, help=module.HELP, description=module.DESCRIPTION,
-                           epilog=EXIT_CODES_HELP,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=module.DESCRIPTION,
+            epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.add_arguments(p)
         p.set_defaults(handler=module.run)
     return parser

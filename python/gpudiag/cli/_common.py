@@ -21,27 +21,48 @@ SEVERITIES = tuple(_core.Severity.__members__)  # lowest first, as the C++ enum
 
 
 def add_report_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--format", choices=("text", "json"), default="text",
-                   help="what to print: the plain-text diagnosis (default) or the JSON report")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="what to print: the plain-text diagnosis (default) or the JSON report",
+    )
     p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
-    p.add_argument("--html", metavar="PATH", help="also write the report as a self-contained "
-                   "HTML page with plots")
-    p.add_argument("--fail-on", choices=SEVERITIES, default=None,
-                   help="exit with 1 when a finding at this severity or above is found")
-    p.add_argument("--allow-partial", action="store_true",
-                   help="accept input that could be read only in part (a file cut short, "
-                        "damaged parts, a rank missing): the report says what is missing either "
-                        f"way, but without this the exit code is {EXIT_INPUT}")
+    p.add_argument(
+        "--html",
+        metavar="PATH",
+        help="also write the report as a self-contained HTML page with plots",
+    )
+    p.add_argument(
+        "--fail-on",
+        choices=SEVERITIES,
+        default=None,
+        help="exit with 1 when a finding at this severity or above is found",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="accept input that could be read only in part (a file cut short, "
+        "damaged parts, a rank missing): the report says what is missing either "
+        f"way, but without this the exit code is {EXIT_INPUT}",
+    )
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--window", choices=list(_core.AnalysisWindow.__members__), default="steps",
-                   help="time window: complete steps only (default), Holistic Trace Analysis' "
-                        "window, or everything")
+    p.add_argument(
+        "--window",
+        choices=list(_core.AnalysisWindow.__members__),
+        default="steps",
+        help="time window: complete steps only (default), Holistic Trace Analysis' "
+        "window, or everything",
+    )
     p.add_argument("--rank", type=int, default=-1, help="with several rank files, only this rank")
-    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
-                   help="progress bar on stderr for long imports (auto: when stderr is a "
-                        "terminal)")
+    p.add_argument(
+        "--progress",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="progress bar on stderr for long imports (auto: when stderr is a terminal)",
+    )
 
 
 def emit_report(report: Report, args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -58,8 +79,11 @@ def emit_report(report: Report, args: argparse.Namespace, out: TextIO | None = N
         Path(args.html).write_text(report.to_html(full_page=True), encoding="utf-8")
     allow_partial = bool(getattr(args, "allow_partial", False))
     if not report.complete and not allow_partial:
-        print(f"gpudiag: only part of the input could be read (see the report); exit code "
-              f"{EXIT_INPUT} (--allow-partial accepts it)", file=sys.stderr)
+        print(
+            f"gpudiag: only part of the input could be read (see the report); exit code "
+            f"{EXIT_INPUT} (--allow-partial accepts it)",
+            file=sys.stderr,
+        )
     return exit_code_for(report, args.fail_on, allow_partial)
 
 
@@ -112,8 +136,10 @@ class ProgressBar:
         fraction = min(1.0, done / total) if total > 0 else 0.0
         filled = int(fraction * self.WIDTH)
         bar = "#" * filled + "." * (self.WIDTH - filled)
-        self._stream.write(f"\r{self._label} [{bar}] {fraction * 100:5.1f} % "
-                           f"{format_bytes(done)} / {format_bytes(total)}")
+        self._stream.write(
+            f"\r{self._label} [{bar}] {fraction * 100:5.1f} % "
+            f"{format_bytes(done)} / {format_bytes(total)}"
+        )
         self._stream.flush()
 
     def close(self) -> None:

@@ -10,8 +10,10 @@ from gpudiag._job import analyze_job
 from gpudiag.cli._common import ProgressBar, add_analysis_options, add_report_options, emit_report
 
 NAME = "analyze"
-HELP = ("diagnose recordings, Kineto traces (.json/.json.gz), Nsight Systems SQLite exports or "
-        "torch memory snapshots")
+HELP = (
+    "diagnose recordings, Kineto traces (.json/.json.gz), Nsight Systems SQLite exports or "
+    "torch memory snapshots"
+)
 DESCRIPTION = """\
 Diagnose one job from files: gpudiag recordings (.gpudiag), PyTorch profiler traces (Kineto JSON,
 plain or gzip; one per rank for a multi-rank job), Nsight Systems reports exported to SQLite
@@ -23,8 +25,13 @@ name."""
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("inputs", nargs="+", metavar="FILE", help="files of one job")
-    p.add_argument("--jobs", type=int, default=1, metavar="N",
-                   help="analyse the files on N local processes (default 1: in this process)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="analyse the files on N local processes (default 1: in this process)",
+    )
     add_analysis_options(p)
     add_report_options(p)
 

@@ -33,5 +33,6 @@ def run(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise UnavailableError(
             f"the bundled demo recording is missing from this installation ({path}); "
-            "reinstall gpudiag, or run `gpudiag analyze` on a recording of your own")
+            "reinstall gpudiag, or run `gpudiag analyze` on a recording of your own"
+        )
     return emit_report(analyze([path]), args)

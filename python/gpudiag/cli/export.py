@@ -24,12 +24,19 @@ DESCRIPTION = """\
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("inputs", nargs="+", metavar="FILE",
-                   help="recordings, traces, snapshots, or (for --prometheus) saved JSON reports")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="FILE",
+        help="recordings, traces, snapshots, or (for --prometheus) saved JSON reports",
+    )
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--chrome", metavar="PATH", help="write a Chrome trace (JSON) here")
-    target.add_argument("--prometheus", metavar="PATH",
-                        help="write the diagnosis as Prometheus text here ('-': stdout)")
+    target.add_argument(
+        "--prometheus",
+        metavar="PATH",
+        help="write the diagnosis as Prometheus text here ('-': stdout)",
+    )
     add_analysis_options(p)
 
 
@@ -44,8 +51,7 @@ def run(args: argparse.Namespace) -> int:
             text = prometheus.exposition([Report.load(p) for p in args.inputs])
         else:
             with ProgressBar.for_args(args) as progress:
-                report = analyze(args.inputs, window=args.window, rank=args.rank,
-                                 progress=progress)
+                report = analyze(args.inputs, window=args.window, rank=args.rank, progress=progress)
             text = prometheus.exposition(report)
         if args.prometheus == "-":
             sys.stdout.write(text)

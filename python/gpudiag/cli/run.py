@@ -53,18 +53,33 @@ def library_path() -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--record", metavar="PATH", help="recording to write "
-                   "(default: gpudiag-<name>-<pid>.gpudiag)")
-    p.add_argument("-m", dest="module", metavar="MODULE", help="run a Python module (like python -m)")
+    p.add_argument(
+        "--record",
+        metavar="PATH",
+        help="recording to write (default: gpudiag-<name>-<pid>.gpudiag)",
+    )
+    p.add_argument(
+        "-m", dest="module", metavar="MODULE", help="run a Python module (like python -m)"
+    )
     p.add_argument("--no-torch", action="store_true", help="do not instrument PyTorch")
     p.add_argument("--no-dataloader", action="store_true", help="do not time DataLoader waits")
-    p.add_argument("--memory-history", type=int, metavar="N", default=None,
-                   help="keep PyTorch's allocation history (at most N entries) for stacks")
-    p.add_argument("--oom-snapshot", metavar="PATH", default=None,
-                   help="dump a torch memory snapshot here on CUDA out-of-memory")
+    p.add_argument(
+        "--memory-history",
+        type=int,
+        metavar="N",
+        default=None,
+        help="keep PyTorch's allocation history (at most N entries) for stacks",
+    )
+    p.add_argument(
+        "--oom-snapshot",
+        metavar="PATH",
+        default=None,
+        help="dump a torch memory snapshot here on CUDA out-of-memory",
+    )
     add_report_options(p)
-    p.add_argument("target", nargs=argparse.REMAINDER,
-                   help="script.py [args], or -- program [args]")
+    p.add_argument(
+        "target", nargs=argparse.REMAINDER, help="script.py [args], or -- program [args]"
+    )
 
 
 def _default_record(name: str) -> Path:
@@ -89,15 +104,22 @@ def run(args: argparse.Namespace) -> int:
     return _run_program(args, target)
 
 
-def _finish(report: Report, args: argparse.Namespace, record: Path, program_status: int,
-            recordings: list[Path] | None = None) -> int:
+def _finish(
+    report: Report,
+    args: argparse.Namespace,
+    record: Path,
+    program_status: int,
+    recordings: list[Path] | None = None,
+) -> int:
     json_path = args.json or str(record.with_suffix(".report.json"))
     args.json = json_path
     code = emit_report(report, args, out=sys.stderr)
     if recordings is not None and len(recordings) > 1:
         names = ", ".join(str(r) for r in recordings)
-        print(f"gpudiag: {len(recordings)} recordings (one per process): {names}; "
-              f"report {json_path}", file=sys.stderr)
+        print(
+            f"gpudiag: {len(recordings)} recordings (one per process): {names}; report {json_path}",
+            file=sys.stderr,
+        )
     else:
         print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
     if program_status != 0:
@@ -106,17 +128,26 @@ def _finish(report: Report, args: argparse.Namespace, record: Path, program_stat
     return code
 
 
-def _run_python(args: argparse.Namespace, *, script: str | None = None,
-                module: str | None = None, argv: list[str]) -> int:
+def _run_python(
+    args: argparse.Namespace,
+    *,
+    script: str | None = None,
+    module: str | None = None,
+    argv: list[str],
+) -> int:
     from gpudiag.cli import UsageError
 
     name = script or module or "python"
     if script is not None and not Path(script).is_file():
         raise UsageError(f"gpudiag run: no such script: {script}")
     record = Path(args.record) if args.record else _default_record(name)
-    session = Session(record, torch=False if args.no_torch else "auto",
-                      dataloader=not args.no_dataloader, memory_history=args.memory_history,
-                      oom_snapshot=args.oom_snapshot)
+    session = Session(
+        record,
+        torch=False if args.no_torch else "auto",
+        dataloader=not args.no_dataloader,
+        memory_history=args.memory_history,
+        oom_snapshot=args.oom_snapshot,
+    )
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [name, *argv]
     if script is not None:
@@ -148,7 +179,8 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     if not library.is_file():
         raise UnavailableError(
             f"the injection library is missing from this installation ({library}); "
-            "reinstall gpudiag")
+            "reinstall gpudiag"
+        )
     record = (Path(args.record) if args.record else _default_record(command[0])).resolve()
     if record.exists():
         record.unlink()  # a stale recording must not pass for this run's
@@ -170,7 +202,8 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
         raise UnavailableError(
             f"the program wrote no recording ({_per_process_name(record)}): it never initialised "
             "CUDA, or this machine has no GPU driver for the injection to load into"
-            + (f"; it exited with status {status}" if status else ""))
+            + (f"; it exited with status {status}" if status else "")
+        )
     if len(recordings) == 1:
         recordings[0].replace(record)  # one process: the recording is where it was asked for
         recordings = [record]

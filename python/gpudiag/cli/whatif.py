@@ -25,26 +25,52 @@ choose and the usual ones.
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("input", metavar="FILE", help="a torch memory snapshot or a gpudiag recording")
-    p.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
-                   help="an allocator setting to try (PYTORCH_CUDA_ALLOC_CONF names: "
-                        "expandable_segments, max_split_size_mb, garbage_collection_threshold, "
-                        "roundup_power2_divisions, max_non_split_rounding_mb, "
-                        "per_process_memory_fraction); repeat for several, all applied together")
-    p.add_argument("--capacity", metavar="BYTES",
-                   help="memory the allocator can obtain in total, e.g. 79GiB (default: "
-                        "unlimited, except at the recording's own OOM failures)")
-    p.add_argument("--device-total", metavar="BYTES",
-                   help="the device's memory, which per_process_memory_fraction is taken of "
-                        "(default: the capacity)")
-    p.add_argument("--device", type=int, default=None,
-                   help="device to replay (default: the one with the most allocations)")
-    p.add_argument("--no-sweep", dest="sweep", action="store_false",
-                   help="only the recorded and the chosen settings, not the usual ones")
+    p.add_argument(
+        "--set",
+        dest="settings",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an allocator setting to try (PYTORCH_CUDA_ALLOC_CONF names: "
+        "expandable_segments, max_split_size_mb, garbage_collection_threshold, "
+        "roundup_power2_divisions, max_non_split_rounding_mb, "
+        "per_process_memory_fraction); repeat for several, all applied together",
+    )
+    p.add_argument(
+        "--capacity",
+        metavar="BYTES",
+        help="memory the allocator can obtain in total, e.g. 79GiB (default: "
+        "unlimited, except at the recording's own OOM failures)",
+    )
+    p.add_argument(
+        "--device-total",
+        metavar="BYTES",
+        help="the device's memory, which per_process_memory_fraction is taken of "
+        "(default: the capacity)",
+    )
+    p.add_argument(
+        "--device",
+        type=int,
+        default=None,
+        help="device to replay (default: the one with the most allocations)",
+    )
+    p.add_argument(
+        "--no-sweep",
+        dest="sweep",
+        action="store_false",
+        help="only the recorded and the chosen settings, not the usual ones",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = whatif(args.input, settings=args.settings, capacity=args.capacity,
-                    device_total=args.device_total, sweep=args.sweep, device=args.device)
+    result = whatif(
+        args.input,
+        settings=args.settings,
+        capacity=args.capacity,
+        device_total=args.device_total,
+        sweep=args.sweep,
+        device=args.device,
+    )
     sys.stdout.write(result.to_json() if args.format == "json" else result.text())
     return 0

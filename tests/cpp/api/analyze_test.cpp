@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unistd.h>
 
 namespace gpudiag {
 namespace {

@@ -21,7 +21,9 @@ gpudiag_session_t* make_session() {
     return s;
 }
 
-TEST(CApi, Version) { EXPECT_STREQ(gpudiag_version(), GPUDIAG_VERSION_STRING); }
+TEST(CApi, Version) {
+    EXPECT_STREQ(gpudiag_version(), GPUDIAG_VERSION_STRING);
+}
 
 TEST(CApi, NullHandlesAreInvalidArguments) {
     EXPECT_EQ(gpudiag_session_start(nullptr), GPUDIAG_INVALID_ARGUMENT);
@@ -34,8 +36,8 @@ TEST(CApi, NullHandlesAreInvalidArguments) {
     EXPECT_EQ(gpudiag_session_report(nullptr, GPUDIAG_FORMAT_TEXT, &out), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_create(nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_status(nullptr, nullptr, nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
-    gpudiag_session_destroy(nullptr);  // fine
-    gpudiag_free(nullptr);             // fine
+    gpudiag_session_destroy(nullptr);       // fine
+    gpudiag_free(nullptr);                  // fine
     gpudiag_session_options_init(nullptr);  // fine
 }
 
@@ -88,8 +90,7 @@ TEST(CApi, AnalyzeFilesErrors) {
               GPUDIAG_INVALID_ARGUMENT);
     const char* missing[] = {"/nonexistent/trace.json"};
     EXPECT_EQ(gpudiag_analyze_files(missing, 1, GPUDIAG_FORMAT_JSON, &out), GPUDIAG_NOT_FOUND);
-    EXPECT_NE(std::string(gpudiag_last_error()).find("/nonexistent/trace.json"),
-              std::string::npos);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("/nonexistent/trace.json"), std::string::npos);
     const char* with_null[] = {nullptr};
     EXPECT_EQ(gpudiag_analyze_files(with_null, 1, GPUDIAG_FORMAT_JSON, &out),
               GPUDIAG_INVALID_ARGUMENT);

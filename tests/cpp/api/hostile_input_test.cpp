@@ -14,26 +14,26 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define GPUDIAG_TEST_SANITIZED 1
+#    define GPUDIAG_TEST_SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define GPUDIAG_TEST_SANITIZED 1
-#endif
+#    if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#        define GPUDIAG_TEST_SANITIZED 1
+#    endif
 #endif
 
 namespace gpudiag {
@@ -46,20 +46,24 @@ constexpr int kWallLimitSeconds = 120;
 
 class TempDir {
 public:
-    TempDir() : path_(fs::temp_directory_path() / ("gpudiag_hostile_" + std::to_string(::getpid()))) {
+    TempDir()
+        : path_(fs::temp_directory_path() / ("gpudiag_hostile_" + std::to_string(::getpid()))) {
         fs::create_directories(path_);
     }
     ~TempDir() { fs::remove_all(path_); }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+    [[nodiscard]] std::string file(const std::string& name) const {
+        return (path_ / name).string();
+    }
 
 private:
     fs::path path_;
 };
 
 void write_file(const std::string& path, std::string_view bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A gzip file of `head`, then `filler` repeated `repeat` times, then `tail`, deflated as it goes.
@@ -81,9 +85,9 @@ void write_gzip(const std::string& path, const std::string& head, const std::str
 }
 
 struct Outcome {
-    bool exited = false;      // the child ended normally (not killed, not out of memory)
-    int code = -1;            // StatusCode of analyze_files, or 0 when it gave a report
-    std::string message;      // the error message, or the report's first missing line
+    bool exited = false;  // the child ended normally (not killed, not out of memory)
+    int code = -1;        // StatusCode of analyze_files, or 0 when it gave a report
+    std::string message;  // the error message, or the report's first missing line
     bool complete = false;
     std::uint64_t events = 0;
     long peak_rss_kib = 0;
@@ -157,10 +161,11 @@ Outcome analyze_in_child(const std::string& path) {
 // Within the limits, ended normally, and an input error (or a report) that says what is wrong.
 void expect_within_limits(const Outcome& o, const std::string& what) {
     SCOPED_TRACE(what);
-    std::printf("hostile input: %-48s %6.1f s  peak RSS %5ld MiB  -> %s%s\n", what.c_str(), o.seconds,
-                o.peak_rss_kib >> 10, o.code == 0 ? "report: " : "refused: ",
-                o.message.substr(0, 110).c_str());
-    ASSERT_TRUE(o.exited) << "the child was killed (out of memory, or past " << kWallLimitSeconds << " s)";
+    std::printf("hostile input: %-48s %6.1f s  peak RSS %5ld MiB  -> %s%s\n", what.c_str(),
+                o.seconds, o.peak_rss_kib >> 10,
+                o.code == 0 ? "report: " : "refused: ", o.message.substr(0, 110).c_str());
+    ASSERT_TRUE(o.exited) << "the child was killed (out of memory, or past " << kWallLimitSeconds
+                          << " s)";
     EXPECT_LE(o.peak_rss_kib, kPeakRssLimitKiB);
     EXPECT_LT(o.seconds, kWallLimitSeconds);
 }
@@ -179,9 +184,11 @@ TEST(HostileInput, GzipBombIsRefusedAfterReadingLittle) {
     const std::string bomb = dir.file("bomb.json.gz");
     write_gzip(bomb, R"({"traceEvents": [)", "[", std::uint64_t{1} << 30, "");
     const Outcome o = analyze_in_child(bomb);
-    expect_within_limits(o, "gzip bomb, 1 GiB of '[' (" + std::to_string(fs::file_size(bomb) >> 10) + " KiB)");
+    expect_within_limits(
+        o, "gzip bomb, 1 GiB of '[' (" + std::to_string(fs::file_size(bomb) >> 10) + " KiB)");
     EXPECT_TRUE(input_error(o.code)) << o.code;
-    EXPECT_NE(o.message.find("hold no boundary between two events"), std::string::npos) << o.message;
+    EXPECT_NE(o.message.find("hold no boundary between two events"), std::string::npos)
+        << o.message;
     // 1 GiB of zero bytes: not a format gpudiag reads, told from the first bytes.
     const std::string zeros = dir.file("zeros.json.gz");
     write_gzip(zeros, "", std::string(1, '\0'), std::uint64_t{1} << 30, "");
@@ -215,8 +222,10 @@ TEST(HostileInput, SparseGigabytesBehindAJsonPrefix) {
 TEST(HostileInput, DeeplyNestedJson) {
     TempDir dir;
     const std::string trace = dir.file("nested.json");
-    write_file(trace, R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "stack": )" +
-                          std::string(200000, '[') + std::string(200000, ']') + R"(, "ts": 1, "dur": 1}]})");
+    write_file(
+        trace,
+        R"({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "stack": )" +
+            std::string(200000, '[') + std::string(200000, ']') + R"(, "ts": 1, "dur": 1}]})");
     const Outcome t = analyze_in_child(trace);
     expect_within_limits(t, "trace with a field nested 200 000 deep");
     // Valid JSON: the field gpudiag does not read is skipped however deep, and the event read.
@@ -292,7 +301,8 @@ TEST(HostileInput, RecordingWithForgedChunkSizes) {
         rec::encode_chunk_header(*h, reinterpret_cast<unsigned char*>(&copy[pos]));
         write_file(path, copy);
         const Outcome o = analyze_in_child(path);
-        expect_within_limits(o, "recording with a chunk claiming " + std::to_string(forged) + " bytes");
+        expect_within_limits(
+            o, "recording with a chunk claiming " + std::to_string(forged) + " bytes");
         ASSERT_EQ(o.code, 0) << o.message;
         EXPECT_FALSE(o.complete);
         // Only the forged chunk is lost: the walk resumes at the next one.

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // A job as the user has it: an archive of rank traces, a folder, a glob, a trace with a memory
 // snapshot of the same process; and the job's headline over every rank's findings.
-#include "importers/archive.hpp"
 #include "importers/job_inputs.hpp"
+#include "importers/archive.hpp"
 
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/job.hpp>
@@ -30,9 +30,9 @@ std::string snapshot(const std::string& name) {
     return std::string(GPUDIAG_CORPUS_DIR) + "/memory_snapshots/" + name;
 }
 
-#define REQUIRE(path)                                                            \
-    if (!fs::exists(path)) {                                                     \
-        GTEST_SKIP() << "corpus file absent: " << (path);                        \
+#define REQUIRE(path)                                     \
+    if (!fs::exists(path)) {                              \
+        GTEST_SKIP() << "corpus file absent: " << (path); \
     }
 
 // The figures of every section of a report, for comparing reports made from the same data
@@ -40,7 +40,8 @@ std::string snapshot(const std::string& name) {
 std::vector<std::string> figures_of(const Report& r) {
     std::vector<std::string> out;
     for (const auto& s : r.sections) {
-        for (const auto& f : s.figures) out.push_back(s.id + "." + f.key + "=" + std::to_string(f.value));
+        for (const auto& f : s.figures)
+            out.push_back(s.id + "." + f.key + "=" + std::to_string(f.value));
     }
     for (const auto& f : r.findings) out.push_back("finding " + f.id);
     return out;
@@ -111,13 +112,15 @@ TEST(JobInputs, TheEightRankArchiveIsOneJobOfEightRanks) {
     ASSERT_TRUE(glob.is_ok()) << glob.status().to_string();
     for (const Report* other : {&*folder, &*glob}) {
         ASSERT_EQ(other->ranks.size(), 8u);
-        for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(figures_of(other->ranks[i]), figures_of(job->ranks[i]));
+        for (std::size_t i = 0; i < 8; ++i)
+            EXPECT_EQ(figures_of(other->ranks[i]), figures_of(job->ranks[i]));
         EXPECT_EQ(figures_of(*other), figures_of(*job));
     }
 }
 
 TEST(JobInputs, ATraceAndASnapshotOfOneProcessAreOneReport) {
-    const std::string trace = kineto("kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
+    const std::string trace =
+        kineto("kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
     const std::string snap = snapshot("silmont2000_cs336a2_mem_snapshot.pickle");
     REQUIRE(trace);
     REQUIRE(snap);
@@ -130,7 +133,8 @@ TEST(JobInputs, ATraceAndASnapshotOfOneProcessAreOneReport) {
     ASSERT_TRUE(alone_trace.is_ok() && alone_snap.is_ok());
     // The timeline is the trace's, the memory picture the snapshot's (exact where a trace samples).
     ASSERT_NE(both->section("timeline"), nullptr);
-    EXPECT_EQ(both->section("timeline")->figures.size(), alone_trace->section("timeline")->figures.size());
+    EXPECT_EQ(both->section("timeline")->figures.size(),
+              alone_trace->section("timeline")->figures.size());
     for (const auto& f : alone_trace->section("timeline")->figures) {
         EXPECT_EQ(both->section("timeline")->figure(f.key)->value, f.value) << f.key;
     }

@@ -10,12 +10,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace gpudiag {
@@ -27,13 +27,16 @@ const fs::path kCorpus = GPUDIAG_CORPUS_DIR;
 
 class TempDir {
 public:
-    TempDir() : path_(fs::temp_directory_path() / ("gpudiag_partial_" + std::to_string(::getpid()))) {
+    TempDir()
+        : path_(fs::temp_directory_path() / ("gpudiag_partial_" + std::to_string(::getpid()))) {
         fs::create_directories(path_);
     }
     ~TempDir() { fs::remove_all(path_); }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+    [[nodiscard]] std::string file(const std::string& name) const {
+        return (path_ / name).string();
+    }
 
 private:
     fs::path path_;
@@ -45,7 +48,8 @@ std::string read_bytes(const fs::path& path) {
 }
 
 void write_bytes(const std::string& path, std::string_view bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string corpus_file(const std::string& relative) {
@@ -53,11 +57,11 @@ std::string corpus_file(const std::string& relative) {
     return fs::exists(p) ? p.string() : std::string();
 }
 
-#define REQUIRE_CORPUS(path)                                         \
-    do {                                                               \
-        if ((path).empty()) {                                          \
+#define REQUIRE_CORPUS(path)                                            \
+    do {                                                                \
+        if ((path).empty()) {                                           \
             GTEST_SKIP() << "corpus not found at " << kCorpus.string(); \
-        }                                                              \
+        }                                                               \
     } while (false)
 
 // What every report over partial input must do, whatever the format.
@@ -77,7 +81,8 @@ void expect_says_partial(const Report& r, const std::string& context) {
     }
     EXPECT_EQ(text.find("No problems found.\n"), std::string::npos) << text;
     if (r.findings.empty()) {
-        EXPECT_NE(text.find("No problems found in the part that could be read."), std::string::npos);
+        EXPECT_NE(text.find("No problems found in the part that could be read."),
+                  std::string::npos);
     }
     EXPECT_NE(text.find("Missing: " + r.input.missing.front()), std::string::npos);
     // JSON says so at the top level, and reads back the same.
@@ -97,8 +102,8 @@ std::uint64_t gpu_activities(const Report& r) {
 }
 
 TEST(PartialInput, KinetoGzipCutAnywhereLeadsWithWhatIsMissing) {
-    const std::string path =
-        corpus_file("kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
+    const std::string path = corpus_file(
+        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
     REQUIRE_CORPUS(path);
     auto whole = analyze_files({path});
     ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
@@ -114,7 +119,8 @@ TEST(PartialInput, KinetoGzipCutAnywhereLeadsWithWhatIsMissing) {
     std::uint64_t previous = 0;
     for (const double fraction : {0.1, 0.25, 0.5, 0.75, 0.95, 0.999}) {
         const std::string cut = dir.file("cut.json.gz");
-        write_bytes(cut, std::string_view(bytes).substr(0, static_cast<std::size_t>(bytes.size() * fraction)));
+        write_bytes(cut, std::string_view(bytes).substr(
+                             0, static_cast<std::size_t>(bytes.size() * fraction)));
         auto r = analyze_files({cut});
         ASSERT_TRUE(r.is_ok()) << fraction << ": " << r.status().to_string();
         expect_says_partial(*r, "cut at " + std::to_string(fraction));
@@ -143,7 +149,8 @@ TEST(PartialInput, KinetoPlainJsonCutShort) {
     TempDir dir;
     for (const double fraction : {0.3, 0.6, 0.9}) {
         const std::string cut = dir.file("cut.json");
-        write_bytes(cut, std::string_view(bytes).substr(0, static_cast<std::size_t>(bytes.size() * fraction)));
+        write_bytes(cut, std::string_view(bytes).substr(
+                             0, static_cast<std::size_t>(bytes.size() * fraction)));
         auto r = analyze_files({cut});
         ASSERT_TRUE(r.is_ok()) << fraction << ": " << r.status().to_string();
         expect_says_partial(*r, "plain cut at " + std::to_string(fraction));
@@ -197,7 +204,8 @@ TEST(PartialInput, RecordingCutAtEvery4KiBIsDamageNeverDrops) {
 }
 
 TEST(PartialInput, SnapshotCutShortKeepsWhatWasRead) {
-    const std::string path = corpus_file("memory_snapshots/bcrafton_cs336a2_memory_snapshot.pickle");
+    const std::string path =
+        corpus_file("memory_snapshots/bcrafton_cs336a2_memory_snapshot.pickle");
     REQUIRE_CORPUS(path);
     auto whole = analyze_files({path});
     ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
@@ -207,12 +215,14 @@ TEST(PartialInput, SnapshotCutShortKeepsWhatWasRead) {
     int partial = 0;
     for (const double fraction : {0.05, 0.3, 0.6, 0.9, 0.999}) {
         const std::string cut = dir.file("cut.pickle");
-        write_bytes(cut, std::string_view(bytes).substr(0, static_cast<std::size_t>(bytes.size() * fraction)));
+        write_bytes(cut, std::string_view(bytes).substr(
+                             0, static_cast<std::size_t>(bytes.size() * fraction)));
         auto r = analyze_files({cut});
         if (!r.is_ok()) {
             // Only a cut before the first whole segment leaves nothing: an input error.
             EXPECT_EQ(r.status().code(), StatusCode::kCorruptData) << r.status().to_string();
-            EXPECT_NE(r.status().message().find("cut short"), std::string::npos) << r.status().message();
+            EXPECT_NE(r.status().message().find("cut short"), std::string::npos)
+                << r.status().message();
             continue;
         }
         ++partial;
@@ -256,7 +266,8 @@ TEST(PartialInput, JobWithAMissingRankSaysWhichOne) {
 }
 
 TEST(PartialInput, OldReportsWithoutCoverageReadBackFromTheirSummary) {
-    auto r = parse_report_json(R"({"schema_version": 1, "capture": {"events": 5, "truncated": true}})");
+    auto r =
+        parse_report_json(R"({"schema_version": 1, "capture": {"events": 5, "truncated": true}})");
     ASSERT_TRUE(r.is_ok());
     EXPECT_FALSE(r->input.complete);
     EXPECT_EQ(r->input.events, 5u);

@@ -27,7 +27,8 @@ SessionOptions cpu_options() {
     return o;
 }
 
-Event driver(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64_t bytes, StringId site) {
+Event driver(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64_t bytes,
+             StringId site) {
     Event e;
     e.kind = kind;
     e.device = 0;
@@ -128,7 +129,8 @@ TEST(ServiceMemory, PlantedDriverLeakIsFoundWithItsSiteRateAndOnsetAndExplainsTh
     EXPECT_NEAR(since->value / 1e9, 8 * 3600.0, 1800.0);  // within half an hour of the onset
     EXPECT_NE(leak.title.find("outside"), std::string::npos) << leak.title;
     EXPECT_NE(figure(leak, "time_until_full_ns"), nullptr);
-    EXPECT_EQ(report->finding("memory_outside_framework"), nullptr) << "no framework to be outside of";
+    EXPECT_EQ(report->finding("memory_outside_framework"), nullptr)
+        << "no framework to be outside of";
 
     // The failures: one finding, after the leak, explained by it, with service advice.
     EXPECT_EQ(oom_findings, 1) << render_text(*report);
@@ -155,7 +157,8 @@ TEST(ServiceMemory, SteadyServiceIsNotALeak) {
     ASSERT_TRUE(s.start().is_ok());
     const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
     const std::uint64_t t0 = 1'000'000'000'000ull;
-    put(s, driver(EventKind::kDeviceAlloc, t0, 0x7f0000000000, 10 * kGiB, s.intern("svc.cpp:40 load")));
+    put(s, driver(EventKind::kDeviceAlloc, t0, 0x7f0000000000, 10 * kGiB,
+                  s.intern("svc.cpp:40 load")));
     for (std::uint64_t minute = 0; minute < 24 * 60; ++minute) {
         const std::uint64_t t = t0 + (minute + 1) * kMinute;
         std::uint64_t bytes = (200 + (minute * 7919) % 113) * kMiB;  // varies per request
@@ -193,7 +196,8 @@ TEST(ServiceMemory, WatchActionIsRecordedWithWhatItCouldReturn) {
     block.memory.aux = kGiB;
     put(s, block);
     put(s, driver(EventKind::kSegmentAlloc, 0, 0x7f0000000000, 2 * kGiB, 0));
-    for (int i = 0; i < 400 && !acted.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 400 && !acted.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ASSERT_TRUE(acted.load());
     ASSERT_TRUE(s.stop().is_ok());
     auto report = s.report();

@@ -68,7 +68,7 @@ TEST(Session, LifecycleMisuseIsAnErrorNotACrash) {
     EXPECT_EQ(s->start().code(), StatusCode::kFailedPrecondition);  // double start
     EXPECT_TRUE(s->running());
     ASSERT_TRUE(s->stop().is_ok());
-    EXPECT_EQ(s->stop().code(), StatusCode::kFailedPrecondition);  // double stop
+    EXPECT_EQ(s->stop().code(), StatusCode::kFailedPrecondition);   // double stop
     EXPECT_EQ(s->start().code(), StatusCode::kFailedPrecondition);  // no restart
     EXPECT_TRUE(s->report().is_ok());  // the final report stays available
 }
@@ -93,14 +93,14 @@ TEST(Session, PlantedLeakIsFoundLiveAndInTheRecording) {
         // Healthy traffic: 64 MiB allocated and freed every step.
         std::uint64_t temp = 0x3000'0000 + (step % 2) * (std::uint64_t{64} << 20);
         // Timestamps of 0 are stamped by record(), on the same clock as the step markers.
-        ASSERT_TRUE(s->record(block(EventKind::kBlockAlloc, temp, std::uint64_t{64} << 20,
-                                    temp_site, 0)));
+        ASSERT_TRUE(
+            s->record(block(EventKind::kBlockAlloc, temp, std::uint64_t{64} << 20, temp_site, 0)));
         // The leak: 4 MiB kept every step.
-        ASSERT_TRUE(s->record(block(EventKind::kBlockAlloc, leak_address, std::uint64_t{4} << 20,
-                                    leak_site, 0)));
+        ASSERT_TRUE(s->record(
+            block(EventKind::kBlockAlloc, leak_address, std::uint64_t{4} << 20, leak_site, 0)));
         leak_address += std::uint64_t{4} << 20;
-        ASSERT_TRUE(s->record(block(EventKind::kBlockFree, temp, std::uint64_t{64} << 20,
-                                    temp_site, 0)));
+        ASSERT_TRUE(
+            s->record(block(EventKind::kBlockFree, temp, std::uint64_t{64} << 20, temp_site, 0)));
         s->phase_end();
         s->step_end(step);
         if (step % 16 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -250,7 +250,8 @@ TEST(Session, StatusNamesALevelAndReasons) {
 // A forked child (a worker process) that exits runs the exit handlers it inherited, but the
 // session is its parent's: the child must neither stop it nor write into its recording.
 TEST(Session, AForkedChildLeavesItsParentsSessionAlone) {
-    std::string path = ::testing::TempDir() + "gpudiag_fork_" + std::to_string(getpid()) + ".gpudiag";
+    std::string path =
+        ::testing::TempDir() + "gpudiag_fork_" + std::to_string(getpid()) + ".gpudiag";
     SessionOptions o = cpu_options();
     o.record_path = path;
     auto s = make(o);

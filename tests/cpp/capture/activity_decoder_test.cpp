@@ -33,7 +33,9 @@ protected:
     }
     std::uint64_t mono(std::uint64_t cupti_ns) const { return cupti_ns - kBase + 5'000; }
 
-    void decode(RecordBuffer& buf) { decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size()); }
+    void decode(RecordBuffer& buf) {
+        decoder_.decode_buffer(cupti_.next_record, buf.data(), buf.size());
+    }
 
     test::RealCupti cupti_;
     ClockCalibration clock_;
@@ -55,7 +57,8 @@ TEST_F(ActivityDecoderCupti13Test, MemoryRecordsBecomeDeviceAndPoolEvents) {
     pooled.isAsync = 1;
     pooled.streamId = 7;
     buf.add(pooled);
-    auto pinned = test::memory_record(true, 0x1000, 8192, 14, kBase + 400, CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
+    auto pinned =
+        test::memory_record(true, 0x1000, 8192, 14, kBase + 400, CUPTI_ACTIVITY_MEMORY_KIND_PINNED);
     buf.add(pinned);
     // WHEN decoded
     decode(buf);
@@ -212,10 +215,12 @@ TEST_F(ActivityDecoderCupti13Test, KernelsAreNamedAndZeroTimestampsAreCountedNot
 
 TEST_F(ActivityDecoderCupti13Test, CopiesKeepDirectionAndPageableness) {
     RecordBuffer buf;
-    buf.add(test::memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
-                                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 24, kBase + 10, kBase + 510, true, 41));
+    buf.add(test::memcpy_record(
+        CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+        CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 1 << 24, kBase + 10, kBase + 510, true, 41));
     buf.add(test::memcpy_record(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
-                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 1 << 20, kBase + 600, kBase + 700, false, 42));
+                                CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 1 << 20, kBase + 600,
+                                kBase + 700, false, 42));
     CUpti_ActivityMemset4 ms{};
     ms.kind = CUPTI_ACTIVITY_KIND_MEMSET;
     ms.bytes = 4096;
@@ -257,8 +262,10 @@ TEST_F(ActivityDecoderCupti13Test, SyncApiAndOverheadRecords) {
     sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
     buf.add(sync);
     buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 211, kBase + 10, kBase + 20, 52));
-    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_DRIVER, detail::kCbidCuMemMap, kBase + 30, kBase + 40, 53));
-    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, kBase + 50, kBase + 60, 54, 2));  // OOM
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_DRIVER, detail::kCbidCuMemMap, kBase + 30,
+                             kBase + 40, 53));
+    buf.add(
+        test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, kBase + 50, kBase + 60, 54, 2));  // OOM
     buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 9999, kBase + 70, kBase + 80, 55));
     CUpti_ActivityOverhead3 oh{};
     oh.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
@@ -391,7 +398,8 @@ TEST_F(ActivityDecoderCupti13Test, ARetryThatSucceedsWithdrawsTheMarker) {
     ASSERT_TRUE(report.is_ok());
     EXPECT_EQ(report->finding("out_of_memory"), nullptr);
     bool noted = false;
-    for (const auto& n : report->notes) noted |= n.find("succeeded when their caller retried") != std::string::npos;
+    for (const auto& n : report->notes)
+        noted |= n.find("succeeded when their caller retried") != std::string::npos;
     EXPECT_TRUE(noted);
 }
 
@@ -436,7 +444,8 @@ TEST_F(ActivityDecoderCupti13Test, AFailedPinnedHostAllocationIsNoDeviceOutOfMem
     ASSERT_TRUE(report.is_ok());
     EXPECT_EQ(report->finding("out_of_memory"), nullptr);
     bool noted = false;
-    for (const auto& n : report->notes) noted |= n.find("host memory ran out, not GPU memory") != std::string::npos;
+    for (const auto& n : report->notes)
+        noted |= n.find("host memory ran out, not GPU memory") != std::string::npos;
     EXPECT_TRUE(noted);
 }
 
@@ -512,7 +521,8 @@ TEST(ApiWhitelistCupti13Test, NamesMatchTheRealCallbackTable) {
         const char* name = nullptr;
         auto domain = api.domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
                                                         : CUPTI_CB_DOMAIN_DRIVER_API;
-        if (cupti.callback_name(domain, api.cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+        if (cupti.callback_name(domain, api.cbid, &name) != CUPTI_SUCCESS || name == nullptr)
+            continue;
         std::string real(name);
         // CUPTI's names carry version suffixes (cudaMalloc_v3020, cuMemAlloc_v2).
         EXPECT_EQ(real.rfind(api.name, 0), 0u) << api.cbid << ": " << real << " vs " << api.name;

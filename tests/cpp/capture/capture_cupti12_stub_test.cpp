@@ -73,8 +73,9 @@ TEST(CaptureCupti12StubTest, ACupti124CapturesWithTheWholeRuntimeKindFilteredToT
     std::uint64_t now = gpudiag_stub_cupti_now();
     test::RecordBuffer buf;  // API records: 40 bytes in every CUPTI
     buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 211, now, now + 800, 6));  // launch
-    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 3, now, now + 10, 7));      // cudaGetDevice
-    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, now, now + 90, 8, 2));  // failed malloc
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 3, now, now + 10, 7));  // cudaGetDevice
+    buf.add(
+        test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, now, now + 90, 8, 2));  // failed malloc
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     backend->flush();
     auto apis = queue.of_kind(EventKind::kApiCall);

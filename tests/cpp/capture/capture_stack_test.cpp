@@ -86,12 +86,12 @@ FrameworkInfo torch(const char* version, const char* cuda) {
     return f;
 }
 
-#define IN_A_FRESH_PROCESS(body)                                                          \
-    EXPECT_EXIT(                                                                          \
-        {                                                                                 \
-            body;                                                                         \
-            std::_Exit(0);                                                                \
-        },                                                                                \
+#define IN_A_FRESH_PROCESS(body) \
+    EXPECT_EXIT(                 \
+        {                        \
+            body;                \
+            std::_Exit(0);       \
+        },                       \
         ::testing::ExitedWithCode(0), "")
 
 class CaptureStackTest : public ::testing::Test {
@@ -103,8 +103,9 @@ protected:
     // GTEST_SKIP only leaves this function: callers return when IsSkipped().
     void need_cupti12() {
         if (access(cupti12("12.4.127").c_str(), R_OK) != 0) {
-            GTEST_SKIP() << GPUDIAG_TEST_CUPTI12_DIR << " lacks the CUPTI 12 libraries: run "
-                                                        "tools/fetch_cupti_libs.sh";
+            GTEST_SKIP() << GPUDIAG_TEST_CUPTI12_DIR
+                         << " lacks the CUPTI 12 libraries: run "
+                            "tools/fetch_cupti_libs.sh";
         }
     }
 };
@@ -126,8 +127,8 @@ TEST_F(CaptureStackTest, NvmlOfAnOlderDriverFallsBackToTheOlderCalls) {
         auto v = queue.counters(kind);
         return v.empty() ? -1.0 : v[0].counter.value;
     };
-    EXPECT_EQ(first(CounterKind::kTemperatureC), 87);                   // nvmlDeviceGetTemperature
-    EXPECT_EQ(first(CounterKind::kThrottleReasons), 0x20);              // ...ClocksThrottleReasons
+    EXPECT_EQ(first(CounterKind::kTemperatureC), 87);       // nvmlDeviceGetTemperature
+    EXPECT_EQ(first(CounterKind::kThrottleReasons), 0x20);  // ...ClocksThrottleReasons
     EXPECT_EQ(first(CounterKind::kDeviceMemoryTotalBytes), double(80ULL << 30));  // memory v1
     EXPECT_EQ(first(CounterKind::kDeviceMemoryUsedBytes), double((20ULL << 30) + (1ULL << 29)));
     EXPECT_EQ(first(CounterKind::kForeignProcessMemoryBytes), double(5ULL << 30));  // processes v1
@@ -138,11 +139,13 @@ TEST_F(CaptureStackTest, NvmlOfAnOlderDriverFallsBackToTheOlderCalls) {
     CaptureStatus st = probe_capture();
     EXPECT_EQ(st.driver_version, "535.104.05");
     auto has = [&](const std::string& needle) {
-        return std::any_of(st.reasons.begin(), st.reasons.end(),
-                           [&](const std::string& r) { return r.find(needle) != std::string::npos; });
+        return std::any_of(st.reasons.begin(), st.reasons.end(), [&](const std::string& r) {
+            return r.find(needle) != std::string::npos;
+        });
     };
-    EXPECT_TRUE(has("nvml: power limit unavailable: this driver's NVML has no "
-                    "nvmlDeviceGetEnforcedPowerLimit"));
+    EXPECT_TRUE(
+        has("nvml: power limit unavailable: this driver's NVML has no "
+            "nvmlDeviceGetEnforcedPowerLimit"));
     EXPECT_TRUE(has("nvml: memory used includes the driver's reserved memory"));
     EXPECT_FALSE(has("temperature unavailable"));
 }
@@ -157,7 +160,8 @@ TEST_F(CaptureStackTest, ACuda13TorchOnDriver535IsTooOldAndTheLiveReportSaysSo) 
         const StackIssue* i = issue(st, "driver_too_old_for_framework");
         require(i != nullptr, "no issue: " + ids(st));
         require(i->problem.find("PyTorch 2.9.0+cu130 was built for CUDA 13.0; driver 535.104.05 "
-                                "supports CUDA 12.2") != std::string::npos, i->problem);
+                                "supports CUDA 12.2") != std::string::npos,
+                i->problem);
         require(i->fix.find("R580") != std::string::npos, i->fix);
         require(i->fix.find("whl/cu126") != std::string::npos, i->fix);
         // The live report: its source names the stack, and the mismatch is a finding.

@@ -12,9 +12,9 @@
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
 
+#include <gpudiag/gpudiag.h>
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
-#include <gpudiag/gpudiag.h>
 #include <gpudiag/recording.hpp>
 #include <gpudiag/session.hpp>
 
@@ -61,7 +61,8 @@ void gpudiag_stub_cupti_foreign_stop();
 size_t gpudiag_stub_cupti_foreign_unknown_buffers();
 void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
                            unsigned limit_mw);
-void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected, unsigned long long uncorrected);
+void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected,
+                               unsigned long long uncorrected);
 void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own, unsigned long long foreign,
                                      int include_self);
 void gpudiag_stub_nvml_reset();
@@ -264,7 +265,8 @@ TEST_F(CaptureStubTest, QueueRefusalsAreCountedOnce) {
     // THEN delivered plus dropped is what CUPTI handed over
     CaptureStatus st = (*session)->status();
     EXPECT_GT(st.dropped, 0u);
-    EXPECT_EQ(st.events + st.dropped, 200u) << st.events << " delivered, " << st.dropped << " dropped";
+    EXPECT_EQ(st.events + st.dropped, 200u)
+        << st.events << " delivered, " << st.dropped << " dropped";
     auto report = (*session)->report();
     ASSERT_TRUE(report.is_ok());
     EXPECT_EQ(report->capture.events + report->capture.dropped, 200u);
@@ -294,14 +296,16 @@ TEST_F(CaptureStubTest, KernelsWithoutTimingAreReportedApartFromDrops) {
 // A program that returns from main without stop(): on the way out the session is stopped,
 // capture first, and the recording finished; the process neither crashes nor hangs.
 TEST_F(CaptureStubTest, ExitingWithoutStopFinishesTheRecording) {
-    std::string path = ::testing::TempDir() + "gpudiag_exit_" + std::to_string(getpid()) + ".gpudiag";
+    std::string path =
+        ::testing::TempDir() + "gpudiag_exit_" + std::to_string(getpid()) + ".gpudiag";
     std::remove(path.c_str());
     pid_t child = 0;
     char* argv[] = {const_cast<char*>(GPUDIAG_SESSION_EXIT_APP), path.data(), nullptr};
     ASSERT_EQ(posix_spawn(&child, GPUDIAG_SESSION_EXIT_APP, nullptr, nullptr, argv, environ), 0);
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ASSERT_TRUE(WIFEXITED(status))
+        << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     ASSERT_EQ(WEXITSTATUS(status), 0);
     auto info = read_recording_info(path);
     ASSERT_TRUE(info.is_ok()) << info.status().to_string();
@@ -333,7 +337,8 @@ TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());  // a missing GPU is not an error
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml) << joined(st.reasons);
-    EXPECT_TRUE(contains(st.reasons, "cuptiActivityRegisterCallbacks failed: CUPTI_ERROR_NOT_INITIALIZED"))
+    EXPECT_TRUE(
+        contains(st.reasons, "cuptiActivityRegisterCallbacks failed: CUPTI_ERROR_NOT_INITIALIZED"))
         << joined(st.reasons);
     EXPECT_TRUE(contains(st.reasons, "older than this CUPTI")) << joined(st.reasons);
     EXPECT_EQ(backend->pause("torch.profiler").code(), StatusCode::kFailedPrecondition);
@@ -350,7 +355,8 @@ TEST_F(CaptureStubTest, AKindCuptiRefusesNamesTheSubscribersHolder) {
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml);
-    EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed: CUPTI_ERROR_NOT_COMPATIBLE"))
+    EXPECT_TRUE(
+        contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed: CUPTI_ERROR_NOT_COMPATIBLE"))
         << joined(st.reasons);
     EXPECT_TRUE(contains(st.reasons, "subscriber is held by Nsight Systems")) << joined(st.reasons);
     backend->stop();
@@ -403,7 +409,8 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
     ASSERT_EQ(st.level, CaptureLevel::kCuptiDeep) << joined(st.reasons);
     EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, 20), 1);
     EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_DRIVER_API, 549), 1);
-    EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, 211), 0);  // launches: no
+    EXPECT_EQ(gpudiag_stub_cupti_callback_enabled(CUPTI_CB_DOMAIN_RUNTIME_API, 211),
+              0);  // launches: no
 
     // GIVEN a cudaMalloc seen by the callback (exit site) ...
     void* out = nullptr;
@@ -435,7 +442,8 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
     auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
     ASSERT_EQ(allocs.size(), 1u);
     EXPECT_NE(allocs[0].memory.site, kNoString);
-    EXPECT_NE(strings_.lookup(allocs[0].memory.site).find("capture_stub_test"), std::string_view::npos)
+    EXPECT_NE(strings_.lookup(allocs[0].memory.site).find("capture_stub_test"),
+              std::string_view::npos)
         << strings_.lookup(allocs[0].memory.site);
     auto maps = queue_.of_kind(EventKind::kVmMap);
     ASSERT_EQ(maps.size(), 1u);
@@ -516,7 +524,8 @@ TEST_F(CaptureStubTest, OneCuptiSessionPerProcess) {
 std::uint64_t monotonic_ns() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+           static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 // Per-thread buffers asked for on application threads, full ones completed on CUPTI's worker
@@ -671,7 +680,8 @@ TEST_F(CaptureStubTest, AnotherClientsBuffersAreCountedAndDroppedUnread) {
     backend->flush();
     EXPECT_TRUE(queue_.of_kind(EventKind::kKernel).empty());
     EXPECT_EQ(detail::CuptiActivitySource::instance().status().foreign_buffers, 1u);
-    EXPECT_TRUE(contains(backend->status().reasons, "dropped unread")) << joined(backend->status().reasons);
+    EXPECT_TRUE(contains(backend->status().reasons, "dropped unread"))
+        << joined(backend->status().reasons);
     backend->stop();
 }
 
@@ -731,7 +741,8 @@ TEST_F(CaptureStubTest, BuffersHandedToAnotherClientAreCountedLost) {
     EXPECT_EQ(gpudiag_stub_cupti_foreign_unknown_buffers(), 1u);  // gpudiag's, dropped by it
     backend->stop();
     EXPECT_TRUE(queue_.of_kind(EventKind::kDeviceAlloc).empty());
-    EXPECT_TRUE(contains(backend->status().reasons, "never came back")) << joined(backend->status().reasons);
+    EXPECT_TRUE(contains(backend->status().reasons, "never came back"))
+        << joined(backend->status().reasons);
 }
 
 // One kernel longer than stall_seconds looks like starvation (its buffer is held back while
@@ -759,7 +770,8 @@ TEST_F(CaptureStubTest, AStallEndsWhenRecordsArriveAgain) {
     EXPECT_TRUE(recovered);
     detail::CuptiSourceStatus st = source.status();
     EXPECT_FALSE(st.degraded);
-    EXPECT_TRUE(contains(st.notes, "delivered nothing while the GPU was busy 1 time")) << joined(st.notes);
+    EXPECT_TRUE(contains(st.notes, "delivered nothing while the GPU was busy 1 time"))
+        << joined(st.notes);
     source.stop();
     EXPECT_EQ(queue_.of_kind(EventKind::kCapturePaused).size(), 1u);
     EXPECT_EQ(queue_.of_kind(EventKind::kCaptureResumed).size(), 1u);
@@ -771,7 +783,8 @@ TEST_F(CaptureStubTest, AStallEndsWhenRecordsArriveAgain) {
 TEST_F(CaptureStubTest, GpuUtilizationIsEvidenceOnlyOnAnUnsharedDevice) {
     auto busy_after = [&](bool shared) {
         gpudiag_stub_nvml_reset();
-        for (int gpu : {0, 1}) gpudiag_stub_nvml_set_processes(gpu, 1ULL << 30, shared ? 8ULL << 30 : 0, 1);
+        for (int gpu : {0, 1})
+            gpudiag_stub_nvml_set_processes(gpu, 1ULL << 30, shared ? 8ULL << 30 : 0, 1);
         TestEventQueue queue;
         SessionOptions o = options();
         o.nvml_hz = 50;
@@ -846,7 +859,8 @@ TEST_F(CaptureStubTest, ThePoolGrowsToTheThreadsDemandWithinAPeriod) {
     };
     round();
     backend->flush();
-    std::uint64_t declined_first = detail::CuptiActivitySource::instance().status().declined_buffers;
+    std::uint64_t declined_first =
+        detail::CuptiActivitySource::instance().status().declined_buffers;
     round();
     backend->flush();
     EXPECT_EQ(detail::CuptiActivitySource::instance().status().declined_buffers, declined_first);
@@ -861,7 +875,8 @@ struct OtherGpudiagCopy {
     Fn fn(const char* name) const {
         return reinterpret_cast<Fn>(lib != nullptr ? dlsym(lib, name) : nullptr);
     }
-    decltype(&gpudiag_session_options_init) options_init = fn<decltype(options_init)>("gpudiag_session_options_init");
+    decltype(&gpudiag_session_options_init) options_init =
+        fn<decltype(options_init)>("gpudiag_session_options_init");
     decltype(&gpudiag_session_create) create = fn<decltype(create)>("gpudiag_session_create");
     decltype(&gpudiag_session_start) start = fn<decltype(start)>("gpudiag_session_start");
     decltype(&gpudiag_session_status) status = fn<decltype(status)>("gpudiag_session_status");
@@ -905,7 +920,8 @@ TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
     // THEN it says why it does not capture, and leaves CUPTI alone
     EXPECT_NE(other.level(session), "cupti_activity");
     std::string text = other.report_text(session);
-    EXPECT_NE(text.find("another gpudiag copy in this process owns CUPTI capture"), std::string::npos)
+    EXPECT_NE(text.find("another gpudiag copy in this process owns CUPTI capture"),
+              std::string::npos)
         << text;
     EXPECT_EQ(gpudiag_stub_cupti_register_calls(), registrations);
     RecordBuffer buf;
@@ -992,7 +1008,7 @@ TEST_F(CaptureStubTest, NvmlSamplerThreadRunsAtTheConfiguredRate) {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     backend->stop();
     auto temps = queue_.counters(CounterKind::kTemperatureC);
-    EXPECT_GE(temps.size(), 2u * 5);   // 2 GPUs, >= 5 samples in 300 ms at 50 Hz
+    EXPECT_GE(temps.size(), 2u * 5);  // 2 GPUs, >= 5 samples in 300 ms at 50 Hz
     EXPECT_LE(temps.size(), 2u * 20);
     CaptureStatus st = backend->status();
     EXPECT_TRUE(contains(st.reasons, "capture_gpu is false"));

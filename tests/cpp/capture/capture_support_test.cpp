@@ -57,9 +57,12 @@ TEST(ClockCalibrationTest, CpuCycleTimestampsMapWithTheirSlope) {
         std::uint64_t mono = 1'000'000'000 + i * 250'000'000;
         c.add_pair(static_cast<std::uint64_t>(static_cast<double>(mono) * ghz) + 77, mono);
     }
-    auto cycles = [&](std::uint64_t mono) { return static_cast<std::uint64_t>(static_cast<double>(mono) * ghz) + 77; };
+    auto cycles = [&](std::uint64_t mono) {
+        return static_cast<std::uint64_t>(static_cast<double>(mono) * ghz) + 77;
+    };
     // A 1 ms kernel between pairs, and one after the last pair.
-    EXPECT_NEAR(static_cast<double>(c.to_monotonic(cycles(1'301'000'000)) - c.to_monotonic(cycles(1'300'000'000))),
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(cycles(1'301'000'000)) -
+                                    c.to_monotonic(cycles(1'300'000'000))),
                 1e6, 2.0);
     EXPECT_NEAR(static_cast<double>(c.to_monotonic(cycles(2'900'000'000))), 2.9e9, 2.0);
     EXPECT_NEAR(c.rate(), 1.0 / ghz, 1e-9);
@@ -71,7 +74,8 @@ TEST(ClockCalibrationTest, CuptisOwnClockIsNotForeign) {
     for (std::uint64_t i = 0; i < 8; ++i) {
         // CLOCK_REALTIME vs MONOTONIC: same rate, each pair off by up to half a bracket.
         std::uint64_t jitter = (i % 3) * 5'000;
-        c.add_pair(1'700'000'000'000'000'000ULL + i * 250'000'000 + jitter, 1'000 + i * 250'000'000);
+        c.add_pair(1'700'000'000'000'000'000ULL + i * 250'000'000 + jitter,
+                   1'000 + i * 250'000'000);
     }
     EXPECT_NEAR(c.rate(), 1.0, ClockCalibration::kForeignRateTolerance / 10);
     EXPECT_FALSE(c.foreign_clock());
@@ -97,8 +101,9 @@ TEST(ClockCalibrationTest, RecordsOfThePreviousClockStillMapAfterAChange) {
     c.add_pair(36'000'000'000, 12'000'000'000);
     EXPECT_EQ(c.regime_changes(), 1u);
     EXPECT_EQ(c.pairs(), 2u);
-    EXPECT_NEAR(static_cast<double>(c.to_monotonic(epoch + 900'000'000)), 10.9e9, 2.0);  // old clock
-    EXPECT_NEAR(static_cast<double>(c.to_monotonic(34'500'000'000)), 11.5e9, 2.0);      // new clock
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(epoch + 900'000'000)), 10.9e9,
+                2.0);                                                               // old clock
+    EXPECT_NEAR(static_cast<double>(c.to_monotonic(34'500'000'000)), 11.5e9, 2.0);  // new clock
 }
 
 TEST(ClockCalibrationTest, ARealtimeStepStartsANewRegime) {
@@ -179,7 +184,8 @@ TEST(StarvationWatchTest, ARareBusySampleIsNotEnough) {
 }
 
 TEST(CuptiFailureHintTest, ExplainsTheCodesCuptiActivityEnableReturns) {
-    EXPECT_NE(detail::cupti_failure_hint(CUPTI_ERROR_NOT_INITIALIZED, false).find("older than this CUPTI"),
+    EXPECT_NE(detail::cupti_failure_hint(CUPTI_ERROR_NOT_INITIALIZED, false)
+                  .find("older than this CUPTI"),
               std::string::npos);
     std::string v2 = detail::cupti_failure_hint(CUPTI_ERROR_NOT_COMPATIBLE, true);
     EXPECT_NE(v2.find("per-subscriber"), std::string::npos);
@@ -273,9 +279,12 @@ TEST(DeepCallRecorderTest, VirtualMemoryMappingsAreAccountedByPhysicalBytes) {
     rec.record(vmm_call(detail::kCbidCuMemUnmap, 0x10000000, 4 << 20, 0));  // both at once
     rec.record(vmm_call(detail::kCbidCuMemRelease, 0, 0, 0xA));
     std::vector<std::pair<std::uint32_t, std::uint64_t>> sites;
-    rec.drain(q, strings,
-              [&](std::uint32_t c, StringId, std::uint64_t b, std::uint32_t) { sites.emplace_back(c, b); },
-              [](std::uint32_t context) { return context == 5 ? std::uint16_t{3} : kNoDevice; });
+    rec.drain(
+        q, strings,
+        [&](std::uint32_t c, StringId, std::uint64_t b, std::uint32_t) {
+            sites.emplace_back(c, b);
+        },
+        [](std::uint32_t context) { return context == 5 ? std::uint16_t{3} : kNoDevice; });
     auto maps = q.of_kind(EventKind::kVmMap);
     ASSERT_EQ(maps.size(), 2u);
     EXPECT_EQ(maps[0].memory.bytes, 2u << 20);
@@ -350,10 +359,12 @@ TEST(CaptureLevelsTest, NoDriverIsNoGpuWithAReasonPerLevel) {
     CaptureStatus st = detail::compute_capture_status(f);
     EXPECT_EQ(st.level, CaptureLevel::kNoGpu);
     EXPECT_TRUE(contains(st.reasons, "nvml: NVML: libnvidia-ml.so.1 not found"));
-    EXPECT_TRUE(contains(st.reasons, "framework: NVTX ranges need a GPU; steps, phases and input "
-                                     "waits do not"));
-    EXPECT_TRUE(contains(st.reasons, "cupti_activity: libcupti 130001 at /usr/local/cuda/lib64/"
-                                     "libcupti.so.13 loaded, but no CUDA driver"));
+    EXPECT_TRUE(contains(st.reasons,
+                         "framework: NVTX ranges need a GPU; steps, phases and input "
+                         "waits do not"));
+    EXPECT_TRUE(contains(st.reasons,
+                         "cupti_activity: libcupti 130001 at /usr/local/cuda/lib64/"
+                         "libcupti.so.13 loaded, but no CUDA driver"));
     EXPECT_TRUE(contains(st.reasons, "cupti_deep: opt-in"));
     EXPECT_EQ(st.cupti_library, f.cupti_path);
 }
@@ -364,7 +375,8 @@ TEST(CaptureLevelsTest, AReasonRepeatedByAFailedStartIsSaidOnce) {
     f.cupti_why_not = "libcupti not loaded: no CUDA driver: libcuda.so.1 not found";
     f.activity_reasons.push_back("cupti_activity: " + f.cupti_why_not);
     CaptureStatus st = detail::compute_capture_status(f);
-    auto same = std::count(st.reasons.begin(), st.reasons.end(), "cupti_activity: " + f.cupti_why_not);
+    auto same =
+        std::count(st.reasons.begin(), st.reasons.end(), "cupti_activity: " + f.cupti_why_not);
     EXPECT_EQ(same, 1);
 }
 
@@ -434,8 +446,9 @@ TEST(CaptureLevelsTest, NvmlGapsOfAnOlderDriverAreReasonsUnderTheLevel) {
     CaptureFacts f;
     f.nvml_loaded = true;
     f.nvml_devices = 1;
-    f.nvml_notes = {"nvml: power limit unavailable: this driver's NVML has no "
-                    "nvmlDeviceGetEnforcedPowerLimit"};
+    f.nvml_notes = {
+        "nvml: power limit unavailable: this driver's NVML has no "
+        "nvmlDeviceGetEnforcedPowerLimit"};
     CaptureStatus st = detail::compute_capture_status(f);
     EXPECT_EQ(st.level, CaptureLevel::kNvml);
     EXPECT_TRUE(contains(st.available, "nvml: GPU health on 1 device(s)"));
@@ -458,8 +471,10 @@ TEST(VisibleDevicesTest, FollowsCudaRules) {
 }
 
 TEST(CuptiOwnerTest, NamesKnownTools) {
-    EXPECT_EQ(detail::describe_cupti_owner("CUPTI for kineto"), "PyTorch profiler (Kineto) ('CUPTI for kineto')");
-    EXPECT_NE(detail::describe_cupti_owner("Nsight Systems").find("Nsight Systems"), std::string::npos);
+    EXPECT_EQ(detail::describe_cupti_owner("CUPTI for kineto"),
+              "PyTorch profiler (Kineto) ('CUPTI for kineto')");
+    EXPECT_NE(detail::describe_cupti_owner("Nsight Systems").find("Nsight Systems"),
+              std::string::npos);
     EXPECT_NE(detail::describe_cupti_owner("compute-sanitizer").find("compute-sanitizer ("),
               std::string::npos);
     EXPECT_EQ(detail::describe_cupti_owner("my tool"), "'my tool'");

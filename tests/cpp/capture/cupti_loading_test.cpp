@@ -13,8 +13,8 @@
 #include <gpudiag/capture.hpp>
 
 #include <dlfcn.h>
-#include <unistd.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +23,9 @@
 namespace gpudiag {
 namespace {
 
-std::string directory_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+std::string directory_of(const std::string& path) {
+    return path.substr(0, path.rfind('/'));
+}
 
 void select_stub_driver() {
     setenv("GPUDIAG_CUDA_PATH", GPUDIAG_STUB_CUDA, 1);
@@ -57,12 +59,12 @@ protected:
     void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-#define IN_A_FRESH_PROCESS(body)                                                          \
-    EXPECT_EXIT(                                                                          \
-        {                                                                                 \
-            body;                                                                         \
-            std::_Exit(0);                                                                \
-        },                                                                                \
+#define IN_A_FRESH_PROCESS(body) \
+    EXPECT_EXIT(                 \
+        {                        \
+            body;                \
+            std::_Exit(0);       \
+        },                       \
         ::testing::ExitedWithCode(0), "")
 
 TEST_F(CuptiLoadingTest, ReusesTheLibcuptiAFrameworkAlreadyMapped) {
@@ -91,7 +93,8 @@ TEST_F(CuptiLoadingTest, RefusesToLoadASecondCuptiBesideACupti11) {
         require(why.find("CUPTI 11.8 (API version 18)") != std::string::npos, why);
         require(why.find("does not load a second CUPTI") != std::string::npos, why);
         require(!mapped(GPUDIAG_STUB_CUPTI), "the CUPTI 13 was loaded anyway");
-        auto other_calls = reinterpret_cast<int (*)()>(dlsym(cupti11, "gpudiag_stub_cupti11_other_calls"));
+        auto other_calls =
+            reinterpret_cast<int (*)()>(dlsym(cupti11, "gpudiag_stub_cupti11_other_calls"));
         require(other_calls != nullptr && other_calls() == 0, "gpudiag called into the CUPTI 11.8");
         // The reason reaches the capture status.
         CaptureStatus st = probe_capture();

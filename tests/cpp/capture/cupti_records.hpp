@@ -28,9 +28,9 @@ private:
     std::vector<std::uint64_t> bytes_;  // uint64_t storage: 8-byte alignment for free
 };
 
-inline CUpti_ActivityMemory4 memory_record(bool alloc, std::uint64_t address, std::uint64_t bytes,
-                                           std::uint32_t correlation, std::uint64_t ts,
-                                           CUpti_ActivityMemoryKind kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
+inline CUpti_ActivityMemory4 memory_record(
+    bool alloc, std::uint64_t address, std::uint64_t bytes, std::uint32_t correlation,
+    std::uint64_t ts, CUpti_ActivityMemoryKind kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
     CUpti_ActivityMemory4 r{};
     r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     r.memoryOperationType = alloc ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
@@ -47,8 +47,8 @@ inline CUpti_ActivityMemory4 memory_record(bool alloc, std::uint64_t address, st
     return r;
 }
 
-inline CUpti_ActivityKernel10 kernel_record(const char* name, std::uint64_t start, std::uint64_t end,
-                                            std::uint32_t correlation) {
+inline CUpti_ActivityKernel10 kernel_record(const char* name, std::uint64_t start,
+                                            std::uint64_t end, std::uint32_t correlation) {
     CUpti_ActivityKernel10 r{};
     r.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
     r.start = start;
@@ -70,9 +70,10 @@ inline CUpti_ActivityKernel10 kernel_record(const char* name, std::uint64_t star
     return r;
 }
 
-inline CUpti_ActivityMemcpy6 memcpy_record(std::uint8_t copy_kind, std::uint8_t src, std::uint8_t dst,
-                                           std::uint64_t bytes, std::uint64_t start, std::uint64_t end,
-                                           bool async, std::uint32_t correlation) {
+inline CUpti_ActivityMemcpy6 memcpy_record(std::uint8_t copy_kind, std::uint8_t src,
+                                           std::uint8_t dst, std::uint64_t bytes,
+                                           std::uint64_t start, std::uint64_t end, bool async,
+                                           std::uint32_t correlation) {
     CUpti_ActivityMemcpy6 r{};
     r.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
     r.copyKind = copy_kind;
@@ -88,8 +89,9 @@ inline CUpti_ActivityMemcpy6 memcpy_record(std::uint8_t copy_kind, std::uint8_t 
     return r;
 }
 
-inline CUpti_ActivityAPI api_record(CUpti_ActivityKind kind, std::uint32_t cbid, std::uint64_t start,
-                                    std::uint64_t end, std::uint32_t correlation, std::uint32_t rc = 0) {
+inline CUpti_ActivityAPI api_record(CUpti_ActivityKind kind, std::uint32_t cbid,
+                                    std::uint64_t start, std::uint64_t end,
+                                    std::uint32_t correlation, std::uint32_t rc = 0) {
     CUpti_ActivityAPI r{};
     r.kind = kind;
     r.cbid = cbid;

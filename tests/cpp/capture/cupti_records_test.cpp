@@ -37,7 +37,7 @@ using detail::CuptiRecordLayout;
 constexpr std::uint64_t kBase = 1'700'000'000'000'000'000ULL;
 
 struct Library {
-    std::string label;     ///< "12.4.127", "toolkit 13.0"
+    std::string label;  ///< "12.4.127", "toolkit 13.0"
     std::string path;
     /// cuptiGetVersion: a CUPTI 12's API version; for a CUPTI 13 its release 13mm00 (any
     /// update of 13.mm answers 13mmuu).
@@ -45,7 +45,9 @@ struct Library {
 };
 
 // gtest names the parameter by its label, not by its bytes.
-void PrintTo(const Library& lib, std::ostream* os) { *os << lib.label << " (" << lib.path << ")"; }
+void PrintTo(const Library& lib, std::ostream* os) {
+    *os << lib.label << " (" << lib.path << ")";
+}
 
 std::vector<std::string> split(const std::string& list) {
     std::vector<std::string> out;
@@ -63,7 +65,7 @@ std::uint32_t api_version_of_wheel(const std::string& version) {
         const char* prefix;
         std::uint32_t api;
     };
-    const Row rows[] = {{"12.0.", 18}, {"12.1.", 18}, {"12.2.", 20}, {"12.3.", 21}, {"12.4.", 22},
+    const Row rows[] = {{"12.0.", 18}, {"12.1.", 18}, {"12.2.", 20}, {"12.3.", 21},  {"12.4.", 22},
                         {"12.5.", 23}, {"12.6.", 24}, {"12.8.", 26}, {"12.9.79", 28}};
     for (const Row& r : rows) {
         if (version.rfind(r.prefix, 0) == 0) return r.api;
@@ -106,7 +108,8 @@ std::vector<Library> cupti13_libraries() {
 // while 12.x, 13.0 and 13.1 answer (measured on a machine without a driver). The crash takes
 // seconds (a stack overflow), so each library is asked once.
 bool ask_version_in_child(void* handle) {
-    auto get_version = reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(handle, "cuptiGetVersion"));
+    auto get_version =
+        reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(handle, "cuptiGetVersion"));
     if (get_version == nullptr) return false;
     pid_t child = fork();
     if (child == 0) {
@@ -142,8 +145,9 @@ private:
     std::vector<std::uint8_t> bytes_;
 };
 
-detail::MemoryView memory_view(std::uint64_t address, std::uint64_t bytes, std::uint32_t correlation,
-                               std::uint64_t t, std::uint32_t memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
+detail::MemoryView memory_view(std::uint64_t address, std::uint64_t bytes,
+                               std::uint32_t correlation, std::uint64_t t,
+                               std::uint32_t memory_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
     detail::MemoryView r{};
     r.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
     r.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -198,11 +202,12 @@ protected:
             GTEST_SKIP() << "CUPTI " << lib.label
                          << " answers cuptiGetVersion only with a CUDA driver, and none is here";
         }
-        auto get_version = reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(handle_, "cuptiGetVersion"));
+        auto get_version =
+            reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(handle_, "cuptiGetVersion"));
         next_record_ = reinterpret_cast<decltype(&cuptiActivityGetNextRecord)>(
             dlsym(handle_, "cuptiActivityGetNextRecord"));
-        callback_name_ =
-            reinterpret_cast<decltype(&cuptiGetCallbackName)>(dlsym(handle_, "cuptiGetCallbackName"));
+        callback_name_ = reinterpret_cast<decltype(&cuptiGetCallbackName)>(
+            dlsym(handle_, "cuptiGetCallbackName"));
         ASSERT_NE(get_version, nullptr);
         ASSERT_NE(next_record_, nullptr);
         ASSERT_EQ(get_version(&version_), CUPTI_SUCCESS);
@@ -332,8 +337,8 @@ TEST_P(RealCuptiRecordsTest, EveryRecordKindParsesAtThisReleasesSize) {
     sync.cudaEventId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
     buf.add(sync, z.sync);
 
-    buf.add(api_view(CUPTI_ACTIVITY_KIND_RUNTIME, 211, 52), z.api);           // cudaLaunchKernel
-    buf.add(api_view(CUPTI_ACTIVITY_KIND_DRIVER, 551, 53), z.api);            // cuMemMap
+    buf.add(api_view(CUPTI_ACTIVITY_KIND_RUNTIME, 211, 52), z.api);            // cudaLaunchKernel
+    buf.add(api_view(CUPTI_ACTIVITY_KIND_DRIVER, 551, 53), z.api);             // cuMemMap
     buf.add(api_view(CUPTI_ACTIVITY_KIND_RUNTIME, 20, 54, /*OOM*/ 2), z.api);  // cudaMalloc
 
     detail::Overhead3View oh{};
@@ -375,9 +380,9 @@ TEST_P(RealCuptiRecordsTest, EveryRecordKindParsesAtThisReleasesSize) {
     EXPECT_EQ(resizes[0].memory.bytes, 8u << 20);
     EXPECT_EQ(resizes[0].memory.aux, 4096u);
     // CUDA 12 has no managed pools: the flag is read only where the record has it.
-    EXPECT_EQ(resizes[0].flags, static_cast<std::uint8_t>(layout().pool_has_managed_flag
-                                                               ? MemoryKind::kManaged
-                                                               : MemoryKind::kDevice));
+    EXPECT_EQ(resizes[0].flags,
+              static_cast<std::uint8_t>(layout().pool_has_managed_flag ? MemoryKind::kManaged
+                                                                       : MemoryKind::kDevice));
     auto kernels = queue_.of_kind(EventKind::kKernel);
     ASSERT_EQ(kernels.size(), 1u);
     EXPECT_EQ(strings_.lookup(kernels[0].kernel.name), "scale(float*, int)");
@@ -519,7 +524,8 @@ TEST(ActivityDecoderCupti12Test, OnlyWhitelistedCallsSurviveWhenTheWholeRuntimeI
     clock.add_pair(kBase, 0);
     ActivityDecoder decoder(queue, strings, clock, 22);
     decoder.keep_whitelisted_api_only(true);
-    for (std::uint32_t cbid : {211u /*cudaLaunchKernel*/, 3u /*cudaGetDevice*/, 20u /*cudaMalloc*/}) {
+    for (std::uint32_t cbid :
+         {211u /*cudaLaunchKernel*/, 3u /*cudaGetDevice*/, 20u /*cudaMalloc*/}) {
         detail::ApiView v = api_view(CUPTI_ACTIVITY_KIND_RUNTIME, cbid, cbid);
         decoder.decode_record(reinterpret_cast<const CUpti_Activity*>(&v));
     }

@@ -24,7 +24,8 @@ std::string run(const std::string& command) {
 void expect_no_nvidia_needed(const std::string& path) {
     std::string dynamic = run("readelf -d '" + path + "' 2>&1");
     ASSERT_NE(dynamic.find("(NEEDED)"), std::string::npos) << "readelf output:\n" << dynamic;
-    std::regex nvidia(R"(\(NEEDED\).*\[(libcuda|libcudart|libcupti|libnvidia-ml|libnvToolsExt)[^\]]*\])");
+    std::regex nvidia(
+        R"(\(NEEDED\).*\[(libcuda|libcudart|libcupti|libnvidia-ml|libnvToolsExt)[^\]]*\])");
     std::smatch m;
     EXPECT_FALSE(std::regex_search(dynamic, m, nvidia)) << path << " needs " << m.str();
 }
@@ -41,7 +42,8 @@ TEST(LinkHygieneTest, PythonExtensionNeedsNoNvidiaLibrary) {
     for (auto it = std::filesystem::recursive_directory_iterator(GPUDIAG_BUILD_DIR, ec);
          !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
         std::string name = it->path().filename().string();
-        if (it->is_regular_file() && (name.rfind("_core", 0) == 0 || name.rfind("_gpudiag", 0) == 0) &&
+        if (it->is_regular_file() &&
+            (name.rfind("_core", 0) == 0 || name.rfind("_gpudiag", 0) == 0) &&
             name.find(".so") != std::string::npos) {
             found.push_back(it->path().string());
         }

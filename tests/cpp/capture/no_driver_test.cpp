@@ -65,7 +65,8 @@ TEST(NoDriverTest, StartingCaptureReportsTheCuptiErrorAndStaysAtNoGpu) {
     EXPECT_EQ(st.level, CaptureLevel::kNoGpu) << joined(st.reasons);
     if (!st.cupti_library.empty()) {
         // The real libcupti with no driver: cuptiActivityEnable fails (CUPTI_ERROR_UNKNOWN).
-        EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed")) << joined(st.reasons);
+        EXPECT_TRUE(contains(st.reasons, "cuptiActivityEnable(MEMORY2) failed"))
+            << joined(st.reasons);
     }
     EXPECT_FALSE(backend->pause("x").is_ok());
     backend->flush();

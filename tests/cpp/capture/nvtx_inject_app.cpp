@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
         auto marks = queue.of_kind(EventKind::kAnnotation);
         check(marks.size() == 1 && strings.lookup(marks[0].annotation.text) == "a mark", "mark");
     }
-    if (failures == 0) std::printf("nvtx injection: %zu events, %u modules: OK\n", queue.events().size(), rx.modules());
+    if (failures == 0)
+        std::printf("nvtx injection: %zu events, %u modules: OK\n", queue.events().size(),
+                    rx.modules());
     return failures == 0 ? 0 : 1;
 }

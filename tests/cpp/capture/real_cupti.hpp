@@ -23,12 +23,14 @@ inline const char* load_real_cupti(RealCupti& out) {
     out.handle = dlopen(GPUDIAG_TEST_CUPTI_PATH, RTLD_NOW | RTLD_LOCAL);
 #endif
     if (out.handle == nullptr) return "the toolkit's libcupti.so.13 is not installed";
-    auto get_version = reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(out.handle, "cuptiGetVersion"));
+    auto get_version =
+        reinterpret_cast<decltype(&cuptiGetVersion)>(dlsym(out.handle, "cuptiGetVersion"));
     out.next_record = reinterpret_cast<decltype(&cuptiActivityGetNextRecord)>(
         dlsym(out.handle, "cuptiActivityGetNextRecord"));
-    out.callback_name =
-        reinterpret_cast<decltype(&cuptiGetCallbackName)>(dlsym(out.handle, "cuptiGetCallbackName"));
-    if (get_version == nullptr || out.next_record == nullptr || get_version(&out.version) != CUPTI_SUCCESS) {
+    out.callback_name = reinterpret_cast<decltype(&cuptiGetCallbackName)>(
+        dlsym(out.handle, "cuptiGetCallbackName"));
+    if (get_version == nullptr || out.next_record == nullptr ||
+        get_version(&out.version) != CUPTI_SUCCESS) {
         return "libcupti lacks cuptiGetVersion/cuptiActivityGetNextRecord";
     }
     if (out.version / 100 != 1300) return "records are hand-built with CUPTI 13.0 layouts";

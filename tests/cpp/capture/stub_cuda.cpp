@@ -5,7 +5,7 @@
 #include <cstring>
 
 #ifndef GPUDIAG_STUB_CUDA_VERSION
-#  define GPUDIAG_STUB_CUDA_VERSION 13000
+#    define GPUDIAG_STUB_CUDA_VERSION 13000
 #endif
 
 namespace {
@@ -35,6 +35,8 @@ int cuDeviceGetUuid_v2(unsigned char* uuid, int device) {
     return 0;
 }
 
-void gpudiag_stub_cuda_set_initialised(int initialised) { g_initialised = initialised; }
+void gpudiag_stub_cuda_set_initialised(int initialised) {
+    g_initialised = initialised;
+}
 
 }  // extern "C"

@@ -60,11 +60,14 @@ struct Buffer {
 };
 
 // Kineto's kinds (CuptiActivityApi::enableCuptiActivities for a CUDA trace).
-constexpr CUpti_ActivityKind kForeignKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER,
-    CUPTI_ACTIVITY_KIND_OVERHEAD,          CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
+constexpr CUpti_ActivityKind kForeignKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                                CUPTI_ACTIVITY_KIND_MEMCPY,
+                                                CUPTI_ACTIVITY_KIND_MEMSET,
+                                                CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+                                                CUPTI_ACTIVITY_KIND_RUNTIME,
+                                                CUPTI_ACTIVITY_KIND_DRIVER,
+                                                CUPTI_ACTIVITY_KIND_OVERHEAD,
+                                                CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION};
 constexpr std::size_t kForeignBufferBytes = 64 * 1024;
 
 struct StubState {
@@ -120,11 +123,14 @@ StubState& state() {
 std::uint64_t clock_ns(clockid_t id) {
     timespec ts{};
     clock_gettime(id, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
+           static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 // Raw cycles of a 2.9 GHz counter, as Kineto's TSC timestamp callback returns.
-std::uint64_t CUPTIAPI cycle_counter() { return clock_ns(CLOCK_MONOTONIC_RAW) / 10 * 29; }
+std::uint64_t CUPTIAPI cycle_counter() {
+    return clock_ns(CLOCK_MONOTONIC_RAW) / 10 * 29;
+}
 
 std::uint64_t now_locked(const StubState& s) {
     return s.timestamp != nullptr ? s.timestamp() : clock_ns(CLOCK_REALTIME);
@@ -143,7 +149,8 @@ std::size_t record_size(CUpti_ActivityKind kind) {
         case CUPTI_ACTIVITY_KIND_RUNTIME:
         case CUPTI_ACTIVITY_KIND_DRIVER: return sizeof(CUpti_ActivityAPI);
         case CUPTI_ACTIVITY_KIND_OVERHEAD: return sizeof(CUpti_ActivityOverhead3);
-        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
+        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+            return sizeof(CUpti_ActivityExternalCorrelation);
         default: return 0;
     }
 }
@@ -196,7 +203,8 @@ bool settle(Buffer& b, SteadyClock::time_point now) {
 void force(StubState& s, Buffer& b) {
     if (s.forced_invalid_kind) {
         for (const InFlight& f : b.in_flight) {
-            reinterpret_cast<CUpti_Activity*>(b.data + f.offset)->kind = CUPTI_ACTIVITY_KIND_INVALID;
+            reinterpret_cast<CUpti_Activity*>(b.data + f.offset)->kind =
+                CUPTI_ACTIVITY_KIND_INVALID;
         }
     }
     b.in_flight.clear();
@@ -284,7 +292,8 @@ int emit(const void* bytes, std::size_t size, int in_flight_ms) {
     std::memcpy(b.data + b.used, bytes, size);
     if (in_flight_ms > 0 && size >= sizeof(CUpti_ActivityKernel10)) {
         auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(b.data + b.used);
-        b.in_flight.push_back(InFlight{b.used, SteadyClock::now() + std::chrono::milliseconds(in_flight_ms),
+        b.in_flight.push_back(InFlight{b.used,
+                                       SteadyClock::now() + std::chrono::milliseconds(in_flight_ms),
                                        k->start, k->end});
         k->start = 0;
         k->end = 0;
@@ -402,7 +411,7 @@ extern "C" {
 // 12.5, EnableAllSyncRecords with 12.8, cuptiSubscribe_v2 with 13.0). Its records are the 13.0
 // structs, so tests give it only records whose size 12.4 shares (API records).
 #ifndef GPUDIAG_STUB_CUPTI12
-#  define GPUDIAG_STUB_CUPTI12 0
+#    define GPUDIAG_STUB_CUPTI12 0
 #endif
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
@@ -422,7 +431,9 @@ CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) 
         case CUPTI_ERROR_NOT_INITIALIZED: *str = "CUPTI_ERROR_NOT_INITIALIZED"; break;
         case CUPTI_ERROR_INVALID_KIND: *str = "CUPTI_ERROR_INVALID_KIND"; break;
         case CUPTI_ERROR_NOT_SUPPORTED: *str = "CUPTI_ERROR_NOT_SUPPORTED"; break;
-        case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: *str = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"; break;
+        case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+            *str = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES";
+            break;
         case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
             *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
             break;
@@ -464,7 +475,8 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 
 // Like libcupti 13.0's: on a record it cannot size it returns INVALID_KIND and leaves `record`
 // where it was, so nothing behind it can be reached.
-CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid,
+                                                CUpti_Activity** record) {
     if (buffer == nullptr || record == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     std::size_t offset = 0;
     if (*record != nullptr) {
@@ -481,7 +493,9 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t valid, C
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) { return flush_all(flag); }
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
+    return flush_all(flag);
+}
 
 CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext, uint32_t, size_t* dropped) {
     if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
@@ -507,7 +521,8 @@ CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallb
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size, void* value) {
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* size,
+                                               void* value) {
     if (size == nullptr || value == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     StubState& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -555,7 +570,8 @@ static CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackF
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.global_result != CUPTI_SUCCESS) return s.global_result;
     if (!s.holder.empty() || s.subscriber != nullptr) {
-        if (params != nullptr && params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
+        if (params != nullptr && params->oldSubscriberName != nullptr &&
+            params->oldSubscriberSize > 0) {
             std::string name = s.holder.empty() ? "CUPTI for gpudiag" : s.holder;
             std::strncpy(params->oldSubscriberName, name.c_str(), params->oldSubscriberSize - 1);
             params->oldSubscriberName[params->oldSubscriberSize - 1] = '\0';
@@ -569,8 +585,9 @@ static CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackF
 }
 
 #if !GPUDIAG_STUB_CUPTI12
-CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
-                                       void* userdata, CUpti_SubscriberParams* params) {
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
+                                       CUpti_CallbackFunc callback, void* userdata,
+                                       CUpti_SubscriberParams* params) {
     return subscribe(subscriber, callback, userdata, params);
 }
 #endif
@@ -699,7 +716,9 @@ uint64_t gpudiag_stub_cupti_now() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return now_locked(state());
 }
-uint64_t gpudiag_stub_cupti_cycles_per_1000ns() { return 2900; }
+uint64_t gpudiag_stub_cupti_cycles_per_1000ns() {
+    return 2900;
+}
 int gpudiag_stub_cupti_kind_enabled(int kind) {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().kinds.count(kind) != 0 ? 1 : 0;

@@ -28,6 +28,8 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind) {
     return CUPTI_SUCCESS;
 }
 
-int gpudiag_stub_cupti11_other_calls() { return g_other_calls.load(); }
+int gpudiag_stub_cupti11_other_calls() {
+    return g_other_calls.load();
+}
 
 }  // extern "C"

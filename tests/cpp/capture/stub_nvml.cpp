@@ -6,7 +6,7 @@
 // with v1's struct) and no nvmlDeviceGetEnforcedPowerLimit, and says it is driver 535: more is
 // hidden than R535 lacks, so that every fallback and one loss are exercised.
 #ifndef GPUDIAG_STUB_NVML_OLD_NAMES
-#  define GPUDIAG_STUB_NVML_OLD_NAMES 0
+#    define GPUDIAG_STUB_NVML_OLD_NAMES 0
 #endif
 #include <unistd.h>
 
@@ -51,24 +51,30 @@ State& st() {
     return s;
 }
 
-int index_of(void* device) { return static_cast<int>(reinterpret_cast<uintptr_t>(device)) - 1; }
+int index_of(void* device) {
+    return static_cast<int>(reinterpret_cast<uintptr_t>(device)) - 1;
+}
 
 }  // namespace
 
 extern "C" {
 
 #if GPUDIAG_STUB_NVML_OLD_NAMES
-#  define STUB_NEW_NAME(name, old) old
+#    define STUB_NEW_NAME(name, old) old
 #else
-#  define STUB_NEW_NAME(name, old) name
+#    define STUB_NEW_NAME(name, old) name
 #endif
 
 int STUB_NEW_NAME(nvmlInit_v2, nvmlInit)() {
     ++st().init_calls;
     return 0;
 }
-int nvmlShutdown() { return 0; }
-const char* nvmlErrorString(int) { return "NVML stub error"; }
+int nvmlShutdown() {
+    return 0;
+}
+const char* nvmlErrorString(int) {
+    return "NVML stub error";
+}
 int nvmlSystemGetDriverVersion(char* out, unsigned len) {
     std::strncpy(out, GPUDIAG_STUB_NVML_OLD_NAMES ? "535.104.05" : "580.65.06", len);
     return 0;
@@ -77,7 +83,8 @@ int STUB_NEW_NAME(nvmlDeviceGetCount_v2, nvmlDeviceGetCount)(unsigned* count) {
     *count = 2;
     return 0;
 }
-int STUB_NEW_NAME(nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByIndex)(unsigned index, void** device) {
+int STUB_NEW_NAME(nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetHandleByIndex)(unsigned index,
+                                                                             void** device) {
     if (index >= 2) return 2;
     *device = reinterpret_cast<void*>(static_cast<uintptr_t>(index + 1));
     return 0;
@@ -143,8 +150,9 @@ int nvmlDeviceGetMaxClockInfo(void* device, unsigned type, unsigned* mhz) {
     *mhz = st().gpus[index_of(device)].sm_clock_max;
     return 0;
 }
-int STUB_NEW_NAME(nvmlDeviceGetCurrentClocksEventReasons, nvmlDeviceGetCurrentClocksThrottleReasons)(
-    void* device, unsigned long long* reasons) {
+int STUB_NEW_NAME(nvmlDeviceGetCurrentClocksEventReasons,
+                  nvmlDeviceGetCurrentClocksThrottleReasons)(void* device,
+                                                             unsigned long long* reasons) {
     std::lock_guard<std::mutex> lock(st().mutex);
     *reasons = st().gpus[index_of(device)].reasons;
     return 0;
@@ -177,7 +185,8 @@ int nvmlDeviceGetEnforcedPowerLimit(void* device, unsigned* mw) {
     return 0;
 }
 #endif
-int nvmlDeviceGetTotalEccErrors(void* device, unsigned type, unsigned counter, unsigned long long* n) {
+int nvmlDeviceGetTotalEccErrors(void* device, unsigned type, unsigned counter,
+                                unsigned long long* n) {
     if (counter != 0) return 2;  // the sampler reads volatile counts
     std::lock_guard<std::mutex> lock(st().mutex);
     const Gpu& g = st().gpus[index_of(device)];
@@ -220,7 +229,8 @@ void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature,
     g.power_mw = power_mw;
     g.limit_mw = limit_mw;
 }
-void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected, unsigned long long uncorrected) {
+void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected,
+                               unsigned long long uncorrected) {
     std::lock_guard<std::mutex> lock(st().mutex);
     st().gpus[gpu].ecc_corrected = corrected;
     st().gpus[gpu].ecc_uncorrected = uncorrected;
@@ -232,7 +242,8 @@ void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own_bytes,
     auto& procs = st().gpus[gpu].processes;
     procs.clear();
     if (include_self != 0) procs.push_back({static_cast<unsigned>(getpid()), own_bytes, 0, 0});
-    if (foreign_bytes > 0) procs.push_back({static_cast<unsigned>(getpid()) + 100000u, foreign_bytes, 0, 0});
+    if (foreign_bytes > 0)
+        procs.push_back({static_cast<unsigned>(getpid()) + 100000u, foreign_bytes, 0, 0});
 }
 void gpudiag_stub_nvml_reset() {
     std::lock_guard<std::mutex> lock(st().mutex);

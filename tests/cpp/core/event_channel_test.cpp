@@ -14,11 +14,11 @@ namespace {
 #if defined(__SANITIZE_THREAD__)
 constexpr bool kUnderTsan = true;
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
+#    if __has_feature(thread_sanitizer)
 constexpr bool kUnderTsan = true;
-#else
+#    else
 constexpr bool kUnderTsan = false;
-#endif
+#    endif
 #else
 constexpr bool kUnderTsan = false;
 #endif
@@ -195,7 +195,9 @@ void run_stress(std::uint32_t producers, std::uint64_t per_producer, std::size_t
     }
 }
 
-std::uint64_t stress_events() { return kUnderTsan ? 200'000 : 1'000'000; }
+std::uint64_t stress_events() {
+    return kUnderTsan ? 200'000 : 1'000'000;
+}
 
 TEST(EventChannelStress, FourProducersDropWhenFull) {
     run_stress(4, stress_events(), 4096, /*retry=*/false);

@@ -17,9 +17,9 @@ namespace {
 // Events with every field drawn at random, of the kinds importers produce, in file-like disorder.
 std::vector<Event> random_events(std::size_t n, std::uint32_t seed) {
     std::mt19937_64 rng(seed);
-    const EventKind kinds[] = {EventKind::kKernel, EventKind::kMemcpy, EventKind::kApiCall,
-                               EventKind::kRange, EventKind::kBlockAlloc, EventKind::kCounter,
-                               EventKind::kSync, EventKind::kAnnotation};
+    const EventKind kinds[] = {EventKind::kKernel, EventKind::kMemcpy,     EventKind::kApiCall,
+                               EventKind::kRange,  EventKind::kBlockAlloc, EventKind::kCounter,
+                               EventKind::kSync,   EventKind::kAnnotation};
     std::vector<Event> out(n);
     for (auto& e : out) {
         e.kind = kinds[rng() % std::size(kinds)];
@@ -30,13 +30,17 @@ std::vector<Event> random_events(std::size_t n, std::uint32_t seed) {
         e.thread = static_cast<std::uint32_t>(rng() % 5);
         e.start_ns = 1'700'000'000'000'000'000ull + rng() % 5'000'000'000ull;
         const std::uint64_t r = rng() % 10;
-        e.end_ns = r == 0 ? e.start_ns : r == 1 ? e.start_ns - rng() % 1000 : e.start_ns + rng() % 100'000;
+        e.end_ns = r == 0   ? e.start_ns
+                   : r == 1 ? e.start_ns - rng() % 1000
+                            : e.start_ns + rng() % 100'000;
         for (auto& b : e.raw) b = static_cast<std::uint8_t>(rng() % 4 == 0 ? rng() : 0);
     }
     return out;
 }
 
-bool same(const Event& a, const Event& b) { return std::memcmp(&a, &b, sizeof(Event)) == 0; }
+bool same(const Event& a, const Event& b) {
+    return std::memcmp(&a, &b, sizeof(Event)) == 0;
+}
 
 TEST(EventRuns, EncodeDecodeIsExactForEveryField) {
     const auto events = random_events(20000, 7);
@@ -103,7 +107,8 @@ TEST(EventRuns, ReplayIsTheStableStartOrderOfAllRuns) {
     CountingSink sink;
     set.replay(sink, 1000);
     ASSERT_EQ(sink.seen.size(), expected.size());
-    for (std::size_t i = 0; i < expected.size(); ++i) ASSERT_TRUE(same(sink.seen[i], expected[i])) << i;
+    for (std::size_t i = 0; i < expected.size(); ++i)
+        ASSERT_TRUE(same(sink.seen[i], expected[i])) << i;
     EXPECT_EQ(sink.batches, 8);
     EXPECT_EQ(set.events(), 8000u);
 }
@@ -126,8 +131,8 @@ TEST(EventRuns, StringIdsAreMappedOnReplay) {
     run.remap = {kNoString, StringTable::kOverflowString, 40, 41};
     EventRunSet set;
     set.add(std::move(run));
-    set.map_strings({0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 140, 141});
+    set.map_strings({0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,   0,
+                     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 140, 141});
     CountingSink sink;
     set.replay(sink);
     ASSERT_EQ(sink.seen.size(), 3u);

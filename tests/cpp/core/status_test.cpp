@@ -10,7 +10,9 @@
 namespace gpudiag {
 namespace {
 
-Status fails() { return corrupt_data("bad byte at offset 12"); }
+Status fails() {
+    return corrupt_data("bad byte at offset 12");
+}
 Status chains() {
     GPUDIAG_RETURN_IF_ERROR(fails());
     return Status::ok();
@@ -45,7 +47,9 @@ TEST(Result, OkStatusWithoutValueIsInternalError) {
     EXPECT_EQ(r.status().code(), StatusCode::kInternal);
 }
 
-TEST(Version, MatchesHeader) { EXPECT_STREQ(version(), GPUDIAG_VERSION_STRING); }
+TEST(Version, MatchesHeader) {
+    EXPECT_STREQ(version(), GPUDIAG_VERSION_STRING);
+}
 
 TEST(Status, EveryCodeHasAName) {
     for (int c = 0; c <= static_cast<int>(StatusCode::kInternal); ++c) {

@@ -40,7 +40,10 @@ std::string entry(const std::string& name, const std::string& content, char type
     std::snprintf(h.data() + 100, 8, "%07o", 0644);
     std::snprintf(h.data() + 124, 12, "%011o", static_cast<unsigned>(content.size()));
     h[156] = type;
-    std::memcpy(h.data() + 257, "ustar\0" "00", 8);
+    std::memcpy(h.data() + 257,
+                "ustar\0"
+                "00",
+                8);
     std::memset(h.data() + 148, ' ', 8);
     unsigned sum = 0;
     for (unsigned char c : h) sum += c;
@@ -65,7 +68,9 @@ std::string read_all(ByteStream& in) {
 class ArchiveTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        path_ = (fs::temp_directory_path() / ("gpudiag_archive_" + std::to_string(::getpid()) + ".tar.gz")).string();
+        path_ = (fs::temp_directory_path() /
+                 ("gpudiag_archive_" + std::to_string(::getpid()) + ".tar.gz"))
+                    .string();
     }
     void TearDown() override { fs::remove(path_); }
     void write(const std::string& bytes) { std::ofstream(path_, std::ios::binary) << bytes; }

@@ -56,7 +56,8 @@ TEST(TraceExport, WritesAChromeTraceThatParsesBack) {
         EXPECT_EQ(e["pid"].get_int64().get(pid), simdjson::SUCCESS);
     }
     for (const char* p : {"X", "C", "M"}) EXPECT_TRUE(phases.count(p)) << p;
-    for (const char* c : {"kernel", "idle", "step", "input_wait", "cuda_api"}) EXPECT_TRUE(cats.count(c)) << c;
+    for (const char* c : {"kernel", "idle", "step", "input_wait", "cuda_api"})
+        EXPECT_TRUE(cats.count(c)) << c;
     EXPECT_TRUE(names.count("idle: host wait (input)"));
     EXPECT_TRUE(names.count("torch reserved bytes"));
     EXPECT_TRUE(names.count("allocated bytes (blocks)"));
@@ -71,10 +72,13 @@ TEST(TraceExport, WritesAChromeTraceThatParsesBack) {
 }
 
 TEST(TraceExport, CorpusTraceExports) {
-    std::string in = std::string(GPUDIAG_CORPUS_DIR) +
-                     "/kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz";
+    std::string in =
+        std::string(GPUDIAG_CORPUS_DIR) +
+        "/kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz";
     if (!fs::exists(in)) GTEST_SKIP() << "corpus trace absent: " << in;
-    std::string out = (fs::temp_directory_path() / ("gpudiag_export_corpus_" + std::to_string(::getpid()) + ".json")).string();
+    std::string out = (fs::temp_directory_path() /
+                       ("gpudiag_export_corpus_" + std::to_string(::getpid()) + ".json"))
+                          .string();
     ASSERT_TRUE(export_chrome_trace({in}, out).is_ok());
     simdjson::dom::parser parser;
     simdjson::dom::element doc;

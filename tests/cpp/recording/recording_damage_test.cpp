@@ -58,7 +58,8 @@ TEST(RecordingDamage, TruncationAtEveryByteYieldsAPrefix) {
         // A prefix of what was written, never anything else, growing with the length.
         ASSERT_LE(sink.events.size(), events.size());
         for (std::size_t i = 0; i < sink.events.size(); ++i) {
-            ASSERT_TRUE(same_bytes(sink.events[i], events[i])) << "length " << len << " event " << i;
+            ASSERT_TRUE(same_bytes(sink.events[i], events[i]))
+                << "length " << len << " event " << i;
         }
         ASSERT_GE(sink.events.size(), previous) << "length " << len;
         previous = sink.events.size();

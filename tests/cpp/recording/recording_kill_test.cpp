@@ -18,16 +18,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
-#include <poll.h>
 #include <random>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 
 namespace gpudiag {
 namespace {
@@ -84,9 +84,9 @@ std::uint64_t env_or(const char* name, std::uint64_t fallback) {
 }
 
 struct KillRun {
-    bool opened = false;             // the file header was complete
-    std::uint64_t promised = 0;      // events the child said the file holds before the kill
-    std::uint64_t read = 0;          // events read back
+    bool opened = false;         // the file header was complete
+    std::uint64_t promised = 0;  // events the child said the file holds before the kill
+    std::uint64_t read = 0;      // events read back
     std::uint64_t file_bytes = 0;
 };
 
@@ -110,7 +110,8 @@ void run_once(const std::string& path, std::chrono::microseconds delay, std::uin
         << "the writer exited on its own (status " << status << ")";
     // Everything the child reported before it died is in the pipe.
     std::uint64_t count = 0;
-    while (::read(fds[0], &count, sizeof count) == static_cast<ssize_t>(sizeof count)) out.promised = count;
+    while (::read(fds[0], &count, sizeof count) == static_cast<ssize_t>(sizeof count))
+        out.promised = count;
     ::close(fds[0]);
 
     std::error_code ec;
@@ -122,7 +123,8 @@ void run_once(const std::string& path, std::chrono::microseconds delay, std::uin
         // had been written yet.
         ASSERT_LT(out.file_bytes, detail::record::kFileHeaderBytes) << opened.to_string();
         ASSERT_EQ(out.promised, 0u);
-        ASSERT_TRUE(opened.code() == StatusCode::kCorruptData || opened.code() == StatusCode::kNotFound)
+        ASSERT_TRUE(opened.code() == StatusCode::kCorruptData ||
+                    opened.code() == StatusCode::kNotFound)
             << opened.to_string();
         return;
     }
@@ -139,7 +141,8 @@ void run_once(const std::string& path, std::chrono::microseconds delay, std::uin
         const Event& e = sink.events[i];
         ASSERT_EQ(e.start_ns, i);
         ASSERT_EQ(e.annotation.value, static_cast<std::int64_t>(i));
-        ASSERT_EQ(strings.lookup(e.annotation.text), "step_" + std::to_string(i / 4096)) << "event " << i;
+        ASSERT_EQ(strings.lookup(e.annotation.text), "step_" + std::to_string(i / 4096))
+            << "event " << i;
     }
     EXPECT_TRUE(sink.summary.truncated);
     EXPECT_EQ(sink.summary.dropped, 0u);  // the capture lost nothing: the file was cut
@@ -154,7 +157,8 @@ void run_once(const std::string& path, std::chrono::microseconds delay, std::uin
 
 TEST(RecordingKill, SigkillAtRandomMomentsLosesNothingWritten) {
     const std::uint64_t runs = env_or("GPUDIAG_KILL_RUNS", 50);
-    const std::uint64_t max_delay_ms = std::max<std::uint64_t>(1, env_or("GPUDIAG_KILL_MAX_DELAY_MS", 120));
+    const std::uint64_t max_delay_ms =
+        std::max<std::uint64_t>(1, env_or("GPUDIAG_KILL_MAX_DELAY_MS", 120));
     const auto seed = static_cast<std::uint32_t>(
         env_or("GPUDIAG_KILL_SEED", static_cast<std::uint64_t>(std::random_device{}())));
     std::mt19937 rng(seed);
@@ -166,8 +170,8 @@ TEST(RecordingKill, SigkillAtRandomMomentsLosesNothingWritten) {
         const std::string path = dir.file("killed_" + std::to_string(i) + ".gpudiag");
         const auto delay = std::chrono::microseconds(rng() % (max_delay_ms * 1000));
         KillRun run;
-        SCOPED_TRACE("run " + std::to_string(i) + " of seed " + std::to_string(seed) + ", killed after " +
-                     std::to_string(delay.count()) + " us");
+        SCOPED_TRACE("run " + std::to_string(i) + " of seed " + std::to_string(seed) +
+                     ", killed after " + std::to_string(delay.count()) + " us");
         run_once(path, delay, static_cast<std::uint32_t>(rng()), run);
         if (HasFatalFailure()) return;
         opened += run.opened ? 1 : 0;
@@ -177,11 +181,11 @@ TEST(RecordingKill, SigkillAtRandomMomentsLosesNothingWritten) {
         fs::remove(path, ec);
     }
     // One line for docs/reliability.md's figures.
-    std::printf("kill -9 runs: %llu, files that opened: %llu, events read back: %llu, largest file: "
-                "%llu bytes, seed %u\n",
-                static_cast<unsigned long long>(runs), static_cast<unsigned long long>(opened),
-                static_cast<unsigned long long>(events), static_cast<unsigned long long>(max_bytes),
-                seed);
+    std::printf(
+        "kill -9 runs: %llu, files that opened: %llu, events read back: %llu, largest file: "
+        "%llu bytes, seed %u\n",
+        static_cast<unsigned long long>(runs), static_cast<unsigned long long>(opened),
+        static_cast<unsigned long long>(events), static_cast<unsigned long long>(max_bytes), seed);
     EXPECT_GT(opened, runs / 2) << "most kills should land after the header";
 }
 

@@ -6,13 +6,13 @@
 
 #include "recording/file_layout.hpp"
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace gpudiag::testing_support {
@@ -29,7 +29,9 @@ public:
     ~TempDir() { fs::remove_all(path_); }
     TempDir(const TempDir&) = delete;
     TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+    [[nodiscard]] std::string file(const std::string& name) const {
+        return (path_ / name).string();
+    }
 
 private:
     fs::path path_;

@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT.parent / "shared" / "corpus"
 ARCHIVE = CORPUS / "kineto_traces" / "param_dlrm_kineto_8ranks.tar.gz"
 PAIR = [CORPUS / "kineto_traces" / f"hta_sampled_rank-{r}.json.gz" for r in (0, 1)]
-TRACE = CORPUS / "kineto_traces" / "kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz"
+TRACE = (
+    CORPUS
+    / "kineto_traces"
+    / "kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz"
+)
 SNAPSHOT = CORPUS / "memory_snapshots" / "silmont2000_cs336a2_mem_snapshot.pickle"
 
 
@@ -40,9 +44,16 @@ def test_local_pool_equals_one_process() -> None:
 def test_dask_local_cluster_equals_one_process() -> None:
     distributed = pytest.importorskip("distributed")
     _need(ARCHIVE, *PAIR)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  host="127.0.0.1", dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         for paths in ([ARCHIVE], PAIR):
             on_dask = gpudiag.analyze_job(paths, executor=client.get_executor())
             assert on_dask.to_json() == gpudiag.analyze(paths).to_json()

@@ -40,8 +40,11 @@ def test_stub_lists_class_members() -> None:
     for node in tree.body:
         if not isinstance(node, ast.ClassDef) or not hasattr(_core, node.name):
             continue
-        declared = {n.name if isinstance(n, ast.FunctionDef) else n.target.id  # type: ignore[union-attr]
-                    for n in node.body if isinstance(n, (ast.FunctionDef, ast.AnnAssign))}
+        declared = {
+            n.name if isinstance(n, ast.FunctionDef) else n.target.id  # type: ignore[union-attr]
+            for n in node.body
+            if isinstance(n, (ast.FunctionDef, ast.AnnAssign))
+        }
         declared = {n for n in declared if not n.startswith("_")}  # __init__ is no member
         cls = getattr(_core, node.name)
         actual = {n for n in dir(cls) if not n.startswith("_")}
@@ -50,17 +53,20 @@ def test_stub_lists_class_members() -> None:
         assert actual == declared, node.name
 
 
-@pytest.mark.parametrize(("code", "cls", "builtin"), [
-    ("invalid_argument", gpudiag.InvalidArgumentError, ValueError),
-    ("not_found", gpudiag.NotFoundError, FileNotFoundError),
-    ("unavailable", gpudiag.UnavailableError, RuntimeError),
-    ("corrupt_data", gpudiag.CorruptDataError, ValueError),
-    ("unsupported", gpudiag.UnsupportedError, ValueError),
-    ("io_error", gpudiag.IoError, OSError),
-    ("resource_exhausted", gpudiag.ResourceExhaustedError, RuntimeError),
-    ("failed_precondition", gpudiag.FailedPreconditionError, RuntimeError),
-    ("internal", gpudiag.InternalError, RuntimeError),
-])
+@pytest.mark.parametrize(
+    ("code", "cls", "builtin"),
+    [
+        ("invalid_argument", gpudiag.InvalidArgumentError, ValueError),
+        ("not_found", gpudiag.NotFoundError, FileNotFoundError),
+        ("unavailable", gpudiag.UnavailableError, RuntimeError),
+        ("corrupt_data", gpudiag.CorruptDataError, ValueError),
+        ("unsupported", gpudiag.UnsupportedError, ValueError),
+        ("io_error", gpudiag.IoError, OSError),
+        ("resource_exhausted", gpudiag.ResourceExhaustedError, RuntimeError),
+        ("failed_precondition", gpudiag.FailedPreconditionError, RuntimeError),
+        ("internal", gpudiag.InternalError, RuntimeError),
+    ],
+)
 def test_every_status_code_has_its_exception(code, cls, builtin) -> None:
     from gpudiag._errors import error_from_status
 
@@ -174,12 +180,19 @@ def test_enums_are_bound_from_the_cpp_name_tables() -> None:
     for name, value in _core.EventKind.__members__.items():
         assert _core.event_kind_name(value) == name
     assert list(_core.InputFormat.__members__) == [
-        "unknown", "recording", "kineto_json", "torch_snapshot", "report_json",
-        "nsight_sqlite"]
+        "unknown",
+        "recording",
+        "kineto_json",
+        "torch_snapshot",
+        "report_json",
+        "nsight_sqlite",
+    ]
     assert _core.input_format_name(_core.InputFormat.kineto_json) == "kineto_json"
 
 
 def test_allocation_sites_follow_the_cpp_rule() -> None:
-    frames = [_core.StackFrame("/x/site-packages/torch/nn/linear.py", "forward", 3),
-              _core.StackFrame("/home/me/train.py", "step", 12)]
+    frames = [
+        _core.StackFrame("/x/site-packages/torch/nn/linear.py", "forward", 3),
+        _core.StackFrame("/home/me/train.py", "step", 12),
+    ]
     assert _core.allocation_site(frames) == "me/train.py:12 step"

@@ -49,9 +49,15 @@ def test_rank_zero_gets_the_job_report(tmp_path: Path) -> None:
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     init = f"tcp://127.0.0.1:{_free_port()}"
-    procs = [subprocess.Popen([sys.executable, "-W", "ignore", str(script), str(r), init, str(CORPUS)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-W", "ignore", str(script), str(r), init, str(CORPUS)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err

@@ -13,9 +13,7 @@ NOTEBOOK = Path(__file__).resolve().parents[3] / "examples" / "notebooks" / "rep
 
 def test_notebook_cells_run_and_show_the_report() -> None:
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    code = [
-        "".join(c["source"]) for c in cells if c["cell_type"] == "code"
-    ]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
     namespace: dict[str, object] = {}
     shown = None
     for source in code:

@@ -56,9 +56,14 @@ def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
     data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
     with gpudiag.session(_backend_factory=fake_backend) as s:
         trainer = lightning.Trainer(
-            accelerator="cpu", max_steps=MAX_STEPS, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False,
-            callbacks=[torch_integration.lightning_callback()])
+            accelerator="cpu",
+            max_steps=MAX_STEPS,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[torch_integration.lightning_callback()],
+        )
         trainer.fit(Tiny(), data)
         owner = s.step_clock.owner
     assert trainer.global_step == MAX_STEPS
@@ -88,12 +93,24 @@ def test_hf_callback_counts_optimizer_steps_not_micro_batches(fake_backend, tmp_
 
     # Two micro-batches per optimizer step: a step is what the optimizer sees, not a batch.
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path), max_steps=MAX_STEPS, per_device_train_batch_size=4,
-        gradient_accumulation_steps=2, report_to=[], use_cpu=True, save_strategy="no",
-        logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0)
+        output_dir=str(tmp_path),
+        max_steps=MAX_STEPS,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     with gpudiag.session(_backend_factory=fake_backend) as s:
-        trainer = transformers.Trainer(model=Tiny(), args=args, train_dataset=Data(),
-                                       callbacks=[torch_integration.hf_callback()])
+        trainer = transformers.Trainer(
+            model=Tiny(),
+            args=args,
+            train_dataset=Data(),
+            callbacks=[torch_integration.hf_callback()],
+        )
         trainer.train()
         owner = s.step_clock.owner
     assert trainer.state.global_step == MAX_STEPS
@@ -104,8 +121,14 @@ def test_hf_callback_counts_optimizer_steps_not_micro_batches(fake_backend, tmp_
 def test_callbacks_say_what_is_missing(monkeypatch) -> None:
     import sys
 
-    for name in ("lightning", "lightning.pytorch", "lightning.pytorch.callbacks",
-                 "pytorch_lightning", "pytorch_lightning.callbacks", "transformers"):
+    for name in (
+        "lightning",
+        "lightning.pytorch",
+        "lightning.pytorch.callbacks",
+        "pytorch_lightning",
+        "pytorch_lightning.callbacks",
+        "transformers",
+    ):
         monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
     with pytest.raises(gpudiag.UnavailableError, match="Lightning is not installed"):
         torch_integration.lightning_callback()
@@ -132,9 +155,14 @@ def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
     data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
     with gpudiag.session(capture_gpu=False, nvml_hz=0) as s:
         trainer = lightning.Trainer(
-            accelerator="cpu", max_steps=MAX_STEPS, logger=False, enable_checkpointing=False,
-            enable_progress_bar=False, enable_model_summary=False,
-            callbacks=[torch_integration.lightning_callback()])
+            accelerator="cpu",
+            max_steps=MAX_STEPS,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            callbacks=[torch_integration.lightning_callback()],
+        )
         trainer.fit(Tiny(), data)
     table = next(t for t in s.report().section("timeline")["tables"] if t["id"] == "steps")
     number, duration = table["columns"].index("step"), table["columns"].index("duration_ns")

@@ -48,10 +48,22 @@ def _third_party(file: str) -> bool:
 
 
 def _internal(name: str, file: str) -> bool:
-    return (name.startswith(("torch::unwind", "torch::CapturedTraceback", "c10::", "at::"))
-            or any(w in name for w in ("CUDACachingAllocator", "empty_strided", "empty_cuda",
-                                       "empty_generic", "wrap_kernel_functor", "(anonymous namespace)"))
-            or "CUDACachingAllocator" in file or "memory_snapshot.cpp" in file)
+    return (
+        name.startswith(("torch::unwind", "torch::CapturedTraceback", "c10::", "at::"))
+        or any(
+            w in name
+            for w in (
+                "CUDACachingAllocator",
+                "empty_strided",
+                "empty_cuda",
+                "empty_generic",
+                "wrap_kernel_functor",
+                "(anonymous namespace)",
+            )
+        )
+        or "CUDACachingAllocator" in file
+        or "memory_snapshot.cpp" in file
+    )
 
 
 def _short(file: str) -> str:
@@ -93,8 +105,11 @@ def _peak_by_site(snapshot: dict[str, Any]) -> tuple[int, dict[str, int]]:
             continue
         for b in seg["blocks"]:
             if b["state"] != "inactive":
-                live[b["address"]] = (b["size"], _site(b.get("frames", [])),
-                                      b["state"] == "active_allocated")
+                live[b["address"]] = (
+                    b["size"],
+                    _site(b.get("frames", [])),
+                    b["state"] == "active_allocated",
+                )
     trace = snapshot.get("device_traces", [[]])[0]
     for e in reversed(trace):  # undo each entry: the state before it
         action, addr = e["action"], e.get("addr")
@@ -153,7 +168,11 @@ def test_peak_composition_matches_a_direct_count(path: Path) -> None:
     assert sum(reported.values()) == pytest.approx(peak)
 
 
-KINETO_2021 = CORPUS / "kineto_traces" / "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+KINETO_2021 = (
+    CORPUS
+    / "kineto_traces"
+    / "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+)
 
 
 @pytest.mark.skipif(not KINETO_2021.exists(), reason="corpus absent")
@@ -181,9 +200,13 @@ def test_kineto_events_without_addresses_give_the_running_sum() -> None:
 # ---- exports from what the analyzer emits --------------------------------------------------------
 def _leak_samples(text: str) -> list[str]:
     """The memory section's leak rate, which the exporter names by its declared unit."""
-    return [line for line in text.splitlines()
-            if line.startswith(("gpudiag_memory_leak_rate_bytes_per_step",
-                                "gpudiag_memory_leak_rate_bytes_per_second"))]
+    return [
+        line
+        for line in text.splitlines()
+        if line.startswith(
+            ("gpudiag_memory_leak_rate_bytes_per_step", "gpudiag_memory_leak_rate_bytes_per_second")
+        )
+    ]
 
 
 def test_prometheus_leak_rate_from_the_demo_recording() -> None:
@@ -194,16 +217,25 @@ def test_prometheus_leak_rate_from_the_demo_recording() -> None:
     assert len(samples) == 1
     assert float(samples[0].rsplit(" ", 1)[1]) == pytest.approx(8 * MiB)
     # The finding's own rate figure too, by its declared unit.
-    assert any(line.startswith("gpudiag_finding_memory_leak_leak_rate_bytes_per_step")
-               for line in text.splitlines())
+    assert any(
+        line.startswith("gpudiag_finding_memory_leak_leak_rate_bytes_per_step")
+        for line in text.splitlines()
+    )
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(gpudiag.__file__).parents[1]),
-                                                    env.get("PYTHONPATH", "")) if p)
-    return subprocess.run([sys.executable, "-m", "gpudiag", *args], capture_output=True, text=True,
-                          env=env, check=False, timeout=120)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(Path(gpudiag.__file__).parents[1]), env.get("PYTHONPATH", "")) if p
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "gpudiag", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
 
 
 def test_cli_export_has_a_leak_rate_for_every_report_with_a_leak() -> None:
@@ -235,16 +267,27 @@ def test_a_live_session_recording_of_a_service_leak_exports_its_rate(tmp_path: P
         t0 = 10**12
         for minute in range(12 * 60):
             t = t0 + minute * 60 * 10**9
-            for e in (_driver_event(_core.EventKind.device_alloc, t, 0x7E0000000000, 256 * MiB, workspace),
-                      _driver_event(_core.EventKind.device_alloc, t + 1000,
-                                    0x7A0000000000 + minute * 4 * MiB, 4 * MiB, site),
-                      _driver_event(_core.EventKind.device_free, t + 2000, 0x7E0000000000, 0, workspace)):
+            for e in (
+                _driver_event(
+                    _core.EventKind.device_alloc, t, 0x7E0000000000, 256 * MiB, workspace
+                ),
+                _driver_event(
+                    _core.EventKind.device_alloc,
+                    t + 1000,
+                    0x7A0000000000 + minute * 4 * MiB,
+                    4 * MiB,
+                    site,
+                ),
+                _driver_event(_core.EventKind.device_free, t + 2000, 0x7E0000000000, 0, workspace),
+            ):
                 while not native.record(e):
                     pass
     live = s.report().to_dict()
     leak = next(f for f in live["findings"] if f["id"] == "memory_leak")
     assert leak["sites"][0]["location"] == "svc.cpp:88 Engine::bind_output (cudaMalloc)"
-    assert leak["figures"]["leak_rate_bytes_per_hour"]["value"] == pytest.approx(240 * MiB, rel=0.05)
+    assert leak["figures"]["leak_rate_bytes_per_hour"]["value"] == pytest.approx(
+        240 * MiB, rel=0.05
+    )
     out = _cli("export", str(record), "--prometheus", "-")
     assert out.returncode == 0, out.stderr
     samples = [line for line in _leak_samples(out.stdout) if "per_second" in line]
@@ -256,8 +299,11 @@ def test_a_live_session_recording_of_a_service_leak_exports_its_rate(tmp_path: P
 def test_python_oom_notes_come_from_the_cpp_explainer() -> None:
     from gpudiag import torch_integration
 
-    stats = {"allocated_bytes.all.current": 3 * GiB, "reserved_bytes.all.current": 5 * GiB,
-             "inactive_split_bytes.all.current": int(1.5 * GiB)}
+    stats = {
+        "allocated_bytes.all.current": 3 * GiB,
+        "reserved_bytes.all.current": 5 * GiB,
+        "inactive_split_bytes.all.current": int(1.5 * GiB),
+    }
     fragmented = {"device": 0, "alloc": 2 * GiB, "total": 80 * GiB, "free": 1 * GiB, "stats": stats}
     state = torch_integration.oom_state(fragmented)
     assert _core.explain_oom_state(state).cause == _core.OomCause.fragmentation

@@ -37,9 +37,13 @@ DEMO = Path(gpudiag.__file__).parent / "data" / "demo.gpudiag"
 HEALTHY = CORPUS / "kineto_traces" / "kineto_pr1318_before_fix_trace.json"
 # Real inputs whose expositions together hold every metric the monitoring may query: the bundled
 # recording (steps, memory, health), a torch snapshot (the allocator's cache), a 2021 trace.
-INPUTS = [DEMO, CORPUS / "memory_snapshots" / "silmont2000_cs336a2_mem_snapshot.pickle",
-          CORPUS / "kineto_traces"
-          / "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"]
+INPUTS = [
+    DEMO,
+    CORPUS / "memory_snapshots" / "silmont2000_cs336a2_mem_snapshot.pickle",
+    CORPUS
+    / "kineto_traces"
+    / "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+]
 METRIC = re.compile(r"\bgpudiag_[a-z0-9_]+")
 
 
@@ -52,7 +56,9 @@ def _need(*paths: Path) -> None:
 def _tool(name: str) -> str:
     path = shutil.which(name)
     if path is None:
-        pytest.skip(f"{name} not installed (Debian package prometheus; tools/install_deps.sh --test)")
+        pytest.skip(
+            f"{name} not installed (Debian package prometheus; tools/install_deps.sh --test)"
+        )
     return path
 
 
@@ -61,8 +67,11 @@ def _exported_metrics() -> set[str]:
     for path in INPUTS:
         if path.exists():
             text = prometheus.exposition(gpudiag.analyze([str(path)]))
-            names.update(line.split("{")[0].split(" ")[0] for line in text.splitlines()
-                         if line and not line.startswith("#"))
+            names.update(
+                line.split("{")[0].split(" ")[0]
+                for line in text.splitlines()
+                if line and not line.startswith("#")
+            )
     return names
 
 
@@ -76,7 +85,8 @@ def _queried_metrics() -> dict[str, set[str]]:
     for p in board["panels"]:
         for t in p["targets"]:
             exprs.setdefault(f"dashboard panel {p['title']!r}", set()).update(
-                METRIC.findall(t["expr"]))
+                METRIC.findall(t["expr"])
+            )
     for v in board["templating"]["list"]:
         exprs.setdefault("dashboard variables", set()).update(METRIC.findall(str(v.get("query"))))
     return exprs
@@ -84,15 +94,25 @@ def _queried_metrics() -> dict[str, set[str]]:
 
 def test_promtool_accepts_the_rules() -> None:
     promtool = _tool("promtool")
-    out = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True,
-                         text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [promtool, "check", "rules", str(RULES)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout
 
 
 def test_the_dashboard_is_what_its_generator_writes() -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "tools" / "make_dashboard.py"), "--check"],
-                         capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "make_dashboard.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
 
 
@@ -101,8 +121,9 @@ def test_every_queried_metric_is_exported() -> None:
     exported = _exported_metrics()
     for where, names in _queried_metrics().items():
         assert names, f"{where}: no gpudiag metric queried"
-        assert names <= exported, f"{where} queries metrics the exporter never serves: " \
-                                  f"{sorted(names - exported)}"
+        assert names <= exported, (
+            f"{where} queries metrics the exporter never serves: {sorted(names - exported)}"
+        )
 
 
 def _free_port() -> int:
@@ -122,7 +143,8 @@ def _alerts(base: str) -> list[dict[str, Any]]:
 
 @pytest.mark.slow
 def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     server_bin = _tool("prometheus")
     _need(HEALTHY)
     planted = prometheus.serve(gpudiag.analyze([str(DEMO)]), port=0)
@@ -130,8 +152,9 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
     # The rules as shipped wait minutes (`for:`) before firing; here they wait one second, so
     # the test need not. promtool has checked the shipped file itself.
     rules = tmp_path / "rules.yml"
-    rules.write_text(re.sub(r"\bfor: *\S+", "for: 1s", RULES.read_text(encoding="utf-8")),
-                     encoding="utf-8")
+    rules.write_text(
+        re.sub(r"\bfor: *\S+", "for: 1s", RULES.read_text(encoding="utf-8")), encoding="utf-8"
+    )
     port = _free_port()
     config = tmp_path / "prometheus.yml"
     config.write_text(
@@ -140,30 +163,47 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
         "scrape_configs:\n"
         f"  - job_name: planted\n    static_configs: [{{targets: ['127.0.0.1:{planted.address[1]}']}}]\n"
         f"  - job_name: healthy\n    static_configs: [{{targets: ['127.0.0.1:{healthy.address[1]}']}}]\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     log_file = (tmp_path / "prometheus.log").open("wb")
     proc = subprocess.Popen(
-        [server_bin, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=log_file)
+        [
+            server_bin,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log_file,
+    )
     base = f"http://127.0.0.1:{port}"
     # What the analyzer finds in the recording: input-bound, a per-step sync that keeps the host
     # from loading the next batch while the GPU computes, a leak that fills the card in 35 min.
-    expected = {("GpudiagInputBound", "critical"), ("GpudiagHostSyncStall", "critical"),
-                ("GpudiagMemoryLeak", "warning"), ("GpudiagMemoryLeakFullWithinAnHour", "critical")}
+    expected = {
+        ("GpudiagInputBound", "critical"),
+        ("GpudiagHostSyncStall", "critical"),
+        ("GpudiagMemoryLeak", "warning"),
+        ("GpudiagMemoryLeakFullWithinAnHour", "critical"),
+    }
     try:
         firing: set[tuple[str, str, str]] = set()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):  # not listening yet
-                firing = {(a["labels"]["alertname"], a["labels"].get("severity", ""),
-                           a["labels"]["job"]) for a in _alerts(base) if a["state"] == "firing"}
+                firing = {
+                    (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
+                    for a in _alerts(base)
+                    if a["state"] == "firing"
+                }
             if {(n, s, "planted") for n, s in expected} <= firing:
                 break
             time.sleep(0.5)
         time.sleep(3)  # a few more evaluations: nothing else may fire
-        firing = {(a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
-                  for a in _alerts(base) if a["state"] in ("firing", "pending")}
+        firing = {
+            (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
+            for a in _alerts(base)
+            if a["state"] in ("firing", "pending")
+        }
         targets = _get_json(f"{base}/api/v1/targets")["data"]["activeTargets"]
     finally:
         proc.terminate()

@@ -21,9 +21,18 @@ def _screenshot(html: str, tmp_path: Path, name: str, height: int = 1600) -> Pat
     page = tmp_path / f"{name}.html"
     page.write_text(html, encoding="utf-8")
     png = tmp_path / f"{name}.png"
-    cmd = [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu",
-           "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1",
-           f"--screenshot={png}", f"--window-size=800,{height}", page.as_uri()]
+    cmd = [
+        chromium_binary(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        f"--screenshot={png}",
+        f"--window-size=800,{height}",
+        page.as_uri(),
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
     assert png.exists(), f"chromium wrote no screenshot: {result.stderr[-2000:]}"
     return png
@@ -34,8 +43,9 @@ def _rgb(hex_colour: str) -> tuple[int, int, int]:
     return int(h[0:2], 16), int(h[2:4], 16), int(h[4:6], 16)
 
 
-def _colour_counts(img, colours: dict[str, str], tolerance: int = 40
-                   ) -> dict[str, tuple[int, tuple[int, int, int, int]]]:
+def _colour_counts(
+    img, colours: dict[str, str], tolerance: int = 40
+) -> dict[str, tuple[int, tuple[int, int, int, int]]]:
     """For each named colour: pixels within `tolerance` (L1 in RGB) and their bounding box."""
     targets = {name: _rgb(c) for name, c in colours.items()}
     found = {name: [0, img.width, img.height, -1, -1] for name in colours}
@@ -58,21 +68,25 @@ def _colour_counts(img, colours: dict[str, str], tolerance: int = 40
 PLOT_COLOURS = {
     "allocated": _svg.SERIES_COLOURS[0],
     "reserved": _svg.SERIES_COLOURS[1],
-    "busy": _svg.STACK_COLOURS[0],        # the timeline's partition lists GPU busy first
+    "busy": _svg.STACK_COLOURS[0],  # the timeline's partition lists GPU busy first
     "input_wait": _svg.STACK_COLOURS[1],  # and the idle time spent waiting for input second
 }
 
 
 def _page(*charts: str) -> str:
-    return ('<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
-            + "".join(charts) + "</body></html>")
+    return (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+        + "".join(charts)
+        + "</body></html>"
+    )
 
 
 def test_screenshot_shows_the_step_bars(tmp_path: Path, starved_report: Report) -> None:
     # The starvation case: per-step bars, GPU busy and idle waiting for input, on the full page
     # (a tall window: the findings and the memory charts come first).
-    img = Image.open(_screenshot(starved_report.to_html(full_page=True), tmp_path, "steps",
-                                 height=4000))
+    img = Image.open(
+        _screenshot(starved_report.to_html(full_page=True), tmp_path, "steps", height=4000)
+    )
     seen = _colour_counts(img.convert("RGB"), PLOT_COLOURS)
     assert seen["busy"][0] > 2000, "per-step bars (busy) not visible"
     assert seen["input_wait"][0] > 2000, "per-step bars (input wait) not visible"
@@ -92,8 +106,9 @@ def test_screenshot_shows_memory_over_time(tmp_path: Path, snapshot_report: Repo
     assert seen["input_wait"][0] == 0
 
 
-def test_screenshot_without_plot_sections_has_no_bars(tmp_path: Path,
-                                                      starved_report: Report) -> None:
+def test_screenshot_without_plot_sections_has_no_bars(
+    tmp_path: Path, starved_report: Report
+) -> None:
     bare = starved_report.to_dict()
     bare["sections"] = [s for s in bare["sections"] if s["id"] not in ("memory", "timeline")]
     html = Report(bare).to_html(full_page=True)

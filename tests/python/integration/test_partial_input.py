@@ -19,11 +19,33 @@ def _trace(events: int) -> bytes:
     rows = []
     for i in range(events):
         ts = 1000 + i * 50
-        rows.append(json.dumps({"ph": "X", "cat": "cpu_op", "name": f"aten::op{i % 7}", "pid": 1,
-                                "tid": 1, "ts": ts, "dur": 20}))
-        rows.append(json.dumps({"ph": "X", "cat": "kernel", "name": f"kernel_{i % 5}", "pid": 0,
-                                "tid": 7, "ts": ts + 5, "dur": 10,
-                                "args": {"device": 0, "stream": 7, "correlation": i}}))
+        rows.append(
+            json.dumps(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": f"aten::op{i % 7}",
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": ts,
+                    "dur": 20,
+                }
+            )
+        )
+        rows.append(
+            json.dumps(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"kernel_{i % 5}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": ts + 5,
+                    "dur": 10,
+                    "args": {"device": 0, "stream": 7, "correlation": i},
+                }
+            )
+        )
     return ('{"traceEvents": [\n' + ",\n".join(rows) + "\n]}\n").encode()
 
 
@@ -40,8 +62,11 @@ def test_cut_trace_exits_with_the_input_error_code(cut_trace: Path, capsys) -> N
     captured = capsys.readouterr()
     # The report is still printed, and it opens with what is missing, before any headline (this
     # trace's GPU sits idle between kernels, so there is a finding).
-    headline = ("Findings (" if "Findings (" in captured.out
-                else "No problems found in the part that could be read")
+    headline = (
+        "Findings ("
+        if "Findings (" in captured.out
+        else "No problems found in the part that could be read"
+    )
     assert captured.out.index("PARTIAL INPUT") < captured.out.index(headline)
     assert "No problems found.\n" not in captured.out
     assert "Missing: the gzip stream ends early" in captured.out
@@ -51,8 +76,17 @@ def test_cut_trace_exits_with_the_input_error_code(cut_trace: Path, capsys) -> N
 def test_allow_partial_accepts_it(cut_trace: Path, tmp_path: Path, capsys) -> None:
     out_json = tmp_path / "r.json"
     out_html = tmp_path / "r.html"
-    code = cli.main(["analyze", str(cut_trace), "--allow-partial", "--json", str(out_json),
-                     "--html", str(out_html)])
+    code = cli.main(
+        [
+            "analyze",
+            str(cut_trace),
+            "--allow-partial",
+            "--json",
+            str(out_json),
+            "--html",
+            str(out_html),
+        ]
+    )
     assert code == EXIT_OK
     capsys.readouterr()
     document = json.loads(out_json.read_text())
@@ -64,7 +98,9 @@ def test_allow_partial_accepts_it(cut_trace: Path, tmp_path: Path, capsys) -> No
     assert "No problems found.</p>" not in html
     # --fail-on still applies to the part that was read.
     assert cli.main(["analyze", str(cut_trace), "--allow-partial", "--fail-on", "info"]) in (
-        EXIT_OK, EXIT_FINDINGS)
+        EXIT_OK,
+        EXIT_FINDINGS,
+    )
     capsys.readouterr()
 
 

@@ -97,8 +97,11 @@ def test_profiler_steps_keep_the_profilers_numbers(tmp_path) -> None:
             prof.step()
     prof.export_chrome_trace(str(tmp_path / "trace.json"))
     events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
-    profiler_ns = {int(e["name"].split("#")[1]): float(e["dur"]) * 1e3 for e in events
-                   if e.get("name", "").startswith("ProfilerStep#")}
+    profiler_ns = {
+        int(e["name"].split("#")[1]): float(e["dur"]) * 1e3
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#")
+    }
     assert sorted(profiler_ns) == list(range(1, ITERATIONS))
     steps = dict(_steps(s.report()))
     _assert_whole_iterations(sorted(steps.items()), list(range(ITERATIONS)))

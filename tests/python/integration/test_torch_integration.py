@@ -63,14 +63,18 @@ def test_dataloader_wait_is_measured_per_step(fake_backend) -> None:
     notes = backend.annotations()
     assert notes.pop("dataloader.cpu_cores") >= 1
     assert notes == {
-        "dataloader.num_workers": 0, "dataloader.pin_memory": 0,
-        "dataloader.prefetch_factor": -1, "dataloader.persistent_workers": 0,
-        "dataloader.batch_size": BATCH}
+        "dataloader.num_workers": 0,
+        "dataloader.pin_memory": 0,
+        "dataloader.prefetch_factor": -1,
+        "dataloader.persistent_workers": 0,
+        "dataloader.batch_size": BATCH,
+    }
 
 
 def test_worker_settings_are_recorded(fake_backend) -> None:
-    loader = DataLoader(SlowDataset(), batch_size=BATCH, num_workers=2, prefetch_factor=3,
-                        persistent_workers=False)
+    loader = DataLoader(
+        SlowDataset(), batch_size=BATCH, num_workers=2, prefetch_factor=3, persistent_workers=False
+    )
     with gpudiag.session(_backend_factory=fake_backend):
         _train(loader)
     notes = fake_backend.last.annotations()
@@ -89,15 +93,25 @@ def test_dataloader_instrumentation_can_be_turned_off(fake_backend) -> None:
 
 def test_patches_are_undone_at_stop(fake_backend) -> None:
     dl = torch.utils.data.dataloader
-    before = (dl._BaseDataLoaderIter.__next__, dl.DataLoader.__iter__,
-              torch.amp.GradScaler.step, torch.profiler.profile.step,
-              torch.autograd.profiler._prepare_profiler, sys.excepthook)
+    before = (
+        dl._BaseDataLoaderIter.__next__,
+        dl.DataLoader.__iter__,
+        torch.amp.GradScaler.step,
+        torch.profiler.profile.step,
+        torch.autograd.profiler._prepare_profiler,
+        sys.excepthook,
+    )
     with gpudiag.session(_backend_factory=fake_backend) as s:
         assert dl._BaseDataLoaderIter.__next__ is not before[0]
         assert s._integration.problems == []
-    after = (dl._BaseDataLoaderIter.__next__, dl.DataLoader.__iter__,
-             torch.amp.GradScaler.step, torch.profiler.profile.step,
-             torch.autograd.profiler._prepare_profiler, sys.excepthook)
+    after = (
+        dl._BaseDataLoaderIter.__next__,
+        dl.DataLoader.__iter__,
+        torch.amp.GradScaler.step,
+        torch.profiler.profile.step,
+        torch.autograd.profiler._prepare_profiler,
+        sys.excepthook,
+    )
     assert after == before
 
 
@@ -170,12 +184,14 @@ def test_profiler_steps_and_cupti_handover(fake_backend) -> None:
     assert "pause_capture" not in names  # CPU-only profiling leaves CUPTI to gpudiag
 
 
-def test_profiler_with_cuda_activities_pauses_and_resumes_capture(fake_backend,
-                                                                  monkeypatch) -> None:
+def test_profiler_with_cuda_activities_pauses_and_resumes_capture(
+    fake_backend, monkeypatch
+) -> None:
     prof_mod = torch.autograd.profiler
     seen = []
-    monkeypatch.setattr(prof_mod, "_prepare_profiler",
-                        lambda *a, **_: seen.append(("prepare", a[1])))
+    monkeypatch.setattr(
+        prof_mod, "_prepare_profiler", lambda *a, **_: seen.append(("prepare", a[1]))
+    )
     monkeypatch.setattr(prof_mod, "_disable_profiler", lambda *_, **__: seen.append("disable"))
     cuda = torch.profiler.ProfilerActivity.CUDA
     with gpudiag.session(_backend_factory=fake_backend):
@@ -210,10 +226,13 @@ class FakeCuda:
         self.initialized = False
         self.queued: list = []
         self.history_calls: list[dict] = []
-        self.stats = {"allocated_bytes.all.current": 3 * 2**30,
-                      "reserved_bytes.all.current": 5 * 2**30,
-                      "inactive_split_bytes.all.current": 1.5 * 2**30,
-                      "num_alloc_retries": 2, "num_ooms": 0}
+        self.stats = {
+            "allocated_bytes.all.current": 3 * 2**30,
+            "reserved_bytes.all.current": 5 * 2**30,
+            "inactive_split_bytes.all.current": 1.5 * 2**30,
+            "num_alloc_retries": 2,
+            "num_ooms": 0,
+        }
         self.observer = None
         self.dumped: list[str] = []
 
@@ -223,11 +242,16 @@ class FakeCuda:
         monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
         monkeypatch.setattr(torch.cuda, "memory_stats", lambda _device=None: dict(self.stats))
         monkeypatch.setattr(torch.cuda, "get_allocator_backend", lambda: "native")
-        monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
-                            lambda **kw: self.history_calls.append(kw))
+        monkeypatch.setattr(
+            torch.cuda.memory, "_record_memory_history", lambda **kw: self.history_calls.append(kw)
+        )
         monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", self.dumped.append)
-        monkeypatch.setattr(torch._C, "_cuda_attach_out_of_memory_observer",
-                            lambda fn: setattr(self, "observer", fn), raising=False)
+        monkeypatch.setattr(
+            torch._C,
+            "_cuda_attach_out_of_memory_observer",
+            lambda fn: setattr(self, "observer", fn),
+            raising=False,
+        )
         monkeypatch.setattr(torch_integration, "_oom_observer_attached", False)
 
     def init(self) -> None:
@@ -246,8 +270,9 @@ def test_nothing_touches_cuda_before_the_program_does(fake_backend, monkeypatch)
         assert cuda.observer is None
         assert fake_backend.last.counters() == []  # memory_stats not polled before CUDA init
         cuda.init()
-        assert cuda.history_calls == [{"enabled": "all", "context": "alloc",
-                                       "stacks": "python", "max_entries": 5000}]
+        assert cuda.history_calls == [
+            {"enabled": "all", "context": "alloc", "stacks": "python", "max_entries": 5000}
+        ]
         assert cuda.observer is not None
         gpudiag.step()
     assert cuda.history_calls[-1] == {"enabled": None}
@@ -257,8 +282,7 @@ def test_nothing_touches_cuda_before_the_program_does(fake_backend, monkeypatch)
     assert counters["framework_alloc_retries"] == (2, 0)
 
 
-def test_a_session_that_ended_before_cuda_init_does_nothing_then(fake_backend,
-                                                                  monkeypatch) -> None:
+def test_a_session_that_ended_before_cuda_init_does_nothing_then(fake_backend, monkeypatch) -> None:
     cuda = FakeCuda()
     cuda.install(monkeypatch)
     with gpudiag.session(memory_history=10, _backend_factory=fake_backend):
@@ -271,15 +295,20 @@ def test_a_session_that_ended_before_cuda_init_does_nothing_then(fake_backend,
 # The allocator has released its wholly free segments before the observer runs: what is free is
 # the 1.5 GiB stranded in partly used segments plus the device's free memory. A 2 GiB segment fits
 # in that total (fragmentation); 4 GiB with nothing free on the device does not (too little).
-@pytest.mark.parametrize(("free", "segment", "cause"), [
-    (1 * 2**30, 2 * 2**30, "fragmentation"), (0, 4 * 2**30, "too_little_memory")])
-def test_oom_explanation_is_attached_to_the_error(fake_backend, monkeypatch, tmp_path, free,
-                                                  segment, cause) -> None:
+@pytest.mark.parametrize(
+    ("free", "segment", "cause"),
+    [(1 * 2**30, 2 * 2**30, "fragmentation"), (0, 4 * 2**30, "too_little_memory")],
+)
+def test_oom_explanation_is_attached_to_the_error(
+    fake_backend, monkeypatch, tmp_path, free, segment, cause
+) -> None:
     cuda = FakeCuda()
     cuda.install(monkeypatch)
     snapshot = tmp_path / "oom.pickle"
-    with pytest.raises(torch.OutOfMemoryError) as e, gpudiag.session(  # noqa: PT012
-            oom_snapshot=snapshot, _backend_factory=fake_backend):
+    with (  # noqa: PT012
+        pytest.raises(torch.OutOfMemoryError) as e,
+        gpudiag.session(oom_snapshot=snapshot, _backend_factory=fake_backend),
+    ):
         cuda.init()
         cuda.observer(0, segment, 80 * 2**30, free)
         cuda.observer(0, segment, 80 * 2**30, free)  # cuDNN retries: reported once
@@ -324,8 +353,13 @@ def test_sessions_started_before_torch_is_imported_instrument_it_on_import() -> 
         assert factory.last.names().count("input_wait_begin") == 3, factory.last.names()
         print("ok")
     """)
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
-                            text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
 

@@ -33,7 +33,9 @@ def _need(path: Path) -> Path:
 
 
 @pytest.mark.parametrize(("name", "peak", "from_start"), SNAPSHOTS)
-def test_recorded_settings_reproduce_the_recorded_peak(name: str, peak: int, from_start: bool) -> None:
+def test_recorded_settings_reproduce_the_recorded_peak(
+    name: str, peak: int, from_start: bool
+) -> None:
     result = gpudiag.whatif(_need(CORPUS / name))
     assert result.reproduction.checked
     assert result.reproduction.exact, result.reproduction.first_difference
@@ -42,7 +44,11 @@ def test_recorded_settings_reproduce_the_recorded_peak(name: str, peak: int, fro
     assert result.outcomes[0].peak_reserved_bytes == peak
     assert result.history_from_start is from_start
     changes = {o.change for o in result.outcomes}
-    assert {"expandable_segments:True", "max_split_size_mb:256", "roundup_power2_divisions:4"} <= changes
+    assert {
+        "expandable_segments:True",
+        "max_split_size_mb:256",
+        "roundup_power2_divisions:4",
+    } <= changes
     assert result.advice
 
 
@@ -57,8 +63,19 @@ def test_cli_prints_the_reproduction_and_the_sweep(capsys: pytest.CaptureFixture
 
 def test_cli_json_with_chosen_settings_and_a_capacity(capsys: pytest.CaptureFixture[str]) -> None:
     path = _need(CORPUS / "silmont2000_cs336a2_mem_snapshot.pickle")
-    code = cli.main(["whatif", str(path), "--set", "expandable_segments=True", "--capacity", "3.5GiB",
-                     "--no-sweep", "--format", "json"])
+    code = cli.main(
+        [
+            "whatif",
+            str(path),
+            "--set",
+            "expandable_segments=True",
+            "--capacity",
+            "3.5GiB",
+            "--no-sweep",
+            "--format",
+            "json",
+        ]
+    )
     assert code == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     assert doc["reproduction"]["exact"] is True

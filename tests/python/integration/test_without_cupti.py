@@ -57,8 +57,14 @@ _TRAIN = """
 
 def _run(code: str) -> dict:
     env = dict(os.environ, GPUDIAG_CUPTI_PATH="/nonexistent/libcupti.so.12")
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
-                            capture_output=True, text=True, timeout=300, check=False, env=env)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -30,8 +30,16 @@ def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         cli.main(["--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    for code in (EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INPUT, EXIT_UNAVAILABLE,
-                 EXIT_PROGRAM_FAILED, 70, 130):
+    for code in (
+        EXIT_OK,
+        EXIT_FINDINGS,
+        EXIT_USAGE,
+        EXIT_INPUT,
+        EXIT_UNAVAILABLE,
+        EXIT_PROGRAM_FAILED,
+        70,
+        130,
+    ):
         assert f"\n  {code} " in out
     for command in ("run", "analyze", "export", "demo"):
         assert command in out
@@ -87,8 +95,9 @@ def test_emit_report_prints_text_or_json(tmp_path: Path, capsys, starved_report:
     import argparse
 
     r = starved_report
-    args = argparse.Namespace(format="json", json=str(tmp_path / "r.json"),
-                              html=str(tmp_path / "r.html"), fail_on="info")
+    args = argparse.Namespace(
+        format="json", json=str(tmp_path / "r.json"), html=str(tmp_path / "r.html"), fail_on="info"
+    )
     assert _common.emit_report(r, args) == EXIT_FINDINGS
     assert json.loads(capsys.readouterr().out) == r.to_dict()
     assert Report.load(tmp_path / "r.json").to_dict() == r.to_dict()
@@ -123,13 +132,18 @@ def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsy
     monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
     env_dump = tmp_path / "env.json"
     record = tmp_path / "prog.gpudiag"
-    program = ("import json, os, sys; json.dump({k: os.environ.get(k) for k in "
-               "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
-               f"open({str(env_dump)!r}, 'w'))")
+    program = (
+        "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
+        "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
+        f"open({str(env_dump)!r}, 'w'))"
+    )
     code = cli.main(["run", "--record", str(record), "--", sys.executable, "-c", program])
     env = json.loads(env_dump.read_text())
-    assert env == {"CUDA_INJECTION64_PATH": str(lib), "NVTX_INJECTION64_PATH": str(lib),
-                   "GPUDIAG_RECORD": str(record.resolve())}
+    assert env == {
+        "CUDA_INJECTION64_PATH": str(lib),
+        "NVTX_INJECTION64_PATH": str(lib),
+        "GPUDIAG_RECORD": str(record.resolve()),
+    }
     # No GPU here: the injection never loads, so there is no recording, and the CLI says why.
     assert code == EXIT_UNAVAILABLE
     assert "wrote no recording" in capsys.readouterr().err
@@ -148,13 +162,16 @@ def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, 
 
     monkeypatch.setattr(_session, "_create_native", fake_backend)
     script = tmp_path / "train.py"
-    script.write_text("import sys, gpudiag\n"
-                      "assert sys.argv[1:] == ['--epochs', '1'], sys.argv\n"
-                      "for i in range(3):\n"
-                      "    gpudiag.step()\n"
-                      "sys.exit(3)\n")
-    code = cli.main(["run", "--no-torch", "--record", str(tmp_path / "t.gpudiag"), str(script),
-                     "--epochs", "1"])
+    script.write_text(
+        "import sys, gpudiag\n"
+        "assert sys.argv[1:] == ['--epochs', '1'], sys.argv\n"
+        "for i in range(3):\n"
+        "    gpudiag.step()\n"
+        "sys.exit(3)\n"
+    )
+    code = cli.main(
+        ["run", "--no-torch", "--record", str(tmp_path / "t.gpudiag"), str(script), "--epochs", "1"]
+    )
     assert code == EXIT_PROGRAM_FAILED
     backend = fake_backend.last
     assert backend.options.record_path == str(tmp_path / "t.gpudiag")
@@ -166,8 +183,13 @@ def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, 
 
 
 def test_module_entry_point_runs() -> None:
-    result = subprocess.run([sys.executable, "-m", "gpudiag", "--version"], capture_output=True,
-                            text=True, check=False, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpudiag", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
     assert result.returncode == 0
     assert result.stdout.strip() == f"gpudiag {gpudiag.__version__}"
 
@@ -191,7 +213,8 @@ def _recording_program(tmp_path: Path, processes: int) -> Path:
     """A program that records as the injected library would: each process writes
     GPUDIAG_RECORD with its pid in the name."""
     script = tmp_path / "ranks.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import os, subprocess, sys
         import gpudiag
         stem, ext = os.path.splitext(os.environ["GPUDIAG_RECORD"])
@@ -202,31 +225,36 @@ def _recording_program(tmp_path: Path, processes: int) -> Path:
         if len(sys.argv) == 1:
             for _ in range({processes - 1}):
                 subprocess.run([sys.executable, __file__, "child"], check=True)
-    """))
+    """)
+    )
     return script
 
 
-def test_run_program_with_one_process_leaves_the_recording_asked_for(monkeypatch, tmp_path,
-                                                                    capsys) -> None:
+def test_run_program_with_one_process_leaves_the_recording_asked_for(
+    monkeypatch, tmp_path, capsys
+) -> None:
     lib = tmp_path / "libgpudiag.so"
     lib.write_bytes(b"")
     monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
     record = tmp_path / "one.gpudiag"
-    cli.main(["run", "--record", str(record), "--", sys.executable,
-              str(_recording_program(tmp_path, 1))])
+    cli.main(
+        ["run", "--record", str(record), "--", sys.executable, str(_recording_program(tmp_path, 1))]
+    )
     assert record.is_file()
     assert sorted(p.name for p in tmp_path.glob("one*.gpudiag")) == ["one.gpudiag"]
     assert f"recording {record}" in capsys.readouterr().err
 
 
-def test_run_program_with_several_processes_keeps_one_recording_each(monkeypatch, tmp_path,
-                                                                      capsys) -> None:
+def test_run_program_with_several_processes_keeps_one_recording_each(
+    monkeypatch, tmp_path, capsys
+) -> None:
     lib = tmp_path / "libgpudiag.so"
     lib.write_bytes(b"")
     monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
     record = tmp_path / "job.gpudiag"
-    cli.main(["run", "--record", str(record), "--", sys.executable,
-              str(_recording_program(tmp_path, 3))])
+    cli.main(
+        ["run", "--record", str(record), "--", sys.executable, str(_recording_program(tmp_path, 3))]
+    )
     per_process = sorted(tmp_path.glob("job-*.gpudiag"))
     assert len(per_process) == 3
     assert not record.exists()

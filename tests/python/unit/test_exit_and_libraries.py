@@ -15,8 +15,13 @@ TESTS = Path(__file__).resolve().parents[1]
 
 
 def _run(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_exiting_without_stop_stops_the_session_while_python_still_runs() -> None:
@@ -56,8 +61,9 @@ def test_exiting_without_stop_leaves_a_complete_recording(tmp_path: Path) -> Non
     assert report.figure("overview", "events", 0) >= 6
 
 
-def test_the_pip_cuda_libcupti_directory_is_found_without_importing(tmp_path: Path,
-                                                                    monkeypatch) -> None:
+def test_the_pip_cuda_libcupti_directory_is_found_without_importing(
+    tmp_path: Path, monkeypatch
+) -> None:
     site = tmp_path / "site-packages"
     lib = site / "nvidia" / "cu13" / "lib"
     lib.mkdir(parents=True)

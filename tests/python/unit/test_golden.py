@@ -21,8 +21,9 @@ sys.modules["update_golden"] = golden
 _spec.loader.exec_module(golden)
 
 
-@pytest.mark.parametrize(("case", "suffix", "make"), golden.outputs(),
-                         ids=[f"{c}.{s}" for c, s, _ in golden.outputs()])
+@pytest.mark.parametrize(
+    ("case", "suffix", "make"), golden.outputs(), ids=[f"{c}.{s}" for c, s, _ in golden.outputs()]
+)
 def test_output_matches_golden(case: str, suffix: str, make: golden.Output) -> None:
     inputs = golden.inputs_of(case)
     if inputs is None:
@@ -32,8 +33,16 @@ def test_output_matches_golden(case: str, suffix: str, make: golden.Output) -> N
     expected = path.read_text(encoding="utf-8")
     actual = golden.render(case, suffix, make, inputs)
     if actual != expected:
-        diff = "".join(difflib.unified_diff(expected.splitlines(keepends=True),
-                                            actual.splitlines(keepends=True),
-                                            str(path), "now", n=2))
-        pytest.fail(f"{case}.{suffix} differs from its golden output "
-                    f"(regenerate with tools/update_golden.py if intended):\n{diff[:6000]}")
+        diff = "".join(
+            difflib.unified_diff(
+                expected.splitlines(keepends=True),
+                actual.splitlines(keepends=True),
+                str(path),
+                "now",
+                n=2,
+            )
+        )
+        pytest.fail(
+            f"{case}.{suffix} differs from its golden output "
+            f"(regenerate with tools/update_golden.py if intended):\n{diff[:6000]}"
+        )

@@ -15,8 +15,13 @@ from gpudiag import notebook
 
 
 def _python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -44,8 +49,9 @@ def test_import_and_status_leave_cuda_uninitialised() -> None:
 
 
 def test_session_lifecycle(fake_backend) -> None:
-    s = gpudiag.Session("run.gpudiag", torch=False, properties={"job": "x"},
-                        _backend_factory=fake_backend)
+    s = gpudiag.Session(
+        "run.gpudiag", torch=False, properties={"job": "x"}, _backend_factory=fake_backend
+    )
     assert not s.running
     with pytest.raises(gpudiag.FailedPreconditionError):
         s.report()
@@ -130,7 +136,7 @@ def test_cell_magic_runs_the_cell_in_a_session(monkeypatch, fake_backend, capsys
     magic("--no-torch --record nb.gpudiag", "x = 1")
     assert ip.ran == ["x = 1"]
     assert isinstance(shown[0], gpudiag.Report)
-    assert "<div class=\"gpudiag\">" in shown[0]._repr_html_()
+    assert '<div class="gpudiag">' in shown[0]._repr_html_()
     assert ip.user_ns["_gpudiag_report"] is shown[0]
     assert fake_backend.last.options.record_path == "nb.gpudiag"
     assert "step_begin" in fake_backend.last.names()

@@ -29,8 +29,11 @@ def _samples(text: str, name: str, **labels: str) -> list:
 
 
 def _assert_no_duplicate_series(text: str) -> None:
-    series = [(s.name, tuple(sorted(s.labels.items())))
-              for family in parser.text_string_to_metric_families(text) for s in family.samples]
+    series = [
+        (s.name, tuple(sorted(s.labels.items())))
+        for family in parser.text_string_to_metric_families(text)
+        for s in family.samples
+    ]
     assert len(series) == len(set(series))
 
 
@@ -61,7 +64,8 @@ def test_no_samples_for_what_the_input_never_had(snapshot_report: Report) -> Non
     text = prometheus.exposition(snapshot_report)
     assert not any(name.startswith("gpudiag_timeline_") for name in _families(text))
     assert _samples(text, "gpudiag_memory_reserved_bytes")[0].value == pytest.approx(
-        snapshot_report.figure("memory", "reserved_bytes"))
+        snapshot_report.figure("memory", "reserved_bytes")
+    )
 
 
 def test_every_rank_is_labelled(job_report: Report) -> None:
@@ -73,9 +77,9 @@ def test_every_rank_is_labelled(job_report: Report) -> None:
         assert idle[0].value == pytest.approx(rank.figure("timeline", "idle_share"))
 
 
-def test_saved_reports_export_together_without_duplicates(tmp_path: Path, capsys,
-                                                          starved_report: Report,
-                                                          snapshot_report: Report) -> None:
+def test_saved_reports_export_together_without_duplicates(
+    tmp_path: Path, capsys, starved_report: Report, snapshot_report: Report
+) -> None:
     a = starved_report.save(tmp_path / "a.json")
     b = snapshot_report.save(tmp_path / "b.json")
     c = starved_report.save(tmp_path / "c.json")  # the same run saved twice

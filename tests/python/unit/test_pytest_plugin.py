@@ -50,11 +50,17 @@ class FakeDeviceMemory:
     def alloc(self, size: int, site: str, line: int) -> None:
         self.current += size
         self.peak_value = max(self.peak_value, self.current)
-        frames = [{"filename": "/x/site-packages/torch/nn/modules/module.py", "line": 1,
-                   "name": "_call_impl"},
-                  {"filename": site, "line": line, "name": "make"}]
-        self.blocks.append({"address": 0x1000 * (len(self.blocks) + 1), "size": size,
-                            "frames": frames})
+        frames = [
+            {
+                "filename": "/x/site-packages/torch/nn/modules/module.py",
+                "line": 1,
+                "name": "_call_impl",
+            },
+            {"filename": site, "line": line, "name": "make"},
+        ]
+        self.blocks.append(
+            {"address": 0x1000 * (len(self.blocks) + 1), "size": size, "frames": frames}
+        )
 
     def free_all(self) -> None:
         self.current = 0
@@ -107,8 +113,9 @@ def test_markers_are_registered(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*gpu_limit_memory(size)*", "*gpu_limit_leaks(size)*"])
 
 
-def test_limits_pass_and_fail_with_sites(pytester: pytest.Pytester,
-                                         fake_memory: FakeDeviceMemory) -> None:
+def test_limits_pass_and_fail_with_sites(
+    pytester: pytest.Pytester, fake_memory: FakeDeviceMemory
+) -> None:
     pytester.makepyfile(test_inner=INNER)
     result = pytester.runpytest(*PLUGIN_ARGS, "--strict-markers", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=3)
@@ -121,8 +128,9 @@ def test_limits_pass_and_fail_with_sites(pytester: pytest.Pytester,
     assert fake_memory.history is False  # allocation history is stopped after each test
 
 
-def test_skips_cleanly_without_a_gpu(pytester: pytest.Pytester,
-                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_skips_cleanly_without_a_gpu(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     class NoGpu(pytest_plugin.DeviceMemory):
         def unavailable_reason(self) -> str | None:
             return "gpu_limit_* needs a CUDA device; none is available"
@@ -135,21 +143,26 @@ def test_skips_cleanly_without_a_gpu(pytester: pytest.Pytester,
 
 
 def test_real_device_check_skips_here_or_measures_on_a_gpu(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
     from pathlib import Path
 
     import gpudiag
 
     package_root = str(Path(gpudiag.__file__).resolve().parents[1])
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p))
-    pytester.makepyfile(test_inner="""
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH", "")) if p),
+    )
+    pytester.makepyfile(
+        test_inner="""
 import pytest
 @pytest.mark.gpu_limit_memory("1 GiB")
 def test_small():
     pass
-""")
+"""
+    )
     # In a subprocess: the real check imports torch, which cannot be re-imported once pytester
     # restores this process's sys.modules.
     result = pytester.runpytest_subprocess(*PLUGIN_ARGS, "-rs")
@@ -164,12 +177,14 @@ def test_small():
 
 @pytest.mark.usefixtures("fake_memory")
 def test_bad_size_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_inner="""
+    pytester.makepyfile(
+        test_inner="""
 import pytest
 @pytest.mark.gpu_limit_memory("two gigs")
 def test_x():
     pass
-""")
+"""
+    )
     result = pytester.runpytest(*PLUGIN_ARGS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_x*gpu_limit_memory*not a size: 'two gigs'*"])
@@ -179,14 +194,27 @@ def test_leak_sites_skip_framework_frames() -> None:
     before = [{"address": 1, "size": 10, "frames": []}]
     after = [
         *before,
-        {"address": 2, "size": 30, "frames": [
-            {"filename": "/usr/lib/python3/site-packages/torch/functional.py", "line": 9,
-             "name": "f"},
-            {"filename": "/home/me/model.py", "line": 7, "name": "forward"}]},
-        {"address": 3, "size": 50, "frames": [
-            {"filename": "/home/me/model.py", "line": 7, "name": "forward"}]},
+        {
+            "address": 2,
+            "size": 30,
+            "frames": [
+                {
+                    "filename": "/usr/lib/python3/site-packages/torch/functional.py",
+                    "line": 9,
+                    "name": "f",
+                },
+                {"filename": "/home/me/model.py", "line": 7, "name": "forward"},
+            ],
+        },
+        {
+            "address": 3,
+            "size": 50,
+            "frames": [{"filename": "/home/me/model.py", "line": 7, "name": "forward"}],
+        },
         {"address": 4, "size": 5, "frames": []},
     ]
     # Sites are named by C++'s allocation-site rule, as in every gpudiag report.
     assert pytest_plugin.leak_sites(before, after) == [
-        ("me/model.py:7 forward", 80), ("<no frame recorded>", 5)]
+        ("me/model.py:7 forward", 80),
+        ("<no frame recorded>", 5),
+    ]

@@ -30,8 +30,9 @@ def test_findings_and_figures_read_from_the_report(starved_report: Report) -> No
     for fig in native_timeline.figures:
         assert r.figure("timeline", fig.key) == pytest.approx(fig.value, nan_ok=True)
     assert r.figure("timeline", "absent") is None
-    assert r.worst_severity() == max((x.severity for x in r.findings),
-                                     key=lambda s: int(getattr(_core.Severity, s)))
+    assert r.worst_severity() == max(
+        (x.severity for x in r.findings), key=lambda s: int(getattr(_core.Severity, s))
+    )
     with pytest.raises(ValueError, match="severity"):
         f.at_least("dire")
 
@@ -115,8 +116,9 @@ def test_numbers_print_as_cpp_prints_them(starved_report: Report) -> None:
 def test_memory_chart_draws_the_memory_series_over_time(snapshot_report: Report) -> None:
     data = snapshot_report.to_dict()
     memory = next(s for s in data["sections"] if s["id"] == "memory")
-    timed = [s for s in memory["series"] if s["unit"] == "bytes" and s["x_unit"] == "s"
-             and s["points"]]
+    timed = [
+        s for s in memory["series"] if s["unit"] == "bytes" and s["x_unit"] == "s" and s["points"]
+    ]
     svg = memory_chart(data)
     assert timed, "a snapshot with a trace has memory over time"
     assert svg.count('class="series"') == len(timed)
@@ -146,7 +148,7 @@ def test_step_chart_stacks_the_declared_partition(starved_report: Report) -> Non
     assert tables, "the timeline declares its per-step breakdown"
     table = tables[0]
     svg = step_chart(data)
-    shown = table["rows"][-_svg.MAX_BARS:]
+    shown = table["rows"][-_svg.MAX_BARS :]
     bars = sum(1 for row in shown for v in row[1:] if v > 0)
     assert svg.count('class="bar"') == bars
     for i, column in enumerate(table["columns"][1:]):
@@ -159,8 +161,9 @@ def test_step_chart_stacks_the_declared_partition(starved_report: Report) -> Non
     assert f"{label} {table['columns'][1]}: {part}" in svg
 
 
-def test_charts_are_left_out_without_their_data(snapshot_report: Report,
-                                                starved_report: Report) -> None:
+def test_charts_are_left_out_without_their_data(
+    snapshot_report: Report, starved_report: Report
+) -> None:
     assert step_chart(snapshot_report.to_dict()) == ""  # a snapshot has no timeline
     for report in (snapshot_report, starved_report):
         data = report.to_dict()
@@ -179,8 +182,9 @@ def test_decimation_bounds_points_and_keeps_spikes() -> None:
 
 
 def test_many_steps_are_capped() -> None:
-    svg = _svg.stacked_bars([str(i) for i in range(1000)], [("busy", [1.0] * 1000)],
-                            title="t", y_fmt=str)
+    svg = _svg.stacked_bars(
+        [str(i) for i in range(1000)], [("busy", [1.0] * 1000)], title="t", y_fmt=str
+    )
     assert svg.count('class="bar"') == _svg.MAX_BARS
 
 

@@ -34,9 +34,22 @@ def _capabilities(tmp_path: Path, version: str, cuda: str) -> dict:
     # A CUPTI path that does not exist stops the search there: no other CUPTI gets mapped.
     env = dict(os.environ, GPUDIAG_CUPTI_PATH=str(tmp_path / "absent" / "libcupti.so.12"))
     result = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", textwrap.dedent(_CAPS), version, cuda,
-         str(tmp_path / "site")],
-        capture_output=True, text=True, timeout=120, check=False, env=env)
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            "-c",
+            textwrap.dedent(_CAPS),
+            version,
+            cuda,
+            str(tmp_path / "site"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -49,9 +49,15 @@ def test_explicit_steps_after_the_optimizer_hook_add_no_fake_step() -> None:
     for _ in range(4):
         clock.boundary("optimizer")
         clock.boundary("explicit")
-    assert _steps(backend) == [("step_begin", 1), ("step_end", 1), ("step_begin", 2),
-                               ("step_end", 2), ("step_begin", 3), ("step_end", 3),
-                               ("step_begin", 4)]
+    assert _steps(backend) == [
+        ("step_begin", 1),
+        ("step_end", 1),
+        ("step_begin", 2),
+        ("step_end", 2),
+        ("step_begin", 3),
+        ("step_end", 3),
+        ("step_begin", 4),
+    ]
     assert clock.owner == "explicit"
 
 
@@ -62,8 +68,12 @@ def test_a_numbered_takeover_leaves_the_adopted_step_open() -> None:
     clock.boundary("optimizer")
     clock.boundary("explicit", 100)
     clock.boundary("explicit", 101)
-    assert _steps(backend) == [("step_begin", 1), ("step_begin", 100), ("step_end", 100),
-                               ("step_begin", 101)]
+    assert _steps(backend) == [
+        ("step_begin", 1),
+        ("step_begin", 100),
+        ("step_end", 100),
+        ("step_begin", 101),
+    ]
 
 
 def test_a_source_that_marked_steps_before_is_ended_at_a_takeover() -> None:
@@ -87,8 +97,14 @@ def test_framework_steps_have_both_ends_and_count_optimizer_steps() -> None:
         if batch % 2 == 1:
             global_step += 1
         clock.end("framework", global_step)
-    assert _steps(backend) == [("step_begin", 0), ("step_end", 0), ("step_begin", 1),
-                               ("step_end", 1), ("step_begin", 2), ("step_end", 2)]
+    assert _steps(backend) == [
+        ("step_begin", 0),
+        ("step_end", 0),
+        ("step_begin", 1),
+        ("step_end", 1),
+        ("step_begin", 2),
+        ("step_end", 2),
+    ]
     assert clock.current_step is None  # nothing left open when the loop ends
 
 

@@ -25,8 +25,9 @@ def test_actions_are_checked(fake_backend) -> None:
 def test_each_crossing_records_the_action_and_its_result(fake_backend, tmp_path: Path) -> None:
     seen: list[int] = []
     with gpudiag.session(torch=False, _backend_factory=fake_backend):
-        wid = gpudiag.watch_memory("2 GiB", seen.append, action=["report", "empty_cache"],
-                                   path=tmp_path)
+        wid = gpudiag.watch_memory(
+            "2 GiB", seen.append, action=["report", "empty_cache"], path=tmp_path
+        )
         backend = fake_backend.last
         _threshold, crossing = backend.watches[wid]
         crossing(3 * GiB)  # what the session's worker does at a crossing
@@ -91,15 +92,23 @@ def test_allocator_statistics_are_polled_on_a_timer_too() -> None:
     from gpudiag import torch_integration
 
     recorded: list[tuple[str, float, int]] = []
-    session = SimpleNamespace(memory_poll_s=0.01,
-                              record_counter=lambda name, value, device: recorded.append(
-                                  (name, value, device)))
+    session = SimpleNamespace(
+        memory_poll_s=0.01,
+        record_counter=lambda name, value, device: recorded.append((name, value, device)),
+    )
     # The program works on device 1; the timer's thread would see device 0 as "current".
-    stats = {0: {"reserved_bytes.all.current": 0},
-             1: {"allocated_bytes.all.current": 5.0, "reserved_bytes.all.current": 7.0}}
-    fake_torch = SimpleNamespace(cuda=SimpleNamespace(
-        is_initialized=lambda: True, current_device=lambda: 0, device_count=lambda: 2,
-        memory_stats=lambda d: stats[d]))
+    stats = {
+        0: {"reserved_bytes.all.current": 0},
+        1: {"allocated_bytes.all.current": 5.0, "reserved_bytes.all.current": 7.0},
+    }
+    fake_torch = SimpleNamespace(
+        cuda=SimpleNamespace(
+            is_initialized=lambda: True,
+            current_device=lambda: 0,
+            device_count=lambda: 2,
+            memory_stats=lambda d: stats[d],
+        )
+    )
     integration = torch_integration.Integration(session)
     integration.torch = fake_torch
     integration._start_poller()

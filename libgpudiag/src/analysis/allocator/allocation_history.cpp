@@ -259,7 +259,7 @@ void AllocationHistory::trace_event(Builder& b, const Event& e) {
             flush_release(b, false);
             HistoryOp o;
             o.kind = (e.flags & kEventFlagPendingFree) != 0 ? HistoryOp::Kind::kFreeRequested
-                                                             : HistoryOp::Kind::kFree;
+                                                            : HistoryOp::Kind::kFree;
             o.stream = e.stream;
             o.handle = e.memory.address;
             b.op(o);
@@ -298,7 +298,8 @@ void AllocationHistory::end(const SourceSummary& /*summary*/) {
         if (!b->in_trace) finish_start(*b);
         flush_release(*b, false);
         b->h.has_segment_records = b->has_segments;
-        for (const auto& [address, seg] : b->segments) b->h.final_segments.emplace_back(address, seg.bytes);
+        for (const auto& [address, seg] : b->segments)
+            b->h.final_segments.emplace_back(address, seg.bytes);
         devices_.push_back(std::move(b->h));
     }
     by_device_.clear();

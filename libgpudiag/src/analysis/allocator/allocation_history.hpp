@@ -27,8 +27,8 @@ struct HistoryOp {
     enum class Kind : std::uint8_t { kAlloc, kFreeRequested, kFree, kReleaseCache, kOom };
     Kind kind = Kind::kAlloc;
     std::uint32_t stream = 0;
-    std::uint64_t handle = 0;       ///< the recorded address of the allocation
-    std::uint64_t bytes = 0;        ///< requested bytes (allocations, OOMs)
+    std::uint64_t handle = 0;  ///< the recorded address of the allocation
+    std::uint64_t bytes = 0;   ///< requested bytes (allocations, OOMs)
     /// OOM: the memory the allocator could reach when it failed (what it held after releasing
     /// its cache plus what the driver reported free).
     std::uint64_t limit = 0;

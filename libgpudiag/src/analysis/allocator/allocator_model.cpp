@@ -38,8 +38,8 @@ struct CachingAllocatorModel::Pool {
     Pool(bool small_pool, std::pmr::memory_resource* memory)
         : small(small_pool), blocks(memory), unmapped(memory) {}
     bool small;
-    BlockSet blocks;      // free mapped blocks
-    UnmappedSet unmapped; // expandable segments' unmapped ranges
+    BlockSet blocks;                         // free mapped blocks
+    UnmappedSet unmapped;                    // expandable segments' unmapped ranges
     std::int64_t get_free_blocks_calls = 0;  // garbage collection's clock
 };
 
@@ -85,7 +85,8 @@ std::uint64_t BumpAddressSource::malloc_address(std::uint64_t bytes) {
 
 void BumpAddressSource::free_address(std::uint64_t address, std::uint64_t bytes) {
     std::uint64_t size = (bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(address, std::uint64_t{0}));
+    auto it =
+        std::lower_bound(free_.begin(), free_.end(), std::make_pair(address, std::uint64_t{0}));
     it = free_.insert(it, {address, size});
     // Coalesce with the neighbours so large ranges can be handed out again.
     if (auto next = std::next(it); next != free_.end() && it->first + it->second == next->first) {
@@ -137,7 +138,9 @@ CachingAllocatorModel::Block* CachingAllocatorModel::new_block() {
     return b;
 }
 
-void CachingAllocatorModel::delete_block(Block* b) { spare_blocks_.push_back(b); }
+void CachingAllocatorModel::delete_block(Block* b) {
+    spare_blocks_.push_back(b);
+}
 
 std::uint64_t CachingAllocatorModel::device_total() const {
     if (limits_.device_total_bytes != 0) return limits_.device_total_bytes;
@@ -148,7 +151,8 @@ std::uint64_t CachingAllocatorModel::device_total() const {
 // The memory fraction caps reserved memory at fraction x device total (torch sets the cap only
 // for fractions below 1).
 std::uint64_t CachingAllocatorModel::allowed_maximum() const {
-    return static_cast<std::uint64_t>(settings_.memory_fraction * static_cast<double>(device_total()));
+    return static_cast<std::uint64_t>(settings_.memory_fraction *
+                                      static_cast<double>(device_total()));
 }
 
 bool CachingAllocatorModel::gc_enabled() const {
@@ -194,7 +198,8 @@ void CachingAllocatorModel::pool_insert(Block* b) {
 }
 
 void CachingAllocatorModel::pool_erase(Block* b) {
-    if (b->pool->blocks.erase(b) != 0) stats_.releasable -= std::min(stats_.releasable, releasable_bytes(b));
+    if (b->pool->blocks.erase(b) != 0)
+        stats_.releasable -= std::min(stats_.releasable, releasable_bytes(b));
 }
 
 // ---- sizes ----
@@ -240,7 +245,8 @@ std::uint64_t CachingAllocatorModel::malloc(std::uint64_t handle, std::uint64_t 
         if (gc_enabled()) garbage_collect_cached_blocks();
         // cudaMalloc; on failure release oversize cached blocks and retry; then release every
         // unsplit cached block (and complete pending frees) and retry once more.
-        found = alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false));
+        found =
+            alloc_block(r, false) || (release_available_cached_blocks(r) && alloc_block(r, false));
         if (!found) {
             release_cached_blocks();
             found = alloc_block(r, true);
@@ -319,7 +325,8 @@ bool CachingAllocatorModel::get_free_block(Request& r) {
             // Expandable segments were turned off: use only ordinary blocks.
             do {
                 ++it;
-            } while (it != pool.blocks.end() && (*it)->expandable != nullptr && (*it)->stream == r.stream);
+            } while (it != pool.blocks.end() && (*it)->expandable != nullptr &&
+                     (*it)->stream == r.stream);
             if (it == pool.blocks.end() || (*it)->stream != r.stream) return false;
         }
     }
@@ -327,7 +334,8 @@ bool CachingAllocatorModel::get_free_block(Request& r) {
     // An oversize block never serves a request below max_split_size, and serves a larger one
     // only when it is less than max_non_split_rounding bigger.
     if (r.size < max_split && (*it)->size >= max_split) return false;
-    if (r.size >= max_split && (*it)->size >= r.size + settings_.max_non_split_rounding_size) return false;
+    if (r.size >= max_split && (*it)->size >= r.size + settings_.max_non_split_rounding_size)
+        return false;
     r.block = *it;
     pool_erase(r.block);
     return true;
@@ -377,7 +385,8 @@ bool CachingAllocatorModel::alloc_block(Request& r, bool retry) {
         return r.block != nullptr;
     }
     // cudaMalloc fails when the device has not that much left.
-    if (limits_.capacity_bytes != 0 && stats_.reserved + size > limits_.capacity_bytes) return false;
+    if (limits_.capacity_bytes != 0 && stats_.reserved + size > limits_.capacity_bytes)
+        return false;
     Block* b = new_block();
     b->ptr = addresses_.malloc_address(size);
     b->size = size;
@@ -502,7 +511,8 @@ void CachingAllocatorModel::garbage_collect_cached_blocks() {
     if (stats_.reserved <= threshold) return;
     const std::uint64_t target = stats_.reserved - threshold;
     auto age = [&](const Block* b) {
-        return static_cast<std::uint64_t>(std::max<std::int64_t>(0, pool.get_free_blocks_calls - b->gc_count_base));
+        return static_cast<std::uint64_t>(
+            std::max<std::int64_t>(0, pool.get_free_blocks_calls - b->gc_count_base));
     };
     std::uint64_t total_age = 0;
     std::uint64_t freeable = 0;
@@ -521,7 +531,8 @@ void CachingAllocatorModel::garbage_collect_cached_blocks() {
         for (auto it = pool.blocks.begin(); it != pool.blocks.end();) {
             Block* b = *it;
             ++it;
-            if (!b->is_split() && b->expandable == nullptr && static_cast<double>(age(b)) >= age_threshold) {
+            if (!b->is_split() && b->expandable == nullptr &&
+                static_cast<double>(age(b)) >= age_threshold) {
                 freed = true;
                 reclaimed += b->size;
                 total_age -= std::min(total_age, age(b));
@@ -535,7 +546,8 @@ void CachingAllocatorModel::garbage_collect_cached_blocks() {
 
 // ---- expandable segments ----
 
-CachingAllocatorModel::Expandable* CachingAllocatorModel::new_expandable(Pool& pool, std::uint32_t stream) {
+CachingAllocatorModel::Expandable* CachingAllocatorModel::new_expandable(Pool& pool,
+                                                                         std::uint32_t stream) {
     auto es = std::make_unique<Expandable>();
     es->page = pool.small ? kSmallBuffer : settings_.large_segment_size;
     // torch reserves address space for 9/8 of the device's memory.
@@ -550,7 +562,8 @@ CachingAllocatorModel::Expandable* CachingAllocatorModel::new_expandable(Pool& p
 
 // The lowest address, in this stream's expandable segments of the pool, where free and unmapped
 // space together can hold `size`; a new segment when none can.
-CachingAllocatorModel::Block* CachingAllocatorModel::find_expandable_block(Pool& pool, std::uint32_t stream,
+CachingAllocatorModel::Block* CachingAllocatorModel::find_expandable_block(Pool& pool,
+                                                                           std::uint32_t stream,
                                                                            std::uint64_t size) {
     auto usable = [](const Block* b) { return b != nullptr && !b->allocated && !b->pending; };
     auto has_room = [&](const Block* b) {
@@ -563,7 +576,8 @@ CachingAllocatorModel::Block* CachingAllocatorModel::find_expandable_block(Pool&
     };
     Block key;
     key.stream = stream;
-    for (auto it = pool.unmapped.lower_bound(&key); it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
+    for (auto it = pool.unmapped.lower_bound(&key);
+         it != pool.unmapped.end() && (*it)->stream == stream; ++it) {
         Block* c = *it;
         if (usable(c->prev)) c = c->prev;  // a free block just before the gap helps
         if (has_room(c)) return c;
@@ -588,7 +602,8 @@ bool CachingAllocatorModel::map_block(Block* to_map, std::uint64_t size) {
     const std::uint64_t end = (to_map->ptr + size - es.base + es.page - 1) / es.page;
     const std::uint64_t mapped = (end - begin) * es.page;
     if (mapped == 0) return false;
-    if (limits_.capacity_bytes != 0 && stats_.reserved + mapped > limits_.capacity_bytes) return false;
+    if (limits_.capacity_bytes != 0 && stats_.reserved + mapped > limits_.capacity_bytes)
+        return false;
     Pool& pool = *to_map->pool;
     pool.unmapped.erase(to_map);
     to_map->mapped = true;
@@ -617,14 +632,16 @@ bool CachingAllocatorModel::map_block(Block* to_map, std::uint64_t size) {
     return true;
 }
 
-CachingAllocatorModel::Block* CachingAllocatorModel::try_allocate_expandable_block(Pool& pool, std::uint32_t stream,
-                                                                                   std::uint64_t size) {
+CachingAllocatorModel::Block* CachingAllocatorModel::try_allocate_expandable_block(
+    Pool& pool, std::uint32_t stream, std::uint64_t size) {
     Block* candidate = find_expandable_block(pool, stream, size);
     // candidate is unmapped, or free and followed by unmapped space: map until it is large enough.
-    if (!candidate->mapped && !map_block(candidate, std::min(candidate->size, size))) return nullptr;
+    if (!candidate->mapped && !map_block(candidate, std::min(candidate->size, size)))
+        return nullptr;
     while (candidate->size < size) {
         Block* next = candidate->next;
-        if (next == nullptr || !map_block(next, std::min(size - candidate->size, next->size))) return nullptr;
+        if (next == nullptr || !map_block(next, std::min(size - candidate->size, next->size)))
+            return nullptr;
         candidate = next;  // map_block merged the free block before it
     }
     pool_erase(candidate);
@@ -672,9 +689,10 @@ void CachingAllocatorModel::unmap_block(Block* b) {
 void CachingAllocatorModel::release_expandable_segment(Block* b) {
     b->pool->unmapped.erase(b);
     Expandable* es = b->expandable;
-    expandables_.erase(std::remove_if(expandables_.begin(), expandables_.end(),
-                                      [es](const std::unique_ptr<Expandable>& e) { return e.get() == es; }),
-                       expandables_.end());
+    expandables_.erase(
+        std::remove_if(expandables_.begin(), expandables_.end(),
+                       [es](const std::unique_ptr<Expandable>& e) { return e.get() == es; }),
+        expandables_.end());
     delete_block(b);
 }
 
@@ -691,7 +709,8 @@ Status CachingAllocatorModel::initial_sizes(std::uint64_t end, bool small, bool 
         const InitialBlock& b = blocks[i];
         const std::uint64_t limit = i + 1 < blocks.size() ? blocks[i + 1].address : end;
         std::uint64_t size = std::max(b.bytes, round_size(std::max<std::uint64_t>(b.requested, 1)));
-        if (b.address >= limit || limit - b.address < size) return invalid_argument("blocks overlap or leave their segment");
+        if (b.address >= limit || limit - b.address < size)
+            return invalid_argument("blocks overlap or leave their segment");
         if (!small && !expandable && !settings_.expandable_segments) {
             const std::uint64_t gap = limit - b.address - size;
             if (gap <= kSmallSize || size >= settings_.max_split_size) size = limit - b.address;
@@ -704,11 +723,12 @@ Status CachingAllocatorModel::initial_sizes(std::uint64_t end, bool small, bool 
 // The expandable segment a mapped range [address, end) belongs to (a new one starting there when
 // none covers it); the unmapped block covering the range is cut around it. `before` and `after`
 // are the neighbours the range's blocks will sit between.
-Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t stream, std::uint64_t address,
-                                                 std::uint64_t end, Expandable*& es, Block*& before,
-                                                 Block*& after) {
+Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t stream,
+                                                 std::uint64_t address, std::uint64_t end,
+                                                 Expandable*& es, Block*& before, Block*& after) {
     for (auto& e : expandables_) {
-        if (e->stream == stream && e->small == pool.small && address >= e->base && end <= e->base + e->bytes) {
+        if (e->stream == stream && e->small == pool.small && address >= e->base &&
+            end <= e->base + e->bytes) {
             es = e.get();
         }
     }
@@ -762,20 +782,23 @@ Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t strea
     return Status::ok();
 }
 
-Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream,
-                                            bool small, bool expandable, std::vector<InitialBlock> blocks) {
+Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t bytes,
+                                            std::uint32_t stream, bool small, bool expandable,
+                                            std::vector<InitialBlock> blocks) {
     if (bytes == 0) return invalid_argument("a segment of 0 bytes");
     std::sort(blocks.begin(), blocks.end(),
               [](const InitialBlock& a, const InitialBlock& b) { return a.address < b.address; });
     const std::uint64_t end = address + bytes;
-    if (!blocks.empty() && blocks.front().address < address) return invalid_argument("blocks leave their segment");
+    if (!blocks.empty() && blocks.front().address < address)
+        return invalid_argument("blocks leave their segment");
     std::vector<std::uint64_t> sizes;
     GPUDIAG_RETURN_IF_ERROR(initial_sizes(end, small, expandable, blocks, sizes));
     Pool& pool = pool_for(small);
     Expandable* es = nullptr;
     Block* before = nullptr;
     Block* after = nullptr;
-    if (expandable) GPUDIAG_RETURN_IF_ERROR(carve_mapped_range(pool, stream, address, end, es, before, after));
+    if (expandable)
+        GPUDIAG_RETURN_IF_ERROR(carve_mapped_range(pool, stream, address, end, es, before, after));
     // The range: live blocks where given, free blocks in between.
     std::vector<Block*> chain;
     auto piece = [&](std::uint64_t ptr, std::uint64_t size) {

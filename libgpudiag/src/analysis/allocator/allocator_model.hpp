@@ -43,11 +43,11 @@
 
 namespace gpudiag::detail {
 
-inline constexpr std::uint64_t kMinBlockSize = 512;            // every size rounds to 512 B
-inline constexpr std::uint64_t kSmallSize = 1 * kMiB;           // largest small-pool request
-inline constexpr std::uint64_t kSmallBuffer = 2 * kMiB;         // small-pool segment / page
-inline constexpr std::uint64_t kMinLargeAlloc = 10 * kMiB;      // below: a large_segment_size segment
-inline constexpr std::uint64_t kRoundLarge = 2 * kMiB;          // larger requests: 2 MiB multiples
+inline constexpr std::uint64_t kMinBlockSize = 512;         // every size rounds to 512 B
+inline constexpr std::uint64_t kSmallSize = 1 * kMiB;       // largest small-pool request
+inline constexpr std::uint64_t kSmallBuffer = 2 * kMiB;     // small-pool segment / page
+inline constexpr std::uint64_t kMinLargeAlloc = 10 * kMiB;  // below: a large_segment_size segment
+inline constexpr std::uint64_t kRoundLarge = 2 * kMiB;      // larger requests: 2 MiB multiples
 
 /// What the driver is asked for; the model's device-level actions (for reproduction checks).
 enum class DeviceActionKind : std::uint8_t { kMalloc, kFree, kMap, kUnmap };
@@ -66,7 +66,8 @@ public:
     virtual std::uint64_t malloc_address(std::uint64_t bytes) = 0;
     virtual void free_address(std::uint64_t address, std::uint64_t bytes) = 0;
     /// Base of a new expandable segment's virtual range of `bytes` for (stream, pool).
-    virtual std::uint64_t reserve_address(std::uint64_t bytes, std::uint32_t stream, bool small) = 0;
+    virtual std::uint64_t reserve_address(std::uint64_t bytes, std::uint32_t stream,
+                                          bool small) = 0;
 };
 
 /// Invented addresses: freed ranges are reused first fit (as the driver tends to), else a bump
@@ -94,21 +95,21 @@ struct DeviceLimits {
 };
 
 struct ModelStats {
-    std::uint64_t reserved = 0;          ///< segments + mapped pages (torch reserved_bytes)
+    std::uint64_t reserved = 0;  ///< segments + mapped pages (torch reserved_bytes)
     std::uint64_t peak_reserved = 0;
-    std::uint64_t active = 0;            ///< allocated + freed-but-pending blocks
+    std::uint64_t active = 0;  ///< allocated + freed-but-pending blocks
     std::uint64_t peak_active = 0;
-    std::uint64_t allocated = 0;         ///< blocks the program holds (torch allocated_bytes)
+    std::uint64_t allocated = 0;  ///< blocks the program holds (torch allocated_bytes)
     std::uint64_t peak_allocated = 0;
-    std::uint64_t releasable = 0;        ///< cached bytes empty_cache could give back
-    std::uint64_t peak_stranded = 0;     ///< peak of reserved - active - releasable
-    std::uint64_t device_mallocs = 0;    ///< cudaMalloc calls
-    std::uint64_t device_frees = 0;      ///< cudaFree calls
-    std::uint64_t page_maps = 0;         ///< expandable segments: map calls (torch counts them
-    std::uint64_t page_unmaps = 0;       ///< as device allocs/frees too)
-    std::uint64_t alloc_retries = 0;     ///< cache flushed and cudaMalloc retried
-    std::uint64_t ooms = 0;              ///< allocations that failed
-    std::uint64_t gc_releases = 0;       ///< segments released by garbage collection
+    std::uint64_t releasable = 0;      ///< cached bytes empty_cache could give back
+    std::uint64_t peak_stranded = 0;   ///< peak of reserved - active - releasable
+    std::uint64_t device_mallocs = 0;  ///< cudaMalloc calls
+    std::uint64_t device_frees = 0;    ///< cudaFree calls
+    std::uint64_t page_maps = 0;       ///< expandable segments: map calls (torch counts them
+    std::uint64_t page_unmaps = 0;     ///< as device allocs/frees too)
+    std::uint64_t alloc_retries = 0;   ///< cache flushed and cudaMalloc retried
+    std::uint64_t ooms = 0;            ///< allocations that failed
+    std::uint64_t gc_releases = 0;     ///< segments released by garbage collection
     std::uint64_t allocations = 0;
 };
 
@@ -152,8 +153,8 @@ public:
         std::uint64_t requested = 0;
         bool pending = false;
     };
-    Status adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream, bool small,
-                         bool expandable, std::vector<InitialBlock> blocks);
+    Status adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream,
+                         bool small, bool expandable, std::vector<InitialBlock> blocks);
 
     /// The device limit (0 = unlimited); a replay narrows it where a recorded failure tells it.
     [[nodiscard]] std::uint64_t capacity() const { return limits_.capacity_bytes; }
@@ -215,10 +216,11 @@ private:
     Expandable* new_expandable(Pool& pool, std::uint32_t stream);
 
     // The state before a history.
-    Status initial_sizes(std::uint64_t end, bool small, bool expandable, const std::vector<InitialBlock>& blocks,
+    Status initial_sizes(std::uint64_t end, bool small, bool expandable,
+                         const std::vector<InitialBlock>& blocks,
                          std::vector<std::uint64_t>& sizes) const;
-    Status carve_mapped_range(Pool& pool, std::uint32_t stream, std::uint64_t address, std::uint64_t end,
-                              Expandable*& es, Block*& before, Block*& after);
+    Status carve_mapped_range(Pool& pool, std::uint32_t stream, std::uint64_t address,
+                              std::uint64_t end, Expandable*& es, Block*& before, Block*& after);
 
     void add_reserved(std::uint64_t bytes);
     void sub_reserved(std::uint64_t bytes);
@@ -234,8 +236,8 @@ private:
     std::vector<std::unique_ptr<Block[]>> slabs_;
     std::vector<Block*> spare_blocks_;
     std::vector<std::unique_ptr<Expandable>> expandables_;
-    std::unordered_map<std::uint64_t, Block*> live_;  // handle -> allocated or pending block
-    std::vector<Block*> pending_;                     // freed, waiting for other streams
+    std::unordered_map<std::uint64_t, Block*> live_;     // handle -> allocated or pending block
+    std::vector<Block*> pending_;                        // freed, waiting for other streams
     std::unordered_set<std::uint64_t> completed_early_;  // pending frees a cache release completed
     ModelStats stats_;
     bool log_actions_ = false;

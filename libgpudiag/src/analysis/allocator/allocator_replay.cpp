@@ -62,9 +62,11 @@ Status build_start(const DeviceHistory& h, const ReplayConfig& config, CachingAl
                    ReplayOutcome& out) {
     if (config.start == ReplayStart::kRecordedState) {
         for (const StartSegment& s : h.start) {
-            Status st = model.adopt_segment(s.address, s.bytes, s.stream, s.small, s.expandable, s.blocks);
+            Status st =
+                model.adopt_segment(s.address, s.bytes, s.stream, s.small, s.expandable, s.blocks);
             if (!st.is_ok()) {
-                return Status(st.code(), fmt::format("segment at {:#x}: {}", s.address, st.message()));
+                return Status(st.code(),
+                              fmt::format("segment at {:#x}: {}", s.address, st.message()));
             }
         }
         return Status::ok();
@@ -134,7 +136,8 @@ ReplayOutcome replay(const DeviceHistory& h, const ReplayConfig& config) {
                 // capacity that limit is known to apply only here.
                 const std::uint64_t capacity = model.capacity();
                 if (config.limits.capacity_bytes == 0) model.set_capacity(op.limit);
-                if (model.malloc(kOomHandleBase + i, op.bytes, op.stream) != 0) ++out.recorded_ooms_avoided;
+                if (model.malloc(kOomHandleBase + i, op.bytes, op.stream) != 0)
+                    ++out.recorded_ooms_avoided;
                 model.set_capacity(capacity);
                 break;
             }
@@ -184,24 +187,26 @@ ReproductionCheck compare(const DeviceHistory& h, const ReplayOutcome& out) {
     } else if (i < n) {
         const ObservedAction& r = h.observed[i];
         const DeviceAction& m = out.actions[i];
-        c.first_difference = fmt::format("segment action {}: recorded {}, modelled {}", i + 1,
-                                         describe(r.kind, r.bytes, r.address),
-                                         describe(m.kind, m.bytes, m.address));
+        c.first_difference =
+            fmt::format("segment action {}: recorded {}, modelled {}", i + 1,
+                        describe(r.kind, r.bytes, r.address), describe(m.kind, m.bytes, m.address));
     } else if (h.observed.size() != out.actions.size()) {
         c.first_difference = fmt::format("the recording has {} segment actions, the replay {}",
                                          h.observed.size(), out.actions.size());
     } else if (!out.replayed_to_end) {
-        c.first_difference = fmt::format("the replay failed an allocation of {} B that the recording made",
-                                         out.oom_request);
+        c.first_difference = fmt::format(
+            "the replay failed an allocation of {} B that the recording made", out.oom_request);
     } else if (out.at_recorded_address != out.allocations) {
-        c.first_difference = fmt::format("{} of {} allocations landed elsewhere than recorded",
-                                         out.allocations - out.at_recorded_address, out.allocations);
+        c.first_difference =
+            fmt::format("{} of {} allocations landed elsewhere than recorded",
+                        out.allocations - out.at_recorded_address, out.allocations);
     } else if (!c.peak_matches) {
         c.first_difference = fmt::format("peak reserved: recorded {} B, modelled {} B",
                                          h.observed_peak_reserved, out.stats.peak_reserved);
     } else if (!c.final_segments_match) {
-        c.first_difference = fmt::format("final segments: recorded {}, modelled {} (or at other addresses)",
-                                         h.final_segments.size(), out.final_segments.size());
+        c.first_difference =
+            fmt::format("final segments: recorded {}, modelled {} (or at other addresses)",
+                        h.final_segments.size(), out.final_segments.size());
     }
     c.exact = c.first_difference.empty();
     return c;

@@ -38,17 +38,17 @@ struct ReplayConfig {
 struct ReplayOutcome {
     ModelStats stats;
     bool replayed_to_end = true;
-    bool new_oom = false;              ///< an allocation the recording made failed here
-    std::uint64_t oom_entry = 0;       ///< index of that operation in the history
+    bool new_oom = false;         ///< an allocation the recording made failed here
+    std::uint64_t oom_entry = 0;  ///< index of that operation in the history
     std::uint64_t oom_request = 0;
     std::uint64_t recorded_ooms = 0;
     std::uint64_t recorded_ooms_avoided = 0;  ///< recorded failures that fit here
     std::uint64_t allocations = 0;
-    std::uint64_t at_recorded_address = 0;    ///< allocations placed where the recording put them
-    std::uint64_t unknown_frees = 0;          ///< frees of blocks the replay does not hold
+    std::uint64_t at_recorded_address = 0;  ///< allocations placed where the recording put them
+    std::uint64_t unknown_frees = 0;        ///< frees of blocks the replay does not hold
     std::vector<DeviceAction> actions;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> final_segments;
-    std::string problem;                      ///< why the start state could not be built
+    std::string problem;  ///< why the start state could not be built
 };
 
 ReplayOutcome replay(const DeviceHistory& history, const ReplayConfig& config);
@@ -62,7 +62,7 @@ struct ReproductionCheck {
     std::uint64_t matching_actions = 0;  ///< equal kind, size and address, from the start
     bool peak_matches = false;
     bool final_segments_match = false;
-    std::string first_difference;        ///< plain language; "" when exact
+    std::string first_difference;  ///< plain language; "" when exact
 };
 
 ReproductionCheck compare(const DeviceHistory& history, const ReplayOutcome& outcome);

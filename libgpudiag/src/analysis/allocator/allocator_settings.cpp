@@ -65,8 +65,9 @@ Status parse_divisions(std::string_view value, AllocatorSettings& s) {
         return Status::ok();
     }
     if (value.size() < 2 || value.front() != '[' || value.back() != ']') {
-        return invalid_argument("roundup_power2_divisions: expected N or [size_mb:N,...,>:N], got " +
-                                std::string(value));
+        return invalid_argument(
+            "roundup_power2_divisions: expected N or [size_mb:N,...,>:N], got " +
+            std::string(value));
     }
     std::string_view list = value.substr(1, value.size() - 2);
     bool first = true;
@@ -144,7 +145,8 @@ std::string AllocatorSettings::to_conf() const {
         parts.push_back("max_split_size_mb:" + std::to_string(max_split_size / kMiB));
     }
     if (max_non_split_rounding_size != defaults.max_non_split_rounding_size) {
-        parts.push_back("max_non_split_rounding_mb:" + std::to_string(max_non_split_rounding_size / kMiB));
+        parts.push_back("max_non_split_rounding_mb:" +
+                        std::to_string(max_non_split_rounding_size / kMiB));
     }
     if (garbage_collection_threshold > 0) {
         char buf[32];
@@ -152,8 +154,9 @@ std::string AllocatorSettings::to_conf() const {
         parts.push_back(std::string("garbage_collection_threshold:") + buf);
     }
     if (roundup_power2_divisions != defaults.roundup_power2_divisions) {
-        bool uniform = std::all_of(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
-                                   [&](std::uint32_t d) { return d == roundup_power2_divisions[0]; });
+        bool uniform =
+            std::all_of(roundup_power2_divisions.begin(), roundup_power2_divisions.end(),
+                        [&](std::uint32_t d) { return d == roundup_power2_divisions[0]; });
         std::string text = "roundup_power2_divisions:";
         if (uniform) {
             text += std::to_string(roundup_power2_divisions[0]);
@@ -211,8 +214,9 @@ Status set_allocator_option(AllocatorSettings& s, std::string_view key, std::str
     if (key == "garbage_collection_threshold") {
         double t = 0;
         if (!parse_double(value, t) || t < 0 || t >= 1.0) {
-            return invalid_argument("garbage_collection_threshold: expected a value in (0, 1), got '" +
-                                    std::string(value) + "'");
+            return invalid_argument(
+                "garbage_collection_threshold: expected a value in (0, 1), got '" +
+                std::string(value) + "'");
         }
         s.garbage_collection_threshold = t;
         return Status::ok();
@@ -221,8 +225,9 @@ Status set_allocator_option(AllocatorSettings& s, std::string_view key, std::str
     if (key == "per_process_memory_fraction" || key == "memory_fraction") {
         double f = 0;
         if (!parse_double(value, f) || f <= 0 || f > 1.0) {
-            return invalid_argument("per_process_memory_fraction: expected a value in (0, 1], got '" +
-                                    std::string(value) + "'");
+            return invalid_argument(
+                "per_process_memory_fraction: expected a value in (0, 1], got '" +
+                std::string(value) + "'");
         }
         s.memory_fraction = f;
         return Status::ok();
@@ -262,15 +267,16 @@ Status apply_allocator_conf(AllocatorSettings& s, std::string_view conf) {
         if (end < conf.size() && conf[end] == '[') {
             end = conf.find(']', end);
             if (end == std::string_view::npos) {
-                return invalid_argument("allocator settings: unclosed '[' in '" + std::string(conf) + "'");
+                return invalid_argument("allocator settings: unclosed '[' in '" +
+                                        std::string(conf) + "'");
             }
             ++end;
         } else {
             end = conf.find(',', colon);
             if (end == std::string_view::npos) end = conf.size();
         }
-        GPUDIAG_RETURN_IF_ERROR(
-            set_allocator_option(s, conf.substr(pos, colon - pos), conf.substr(colon + 1, end - colon - 1)));
+        GPUDIAG_RETURN_IF_ERROR(set_allocator_option(s, conf.substr(pos, colon - pos),
+                                                     conf.substr(colon + 1, end - colon - 1)));
         pos = end;
         while (pos < conf.size() && (conf[pos] == ',' || conf[pos] == ' ')) ++pos;
     }

@@ -29,13 +29,14 @@ const DeviceHistory* pick_device(const AllocationHistory& history, int requested
         }
     }
     if (requested >= 0 && best == nullptr) {
-        error = invalid_argument("device " + std::to_string(requested) + " has no allocator activity in " +
-                                 history.info().description);
+        error = invalid_argument("device " + std::to_string(requested) +
+                                 " has no allocator activity in " + history.info().description);
         return nullptr;
     }
     if (best == nullptr || best->ops.empty()) {
         error = failed_precondition(
-            (history.info().description.empty() ? std::string("the input") : history.info().description) +
+            (history.info().description.empty() ? std::string("the input")
+                                                : history.info().description) +
             " holds no allocation history to replay (a torch snapshot needs its trace: call "
             "torch.cuda.memory._record_memory_history() before the program allocates)");
         return nullptr;
@@ -92,7 +93,9 @@ std::vector<Variant> sweep_variants(const AllocatorSettings& base, bool fraction
     return out;
 }
 
-std::string bytes_text(std::uint64_t b) { return whatif_bytes(b); }
+std::string bytes_text(std::uint64_t b) {
+    return whatif_bytes(b);
+}
 
 // Lower peak first; then fewer driver calls (cheaper); then the order tried.
 const WhatIfOutcome* best_of(const std::vector<const WhatIfOutcome*>& rows) {
@@ -109,8 +112,9 @@ const WhatIfOutcome* best_of(const std::vector<const WhatIfOutcome*>& rows) {
 
 // The conclusion, from the baseline (recorded settings replayed like the others) and the tried
 // rows.
-AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const WhatIfOutcome*>& tried,
-                         std::uint64_t capacity, bool exact) {
+AllocatorAdvice conclude(const WhatIfOutcome& baseline,
+                         const std::vector<const WhatIfOutcome*>& tried, std::uint64_t capacity,
+                         bool exact) {
     AllocatorAdvice a;
     a.available = true;
     a.reproduction_exact = exact;
@@ -127,25 +131,34 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const 
     a.about_oom = oom_question;
     if (oom_question) {
         if (best == nullptr) {
-            a.sentence = "No allocator setting tried avoids the out-of-memory failure: the program's "
-                         "live blocks alone peak at " + bytes_text(baseline.peak_allocated_bytes) +
-                         (capacity != 0 ? " (the allocator could reach " + bytes_text(capacity) + ")" : std::string()) +
-                         ", so it needs less memory (smaller batches, activation checkpointing, lower "
-                         "precision) or a larger device.";
+            a.sentence =
+                "No allocator setting tried avoids the out-of-memory failure: the program's "
+                "live blocks alone peak at " +
+                bytes_text(baseline.peak_allocated_bytes) +
+                (capacity != 0 ? " (the allocator could reach " + bytes_text(capacity) + ")"
+                               : std::string()) +
+                ", so it needs less memory (smaller batches, activation checkpointing, lower "
+                "precision) or a larger device.";
             return a;
         }
         a.best_change = best->change;
         a.best_peak_reserved_bytes = best->peak_reserved_bytes;
         a.oom_avoided = true;
         if (a.recorded_oom) {
-            a.sentence = "With " + best->change + " the out-of-memory failure would not recur: the peak "
-                         "reserved would be " + bytes_text(best->peak_reserved_bytes) +
-                         (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) + ".";
+            a.sentence = "With " + best->change +
+                         " the out-of-memory failure would not recur: the peak "
+                         "reserved would be " +
+                         bytes_text(best->peak_reserved_bytes) +
+                         (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) +
+                         ".";
         } else {
-            a.sentence = "Within " + bytes_text(capacity) + " the recorded settings run out of memory at "
-                         "history entry " + std::to_string(baseline.oom_entry + 1) + " (a " +
-                         bytes_text(baseline.oom_request_bytes) + " request); with " + best->change +
-                         " the program fits, with a peak reserved of " + bytes_text(best->peak_reserved_bytes) + ".";
+            a.sentence = "Within " + bytes_text(capacity) +
+                         " the recorded settings run out of memory at "
+                         "history entry " +
+                         std::to_string(baseline.oom_entry + 1) + " (a " +
+                         bytes_text(baseline.oom_request_bytes) + " request); with " +
+                         best->change + " the program fits, with a peak reserved of " +
+                         bytes_text(best->peak_reserved_bytes) + ".";
         }
         return a;
     }
@@ -158,9 +171,11 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline, const std::vector<const 
     }
     a.best_change = best->change;
     a.best_peak_reserved_bytes = best->peak_reserved_bytes;
-    const double saved = static_cast<double>(baseline.peak_reserved_bytes - best->peak_reserved_bytes);
-    a.sentence = "With " + best->change + " the peak reserved would be " + bytes_text(best->peak_reserved_bytes) +
-                 " instead of " + peak_now + " (" + format_percent(saved / static_cast<double>(baseline.peak_reserved_bytes)) +
+    const double saved =
+        static_cast<double>(baseline.peak_reserved_bytes - best->peak_reserved_bytes);
+    a.sentence = "With " + best->change + " the peak reserved would be " +
+                 bytes_text(best->peak_reserved_bytes) + " instead of " + peak_now + " (" +
+                 format_percent(saved / static_cast<double>(baseline.peak_reserved_bytes)) +
                  " less).";
     return a;
 }
@@ -199,21 +214,26 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
     }
     plan.limits.capacity_bytes = options.capacity_bytes;
     plan.limits.device_total_bytes = options.device_total_bytes;
-    plan.fraction_applies = chosen.settings.memory_fraction < 1.0 || plan.recorded.memory_fraction < 1.0;
+    plan.fraction_applies =
+        chosen.settings.memory_fraction < 1.0 || plan.recorded.memory_fraction < 1.0;
     if (plan.fraction_applies && options.capacity_bytes == 0 && options.device_total_bytes == 0) {
-        return invalid_argument("per_process_memory_fraction is a fraction of the device's memory: "
-                                "give the capacity or the device's total memory too");
+        return invalid_argument(
+            "per_process_memory_fraction is a fraction of the device's memory: "
+            "give the capacity or the device's total memory too");
     }
     plan.base = plan.recorded;
     plan.base.memory_fraction = chosen.settings.memory_fraction;
-    if (!options.settings.empty() && !(chosen.settings == plan.base)) plan.variants.push_back(chosen);
+    if (!options.settings.empty() && !(chosen.settings == plan.base))
+        plan.variants.push_back(chosen);
     if (options.sweep) {
         for (Variant& v : sweep_variants(plan.base, plan.fraction_applies)) {
             // A sweep row equal to the chosen settings would only repeat it.
-            if (options.settings.empty() || !(v.settings == chosen.settings)) plan.variants.push_back(std::move(v));
+            if (options.settings.empty() || !(v.settings == chosen.settings))
+                plan.variants.push_back(std::move(v));
         }
     }
-    plan.start = plan.device->start.empty() ? WhatIfStart::kRecordedState : WhatIfStart::kLiveBlocks;
+    plan.start =
+        plan.device->start.empty() ? WhatIfStart::kRecordedState : WhatIfStart::kLiveBlocks;
     return Status::ok();
 }
 
@@ -221,15 +241,17 @@ ReplayConfig config_for(const Plan& plan, const AllocatorSettings& settings) {
     ReplayConfig c;
     c.settings = settings;
     c.limits = plan.limits;
-    c.start = plan.start == WhatIfStart::kLiveBlocks ? ReplayStart::kLiveBlocksOnly : ReplayStart::kRecordedState;
+    c.start = plan.start == WhatIfStart::kLiveBlocks ? ReplayStart::kLiveBlocksOnly
+                                                     : ReplayStart::kRecordedState;
     return c;
 }
 
 void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult& r) {
     const DeviceHistory& h = *plan.device;
     if (!history.settings_recorded()) {
-        r.notes.push_back("The input does not record the allocator's settings: torch's defaults were "
-                          "assumed (expandable segments if its segments were expandable).");
+        r.notes.push_back(
+            "The input does not record the allocator's settings: torch's defaults were "
+            "assumed (expandable segments if its segments were expandable).");
     }
     if (!history.settings_problem().empty()) {
         r.notes.push_back("The recorded settings could not be read (" + history.settings_problem() +
@@ -240,8 +262,10 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
             "The history starts after " + std::to_string(r.segments_before_history) +
             " segments existed (a trace ring buffer keeps only the last entries); the state at its "
             "start was rebuilt from the final state and the trace. The rows after the reproduction "
-            "start from the " + std::to_string(r.live_blocks_before_history) +
-            " blocks live then, allocated afresh with an empty cache, so the cache built before the "
+            "start from the " +
+            std::to_string(r.live_blocks_before_history) +
+            " blocks live then, allocated afresh with an empty cache, so the cache built before "
+            "the "
             "history does not bias the comparison; compare them with the baseline row.");
     }
     if (h.cache_releases > 0) {
@@ -255,19 +279,22 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
         r.notes.push_back(n + ".");
     }
     if (h.recorded_ooms > 0 && plan.limits.capacity_bytes == 0) {
-        r.notes.push_back("Each recorded out-of-memory failure is replayed against the memory the "
-                          "allocator could reach at that moment (what it held plus what the driver "
-                          "reported free); elsewhere no limit is assumed.");
+        r.notes.push_back(
+            "Each recorded out-of-memory failure is replayed against the memory the "
+            "allocator could reach at that moment (what it held plus what the driver "
+            "reported free); elsewhere no limit is assumed.");
     }
     if (plan.base.memory_fraction < 1.0) {
         char fraction[32];
         std::snprintf(fraction, sizeof fraction, "%g", plan.base.memory_fraction);
-        r.notes.push_back(std::string("per_process_memory_fraction:") + fraction +
-                          " caps the baseline and every row after it (the reproduction runs as recorded).");
+        r.notes.push_back(
+            std::string("per_process_memory_fraction:") + fraction +
+            " caps the baseline and every row after it (the reproduction runs as recorded).");
     }
     if (!plan.fraction_applies) {
-        r.notes.push_back("garbage_collection_threshold acts only with a per-process memory fraction "
-                          "below 1; try it with per_process_memory_fraction and a capacity.");
+        r.notes.push_back(
+            "garbage_collection_threshold acts only with a per-process memory fraction "
+            "below 1; try it with per_process_memory_fraction and a capacity.");
     }
     if (h.start_blocks_outside_segments > 0) {
         r.notes.push_back(std::to_string(h.start_blocks_outside_segments) +
@@ -286,14 +313,16 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
     if (history.devices().size() > 1) {
         std::string n = "Devices with allocator activity:";
         for (const DeviceHistory& d : history.devices()) {
-            n += " " + std::to_string(d.device) + " (" + std::to_string(d.allocations) + " allocations)";
+            n += " " + std::to_string(d.device) + " (" + std::to_string(d.allocations) +
+                 " allocations)";
         }
         r.notes.push_back(n + "; replayed: device " + std::to_string(h.device) + ".");
     }
-    r.notes.push_back("Not modelled: CUDA graph private pools and MemPools (replayed as the default "
-                      "pool), and settings torch does not record in snapshots "
-                      "(max_non_split_rounding_mb, large_segment_size_mb, the memory fraction: "
-                      "defaults assumed unless given).");
+    r.notes.push_back(
+        "Not modelled: CUDA graph private pools and MemPools (replayed as the default "
+        "pool), and settings torch does not record in snapshots "
+        "(max_non_split_rounding_mb, large_segment_size_mb, the memory fraction: "
+        "defaults assumed unless given).");
 }
 
 void fill_reproduction(const DeviceHistory& h, const ReplayOutcome& out, WhatIfReproduction& rep) {
@@ -310,13 +339,15 @@ void fill_reproduction(const DeviceHistory& h, const ReplayOutcome& out, WhatIfR
     rep.recorded_final_segments = h.final_segments.size();
     rep.modelled_final_segments = out.final_segments.size();
     rep.final_segments_match = c.final_segments_match;
-    rep.first_difference = c.checked ? c.first_difference
-                                     : "the input records no segments to compare the replay with";
+    rep.first_difference =
+        c.checked ? c.first_difference : "the input records no segments to compare the replay with";
 }
 
 }  // namespace
 
-std::string whatif_bytes(std::uint64_t bytes) { return format_bytes_3(static_cast<double>(bytes)); }
+std::string whatif_bytes(std::uint64_t bytes) {
+    return format_bytes_3(static_cast<double>(bytes));
+}
 
 Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOptions& options) {
     Plan plan;
@@ -342,8 +373,8 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     Variant recorded{"recorded", "", plan.recorded};
     ReplayConfig repro;
     repro.settings = plan.recorded;
-    repro.limits.device_total_bytes = options.device_total_bytes != 0 ? options.device_total_bytes
-                                                                      : options.capacity_bytes;
+    repro.limits.device_total_bytes =
+        options.device_total_bytes != 0 ? options.device_total_bytes : options.capacity_bytes;
     repro.recorded_addresses = true;
     repro.log_actions = true;
     repro.stop_at_new_oom = false;
@@ -359,7 +390,8 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     }
     std::vector<const WhatIfOutcome*> tried;
     for (std::size_t i = 2; i < r.outcomes.size(); ++i) tried.push_back(&r.outcomes[i]);
-    r.advice = conclude(r.outcomes[1], tried, options.capacity_bytes, r.reproduction.exact).sentence;
+    r.advice =
+        conclude(r.outcomes[1], tried, options.capacity_bytes, r.reproduction.exact).sentence;
 
     add_notes(history, plan, r);
     if (!h.has_segment_records) {
@@ -369,13 +401,14 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
                        "empty allocator and its figures cover the allocations the input holds.");
     }
     if (reproduced.unknown_frees > 0) {
-        r.notes.push_back(std::to_string(reproduced.unknown_frees) +
-                          " frees name blocks the replay does not hold (allocated before the history "
-                          "and not in the recorded state): they were skipped.");
+        r.notes.push_back(
+            std::to_string(reproduced.unknown_frees) +
+            " frees name blocks the replay does not hold (allocated before the history "
+            "and not in the recorded state): they were skipped.");
     }
     // The baseline differs from the reproduction only by its addresses when no limit applies.
-    const bool comparable = r.history_from_start && options.capacity_bytes == 0 && r.outcomes[1].replayed_to_end &&
-                            r.outcomes[0].replayed_to_end;
+    const bool comparable = r.history_from_start && options.capacity_bytes == 0 &&
+                            r.outcomes[1].replayed_to_end && r.outcomes[0].replayed_to_end;
     if (comparable && r.outcomes[1].peak_reserved_bytes != r.outcomes[0].peak_reserved_bytes) {
         r.notes.push_back("With invented segment addresses the recorded settings peak at " +
                           bytes_text(r.outcomes[1].peak_reserved_bytes) + " instead of " +
@@ -386,7 +419,8 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     return r;
 }
 
-AllocatorAdvice allocator_advice(const AllocationHistory& history, int device, std::uint64_t capacity_bytes) {
+AllocatorAdvice allocator_advice(const AllocationHistory& history, int device,
+                                 std::uint64_t capacity_bytes) {
     WhatIfOptions options;
     options.device = device;
     options.capacity_bytes = capacity_bytes;
@@ -396,7 +430,8 @@ AllocatorAdvice allocator_advice(const AllocationHistory& history, int device, s
     for (std::size_t i = 2; i < r->outcomes.size(); ++i) tried.push_back(&r->outcomes[i]);
     AllocatorAdvice a = conclude(r->outcomes[1], tried, capacity_bytes, r->reproduction.exact);
     if (!a.reproduction_exact && r->reproduction.checked) {
-        a.sentence += " (The model did not reproduce this recording exactly: " + r->reproduction.first_difference + ".)";
+        a.sentence += " (The model did not reproduce this recording exactly: " +
+                      r->reproduction.first_difference + ".)";
     }
     return a;
 }

@@ -24,16 +24,16 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
 /// none helps. `available` is false when the source has no allocation history to replay.
 struct AllocatorAdvice {
     bool available = false;
-    std::string sentence;            ///< ready to append to a finding's advice
-    std::string best_change;         ///< "expandable_segments:True"; "" when none helps
+    std::string sentence;     ///< ready to append to a finding's advice
+    std::string best_change;  ///< "expandable_segments:True"; "" when none helps
     std::uint64_t best_peak_reserved_bytes = 0;
     std::uint64_t baseline_peak_reserved_bytes = 0;  ///< the recorded settings, replayed alike
     bool recorded_oom = false;
-    bool oom_avoided = false;        ///< best_change makes every recorded OOM fit
+    bool oom_avoided = false;  ///< best_change makes every recorded OOM fit
     /// The sentence answers whether a setting avoids an out-of-memory failure (one was recorded,
     /// or the replay ran out of the capacity given); otherwise it is about the peak reserved.
     bool about_oom = false;
-    bool reproduction_exact = false; ///< the model reproduced the recording exactly
+    bool reproduction_exact = false;  ///< the model reproduced the recording exactly
 };
 
 /// `device` -1: the device with the most allocations. `capacity_bytes` 0: unlimited except at

@@ -31,8 +31,10 @@ constexpr double kForeignShare = 0.05;
 constexpr double kHotCelsius = 85.0;
 constexpr std::size_t kSeriesPoints = 512;
 
-constexpr std::uint64_t kThermalBits = clock_event_reason::kSwThermal | clock_event_reason::kHwThermal;
-constexpr std::uint64_t kPowerBits = clock_event_reason::kSwPowerCap | clock_event_reason::kHwPowerBrake;
+constexpr std::uint64_t kThermalBits =
+    clock_event_reason::kSwThermal | clock_event_reason::kHwThermal;
+constexpr std::uint64_t kPowerBits =
+    clock_event_reason::kSwPowerCap | clock_event_reason::kHwPowerBrake;
 
 std::string device_label(std::uint16_t device) {
     return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
@@ -83,10 +85,8 @@ void HealthAnalyzer::on_counter(const Event& e) {
         case CounterKind::kEccUncorrectedErrors:
         case CounterKind::kForeignProcessMemoryBytes:
         case CounterKind::kDeviceMemoryTotalBytes:
-        case CounterKind::kProcessMemoryUsedBytes:
-            break;
-        default:
-            return;
+        case CounterKind::kProcessMemoryUsedBytes: break;
+        default: return;
     }
     if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
     DeviceHealth& d = devices_[e.device];
@@ -119,11 +119,14 @@ void HealthAnalyzer::on_counter(const Event& e) {
             ++d.active_samples;
             bool hot = (bits & kThermalBits) != 0 ||
                        (d.temperature.count > 0 && d.temperature.last >= kHotCelsius);
-            bool thermal = (bits & kThermalBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && hot);
-            bool power = (bits & kPowerBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && !hot);
+            bool thermal = (bits & kThermalBits) != 0 ||
+                           ((bits & clock_event_reason::kHwSlowdown) != 0 && hot);
+            bool power =
+                (bits & kPowerBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && !hot);
             if (thermal) ++d.thermal_samples;
             if (power) ++d.power_samples;
-            if ((bits & clock_event_reason::kHwThermal) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && hot)) {
+            if ((bits & clock_event_reason::kHwThermal) != 0 ||
+                ((bits & clock_event_reason::kHwSlowdown) != 0 && hot)) {
                 ++d.hw_thermal_samples;
             }
             if ((bits & clock_event_reason::kHwPowerBrake) != 0 ||
@@ -152,7 +155,8 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         f.id = "thermal_throttle";
         f.device = dev;
         f.severity = d.hw_thermal_samples > 0 ? Severity::kCritical : Severity::kWarning;
-        f.title = gpu + " throttled for temperature in " + format_percent(share) + " of busy samples";
+        f.title =
+            gpu + " throttled for temperature in " + format_percent(share) + " of busy samples";
         f.summary = "The driver lowered " + gpu + "'s clocks because it ran hot (max " +
                     format_number(d.temperature.max, 0) + " C)" +
                     (clocks.empty() ? std::string(".") : "; " + clocks + ".") +
@@ -160,7 +164,8 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                          ? " Hardware slowdown engaged: clocks were cut by half or more."
                          : "");
         f.confidence = d.active_samples >= 20 ? 0.9 : 0.6;
-        f.figures.push_back({"thermal_throttle_share", share, "fraction", "busy samples throttled"});
+        f.figures.push_back(
+            {"thermal_throttle_share", share, "fraction", "busy samples throttled"});
         f.figures.push_back({"max_temperature_c", d.temperature.max, "celsius", "max temperature"});
         if (d.sm_clock.count > 0) {
             f.figures.push_back({"mean_sm_clock_mhz", d.sm_clock.mean(), "MHz", "mean SM clock"});
@@ -168,10 +173,12 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         f.evidence.push_back(std::to_string(d.thermal_samples) + " of " +
                              std::to_string(d.active_samples) +
                              " busy NVML samples report a thermal clock-event reason");
-        f.advice.push_back("Check the cooling of this GPU (fans, airflow, inlet temperature); "
-                           "compare with its neighbours in the same chassis.");
-        f.advice.push_back("If a whole node runs hot, report it to the cluster operators: "
-                           "throttled GPUs also slow every rank that waits for this one.");
+        f.advice.push_back(
+            "Check the cooling of this GPU (fans, airflow, inlet temperature); "
+            "compare with its neighbours in the same chassis.");
+        f.advice.push_back(
+            "If a whole node runs hot, report it to the cluster operators: "
+            "throttled GPUs also slow every rank that waits for this one.");
         report.findings.push_back(std::move(f));
     }
 
@@ -183,15 +190,18 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         bool brake = d.power_brake_samples > 0;
         f.severity = brake ? Severity::kWarning : Severity::kInfo;
         f.title = gpu + " limited by power in " + format_percent(share) + " of busy samples";
-        f.summary = brake ? "An external power brake (chassis or power supply signal) slowed " +
-                                gpu + "; " + (clocks.empty() ? std::string("clocks dropped") : clocks) + "."
-                          : gpu + " ran at its power limit (" + format_number(d.power_limit.last, 0) +
-                                " W enforced, mean draw " + format_number(d.power.mean(), 0) +
-                                " W), so the driver capped its clocks" +
-                                (clocks.empty() ? std::string(".") : ": " + clocks + ".");
+        f.summary = brake
+                        ? "An external power brake (chassis or power supply signal) slowed " + gpu +
+                              "; " + (clocks.empty() ? std::string("clocks dropped") : clocks) + "."
+                        : gpu + " ran at its power limit (" + format_number(d.power_limit.last, 0) +
+                              " W enforced, mean draw " + format_number(d.power.mean(), 0) +
+                              " W), so the driver capped its clocks" +
+                              (clocks.empty() ? std::string(".") : ": " + clocks + ".");
         f.confidence = d.active_samples >= 20 ? 0.85 : 0.6;
-        f.figures.push_back({"power_throttle_share", share, "fraction", "busy samples power-limited"});
-        if (d.power.count > 0) f.figures.push_back({"mean_power_w", d.power.mean(), "W", "mean power"});
+        f.figures.push_back(
+            {"power_throttle_share", share, "fraction", "busy samples power-limited"});
+        if (d.power.count > 0)
+            f.figures.push_back({"mean_power_w", d.power.mean(), "W", "mean power"});
         if (d.power_limit.count > 0) {
             f.figures.push_back({"power_limit_w", d.power_limit.last, "W", "enforced power limit"});
         }
@@ -199,19 +209,23 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                              std::to_string(d.active_samples) +
                              " busy NVML samples report a power clock-event reason");
         if (brake) {
-            f.advice.push_back("Report the power brake to the operators: it comes from outside "
-                               "the GPU (power supply, chassis management).");
+            f.advice.push_back(
+                "Report the power brake to the operators: it comes from outside "
+                "the GPU (power supply, chassis management).");
         } else {
-            f.advice.push_back("Check the enforced power limit (nvidia-smi -q -d POWER): a limit "
-                               "set below the board default slows every kernel.");
-            f.advice.push_back("At the default limit this is how the GPU trades clocks for "
-                               "power under heavy load; nothing to fix in the program.");
+            f.advice.push_back(
+                "Check the enforced power limit (nvidia-smi -q -d POWER): a limit "
+                "set below the board default slows every kernel.");
+            f.advice.push_back(
+                "At the default limit this is how the GPU trades clocks for "
+                "power under heavy load; nothing to fix in the program.");
         }
         report.findings.push_back(std::move(f));
     }
 
     bool uncorrected = d.ecc_uncorrected.count > 0 && d.ecc_uncorrected.max > 0;
-    double corrected_growth = d.ecc_corrected.count > 0 ? d.ecc_corrected.last - d.ecc_corrected.first : 0;
+    double corrected_growth =
+        d.ecc_corrected.count > 0 ? d.ecc_corrected.last - d.ecc_corrected.first : 0;
     if (uncorrected || corrected_growth > 0) {
         Finding f;
         f.id = "ecc_errors";
@@ -235,11 +249,13 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                              format_number(d.ecc_corrected.last, 0) + ", uncorrected " +
                              format_number(d.ecc_uncorrected.last, 0));
         if (uncorrected) {
-            f.advice.push_back("Drain this GPU and reset it (nvidia-smi -r) before trusting its "
-                               "results; ask the operators to check retired pages/remapped rows.");
+            f.advice.push_back(
+                "Drain this GPU and reset it (nvidia-smi -r) before trusting its "
+                "results; ask the operators to check retired pages/remapped rows.");
         } else {
-            f.advice.push_back("Watch the corrected count across runs; report the GPU if it keeps "
-                               "rising.");
+            f.advice.push_back(
+                "Watch the corrected count across runs; report the GPU if it keeps "
+                "rising.");
         }
         report.findings.push_back(std::move(f));
     }
@@ -250,24 +266,29 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         Finding f;
         f.id = "foreign_process_memory";
         f.device = dev;
-        f.severity = capacity > 0 && foreign >= 0.5 * capacity ? Severity::kCritical : Severity::kWarning;
+        f.severity =
+            capacity > 0 && foreign >= 0.5 * capacity ? Severity::kCritical : Severity::kWarning;
         f.title = "Other processes hold " + format_bytes(foreign) + " on " + gpu;
         f.summary = "Processes other than this one used up to " + format_bytes(foreign) +
                     (capacity > 0 ? " (" + format_percent(foreign / capacity) + " of " +
                                         format_bytes(capacity) + ")"
                                   : std::string()) +
-                    " of " + gpu + "'s memory while the program ran: less headroom before an "
+                    " of " + gpu +
+                    "'s memory while the program ran: less headroom before an "
                     "out-of-memory error, and shared compute time.";
-        f.figures.push_back({"foreign_memory_bytes", foreign, "bytes", "other processes' memory (max)"});
+        f.figures.push_back(
+            {"foreign_memory_bytes", foreign, "bytes", "other processes' memory (max)"});
         if (capacity > 0) {
-            f.figures.push_back({"foreign_memory_share", foreign / capacity, "fraction",
-                                 "share of device memory"});
+            f.figures.push_back(
+                {"foreign_memory_share", foreign / capacity, "fraction", "share of device memory"});
         }
         f.evidence.push_back("NVML's compute-process list for " + gpu +
                              " shows memory held by other PIDs");
-        f.advice.push_back("Find them with nvidia-smi; stop stale jobs or notebooks holding the GPU.");
-        f.advice.push_back("On shared machines, request exclusive GPUs (exclusive-process compute "
-                           "mode or a scheduler constraint).");
+        f.advice.push_back(
+            "Find them with nvidia-smi; stop stale jobs or notebooks holding the GPU.");
+        f.advice.push_back(
+            "On shared machines, request exclusive GPUs (exclusive-process compute "
+            "mode or a scheduler constraint).");
         report.findings.push_back(std::move(f));
     }
 }
@@ -280,12 +301,20 @@ void HealthAnalyzer::contribute(Report& report) {
     Table t;
     t.id = "devices";
     t.title = "Health by device";
-    t.columns = {"device", "mean_util_percent", "mean_sm_clock_mhz", "max_sm_clock_mhz",
-                 "max_temperature_c", "mean_power_w", "power_limit_w", "thermal_throttle_share",
-                 "power_throttle_share", "max_foreign_memory_bytes", "ecc_corrected",
+    t.columns = {"device",
+                 "mean_util_percent",
+                 "mean_sm_clock_mhz",
+                 "max_sm_clock_mhz",
+                 "max_temperature_c",
+                 "mean_power_w",
+                 "power_limit_w",
+                 "thermal_throttle_share",
+                 "power_throttle_share",
+                 "max_foreign_memory_bytes",
+                 "ecc_corrected",
                  "ecc_uncorrected"};
-    t.units = {"", "percent", "MHz", "MHz", "celsius", "W", "W", "fraction", "fraction", "bytes",
-               "count", "count"};
+    t.units = {"",  "percent",  "MHz",      "MHz",   "celsius", "W",
+               "W", "fraction", "fraction", "bytes", "count",   "count"};
     double max_temp = 0;
     double max_foreign = 0;
     double worst_thermal = 0;
@@ -297,9 +326,10 @@ void HealthAnalyzer::contribute(Report& report) {
         double busy = static_cast<double>(std::max<std::uint64_t>(d.active_samples, 1));
         double thermal = d.thermal_samples / busy;
         double power = d.power_samples / busy;
-        t.rows.push_back({device_label(device), d.util.mean(), d.sm_clock.mean(), d.sm_clock_max.max,
-                          d.temperature.max, d.power.mean(), d.power_limit.last, thermal, power,
-                          d.foreign.max, d.ecc_corrected.last, d.ecc_uncorrected.last});
+        t.rows.push_back({device_label(device), d.util.mean(), d.sm_clock.mean(),
+                          d.sm_clock_max.max, d.temperature.max, d.power.mean(), d.power_limit.last,
+                          thermal, power, d.foreign.max, d.ecc_corrected.last,
+                          d.ecc_uncorrected.last});
         max_temp = std::max(max_temp, d.temperature.max);
         max_foreign = std::max(max_foreign, d.foreign.max);
         worst_thermal = std::max(worst_thermal, thermal);
@@ -331,16 +361,17 @@ void HealthAnalyzer::contribute(Report& report) {
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
     s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
     if (util_count > 0) {
-        s.figures.push_back({"mean_gpu_utilization_percent", util_sum / static_cast<double>(util_count),
-                             "percent", "mean GPU utilization (time a kernel ran)"});
+        s.figures.push_back({"mean_gpu_utilization_percent",
+                             util_sum / static_cast<double>(util_count), "percent",
+                             "mean GPU utilization (time a kernel ran)"});
     }
     s.figures.push_back({"max_temperature_c", max_temp, "celsius", "max temperature"});
     s.figures.push_back({"thermal_throttle_share", worst_thermal, "fraction",
                          "busy samples thermally throttled (worst GPU)"});
     s.figures.push_back({"power_throttle_share", worst_power, "fraction",
                          "busy samples power-limited (worst GPU)"});
-    s.figures.push_back({"max_foreign_memory_bytes", max_foreign, "bytes",
-                         "other processes' memory (max)"});
+    s.figures.push_back(
+        {"max_foreign_memory_bytes", max_foreign, "bytes", "other processes' memory (max)"});
     s.tables.push_back(std::move(t));
     report.sections.push_back(std::move(s));
 }

@@ -32,13 +32,15 @@ private:
         double first = 0;
         std::uint64_t count = 0;
         void add(double v);
-        [[nodiscard]] double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0; }
+        [[nodiscard]] double mean() const {
+            return count > 0 ? sum / static_cast<double>(count) : 0;
+        }
     };
     struct DeviceHealth {
         Stat util, temperature, power, power_limit, sm_clock, sm_clock_max;
         Stat ecc_corrected, ecc_uncorrected, foreign, total_memory, process_memory;
         std::uint64_t reason_samples = 0;
-        std::uint64_t active_samples = 0;   // the GPU was not idle
+        std::uint64_t active_samples = 0;  // the GPU was not idle
         std::uint64_t thermal_samples = 0;
         std::uint64_t power_samples = 0;
         std::uint64_t hw_thermal_samples = 0;  // hardware-enforced: clocks halved or worse

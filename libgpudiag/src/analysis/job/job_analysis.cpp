@@ -9,9 +9,9 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
 #include <variant>
-#include <string>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -40,7 +40,7 @@ double median(std::vector<double> v) {
 
 struct RankFigures {
     std::int32_t rank = -1;
-    double step_ns = 0;        // host step time, or the GPU window without steps
+    double step_ns = 0;  // host step time, or the GPU window without steps
     double span_ns = 0;
     double idle_share = 0;
     double compute_share = 0;
@@ -48,7 +48,7 @@ struct RankFigures {
     double overlap_share = 0;
     double comm_ns = 0;
     double exposed_comm_ns = 0;
-    double work_ns = 0;        // step time not spent in exposed communication
+    double work_ns = 0;  // step time not spent in exposed communication
 };
 
 void add_rank_table(Report& job, Section& s) {
@@ -108,7 +108,8 @@ struct CollectiveId {
     auto operator<=>(const CollectiveId&) const = default;
 };
 // rank -> step -> collective -> chain (in time order; see TimelineAnalyzer::collectives_)
-using Chains = std::map<std::int32_t, std::map<std::int64_t, std::map<CollectiveId, std::vector<Launch>>>>;
+using Chains =
+    std::map<std::int32_t, std::map<std::int64_t, std::map<CollectiveId, std::vector<Launch>>>>;
 
 const Table* table_of(const Report& r, const char* section, const char* id) {
     const Section* s = r.section(section);
@@ -120,7 +121,8 @@ const Table* table_of(const Report& r, const char* section, const char* id) {
 }
 
 double number_at(const std::vector<Cell>& row, std::size_t i) {
-    return i < row.size() && std::holds_alternative<double>(row[i]) ? std::get<double>(row[i]) : 0.0;
+    return i < row.size() && std::holds_alternative<double>(row[i]) ? std::get<double>(row[i])
+                                                                    : 0.0;
 }
 
 // The steps of the job view (HTA leaves out step 0 and unnumbered work, and in its window the
@@ -201,7 +203,8 @@ bool dominant_collective(const Chains& chains, const std::set<std::int64_t>& ste
                 if (s == by_step.end()) continue;
                 auto c = s->second.find(id);
                 if (c == s->second.end()) continue;
-                if (const Launch* l = last_at_least(c->second, min_ns)) durations.push_back(l->duration_ns);
+                if (const Launch* l = last_at_least(c->second, min_ns))
+                    durations.push_back(l->duration_ns);
             }
             double sd = sample_stddev(durations);
             if (!std::isnan(sd)) {
@@ -226,7 +229,8 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     const double step_ns = mean_step_ns(job, options.window == AnalysisWindow::kHta, steps);
     const Chains chains = read_chains(job);
     CollectiveId id;
-    if (step_ns <= 0 || chains.size() < 2 || !dominant_collective(chains, steps, kSignificantCollective * step_ns, id)) {
+    if (step_ns <= 0 || chains.size() < 2 ||
+        !dominant_collective(chains, steps, kSignificantCollective * step_ns, id)) {
         return;
     }
     Table t;
@@ -243,7 +247,8 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
             if (st == by_step.end()) continue;
             auto c = st->second.find(id);
             if (c == st->second.end()) continue;
-            if (const Launch* l = last_at_least(c->second, kSignificantCollective * step_ns)) starts.emplace_back(rank, *l);
+            if (const Launch* l = last_at_least(c->second, kSignificantCollective * step_ns))
+                starts.emplace_back(rank, *l);
         }
         if (starts.empty()) continue;
         std::vector<double> sorted;
@@ -275,7 +280,8 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     s.tables.push_back(std::move(t));
 }
 
-// ---- Stragglers by the GPU: who reaches each collective last -------------------------------------
+// ---- Stragglers by the GPU: who reaches each collective last
+// -------------------------------------
 //
 // A collective kernel ends at about the same moment on every rank (it completes once the last rank
 // has joined), so its start on each rank's GPU is when that rank arrived: the rank that starts it
@@ -304,22 +310,25 @@ Arrivals read_arrivals(const Report& job) {
         if (t == nullptr) continue;
         for (const auto& row : t->rows) {
             if (row.size() < 7 || !std::holds_alternative<std::string>(row[2])) continue;
-            ArrivalKey key{static_cast<std::int64_t>(number_at(row, 0)), std::get<std::string>(row[2]),
+            ArrivalKey key{static_cast<std::int64_t>(number_at(row, 0)),
+                           std::get<std::string>(row[2]),
                            static_cast<std::int64_t>(number_at(row, 1))};
-            out[key][r.source.rank] = ArrivalAt{number_at(row, 4), number_at(row, 5), number_at(row, 6)};
+            out[key][r.source.rank] =
+                ArrivalAt{number_at(row, 4), number_at(row, 5), number_at(row, 6)};
         }
     }
     // A collective seen on one rank only cannot say who was late.
-    for (auto it = out.begin(); it != out.end();) it = it->second.size() < 2 ? out.erase(it) : std::next(it);
+    for (auto it = out.begin(); it != out.end();)
+        it = it->second.size() < 2 ? out.erase(it) : std::next(it);
     return out;
 }
 
 struct LateRank {
-    int last = 0;               // collectives it reached last
-    double wait_ns = 0;         // what the others waited for it there (last minus second last)
-    double compute_ns = 0;      // its compute before those collectives
+    int last = 0;                  // collectives it reached last
+    double wait_ns = 0;            // what the others waited for it there (last minus second last)
+    double compute_ns = 0;         // its compute before those collectives
     double median_compute_ns = 0;  // the median rank's compute before the same collectives
-    double offset_ns = 0;       // its clock against the others'
+    double offset_ns = 0;          // its clock against the others'
 };
 
 struct GpuArrivals {
@@ -342,9 +351,10 @@ GpuArrivals gpu_arrivals(const Report& job) {
     }
     for (auto& [rank, v] : skew) out.ranks[rank].offset_ns = median(v);
     out.table.id = "collective_arrivals";
-    out.table.title = "Who reached each collective last on the GPU (clocks aligned on the collectives' end)";
-    out.table.columns = {"step", "kernel", "occurrence", "last_rank", "wait_ns", "last_compute_ns",
-                         "median_compute_ns"};
+    out.table.title =
+        "Who reached each collective last on the GPU (clocks aligned on the collectives' end)";
+    out.table.columns = {"step",    "kernel",          "occurrence",       "last_rank",
+                         "wait_ns", "last_compute_ns", "median_compute_ns"};
     out.table.units = {"step", "", "count", "rank", "ns", "ns", "ns"};
     constexpr std::size_t kRows = 256;
     for (const auto& [key, by_rank] : arrivals) {
@@ -367,8 +377,9 @@ GpuArrivals gpu_arrivals(const Report& job) {
         out.steps.insert(std::get<0>(key));
         if (out.table.rows.size() < kRows) {
             out.table.rows.push_back({static_cast<double>(std::get<0>(key)), std::get<1>(key),
-                                      static_cast<double>(std::get<2>(key)), static_cast<double>(last),
-                                      wait, by_rank.at(last).compute_ns, mid_compute});
+                                      static_cast<double>(std::get<2>(key)),
+                                      static_cast<double>(last), wait, by_rank.at(last).compute_ns,
+                                      mid_compute});
         }
     }
     return out;
@@ -394,16 +405,22 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     s.figures.push_back({"gpu_late_rank", static_cast<double>(rank), "rank",
                          "rank the others wait for most, by when its GPU reached the collectives"});
     s.figures.push_back({"gpu_late_wait_ns", wait, "ns", "the others' wait for it, per step"});
-    s.figures.push_back({"gpu_late_share", excess, "fraction", "that wait, share of the median step"});
+    s.figures.push_back(
+        {"gpu_late_share", excess, "fraction", "that wait, share of the median step"});
     Table per_rank;
     per_rank.id = "gpu_arrivals";
-    per_rank.title = "Per rank: collectives reached last on the GPU, the wait it caused, the compute before";
-    per_rank.columns = {"rank", "collectives_last", "wait_ns_per_step", "compute_before_ns",
-                        "median_compute_before_ns", "clock_offset_ns"};
+    per_rank.title =
+        "Per rank: collectives reached last on the GPU, the wait it caused, the compute before";
+    per_rank.columns = {"rank",
+                        "collectives_last",
+                        "wait_ns_per_step",
+                        "compute_before_ns",
+                        "median_compute_before_ns",
+                        "clock_offset_ns"};
     per_rank.units = {"rank", "count", "ns", "ns", "ns", "ns"};
     for (const auto& [r, x] : g.ranks) {
-        per_rank.rows.push_back({static_cast<double>(r), static_cast<double>(x.last), x.wait_ns / steps,
-                                 x.last > 0 ? x.compute_ns / x.last : 0.0,
+        per_rank.rows.push_back({static_cast<double>(r), static_cast<double>(x.last),
+                                 x.wait_ns / steps, x.last > 0 ? x.compute_ns / x.last : 0.0,
                                  x.last > 0 ? x.median_compute_ns / x.last : 0.0, x.offset_ns});
     }
     s.tables.push_back(std::move(per_rank));
@@ -415,27 +432,37 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     f.id = "rank_straggler";
     f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = rank;
-    f.title = "Rank " + std::to_string(rank) + " reaches the collectives last on the GPU: the other "
-              "ranks wait about " + format_duration_ns(wait) + " per step (" + format_percent(excess) + ") for it";
-    f.summary = "Rank " + std::to_string(rank) + "'s GPU started " + std::to_string(lr.last) + " of the " +
-                std::to_string(g.matched) + " collective kernels matched across ranks last; the others "
-                "waited inside them " + format_duration_ns(wait) + " per step for it. Before those "
-                "collectives its GPU computed " + format_duration_ns(own) + " each, against " +
-                format_duration_ns(typical) + " on the median rank" +
-                (own > typical * kSlowerCompute ? ": it is slow in the compute before them (in backward when they "
-                                       "are the gradients' all-reduce)."
-                                     : ": its compute is not slower, so it starts that compute late "
-                                       "(host, input or launch delays on that rank).") +
-                " Step times can be equal on every rank all the same: each rank waits for it inside "
-                "the collective.";
-    f.figures = {{"share", excess, "fraction", "wait for this rank, share of the step"},
-                 {"wait_ns", wait, "ns", "the others' wait per step"},
-                 {"collectives_last", static_cast<double>(lr.last), "count", "collectives it reached last"},
-                 {"compute_before_ns", own, "ns", "its compute before each of them"},
-                 {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
-    f.predicted_saving = {{"saving_ns", wait, "ns", "time saved per step"},
-                          {"share", excess, "fraction", "share of the step time"},
-                          {"step_time_ns", std::max(0.0, median_step_ns - wait), "ns", "predicted step time"}};
+    f.title = "Rank " + std::to_string(rank) +
+              " reaches the collectives last on the GPU: the other "
+              "ranks wait about " +
+              format_duration_ns(wait) + " per step (" + format_percent(excess) + ") for it";
+    f.summary =
+        "Rank " + std::to_string(rank) + "'s GPU started " + std::to_string(lr.last) + " of the " +
+        std::to_string(g.matched) +
+        " collective kernels matched across ranks last; the others "
+        "waited inside them " +
+        format_duration_ns(wait) +
+        " per step for it. Before those "
+        "collectives its GPU computed " +
+        format_duration_ns(own) + " each, against " + format_duration_ns(typical) +
+        " on the median rank" +
+        (own > typical * kSlowerCompute
+             ? ": it is slow in the compute before them (in backward when they "
+               "are the gradients' all-reduce)."
+             : ": its compute is not slower, so it starts that compute late "
+               "(host, input or launch delays on that rank).") +
+        " Step times can be equal on every rank all the same: each rank waits for it inside "
+        "the collective.";
+    f.figures = {
+        {"share", excess, "fraction", "wait for this rank, share of the step"},
+        {"wait_ns", wait, "ns", "the others' wait per step"},
+        {"collectives_last", static_cast<double>(lr.last), "count", "collectives it reached last"},
+        {"compute_before_ns", own, "ns", "its compute before each of them"},
+        {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
+    f.predicted_saving = {
+        {"saving_ns", wait, "ns", "time saved per step"},
+        {"share", excess, "fraction", "share of the step time"},
+        {"step_time_ns", std::max(0.0, median_step_ns - wait), "ns", "predicted step time"}};
     f.site_unit = "ns";
     double total = 0;
     for (const auto& [r, x] : g.ranks) total += x.wait_ns;
@@ -448,14 +475,17 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     f.evidence.push_back("GPU start of the collectives, clocks aligned on their common end: rank " +
                          std::to_string(rank) + " last at " + std::to_string(lr.last) + " of " +
                          std::to_string(g.matched));
-    f.summary += " Bringing it to the next-latest rank's arrival saves about " + format_duration_ns(wait) +
-                 " per step (" + format_percent(excess) + ").";
-    f.advice.push_back("Look at this rank's compute before the collectives it reaches last (its "
-                       "kernels, its GPU's clocks and temperature): its delay is every rank's delay.");
-    f.advice.push_back("Balance the work: uneven shards, embedding tables or sequence lengths make "
-                       "one rank's backward slower.");
-    f.advice.push_back("Check the machine: a throttled or shared GPU, or a busy CPU, shows up as one "
-                       "slow rank.");
+    f.summary += " Bringing it to the next-latest rank's arrival saves about " +
+                 format_duration_ns(wait) + " per step (" + format_percent(excess) + ").";
+    f.advice.push_back(
+        "Look at this rank's compute before the collectives it reaches last (its "
+        "kernels, its GPU's clocks and temperature): its delay is every rank's delay.");
+    f.advice.push_back(
+        "Balance the work: uneven shards, embedding tables or sequence lengths make "
+        "one rank's backward slower.");
+    f.advice.push_back(
+        "Check the machine: a throttled or shared GPU, or a busy CPU, shows up as one "
+        "slow rank.");
     job.findings.push_back(std::move(f));
     return true;
 }
@@ -487,7 +517,8 @@ void summarise_rank_findings(Report& job) {
             if (const Finding* f = r.finding(id)) hits.emplace_back(r.source.rank, f);
         }
         auto worst = std::max_element(hits.begin(), hits.end(), [](const auto& a, const auto& b) {
-            if (a.second->severity != b.second->severity) return a.second->severity < b.second->severity;
+            if (a.second->severity != b.second->severity)
+                return a.second->severity < b.second->severity;
             return lead_value(*a.second) < lead_value(*b.second);
         });
         const Finding& w = *worst->second;
@@ -497,21 +528,26 @@ void summarise_rank_findings(Report& job) {
         f.confidence = w.confidence;
         f.rank = -1;
         f.device = -1;
-        f.title = "On " + std::to_string(hits.size()) + " of " + std::to_string(job.ranks.size()) +
-                  " ranks: " + w.title + (hits.size() > 1 ? " (rank " + std::to_string(worst->first) + ", the worst)" : "");
+        f.title =
+            "On " + std::to_string(hits.size()) + " of " + std::to_string(job.ranks.size()) +
+            " ranks: " + w.title +
+            (hits.size() > 1 ? " (rank " + std::to_string(worst->first) + ", the worst)" : "");
         f.summary = "Rank " + std::to_string(worst->first) + ": " + w.summary;
         f.figures = w.figures;
-        f.figures.push_back({"ranks", static_cast<double>(hits.size()), "count", "ranks with this finding"});
+        f.figures.push_back(
+            {"ranks", static_cast<double>(hits.size()), "count", "ranks with this finding"});
         f.site_unit = lead_figure(w) != nullptr ? lead_figure(w)->unit : "";
         double total = 0;
         for (const auto& hit : hits) total += lead_value(*hit.second);
         for (const auto& [rank, finding] : hits) {
             const double value = lead_value(*finding);
-            f.sites.push_back(CallSite{"rank " + std::to_string(rank), value,
-                                       total > 0 ? value / total : 1.0 / static_cast<double>(hits.size()),
-                                       finding->title});
+            f.sites.push_back(
+                CallSite{"rank " + std::to_string(rank), value,
+                         total > 0 ? value / total : 1.0 / static_cast<double>(hits.size()),
+                         finding->title});
         }
-        for (const auto& e : w.evidence) f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
+        for (const auto& e : w.evidence)
+            f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
         f.advice = w.advice;
         f.predicted_saving = w.predicted_saving;
         job.findings.push_back(std::move(f));
@@ -528,7 +564,8 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
 
     std::vector<RankFigures> ranks;
     for (const auto& r : job.ranks) {
-        if (r.section("timeline") == nullptr || figure_of(r, "timeline", "gpu_activities") <= 0) continue;
+        if (r.section("timeline") == nullptr || figure_of(r, "timeline", "gpu_activities") <= 0)
+            continue;
         RankFigures f;
         f.rank = r.source.rank;
         f.span_ns = figure_of(r, "timeline", "window_span_ns");
@@ -565,12 +602,20 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         Table t;
         t.id = "rank_balance";
         t.title = "Per-rank step time, communication and work";
-        t.columns = {"rank", "step_time_ns", "idle_share", "compute_share", "communication_share",
-                     "comm_overlap_share", "communication_ns", "exposed_communication_ns", "work_ns"};
+        t.columns = {"rank",
+                     "step_time_ns",
+                     "idle_share",
+                     "compute_share",
+                     "communication_share",
+                     "comm_overlap_share",
+                     "communication_ns",
+                     "exposed_communication_ns",
+                     "work_ns"};
         t.units = {"rank", "ns", "fraction", "fraction", "fraction", "fraction", "ns", "ns", "ns"};
         for (const auto& f : ranks) {
             t.rows.push_back({static_cast<double>(f.rank), f.step_ns, f.idle_share, f.compute_share,
-                              f.comm_share, f.overlap_share, f.comm_ns, f.exposed_comm_ns, f.work_ns});
+                              f.comm_share, f.overlap_share, f.comm_ns, f.exposed_comm_ns,
+                              f.work_ns});
         }
         s.tables.push_back(std::move(t));
     }
@@ -583,10 +628,9 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         // for it, on average, is the median collective time minus its own.
         double total_comm = 0;
         for (double c : comm) total_comm += c;
-        auto slowest = std::min_element(ranks.begin(), ranks.end(),
-                                        [](const RankFigures& a, const RankFigures& b) {
-                                            return a.comm_ns < b.comm_ns;
-                                        });
+        auto slowest = std::min_element(
+            ranks.begin(), ranks.end(),
+            [](const RankFigures& a, const RankFigures& b) { return a.comm_ns < b.comm_ns; });
         double med_comm = median(comm);
         std::vector<double> steps;
         for (const auto& f : ranks) steps.push_back(f.step_ns);
@@ -595,8 +639,8 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         double excess = med_step > 0 ? wait / med_step : 0;
         s.figures.push_back({"slowest_rank", static_cast<double>(slowest->rank), "rank",
                              "rank the others wait for in collectives"});
-        s.figures.push_back({"straggler_wait_ns", wait, "ns",
-                             "median rank's extra time in collectives, per step"});
+        s.figures.push_back(
+            {"straggler_wait_ns", wait, "ns", "median rank's extra time in collectives, per step"});
         s.figures.push_back({"straggler_excess", excess, "fraction",
                              "that wait as a share of the median step time"});
         // The GPU's arrival at each collective names the straggler exactly; collective time per
@@ -607,9 +651,11 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             f.id = "rank_straggler";
             f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
             f.rank = slowest->rank;
-            f.title = "Rank " + std::to_string(slowest->rank) + " is the straggler: the other ranks "
-                      "wait about " + format_duration_ns(wait) + " per step (" +
-                      format_percent(excess) + ") for it in collectives";
+            f.title = "Rank " + std::to_string(slowest->rank) +
+                      " is the straggler: the other ranks "
+                      "wait about " +
+                      format_duration_ns(wait) + " per step (" + format_percent(excess) +
+                      ") for it in collectives";
             f.summary = "Rank " + std::to_string(slowest->rank) + " spends " +
                         format_duration_ns(slowest->comm_ns) +
                         " per step in collective kernels against a median of " +
@@ -617,39 +663,43 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                         ": it reaches each collective last, and the others wait inside the "
                         "collective for it. Its GPU is idle " +
                         format_percent(slowest->idle_share) + " of its window.";
-            f.figures = {{"share", excess, "fraction", "wait for this rank, share of the step"},
-                         {"wait_ns", wait, "ns", "others' extra collective time per step"},
-                         {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
-                         {"median_communication_ns", med_comm, "ns", "median collective time"}};
-            f.predicted_saving = {{"saving_ns", wait, "ns", "time saved per step"},
-                                  {"share", excess, "fraction", "share of the step time"},
-                                  {"step_time_ns", std::max(0.0, med_step - wait), "ns", "predicted step time"}};
+            f.figures = {
+                {"share", excess, "fraction", "wait for this rank, share of the step"},
+                {"wait_ns", wait, "ns", "others' extra collective time per step"},
+                {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
+                {"median_communication_ns", med_comm, "ns", "median collective time"}};
+            f.predicted_saving = {
+                {"saving_ns", wait, "ns", "time saved per step"},
+                {"share", excess, "fraction", "share of the step time"},
+                {"step_time_ns", std::max(0.0, med_step - wait), "ns", "predicted step time"}};
             f.site_unit = "ns";
             for (const auto& r : ranks) {
-                f.sites.push_back(CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
-                                           total_comm > 0 ? r.comm_ns / total_comm : 0,
-                                           "collective time per step; idle " +
-                                               format_percent(r.idle_share)});
+                f.sites.push_back(
+                    CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
+                             total_comm > 0 ? r.comm_ns / total_comm : 0,
+                             "collective time per step; idle " + format_percent(r.idle_share)});
             }
             f.evidence.push_back("collective time per step: rank " + std::to_string(slowest->rank) +
                                  " " + format_duration_ns(slowest->comm_ns) + ", median " +
                                  format_duration_ns(med_comm));
-            f.advice.push_back("Look at this rank's own findings first (input pipeline, host "
-                               "syncs, launch overhead): its delay is every rank's delay.");
-            f.advice.push_back("Balance the work: uneven shards, embedding tables or sequence "
-                               "lengths make one rank slower.");
-            f.advice.push_back("Check the machine: a throttled or shared GPU, or a busy CPU, "
-                               "shows up as one slow rank.");
+            f.advice.push_back(
+                "Look at this rank's own findings first (input pipeline, host "
+                "syncs, launch overhead): its delay is every rank's delay.");
+            f.advice.push_back(
+                "Balance the work: uneven shards, embedding tables or sequence "
+                "lengths make one rank slower.");
+            f.advice.push_back(
+                "Check the machine: a throttled or shared GPU, or a busy CPU, "
+                "shows up as one slow rank.");
             job.findings.push_back(std::move(f));
         }
 
         double mean_comm = 0;
         for (double c : comm) mean_comm += c;
         mean_comm /= static_cast<double>(comm.size());
-        auto [lo, hi] = std::minmax_element(ranks.begin(), ranks.end(),
-                                            [](const RankFigures& a, const RankFigures& b) {
-                                                return a.comm_ns < b.comm_ns;
-                                            });
+        auto [lo, hi] = std::minmax_element(
+            ranks.begin(), ranks.end(),
+            [](const RankFigures& a, const RankFigures& b) { return a.comm_ns < b.comm_ns; });
         double spread = mean_comm > 0 ? (hi->comm_ns - lo->comm_ns) / mean_comm : 0;
         s.figures.push_back({"communication_spread", spread, "fraction",
                              "(max - min) collective time over its mean"});
@@ -662,28 +712,35 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                       format_duration_ns(hi->comm_ns) + " vs rank " + std::to_string(lo->rank) +
                       " " + format_duration_ns(lo->comm_ns) + " per step";
             f.summary = "Collective kernels take " + format_percent(spread) +
-                        " of their mean more on rank " + std::to_string(hi->rank) + " than on rank " +
-                        std::to_string(lo->rank) + ". Time inside a collective includes waiting "
-                        "for the last rank to arrive: rank " + std::to_string(hi->rank) +
-                        " waits longest, rank " + std::to_string(lo->rank) + " arrives last.";
+                        " of their mean more on rank " + std::to_string(hi->rank) +
+                        " than on rank " + std::to_string(lo->rank) +
+                        ". Time inside a collective includes waiting "
+                        "for the last rank to arrive: rank " +
+                        std::to_string(hi->rank) + " waits longest, rank " +
+                        std::to_string(lo->rank) + " arrives last.";
             f.figures = {{"share", spread, "fraction", "(max - min) over the mean"},
                          {"max_communication_ns", hi->comm_ns, "ns", "most collective time"},
                          {"min_communication_ns", lo->comm_ns, "ns", "least collective time"}};
             // Evening it out means the rank arriving last arrives with the median one.
             const double even = std::max(0.0, med_comm - lo->comm_ns);
-            f.predicted_saving = {{"saving_ns", even, "ns", "time saved per step"},
-                                  {"share", med_step > 0 ? even / med_step : 0.0, "fraction", "share of the step time"},
-                                  {"step_time_ns", std::max(0.0, med_step - even), "ns", "predicted step time"}};
+            f.predicted_saving = {
+                {"saving_ns", even, "ns", "time saved per step"},
+                {"share", med_step > 0 ? even / med_step : 0.0, "fraction",
+                 "share of the step time"},
+                {"step_time_ns", std::max(0.0, med_step - even), "ns", "predicted step time"}};
             f.site_unit = "ns";
             for (const auto& r : ranks) {
-                f.sites.push_back(CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
-                                           mean_comm > 0 ? r.comm_ns / (mean_comm * static_cast<double>(ranks.size())) : 0,
-                                           "overlap " + format_percent(r.overlap_share)});
+                f.sites.push_back(CallSite{
+                    "rank " + std::to_string(r.rank), r.comm_ns,
+                    mean_comm > 0 ? r.comm_ns / (mean_comm * static_cast<double>(ranks.size())) : 0,
+                    "overlap " + format_percent(r.overlap_share)});
             }
-            f.advice.push_back("Start with the rank that spends the least time in collectives: "
-                               "it arrives last.");
-            f.advice.push_back("If every rank does the same work, look for uneven data (shard "
-                               "sizes, sequence lengths) or a slower node or link.");
+            f.advice.push_back(
+                "Start with the rank that spends the least time in collectives: "
+                "it arrives last.");
+            f.advice.push_back(
+                "If every rank does the same work, look for uneven data (shard "
+                "sizes, sequence lengths) or a slower node or link.");
             job.findings.push_back(std::move(f));
         }
     }

@@ -55,27 +55,35 @@ void merge_part(Report& into, Report part, bool several) {
     for (auto& n : part.capture.notes) into.capture.notes.push_back(several ? file + ": " + n : n);
     add_coverage(into.input, part.input, several ? file + ": " : std::string());
     for (auto& n : part.notes) {
-        if (std::find(into.notes.begin(), into.notes.end(), n) == into.notes.end()) into.notes.push_back(n);
+        if (std::find(into.notes.begin(), into.notes.end(), n) == into.notes.end())
+            into.notes.push_back(n);
     }
     for (auto& f : part.findings) {
         Finding* same = by_id(into.findings, f.id);
-        if (same == nullptr) into.findings.push_back(std::move(f));
-        else if (snapshot) *same = std::move(f);
+        if (same == nullptr)
+            into.findings.push_back(std::move(f));
+        else if (snapshot)
+            *same = std::move(f);
     }
     for (auto& s : part.sections) {
         Section* same = by_id(into.sections, s.id);
-        if (same == nullptr) into.sections.push_back(std::move(s));
-        else if (snapshot && s.id == "memory") *same = std::move(s);
+        if (same == nullptr)
+            into.sections.push_back(std::move(s));
+        else if (snapshot && s.id == "memory")
+            *same = std::move(s);
     }
 }
 
 }  // namespace
 
-bool is_snapshot_report(const Report& r) noexcept { return r.source.producer == "torch-snapshot"; }
+bool is_snapshot_report(const Report& r) noexcept {
+    return r.source.producer == "torch-snapshot";
+}
 
 Report merge_process_reports(std::vector<Report> parts) {
     if (parts.size() == 1) return std::move(parts.front());
-    auto base = std::find_if(parts.begin(), parts.end(), [](const Report& r) { return !is_snapshot_report(r); });
+    auto base = std::find_if(parts.begin(), parts.end(),
+                             [](const Report& r) { return !is_snapshot_report(r); });
     if (base == parts.end()) base = parts.begin();
     std::rotate(parts.begin(), base, base + 1);  // the base first, the others in their order
     Report out = std::move(parts.front());

@@ -15,7 +15,7 @@
 #include <new>
 
 #if defined(__linux__)
-#include <sys/mman.h>
+#    include <sys/mman.h>
 #endif
 
 namespace gpudiag::detail {
@@ -50,7 +50,9 @@ public:
 
     [[nodiscard]] std::size_t size() const noexcept { return size_; }
     [[nodiscard]] std::size_t capacity() const noexcept { return mask_ == 0 ? 0 : mask_ + 1; }
-    [[nodiscard]] std::size_t memory_bytes() const noexcept { return capacity() * sizeof(LiveRecord); }
+    [[nodiscard]] std::size_t memory_bytes() const noexcept {
+        return capacity() * sizeof(LiveRecord);
+    }
 
     /// The record at `address`, or nullptr.
     [[nodiscard]] LiveRecord* find(std::uint64_t address) noexcept {
@@ -103,7 +105,8 @@ public:
         for (std::size_t j = (i + 1) & mask_; slots_[j].address != 0; j = (j + 1) & mask_) {
             std::size_t home = slot(slots_[j].address);
             // Move j into the hole when its home is not cyclically within (hole, j].
-            bool home_in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+            bool home_in_range =
+                hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
             if (!home_in_range) {
                 slots_[hole] = slots_[j];
                 hole = j;
@@ -174,7 +177,9 @@ private:
             if (old[i].address != 0) insert(old[i]);
         }
     }
-    void grow() { rehash(capacity() == 0 ? kMinCapacity : capacity() * 2); }
+    void grow() {
+        rehash(capacity() == 0 ? kMinCapacity : capacity() * 2);
+    }
     void shrink() {
         try {
             rehash(capacity() / 2);

@@ -50,7 +50,8 @@ struct PatternStats {
         ++count;
     }
     [[nodiscard]] std::uint64_t span_ns() const noexcept { return last_ns - first_ns; }
-    [[nodiscard]] bool regular(std::uint64_t min_repetitions, std::uint64_t run_span_ns) const noexcept {
+    [[nodiscard]] bool regular(std::uint64_t min_repetitions,
+                               std::uint64_t run_span_ns) const noexcept {
         if (count < min_repetitions || gaps + 1 < min_repetitions) return false;
         if (static_cast<double>(span_ns()) < 0.75 * static_cast<double>(run_span_ns)) return false;
         double mean = gap_sum / static_cast<double>(gaps);
@@ -61,12 +62,14 @@ struct PatternStats {
 
 /// The period among `sites` (anything with a `pattern` member), over a run spanning `run_span_ns`.
 template <typename Range>
-DetectedPeriod detect_period(const Range& sites, std::uint64_t run_span_ns, std::uint64_t min_repetitions) {
+DetectedPeriod detect_period(const Range& sites, std::uint64_t run_span_ns,
+                             std::uint64_t min_repetitions) {
     DetectedPeriod best;
     if (run_span_ns == 0) return best;
     std::uint64_t widest = 0;
     for (const auto& s : sites) {
-        if (s.pattern.regular(min_repetitions, run_span_ns)) widest = std::max(widest, s.pattern.span_ns());
+        if (s.pattern.regular(min_repetitions, run_span_ns))
+            widest = std::max(widest, s.pattern.span_ns());
     }
     for (const auto& s : sites) {
         const PatternStats& p = s.pattern;
@@ -75,7 +78,8 @@ DetectedPeriod detect_period(const Range& sites, std::uint64_t run_span_ns, std:
             continue;
         }
         if (best.repetitions == 0 || p.count < best.repetitions) {
-            best = DetectedPeriod{p.count, p.gap_sum / static_cast<double>(p.gaps), p.first_ns, p.last_ns};
+            best = DetectedPeriod{p.count, p.gap_sum / static_cast<double>(p.gaps), p.first_ns,
+                                  p.last_ns};
         }
     }
     return best;

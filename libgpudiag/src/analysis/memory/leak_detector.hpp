@@ -37,9 +37,9 @@ struct TrendResult {
     double mk_z = 0;                ///< Mann-Kendall standardised statistic
     double p_value = 1;             ///< one-sided, upward trend
     bool sustained = false;
-    double growth = 0;              ///< slope × analysed x span
-    double level = 0;               ///< median y of the analysed range
-    double x_start = 0;             ///< first analysed x (end of warm-up)
+    double growth = 0;   ///< slope × analysed x span
+    double level = 0;    ///< median y of the analysed range
+    double x_start = 0;  ///< first analysed x (end of warm-up)
     double x_end = 0;
 };
 

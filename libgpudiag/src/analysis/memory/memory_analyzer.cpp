@@ -89,7 +89,9 @@ void MemoryAnalyzer::consume(std::span<const Event> events) {
     ledger_.apply(events.subspan(run_start));
 }
 
-void MemoryAnalyzer::end(const SourceSummary& summary) { history_.end(summary); }
+void MemoryAnalyzer::end(const SourceSummary& summary) {
+    history_.end(summary);
+}
 
 // An OOM marker whose device the capture could not tell (CUPTI sees the failed call, not the
 // device its caller meant) is the device in the books when there is one; with several it is not
@@ -147,7 +149,8 @@ OomExplanation MemoryAnalyzer::explain_now(const Event& e, std::uint16_t device)
 // failure can reach the input both from CUPTI (often without its size) and from the framework's
 // OOM hook. A failure within a second of the group's last one, of the same size or with either
 // size unknown, is that same failure; the sighting that knows the size explains it.
-MemoryAnalyzer::Counted MemoryAnalyzer::count_oom(const Event& e, std::uint16_t device, bool inferred) {
+MemoryAnalyzer::Counted MemoryAnalyzer::count_oom(const Event& e, std::uint16_t device,
+                                                  bool inferred) {
     if (e.oom.total_bytes != 0) ledger_.set_capacity(device, e.oom.total_bytes);
     const std::uint64_t request = e.oom.requested_bytes;
     auto group = std::find_if(ooms_.begin(), ooms_.end(),
@@ -166,7 +169,8 @@ MemoryAnalyzer::Counted MemoryAnalyzer::count_oom(const Event& e, std::uint16_t 
         return Counted::kNewGroup;
     }
     OomGroup& g = *group;
-    const std::uint64_t apart = e.start_ns > g.last_ns ? e.start_ns - g.last_ns : g.last_ns - e.start_ns;
+    const std::uint64_t apart =
+        e.start_ns > g.last_ns ? e.start_ns - g.last_ns : g.last_ns - e.start_ns;
     const bool same_size = request == g.last_request || request == 0 || g.last_request == 0;
     const bool seen_again = apart < kRetryWindowNs && same_size;
     g.last_ns = std::max(g.last_ns, e.start_ns);
@@ -182,7 +186,8 @@ MemoryAnalyzer::Counted MemoryAnalyzer::count_oom(const Event& e, std::uint16_t 
     ++g.count;
     if (g.moments.size() < kMaxOomMoments) g.moments.push_back(e.start_ns);
     if (request != 0) {
-        g.smallest_request = g.smallest_request == 0 ? request : std::min(g.smallest_request, request);
+        g.smallest_request =
+            g.smallest_request == 0 ? request : std::min(g.smallest_request, request);
         g.largest_request = std::max(g.largest_request, request);
     }
     return Counted::kJoinedGroup;
@@ -234,7 +239,8 @@ DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
     d.peaks = ledger_.peaks(dev);
     if (d.totals.segments_seen) {
         d.layout = ledger_.layout(dev);
-        for (const auto& sl : d.layout.segments) d.segment_sites.push_back(site_name(sl.segment.site));
+        for (const auto& sl : d.layout.segments)
+            d.segment_sites.push_back(site_name(sl.segment.site));
     }
     d.steps = ledger_.steps(dev);
     for (const auto& st : d.steps) d.total_steps += st.steps;
@@ -250,18 +256,22 @@ DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
 
     std::vector<std::uint64_t> cps = ledger_.checkpoint_ticks(dev);
     for (const SiteUsage& u : ledger_.sites(dev)) {
-        if (u.live_bytes > 0) d.live_sites.push_back(line_of(u, site_name(u.site), static_cast<double>(u.live_bytes)));
+        if (u.live_bytes > 0)
+            d.live_sites.push_back(
+                line_of(u, site_name(u.site), static_cast<double>(u.live_bytes)));
         if (u.at_peak > 0) {
             d.peak_sites.push_back(line_of(u, site_name(u.site), static_cast<double>(u.at_peak)));
             if (!u.driver) {
-                d.peak_by_category[static_cast<std::size_t>(u.category)] += static_cast<double>(u.at_peak);
+                d.peak_by_category[static_cast<std::size_t>(u.category)] +=
+                    static_cast<double>(u.at_peak);
                 d.categories_known = d.categories_known || u.category != MemoryCategory::kOther;
             }
         }
         if (cps.size() >= 2) {
             std::vector<std::int64_t> v = ledger_.site_checkpoints(dev, u.slot);
             std::int64_t g = v.empty() ? 0 : u.live_bytes - v.front();
-            if (g > 0) d.growth_sites.push_back(line_of(u, site_name(u.site), static_cast<double>(g)));
+            if (g > 0)
+                d.growth_sites.push_back(line_of(u, site_name(u.site), static_cast<double>(g)));
         }
     }
     keep_top(d.live_sites, kTopSites);
@@ -276,7 +286,8 @@ DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
         d.needed = std::max(d.needed, d.steps[i].allocated_peak);
     }
     for (const auto& g : ooms_) {
-        if (g.device == dev && g.explanation.cause == OomCause::kFragmentation) d.fragmentation_oom = true;
+        if (g.device == dev && g.explanation.cause == OomCause::kFragmentation)
+            d.fragmentation_oom = true;
     }
     if (d.totals.segments_seen) {
         OomContext ctx;

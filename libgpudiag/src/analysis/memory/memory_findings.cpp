@@ -37,15 +37,24 @@ constexpr double kOutsideMinBytes = 512 * kMiB;
 constexpr double kOutsideMinShare = 0.1;
 constexpr std::size_t kSitesPerFinding = 5;
 
-std::string b(double v) { return format_bytes(v); }
-std::string bu(std::uint64_t v) { return format_bytes(static_cast<double>(v)); }
-double d(std::uint64_t v) { return static_cast<double>(v); }
-std::string seconds(double s) { return format_duration_ns(s * 1e9); }
+std::string b(double v) {
+    return format_bytes(v);
+}
+std::string bu(std::uint64_t v) {
+    return format_bytes(static_cast<double>(v));
+}
+double d(std::uint64_t v) {
+    return static_cast<double>(v);
+}
+std::string seconds(double s) {
+    return format_duration_ns(s * 1e9);
+}
 
 const char* metric_words(TrendMetric m) {
     switch (m) {
         case TrendMetric::kAllocated: return "allocated memory (the framework's live blocks)";
-        case TrendMetric::kOutside: return "device memory outside the framework (driver-level allocations)";
+        case TrendMetric::kOutside:
+            return "device memory outside the framework (driver-level allocations)";
         case TrendMetric::kReserved: return "the framework's reserved memory (its cache included)";
         case TrendMetric::kProcess: return "the process' device memory as NVML reports it";
     }
@@ -72,10 +81,12 @@ std::string rate_text(const MemoryTrend& t) {
 std::string until_full_text(const MemoryTrend& t) {
     if (!t.full_known) return "";
     if (t.until_full <= 0) return " The device is full already.";
-    if (!t.per_step) return " At this rate the device is full in about " + seconds(t.until_full) + ".";
+    if (!t.per_step)
+        return " At this rate the device is full in about " + seconds(t.until_full) + ".";
     std::string out = " At this rate the device is full in about " +
                       std::to_string(static_cast<long long>(t.until_full)) + " more steps";
-    if (t.step_ns > 0) out += " (" + seconds(t.until_full * t.step_ns / 1e9) + " at the mean step time)";
+    if (t.step_ns > 0)
+        out += " (" + seconds(t.until_full * t.step_ns / 1e9) + " at the mean step time)";
     return out + ".";
 }
 
@@ -96,7 +107,8 @@ const MemoryTrend* explaining_leak(const MemorySummary& s, const OomGroup& g) {
     return nullptr;
 }
 
-bool explains_any_oom(const MemorySummary& s, const DeviceMemorySummary& dev, const MemoryTrend& t) {
+bool explains_any_oom(const MemorySummary& s, const DeviceMemorySummary& dev,
+                      const MemoryTrend& t) {
     for (const auto& g : s.ooms) {
         if (g.device == dev.device && explains(t, g)) return true;
     }
@@ -107,39 +119,46 @@ void leak_advice(const DeviceMemorySummary& dev, const MemoryTrend& t, Finding& 
     const bool service = dev.total_steps == 0;
     switch (t.metric) {
         case TrendMetric::kAllocated:
-            f.advice.push_back(service ? "Look at what the top sites keep alive from one request to the next: "
-                                         "caches keyed by request, outputs kept in lists, tensors captured by "
-                                         "closures or hooks."
-                                       : "Look at what the top sites keep alive across steps: tensors appended "
-                                         "to lists (losses kept with their graph: use loss.item() or "
-                                         ".detach()), caches keyed by step, or hooks that store activations.");
-            f.advice.push_back("Confirm with two snapshots (torch.cuda.memory._snapshot()) some iterations "
-                               "apart, and compare live blocks by frame.");
+            f.advice.push_back(
+                service ? "Look at what the top sites keep alive from one request to the next: "
+                          "caches keyed by request, outputs kept in lists, tensors captured by "
+                          "closures or hooks."
+                        : "Look at what the top sites keep alive across steps: tensors appended "
+                          "to lists (losses kept with their graph: use loss.item() or "
+                          ".detach()), caches keyed by step, or hooks that store activations.");
+            f.advice.push_back(
+                "Confirm with two snapshots (torch.cuda.memory._snapshot()) some iterations "
+                "apart, and compare live blocks by frame.");
             break;
         case TrendMetric::kOutside:
-            f.advice.push_back("The growth is in driver-level allocations (cudaMalloc, cuMemAlloc, cuMemMap) "
-                               "made at the sites listed and never freed: check those calls for a missing "
-                               "cudaFree, or for a library object created per request and never destroyed "
-                               "(TensorRT execution contexts, cuBLAS/cuDNN handles and workspaces).");
-            f.advice.push_back("Pool such buffers, or create them once per worker instead of per request.");
+            f.advice.push_back(
+                "The growth is in driver-level allocations (cudaMalloc, cuMemAlloc, cuMemMap) "
+                "made at the sites listed and never freed: check those calls for a missing "
+                "cudaFree, or for a library object created per request and never destroyed "
+                "(TensorRT execution contexts, cuBLAS/cuDNN handles and workspaces).");
+            f.advice.push_back(
+                "Pool such buffers, or create them once per worker instead of per request.");
             break;
         case TrendMetric::kReserved:
-            f.advice.push_back("The cache grows while live data does not: requests of varying sizes keep "
-                               "splitting cached blocks, so the allocator maps new segments. Set "
-                               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or round request shapes "
-                               "(padding to a few bucket sizes).");
+            f.advice.push_back(
+                "The cache grows while live data does not: requests of varying sizes keep "
+                "splitting cached blocks, so the allocator maps new segments. Set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or round request shapes "
+                "(padding to a few bucket sizes).");
             break;
         case TrendMetric::kProcess:
-            f.advice.push_back("NVML's figure grows while the allocations gpudiag sees do not: something it "
-                               "does not observe holds the memory (an allocator without CUPTI memory "
-                               "records, JIT or module caches, the CUDA context). Capture with CUPTI (deep "
-                               "mode for call sites) to see where.");
+            f.advice.push_back(
+                "NVML's figure grows while the allocations gpudiag sees do not: something it "
+                "does not observe holds the memory (an allocator without CUPTI memory "
+                "records, JIT or module caches, the CUDA context). Capture with CUPTI (deep "
+                "mode for call sites) to see where.");
             break;
     }
     if (service) {
-        f.advice.push_back("Until it is fixed: register a memory watch below capacity "
-                           "(Session::watch_memory / gpudiag.watch_memory) that writes a report, so the "
-                           "operator is warned before requests fail.");
+        f.advice.push_back(
+            "Until it is fixed: register a memory watch below capacity "
+            "(Session::watch_memory / gpudiag.watch_memory) that writes a report, so the "
+            "operator is warned before requests fail.");
     }
 }
 
@@ -152,17 +171,23 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     f.severity = causes_oom ? Severity::kCritical : Severity::kWarning;
     f.confidence = std::clamp(1.0 - t.result.p_value, 0.0, 1.0);
     const double growth = std::max(0.0, t.last_level - t.first_level);
-    f.title = std::string("Memory leak: ") + trend_metric_name(t.metric) + " memory grows by " + rate_text(t) +
-              (t.per_step ? "" : " since " + seconds(t.since_s) + " into the run");
-    f.summary = std::string("Across ") + basis_words(t) + ", the lowest level of " + metric_words(t.metric) +
-                " in each " + (t.per_step ? "step" : t.basis == Repetition::kPeriod ? "repetition" : "window") +
-                " keeps rising: from " + b(t.first_level) + " to " + b(t.last_level) + " (+" + b(growth) +
-                ") since " + seconds(t.since_s) + " after the first event, over " +
-                (t.per_step ? std::to_string(static_cast<long long>(t.result.x_end - t.result.x_start)) + " steps"
-                            : seconds(t.span_s)) +
-                "." + until_full_text(t);
+    f.title = std::string("Memory leak: ") + trend_metric_name(t.metric) + " memory grows by " +
+              rate_text(t) + (t.per_step ? "" : " since " + seconds(t.since_s) + " into the run");
+    f.summary =
+        std::string("Across ") + basis_words(t) + ", the lowest level of " +
+        metric_words(t.metric) + " in each " +
+        (t.per_step                       ? "step"
+         : t.basis == Repetition::kPeriod ? "repetition"
+                                          : "window") +
+        " keeps rising: from " + b(t.first_level) + " to " + b(t.last_level) + " (+" + b(growth) +
+        ") since " + seconds(t.since_s) + " after the first event, over " +
+        (t.per_step
+             ? std::to_string(static_cast<long long>(t.result.x_end - t.result.x_start)) + " steps"
+             : seconds(t.span_s)) +
+        "." + until_full_text(t);
     if (!t.sites.empty()) {
-        f.summary += " " + t.sites.front().site + " holds " + format_percent(t.sites.front().bytes / std::max(t.sites_total, 1.0)) +
+        f.summary += " " + t.sites.front().site + " holds " +
+                     format_percent(t.sites.front().bytes / std::max(t.sites_total, 1.0)) +
                      " of the growth.";
     }
     if (causes_oom) f.summary += " It explains the out-of-memory failures reported below.";
@@ -170,21 +195,27 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
         f.figures.push_back({"leak_rate_bytes_per_step", t.rate, "bytes/step", "growth rate"});
     } else {
         f.figures.push_back({"leak_rate_bytes_per_second", t.rate, "bytes/s", "growth rate"});
-        f.figures.push_back({"leak_rate_bytes_per_hour", t.rate * 3600.0, "bytes/hour", "growth rate per hour"});
+        f.figures.push_back(
+            {"leak_rate_bytes_per_hour", t.rate * 3600.0, "bytes/hour", "growth rate per hour"});
     }
     f.figures.push_back({"growth_bytes", growth, "bytes", "growth since the onset"});
     f.figures.push_back({"level_bytes", t.result.level, "bytes", "median level"});
     f.figures.push_back({"since_ns", t.since_s * 1e9, "ns", "onset, after the first event"});
-    f.figures.push_back({"repetitions", d(t.repetitions), "count", "repeated iterations the trend covers"});
+    f.figures.push_back(
+        {"repetitions", d(t.repetitions), "count", "repeated iterations the trend covers"});
     f.figures.push_back({"p_value", t.result.p_value, "", "Mann-Kendall p-value (one-sided)"});
     if (t.full_known) {
-        f.figures.push_back(t.per_step ? Figure{"steps_until_full", t.until_full, "count", "steps until the device is full"}
-                                       : Figure{"time_until_full_ns", t.until_full * 1e9, "ns", "time until the device is full"});
+        f.figures.push_back(t.per_step ? Figure{"steps_until_full", t.until_full, "count",
+                                                "steps until the device is full"}
+                                       : Figure{"time_until_full_ns", t.until_full * 1e9, "ns",
+                                                "time until the device is full"});
     }
     f.evidence.push_back(std::string("metric: ") + trend_metric_name(t.metric));
     f.evidence.push_back("repeated iterations: " + basis_words(t));
-    f.evidence.push_back("lowest level per iteration went from " + b(t.first_level) + " to " + b(t.last_level));
-    f.evidence.push_back("Theil-Sen slope " + rate_text(t) + ", Mann-Kendall p = " + format_number(t.result.p_value, 6) +
+    f.evidence.push_back("lowest level per iteration went from " + b(t.first_level) + " to " +
+                         b(t.last_level));
+    f.evidence.push_back("Theil-Sen slope " + rate_text(t) +
+                         ", Mann-Kendall p = " + format_number(t.result.p_value, 6) +
                          ", rising in every third of the analysed range");
     f.evidence.push_back("growth " + b(growth) + " >= the " + b(t.floor_bytes) +
                          " a leak must reach (16 MiB, 2 % of the level, 0.1 % of capacity)");
@@ -198,16 +229,17 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     report.findings.push_back(std::move(f));
 }
 
-void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const MemoryTrend& t, Report& report) {
+void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const MemoryTrend& t,
+                                    Report& report) {
     Finding f;
     f.id = "memory_growth_in_iteration";
     f.device = dev.device;
     f.severity = Severity::kInfo;
     const double growth = std::max(0.0, t.last_level - t.first_level);
-    f.title = "Memory held within the iteration: allocated rose by " + b(growth) + " over " + seconds(t.span_s) +
-              " (not a leak verdict)";
-    f.summary = "The allocated level rises from " + b(t.first_level) + " to " + b(t.last_level) + " over " +
-                seconds(t.span_s) + ", but the input holds " +
+    f.title = "Memory held within the iteration: allocated rose by " + b(growth) + " over " +
+              seconds(t.span_s) + " (not a leak verdict)";
+    f.summary = "The allocated level rises from " + b(t.first_level) + " to " + b(t.last_level) +
+                " over " + seconds(t.span_s) + ", but the input holds " +
                 (dev.total_steps > 0 ? std::to_string(dev.total_steps) + " steps"
                                      : std::string("no repeated allocation pattern")) +
                 ": fewer than " + std::to_string(kMinRepetitions) +
@@ -218,9 +250,12 @@ void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const Memory
     f.figures = {{"growth_bytes", growth, "bytes", "growth over the input"},
                  {"span_ns", t.span_s * 1e9, "ns", "time it covers"},
                  {"repetitions", d(dev.total_steps), "count", "steps in the input"}};
-    f.evidence.push_back("lowest allocated per interval went from " + b(t.first_level) + " to " + b(t.last_level));
-    f.evidence.push_back("repetitions: " + std::to_string(dev.total_steps) + " steps, no period in the "
-                         "allocation pattern (a leak verdict needs " + std::to_string(kMinRepetitions) + ")");
+    f.evidence.push_back("lowest allocated per interval went from " + b(t.first_level) + " to " +
+                         b(t.last_level));
+    f.evidence.push_back("repetitions: " + std::to_string(dev.total_steps) +
+                         " steps, no period in the "
+                         "allocation pattern (a leak verdict needs " +
+                         std::to_string(kMinRepetitions) + ")");
     f.site_unit = "bytes";
     double total = 0;
     for (const auto& l : dev.growth_sites) total += l.bytes;
@@ -229,13 +264,15 @@ void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const Memory
         f.sites.push_back(CallSite{l.site, l.bytes, total > 0 ? l.bytes / total : 0,
                                    "live bytes gained over the input"});
     }
-    f.advice.push_back("To tell held memory from a leak, record at least " + std::to_string(kMinRepetitions) +
+    f.advice.push_back("To tell held memory from a leak, record at least " +
+                       std::to_string(kMinRepetitions) +
                        " iterations and mark them (gpudiag.step(), or torch.profiler's step()).");
     report.findings.push_back(std::move(f));
 }
 
 // Sites that created the wholly free segments (the cache's origin), most free bytes first.
-std::vector<std::pair<std::uint64_t, std::string>> free_segment_sites(const DeviceMemorySummary& dev) {
+std::vector<std::pair<std::uint64_t, std::string>> free_segment_sites(
+    const DeviceMemorySummary& dev) {
     std::map<std::string, std::uint64_t> by_site;
     for (std::size_t i = 0; i < dev.layout.segments.size(); ++i) {
         const SegmentLayout& sl = dev.layout.segments[i];
@@ -255,18 +292,22 @@ std::vector<std::pair<std::uint64_t, std::string>> free_segment_sites(const Devi
 // replay that did not reproduce what the allocator did predicts less surely: it goes last. An
 // out-of-memory failure quotes it only when it answers whether a setting avoids the failure (a
 // lower peak reserved says nothing about a request from outside the cache, say).
-void quote_allocator_advice(const AllocatorAdviceFn& allocator_advice, std::size_t position, Finding& f) {
+void quote_allocator_advice(const AllocatorAdviceFn& allocator_advice, std::size_t position,
+                            Finding& f) {
     if (!allocator_advice || f.device < 0) return;
     MeasuredAdvice a = allocator_advice(static_cast<std::uint16_t>(f.device));
     if (a.sentence.empty() || (f.id == "out_of_memory" && !a.about_oom)) return;
     position = a.reproduced ? std::min(position, f.advice.size()) : f.advice.size();
-    f.advice.insert(f.advice.begin() + static_cast<std::ptrdiff_t>(position), std::move(a.sentence));
-    f.evidence.push_back(std::string("allocator what-if: the allocations seen, replayed under the usual allocator "
-                                     "settings (the replay ") +
-                         (a.reproduced ? "reproduced" : "did not exactly reproduce") + " the recorded allocator)");
+    f.advice.insert(f.advice.begin() + static_cast<std::ptrdiff_t>(position),
+                    std::move(a.sentence));
+    f.evidence.push_back(
+        std::string("allocator what-if: the allocations seen, replayed under the usual allocator "
+                    "settings (the replay ") +
+        (a.reproduced ? "reproduced" : "did not exactly reproduce") + " the recorded allocator)");
 }
 
-void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn& allocator_advice, Report& report) {
+void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn& allocator_advice,
+                         Report& report) {
     const LedgerTotals& t = dev.totals;
     if (!dev.reserved_known() || !dev.allocated_known()) return;
     const double reserved = d(t.reserved);
@@ -280,32 +321,44 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
     Finding f;
     f.id = "reserved_unused";
     f.device = dev.device;
-    f.severity = t.capacity != 0 && reserved >= kNearOomShare * d(t.capacity) ? Severity::kCritical : Severity::kWarning;
-    f.title = "Reserved but unused: " + b(unused) + " of " + b(reserved) + " reserved is cached, only " +
-              bu(t.allocated_rounded) + " allocated";
-    f.summary = "The framework holds " + b(reserved) + (layout ? " in " + std::to_string(t.segments) + " segments" : "") +
-                " but only " + bu(t.allocated_rounded) + " is in live blocks; " + b(unused) + " is cached free memory. " +
-                (!split_known ? std::string("How much of it empty_cache() could return is not in the input")
-                 : bloated    ? b(releasable) + " of it (" + format_percent(releasable / unused) +
-                                 ") is wholly free segments, a bloated cache that torch.cuda.empty_cache() would "
-                                 "return to the driver"
-                              : b(stranded) + " of it sits in partly used segments, which empty_cache() cannot return") +
-                ". This is cache, not a leak: the allocator reuses it for its own requests, but other "
-                "processes and libraries cannot use it. It is usually what is left after a peak (peak "
-                "allocated " + bu(dev.peaks.allocated_rounded) + ").";
-    f.figures = {{"reserved_bytes", reserved, "bytes", "reserved"},
-                 {"allocated_bytes", d(t.allocated_rounded), "bytes", "allocated (rounded)"},
-                 {"unused_bytes", unused, "bytes", "reserved but unallocated"},
-                 {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), "bytes", "peak allocated"},
-                 {"needed_bytes", d(dev.needed), "bytes", "allocated now, or the recent per-step peak in step-based programs"}};
+    f.severity = t.capacity != 0 && reserved >= kNearOomShare * d(t.capacity) ? Severity::kCritical
+                                                                              : Severity::kWarning;
+    f.title = "Reserved but unused: " + b(unused) + " of " + b(reserved) +
+              " reserved is cached, only " + bu(t.allocated_rounded) + " allocated";
+    f.summary =
+        "The framework holds " + b(reserved) +
+        (layout ? " in " + std::to_string(t.segments) + " segments" : "") + " but only " +
+        bu(t.allocated_rounded) + " is in live blocks; " + b(unused) + " is cached free memory. " +
+        (!split_known ? std::string("How much of it empty_cache() could return is not in the input")
+         : bloated
+             ? b(releasable) + " of it (" + format_percent(releasable / unused) +
+                   ") is wholly free segments, a bloated cache that torch.cuda.empty_cache() would "
+                   "return to the driver"
+             : b(stranded) +
+                   " of it sits in partly used segments, which empty_cache() cannot return") +
+        ". This is cache, not a leak: the allocator reuses it for its own requests, but other "
+        "processes and libraries cannot use it. It is usually what is left after a peak (peak "
+        "allocated " +
+        bu(dev.peaks.allocated_rounded) + ").";
+    f.figures = {
+        {"reserved_bytes", reserved, "bytes", "reserved"},
+        {"allocated_bytes", d(t.allocated_rounded), "bytes", "allocated (rounded)"},
+        {"unused_bytes", unused, "bytes", "reserved but unallocated"},
+        {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), "bytes", "peak allocated"},
+        {"needed_bytes", d(dev.needed), "bytes",
+         "allocated now, or the recent per-step peak in step-based programs"}};
     if (split_known) {
         f.figures.push_back({"releasable_bytes", releasable, "bytes", "in wholly free segments"});
         f.figures.push_back({"inactive_split_bytes", stranded, "bytes", "in partly used segments"});
     }
-    if (layout) f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), "bytes", "largest free block"});
+    if (layout)
+        f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), "bytes",
+                             "largest free block"});
     f.evidence.push_back("reserved " + b(reserved) + " vs needed " + bu(dev.needed) + " (" +
                          format_percent(unused / std::max(reserved, 1.0)) + " unused)");
-    if (split_known) f.evidence.push_back("wholly free segments " + b(releasable) + " vs stranded in partly used " + b(stranded));
+    if (split_known)
+        f.evidence.push_back("wholly free segments " + b(releasable) +
+                             " vs stranded in partly used " + b(stranded));
     if (layout) {
         f.evidence.push_back("largest free block " + bu(dev.layout.largest_free) + " of " +
                              std::to_string(dev.layout.free_blocks) + " free blocks");
@@ -317,14 +370,18 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
                                    "free bytes in wholly free segments this site created"});
     }
     if (bloated || !split_known) {
-        f.advice.push_back("If other processes or libraries need the memory, call torch.cuda.empty_cache() "
-                           "after the peak" + (bloated ? " (it returns " + b(releasable) + " here)." : std::string(".")));
-        f.advice.push_back("To keep the cache bounded automatically, set "
-                           "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8, or cap the process with "
-                           "torch.cuda.set_per_process_memory_fraction().");
+        f.advice.push_back(
+            "If other processes or libraries need the memory, call torch.cuda.empty_cache() "
+            "after the peak" +
+            (bloated ? " (it returns " + b(releasable) + " here)." : std::string(".")));
+        f.advice.push_back(
+            "To keep the cache bounded automatically, set "
+            "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8, or cap the process with "
+            "torch.cuda.set_per_process_memory_fraction().");
     } else {
-        f.advice.push_back("The cached space is stranded in partly used segments: see the fragmentation "
-                           "advice (expandable segments).");
+        f.advice.push_back(
+            "The cached space is stranded in partly used segments: see the fragmentation "
+            "advice (expandable segments).");
     }
     f.advice.push_back("Lower the peak that filled the cache (the peak allocated was " +
                        bu(dev.peaks.allocated_rounded) + ").");
@@ -352,38 +409,50 @@ void add_fragmentation(const MemorySummary& s, const DeviceMemorySummary& dev,
     f.severity = dev.fragmentation_oom ? Severity::kCritical : Severity::kWarning;
     f.title = "Fragmentation: " + b(split) + " free in partly used segments" +
               (t.segments_seen ? ", largest hole " + bu(l.largest_split_free) : std::string());
-    f.summary = b(split) + " of the " + b(reserved) + " reserved is free but stranded between live blocks" +
-                (t.segments_seen ? " (" + std::to_string(l.free_blocks) + " free blocks; external fragmentation " +
-                                       format_percent(l.external_fragmentation()) + ")"
-                                 : std::string()) +
-                ". empty_cache() cannot return it" +
-                (t.segments_seen ? " and a request larger than " + bu(l.largest_free) + " cannot use it" : std::string()) +
-                (dev.fragmentation_oom ? "; an allocation failed because of it." : ".");
+    f.summary =
+        b(split) + " of the " + b(reserved) + " reserved is free but stranded between live blocks" +
+        (t.segments_seen
+             ? " (" + std::to_string(l.free_blocks) + " free blocks; external fragmentation " +
+                   format_percent(l.external_fragmentation()) + ")"
+             : std::string()) +
+        ". empty_cache() cannot return it" +
+        (t.segments_seen ? " and a request larger than " + bu(l.largest_free) + " cannot use it"
+                         : std::string()) +
+        (dev.fragmentation_oom ? "; an allocation failed because of it." : ".");
     f.figures = {{"inactive_split_bytes", split, "bytes", "free in partly used segments"},
                  {"reserved_bytes", reserved, "bytes", "reserved"}};
     if (t.segments_seen) {
-        f.figures.push_back({"free_in_segments_bytes", d(l.free_in_segments), "bytes", "free in segments"});
-        f.figures.push_back({"largest_free_block_bytes", d(l.largest_free), "bytes", "largest free block"});
-        f.figures.push_back({"external_fragmentation", l.external_fragmentation(), "fraction", "1 - largest free / free"});
-        f.evidence.push_back("stranded " + b(split) + " (" + format_percent(split / std::max(reserved, 1.0)) +
+        f.figures.push_back(
+            {"free_in_segments_bytes", d(l.free_in_segments), "bytes", "free in segments"});
+        f.figures.push_back(
+            {"largest_free_block_bytes", d(l.largest_free), "bytes", "largest free block"});
+        f.figures.push_back({"external_fragmentation", l.external_fragmentation(), "fraction",
+                             "1 - largest free / free"});
+        f.evidence.push_back("stranded " + b(split) + " (" +
+                             format_percent(split / std::max(reserved, 1.0)) +
                              " of reserved), largest stranded hole " + bu(l.largest_split_free));
     }
-    if (dev.fragmentation_oom) f.evidence.push_back("an allocation failed with enough free in total (out_of_memory)");
+    if (dev.fragmentation_oom)
+        f.evidence.push_back("an allocation failed with enough free in total (out_of_memory)");
     f.site_unit = "bytes";
     for (const auto& [site, pinned] : dev.pinning_sites) {
-        f.sites.push_back(CallSite{site, d(pinned), split > 0 ? std::min(1.0, d(pinned) / split) : 0,
+        f.sites.push_back(CallSite{site, d(pinned),
+                                   split > 0 ? std::min(1.0, d(pinned) / split) : 0,
                                    "free bytes in the segments this site's live blocks split"});
     }
     if (!s.expandable) {
-        f.advice.push_back("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_ALLOC_CONF on torch >= "
-                           "2.9) so free pages can be remapped into one growing segment instead of staying "
-                           "stranded.");
+        f.advice.push_back(
+            "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_ALLOC_CONF on torch >= "
+            "2.9) so free pages can be remapped into one growing segment instead of staying "
+            "stranded.");
     } else {
-        f.advice.push_back("Expandable segments are already on: the stranded space is pinned by live blocks "
-                           "(sites listed); free or allocate them earlier.");
+        f.advice.push_back(
+            "Expandable segments are already on: the stranded space is pinned by live blocks "
+            "(sites listed); free or allocate them earlier.");
     }
-    f.advice.push_back("Allocate large long-lived tensors before transient ones; avoid keeping small tensors "
-                       "alive across phases that allocate large ones.");
+    f.advice.push_back(
+        "Allocate large long-lived tensors before transient ones; avoid keeping small tensors "
+        "alive across phases that allocate large ones.");
     quote_allocator_advice(allocator_advice, 0, f);
     report.findings.push_back(std::move(f));
 }
@@ -398,19 +467,24 @@ void add_near_oom(const DeviceMemorySummary& dev, Report& report) {
     f.id = "near_oom";
     f.device = dev.device;
     f.severity = share >= kNearOomCriticalShare ? Severity::kCritical : Severity::kWarning;
-    f.title = "Near out of memory: peak " + bu(held) + " of " + bu(t.capacity) + " (" + format_percent(share) + ")";
-    f.summary = "At its peak the process held " + bu(held) + " of the device's " + bu(t.capacity) + " (" +
-                bu(p.reserved) + " reserved by the framework, " + bu(p.outside) + " outside it" +
-                (p.process_used > p.used ? ", " + bu(p.process_used) + " per NVML" : std::string()) +
-                "). A larger batch, a longer sequence or a library workspace would fail.";
+    f.title = "Near out of memory: peak " + bu(held) + " of " + bu(t.capacity) + " (" +
+              format_percent(share) + ")";
+    f.summary =
+        "At its peak the process held " + bu(held) + " of the device's " + bu(t.capacity) + " (" +
+        bu(p.reserved) + " reserved by the framework, " + bu(p.outside) + " outside it" +
+        (p.process_used > p.used ? ", " + bu(p.process_used) + " per NVML" : std::string()) +
+        "). A larger batch, a longer sequence or a library workspace would fail.";
     f.figures = {{"peak_used_bytes", d(held), "bytes", "peak used"},
                  {"capacity_bytes", d(t.capacity), "bytes", "capacity"},
                  {"peak_share", share, "fraction", "peak share of capacity"}};
-    if (dev.allocated_known()) f.figures.push_back({"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"});
+    if (dev.allocated_known())
+        f.figures.push_back(
+            {"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"});
     f.evidence.push_back("peak " + bu(held) + " >= 90 % of capacity " + bu(t.capacity));
-    f.advice.push_back("Register a watch below capacity (gpudiag.watch_memory(..., action='empty_cache') or "
-                       "Session::watch_memory) to act before the limit, or reduce the peak (smaller batch, "
-                       "activation checkpointing).");
+    f.advice.push_back(
+        "Register a watch below capacity (gpudiag.watch_memory(..., action='empty_cache') or "
+        "Session::watch_memory) to act before the limit, or reduce the peak (smaller batch, "
+        "activation checkpointing).");
     report.findings.push_back(std::move(f));
 }
 
@@ -419,37 +493,45 @@ void add_memory_outside_framework(const DeviceMemorySummary& dev, Report& report
     // Without a framework every allocation is "outside" one: the ledger's lines say it all.
     if (!t.driver_seen || !(dev.reserved_known() || dev.allocated_known())) return;
     const double outside = d(std::max(dev.peaks.outside, t.outside()));
-    if (outside < kOutsideMinBytes || outside < kOutsideMinShare * d(std::max<std::uint64_t>(dev.peaks.used, 1))) return;
+    if (outside < kOutsideMinBytes ||
+        outside < kOutsideMinShare * d(std::max<std::uint64_t>(dev.peaks.used, 1)))
+        return;
     Finding f;
     f.id = "memory_outside_framework";
     f.device = dev.device;
-    f.severity = t.capacity != 0 && outside >= 0.25 * d(t.capacity) ? Severity::kWarning : Severity::kInfo;
+    f.severity =
+        t.capacity != 0 && outside >= 0.25 * d(t.capacity) ? Severity::kWarning : Severity::kInfo;
     f.title = "Memory outside the framework: " + b(outside) + " (peak)";
     std::string owners;
     for (std::size_t o = 0; o < kMemoryOwnerCount; ++o) {
         if (t.outside_by_owner[o] == 0) continue;
-        owners += (owners.empty() ? "" : ", ") + std::string(memory_owner_label(static_cast<MemoryOwner>(o))) + " " +
+        owners += (owners.empty() ? "" : ", ") +
+                  std::string(memory_owner_label(static_cast<MemoryOwner>(o))) + " " +
                   bu(t.outside_by_owner[o]);
     }
     f.summary = b(outside) + " of device memory was held outside the framework's allocator" +
                 (owners.empty() ? std::string() : " (now: " + owners + ")") +
                 ". The framework's statistics do not include it, and its cache cannot reuse it." +
-                (t.framework_attributed > 0 ? " " + bu(t.framework_attributed) +
-                                                  " of driver allocations were matched to the framework's own "
-                                                  "segments and are not counted here."
-                                            : std::string());
+                (t.framework_attributed > 0
+                     ? " " + bu(t.framework_attributed) +
+                           " of driver allocations were matched to the framework's own "
+                           "segments and are not counted here."
+                     : std::string());
     f.figures = {{"outside_framework_bytes", outside, "bytes", "peak outside"},
                  {"outside_now_bytes", d(t.outside()), "bytes", "outside now"},
                  {"reserved_bytes", d(t.reserved), "bytes", "reserved by the framework"}};
-    f.evidence.push_back("outside " + b(outside) + " >= 512 MiB and >= 10 % of the " + bu(dev.peaks.used) + " held");
+    f.evidence.push_back("outside " + b(outside) + " >= 512 MiB and >= 10 % of the " +
+                         bu(dev.peaks.used) + " held");
     if (!owners.empty()) f.evidence.push_back("by owner: " + owners);
     f.site_unit = "bytes";
     for (const auto& l : dev.live_sites) {
         if (!l.driver || f.sites.size() >= kSitesPerFinding) continue;
-        f.sites.push_back(CallSite{l.site, l.bytes, l.bytes / std::max(d(t.outside()), 1.0), memory_owner_label(l.owner)});
+        f.sites.push_back(CallSite{l.site, l.bytes, l.bytes / std::max(d(t.outside()), 1.0),
+                                   memory_owner_label(l.owner)});
     }
-    f.advice.push_back("Check communication buffers (NCCL_BUFFSIZE), library workspaces "
-                       "(CUBLAS_WORKSPACE_CONFIG) and other allocators in the process.");
+    f.advice.push_back(
+        "Check communication buffers (NCCL_BUFFSIZE), library workspaces "
+        "(CUBLAS_WORKSPACE_CONFIG) and other allocators in the process.");
     report.findings.push_back(std::move(f));
 }
 
@@ -465,17 +547,21 @@ std::string moments_text(const MemorySummary& s, const OomGroup& g) {
 }
 
 std::string oom_summary(const MemorySummary& s, const OomGroup& g, const MemoryTrend* leak) {
-    std::string out = (g.count > 1 ? std::to_string(g.count) + " allocations failed (at " + moments_text(s, g) +
-                                         " after the first event). The first: "
+    std::string out = (g.count > 1 ? std::to_string(g.count) + " allocations failed (at " +
+                                         moments_text(s, g) + " after the first event). The first: "
                                    : std::string()) +
                       g.explanation.summary;
     if (leak != nullptr) {
-        out += " Behind it: the memory leak reported above. " + std::string(metric_words(leak->metric)) +
-               " grew by " + b(std::max(0.0, leak->last_level - leak->first_level)) + " since " +
-               seconds(leak->since_s) + (leak->sites.empty() ? "" : ", mostly at " + leak->sites.front().site) +
-               "; without that growth the request" + (g.count > 1 ? "s" : "") + " would have fitted.";
+        out += " Behind it: the memory leak reported above. " +
+               std::string(metric_words(leak->metric)) + " grew by " +
+               b(std::max(0.0, leak->last_level - leak->first_level)) + " since " +
+               seconds(leak->since_s) +
+               (leak->sites.empty() ? "" : ", mostly at " + leak->sites.front().site) +
+               "; without that growth the request" + (g.count > 1 ? "s" : "") +
+               " would have fitted.";
     }
-    if (g.device_inferred) out += " (The failure carried no device; it is the one the process allocates on.)";
+    if (g.device_inferred)
+        out += " (The failure carried no device; it is the one the process allocates on.)";
     return out;
 }
 
@@ -484,16 +570,21 @@ std::vector<Figure> oom_figures(const OomGroup& g) {
     std::vector<Figure> f = {{"failures", d(g.count), "count", "distinct failed allocations"}};
     if (x.requested_bytes != 0) {
         f.push_back({"requested_bytes", d(g.smallest_request), "bytes", "smallest failed request"});
-        f.push_back({"largest_request_bytes", d(g.largest_request), "bytes", "largest failed request"});
+        f.push_back(
+            {"largest_request_bytes", d(g.largest_request), "bytes", "largest failed request"});
     }
-    if (x.device_free_known) f.push_back({"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"});
+    if (x.device_free_known)
+        f.push_back({"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"});
     f.push_back({"reserved_bytes", d(x.reserved_bytes), "bytes", "reserved"});
     f.push_back({"allocated_bytes", d(x.allocated_bytes), "bytes", "allocated"});
-    f.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), "bytes", "free in partly used segments"});
+    f.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), "bytes",
+                 "free in partly used segments"});
     if (x.largest_free_block_bytes != 0) {
-        f.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), "bytes", "largest free block"});
+        f.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), "bytes",
+                     "largest free block"});
     }
-    f.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), "bytes", "outside the framework"});
+    f.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), "bytes",
+                 "outside the framework"});
     return f;
 }
 
@@ -501,24 +592,27 @@ std::vector<Figure> oom_figures(const OomGroup& g) {
 // training advice for a step-less service.
 std::vector<std::string> oom_advice(const OomGroup& g, const MemoryTrend* leak, bool service) {
     if (leak != nullptr) {
-        std::vector<std::string> out = {"Fix the leak (memory_leak above): the failures are its symptom, and no "
-                                        "allocator setting or smaller request prevents them while it grows."};
+        std::vector<std::string> out = {
+            "Fix the leak (memory_leak above): the failures are its symptom, and no "
+            "allocator setting or smaller request prevents them while it grows."};
         if (service) {
-            out.push_back("Until then, restart the service before it fills the device, or act on a memory "
-                          "watch below capacity.");
+            out.push_back(
+                "Until then, restart the service before it fills the device, or act on a memory "
+                "watch below capacity.");
         }
         return out;
     }
     if (service && g.explanation.cause == OomCause::kTooLittleMemory) {
-        return {"The working set of the requests in flight does not fit: lower the concurrency or the "
-                "batch per request, bound library workspaces, or move the model to a device with more "
-                "memory."};
+        return {
+            "The working set of the requests in flight does not fit: lower the concurrency or the "
+            "batch per request, bound library workspaces, or move the model to a device with more "
+            "memory."};
     }
     return g.explanation.advice;
 }
 
-void add_out_of_memory(const MemorySummary& s, const OomGroup& g, const AllocatorAdviceFn& allocator_advice,
-                       Report& report) {
+void add_out_of_memory(const MemorySummary& s, const OomGroup& g,
+                       const AllocatorAdviceFn& allocator_advice, Report& report) {
     const OomExplanation& x = g.explanation;
     const MemoryTrend* leak = explaining_leak(s, g);
     const DeviceMemorySummary* dev = s.device(g.device);
@@ -528,35 +622,41 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g, const Allocato
     f.device = g.device == kNoDevice ? -1 : g.device;
     const std::string cause = leak != nullptr ? "memory_leak" : oom_cause_name(x.cause);
     const std::string size_unknown = x.requested_bytes == 0 ? ", request size unknown" : "";
-    f.title = g.count == 1 ? (x.requested_bytes != 0 ? "Out of memory: " + bu(x.requested_bytes) + " on device "
-                                                     : std::string("Out of memory on device ")) +
-                                 std::to_string(f.device) + size_unknown
-                           : "Out of memory: " + std::to_string(g.count) + " failed allocations on device " +
-                                 std::to_string(f.device) + size_unknown;
+    f.title =
+        g.count == 1
+            ? (x.requested_bytes != 0 ? "Out of memory: " + bu(x.requested_bytes) + " on device "
+                                      : std::string("Out of memory on device ")) +
+                  std::to_string(f.device) + size_unknown
+            : "Out of memory: " + std::to_string(g.count) + " failed allocations on device " +
+                  std::to_string(f.device) + size_unknown;
     f.title += " (" + cause + ")";
     f.summary = oom_summary(s, g, leak);
     f.figures = oom_figures(g);
     f.site_unit = "bytes";
     if (leak != nullptr) {
         for (std::size_t i = 0; i < leak->sites.size() && i < kSitesPerFinding; ++i) {
-            f.sites.push_back(CallSite{leak->sites[i].site, leak->sites[i].bytes,
-                                       leak->sites_total > 0 ? leak->sites[i].bytes / leak->sites_total : 0,
-                                       "live bytes the leak gained since its onset"});
+            f.sites.push_back(
+                CallSite{leak->sites[i].site, leak->sites[i].bytes,
+                         leak->sites_total > 0 ? leak->sites[i].bytes / leak->sites_total : 0,
+                         "live bytes the leak gained since its onset"});
         }
     } else {
         for (const auto& [site, pinned] : x.pinning_sites) {
-            f.sites.push_back(CallSite{site, d(pinned),
-                                       x.free_in_segments_bytes == 0 ? 0.0 : d(pinned) / d(x.free_in_segments_bytes),
-                                       "free bytes in the segments this site's live blocks split"});
+            f.sites.push_back(CallSite{
+                site, d(pinned),
+                x.free_in_segments_bytes == 0 ? 0.0 : d(pinned) / d(x.free_in_segments_bytes),
+                "free bytes in the segments this site's live blocks split"});
         }
     }
     f.evidence.push_back(std::string("cause of the first failure: ") + oom_cause_name(x.cause));
     for (const auto& e : x.evidence) f.evidence.push_back(e);
     if (leak != nullptr) {
-        f.evidence.push_back("memory_leak (" + std::string(trend_metric_name(leak->metric)) + ") began at " +
-                             seconds(leak->since_s) + ", before the first failure, and grew by more than the request");
+        f.evidence.push_back("memory_leak (" + std::string(trend_metric_name(leak->metric)) +
+                             ") began at " + seconds(leak->since_s) +
+                             ", before the first failure, and grew by more than the request");
     }
-    f.evidence.push_back(std::string("expandable segments: ") + (x.expandable_segments ? "on" : "off"));
+    f.evidence.push_back(std::string("expandable segments: ") +
+                         (x.expandable_segments ? "on" : "off"));
     f.advice = oom_advice(g, leak, dev != nullptr && dev->total_steps == 0);
     // A leak that explains the failures stays the first thing to fix.
     quote_allocator_advice(allocator_advice, leak != nullptr ? 1 : 0, f);
@@ -566,33 +666,39 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g, const Allocato
 void add_oom_notes(const MemorySummary& s, Report& report) {
     std::uint64_t distinct = 0;
     for (const auto& g : s.ooms) distinct += g.count;
-    const std::uint64_t on_devices = s.oom_events - std::min(s.oom_events, s.host_ooms + s.unplaced_ooms);
+    const std::uint64_t on_devices =
+        s.oom_events - std::min(s.oom_events, s.host_ooms + s.unplaced_ooms);
     if (on_devices > distinct) {
-        report.notes.push_back(std::to_string(on_devices) + " out-of-memory events on devices; " +
-                               std::to_string(distinct) +
-                               " distinct failures (the rest were retries of the same request within a second, "
-                               "or one failure seen both by CUPTI and by the framework)");
+        report.notes.push_back(
+            std::to_string(on_devices) + " out-of-memory events on devices; " +
+            std::to_string(distinct) +
+            " distinct failures (the rest were retries of the same request within a second, "
+            "or one failure seen both by CUPTI and by the framework)");
     }
     if (s.host_ooms > 0) {
-        report.notes.push_back(std::to_string(s.host_ooms) +
-                               " host allocations through CUDA (cudaMallocHost, cudaHostAlloc, cudaHostRegister) "
-                               "failed: host memory ran out, not GPU memory");
+        report.notes.push_back(
+            std::to_string(s.host_ooms) +
+            " host allocations through CUDA (cudaMallocHost, cudaHostAlloc, cudaHostRegister) "
+            "failed: host memory ran out, not GPU memory");
     }
     if (s.unplaced_ooms > 0) {
-        report.notes.push_back(std::to_string(s.unplaced_ooms) +
-                               " allocations failed on a device the capture could not tell (several devices in "
-                               "use, or none seen); they are not explained");
+        report.notes.push_back(
+            std::to_string(s.unplaced_ooms) +
+            " allocations failed on a device the capture could not tell (several devices in "
+            "use, or none seen); they are not explained");
     }
     if (s.retried_ooms > 0) {
-        report.notes.push_back(std::to_string(s.retried_ooms) +
-                               " failed allocations succeeded when their caller retried them (a caching "
-                               "allocator freeing its cache): not out-of-memory errors");
+        report.notes.push_back(
+            std::to_string(s.retried_ooms) +
+            " failed allocations succeeded when their caller retried them (a caching "
+            "allocator freeing its cache): not out-of-memory errors");
     }
 }
 
 }  // namespace
 
-void add_memory_findings(const MemorySummary& s, Report& report, const AllocatorAdviceFn& allocator_advice) {
+void add_memory_findings(const MemorySummary& s, Report& report,
+                         const AllocatorAdviceFn& allocator_advice) {
     // Causes first: leaks (they may explain failures), then the allocator's state, then the
     // failures themselves, then what is only information.
     for (const auto& dev : s.devices) {
@@ -616,31 +722,38 @@ void add_memory_findings(const MemorySummary& s, Report& report, const Allocator
 
 void add_memory_notes(const MemorySummary& s, Report& report) {
     if (!s.observed) {
-        report.notes.push_back("Device memory was not observed: the input has no allocation events, "
-                               "allocator figures or NVML memory samples, so the report says nothing about "
-                               "memory (no memory finding means no data, not no problem).");
+        report.notes.push_back(
+            "Device memory was not observed: the input has no allocation events, "
+            "allocator figures or NVML memory samples, so the report says nothing about "
+            "memory (no memory finding means no data, not no problem).");
         return;
     }
     add_oom_notes(s, report);
     for (const auto& dev : s.devices) {
         const LedgerTotals& t = dev.totals;
-        const std::string which = s.devices.size() > 1 ? " of device " + std::to_string(dev.device) : "";
+        const std::string which =
+            s.devices.size() > 1 ? " of device " + std::to_string(dev.device) : "";
         if (t.allocated_from_sizes) {
-            report.notes.push_back("Allocated memory" + which + " is a running sum of the allocation events' sizes: "
-                                   "they carry no addresses (Kineto [memory] events before 2022), so what was "
-                                   "allocated before the input began is not counted.");
+            report.notes.push_back(
+                "Allocated memory" + which +
+                " is a running sum of the allocation events' sizes: "
+                "they carry no addresses (Kineto [memory] events before 2022), so what was "
+                "allocated before the input began is not counted.");
         }
         if (!dev.reserved_known() && dev.allocated_known()) {
-            report.notes.push_back("Reserved memory" + which + " is not in the input (no allocator segments or "
+            report.notes.push_back("Reserved memory" + which +
+                                   " is not in the input (no allocator segments or "
                                    "totals): cache figures are absent.");
         }
         if (!t.segments_seen && (dev.reserved_known() || dev.allocated_known())) {
-            report.notes.push_back("Free blocks, fragmentation and what empty_cache() could return" + which +
-                                   " need the allocator's segments (a torch memory snapshot); the input has "
-                                   "none, so those figures are absent.");
+            report.notes.push_back(
+                "Free blocks, fragmentation and what empty_cache() could return" + which +
+                " need the allocator's segments (a torch memory snapshot); the input has "
+                "none, so those figures are absent.");
         }
         if (t.capacity == 0) {
-            report.notes.push_back("The capacity" + which + " is not in the input: how close memory came to the "
+            report.notes.push_back("The capacity" + which +
+                                   " is not in the input: how close memory came to the "
                                    "limit (near_oom) is not judged.");
         }
     }

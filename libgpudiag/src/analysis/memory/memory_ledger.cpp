@@ -51,7 +51,9 @@ std::uint64_t requested_of(const LiveRecord& r) {
     std::uint64_t s = decode_shortfall(r.shortfall);
     return r.size() > s ? r.size() - s : 0;
 }
-std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+std::uint64_t sub(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
 
 // The kind of memory an allocation event books, or kDevice for the device books. Recordings
 // made before host and managed memory had event kinds of their own carry them as
@@ -76,7 +78,8 @@ MemoryKind booked_kind(const Event& e) {
 }
 
 bool is_allocation(EventKind k) {
-    return k == EventKind::kHostAlloc || k == EventKind::kManagedAlloc || k == EventKind::kDeviceAlloc;
+    return k == EventKind::kHostAlloc || k == EventKind::kManagedAlloc ||
+           k == EventKind::kDeviceAlloc;
 }
 
 bool tracks_phase(RangeCategory c) {
@@ -125,7 +128,7 @@ struct MemoryLedger::Device {
     std::uint32_t index;  // dense, in order of first appearance: devices_[index] == this
     AddressTable blocks;
     AddressTable driver;
-    std::vector<LedgerSegment> segments;  // sorted by address, non-overlapping
+    std::vector<LedgerSegment> segments;        // sorted by address, non-overlapping
     std::vector<std::uint64_t> segment_starts;  // segments[i].address, packed for the search
     std::size_t last_segment = 0;
     LedgerTotals t;
@@ -134,11 +137,11 @@ struct MemoryLedger::Device {
     std::uint64_t pool_live = 0;
     std::uint64_t pool_reserved = 0;
     std::array<std::uint64_t, kMemoryOwnerCount> owner_raw{};  // unbacked device + VM bytes
-    std::uint64_t segment_reserved = 0;  // sum of the segments
-    std::uint64_t reported_reserved = 0;  // the framework's own total
+    std::uint64_t segment_reserved = 0;                        // sum of the segments
+    std::uint64_t reported_reserved = 0;                       // the framework's own total
     std::uint64_t first_alloc_ns = 0;  // the span the allocation pattern covers
     std::uint64_t last_alloc_ns = 0;
-    std::uint64_t peak_version = 0;       // bumped at each new peak of live()
+    std::uint64_t peak_version = 0;                // bumped at each new peak of live()
     std::array<std::uint32_t, 2> overflow_slot{};  // sites past the cap: framework, driver
     MemorySeries series;
     std::uint64_t last_ns = 0;
@@ -184,7 +187,8 @@ MemoryLedger::Device* MemoryLedger::device(std::uint16_t ordinal) {
     }
     // Any ordinal an event carries is accepted (importers number devices by global rank); the
     // number of distinct devices is what is capped, and events past the cap are counted.
-    if (ordinal == kNoDevice || devices_.size() >= std::min<std::size_t>(options_.max_devices, 0xFFFF)) {
+    if (ordinal == kNoDevice ||
+        devices_.size() >= std::min<std::size_t>(options_.max_devices, 0xFFFF)) {
         ++dropped_;
         return nullptr;
     }
@@ -283,7 +287,8 @@ void MemoryLedger::site_change(Device& d, std::uint32_t slot, std::int64_t bytes
     }
 }
 
-void MemoryLedger::note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes, std::uint64_t t) {
+void MemoryLedger::note_allocation(Device& d, std::uint32_t slot, std::uint64_t bytes,
+                                   std::uint64_t t) {
     if (d.first_alloc_ns == 0 || t < d.first_alloc_ns) d.first_alloc_ns = t;
     d.last_alloc_ns = std::max(d.last_alloc_ns, t);
     if (slot == 0) return;
@@ -370,15 +375,18 @@ void MemoryLedger::erase_segment(Device& d, std::size_t index) {
     segments_changed(d);
 }
 
-void MemoryLedger::segments_changed(Device& d) { d.last_segment = 0; }
+void MemoryLedger::segments_changed(Device& d) {
+    d.last_segment = 0;
+}
 
 void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     const MemoryPayload& m = e.memory;
     if (m.bytes == 0) return;
     d.t.segments_seen = true;
     auto& segs = d.segments;
-    auto it = std::lower_bound(segs.begin(), segs.end(), m.address,
-                               [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+    auto it =
+        std::lower_bound(segs.begin(), segs.end(), m.address,
+                         [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
     bool expandable = (e.flags & kEventFlagExpandable) != 0;
     if (expandable && it != segs.begin()) {
         // Pages mapped at the end of an expandable segment extend it.
@@ -401,8 +409,9 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
         d.segment_reserved = sub(d.segment_reserved, it->size);
         --d.t.segments;
         erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
-        it = std::lower_bound(segs.begin(), segs.end(), m.address,
-                              [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+        it =
+            std::lower_bound(segs.begin(), segs.end(), m.address,
+                             [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
     }
     LedgerSegment seg;
     seg.address = m.address;
@@ -414,8 +423,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     d.segment_reserved += m.bytes;
     ++d.t.segments;
     if (LiveRecord* r = d.driver.find(m.address);
-        r != nullptr && (r->flags() & kFlagBacked) == 0 &&
-        (r->flags() & kKindMask) != kKindPool) {
+        r != nullptr && (r->flags() & kFlagBacked) == 0 && (r->flags() & kKindMask) != kKindPool) {
         // The driver allocation arrived first: it was outside, it is the segment's store now.
         std::uint16_t kind = r->flags() & kKindMask;
         r->set_flags(r->flags() | kFlagBacked);
@@ -434,8 +442,9 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
     auto& segs = d.segments;
     d.last_segment = 0;
     if ((e.flags & kEventFlagExpandable) == 0) {
-        auto it = std::lower_bound(segs.begin(), segs.end(), m.address,
-                                   [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
+        auto it =
+            std::lower_bound(segs.begin(), segs.end(), m.address,
+                             [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
         if (it == segs.end() || it->address != m.address) {
             ++unmatched_frees_;
             return;
@@ -581,7 +590,8 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
     const MemoryOwner owner = kind == kKindPool ? MemoryOwner::kStreamPool : owner_of(m.site);
     LiveRecord r;
     r.address = m.address;
-    std::uint16_t flags = kind | static_cast<std::uint16_t>(static_cast<unsigned>(owner) << kOwnerShift);
+    std::uint16_t flags =
+        kind | static_cast<std::uint16_t>(static_cast<unsigned>(owner) << kOwnerShift);
     if (kind != kKindPool) {
         LedgerSegment* s = segment_containing(d, m.address);
         if (s != nullptr && (kind == kKindVm || s->address == m.address)) flags |= kFlagBacked;
@@ -590,7 +600,8 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
     const bool outside = (flags & kFlagBacked) == 0;
     // Sites are kept for memory that is outside the framework by its call site; the framework's
     // own and site-less allocations are matched in aggregate (reattribute()), not per site.
-    const bool keeps_site = outside && owner != MemoryOwner::kNoSite && owner != MemoryOwner::kFramework;
+    const bool keeps_site =
+        outside && owner != MemoryOwner::kNoSite && owner != MemoryOwner::kFramework;
     r.site_slot = keeps_site ? site_slot(d, m.site, true, static_cast<std::uint8_t>(owner)) : 0;
     LiveRecord old;
     if (!d.driver.insert(r, &old)) {
@@ -732,8 +743,10 @@ void MemoryLedger::counter(const Event& e) {
         return;
     }
     if (kind == CounterKind::kProcessMemoryUsedBytes && bytes == 0 && !exists) return;
-    if (kind != CounterKind::kProcessMemoryUsedBytes && kind != CounterKind::kFrameworkAllocatedBytes &&
-        kind != CounterKind::kFrameworkReservedBytes && kind != CounterKind::kFrameworkInactiveSplitBytes) {
+    if (kind != CounterKind::kProcessMemoryUsedBytes &&
+        kind != CounterKind::kFrameworkAllocatedBytes &&
+        kind != CounterKind::kFrameworkReservedBytes &&
+        kind != CounterKind::kFrameworkInactiveSplitBytes) {
         return;
     }
     Device* d = device(e.device);
@@ -847,7 +860,8 @@ void MemoryLedger::take_checkpoint(Device& d) {
     if (d.checkpoint_ns.size() >= options_.checkpoints) {
         // Keep every other checkpoint (the first always stays) and halve the rate.
         std::size_t kept = 0;
-        for (std::size_t i = 0; i < d.checkpoint_ns.size(); i += 2) d.checkpoint_ns[kept++] = d.checkpoint_ns[i];
+        for (std::size_t i = 0; i < d.checkpoint_ns.size(); i += 2)
+            d.checkpoint_ns[kept++] = d.checkpoint_ns[i];
         d.checkpoint_ns.resize(kept);
         for (std::uint32_t slot : d.site_slots) {
             auto& v = site_checkpoints_[slot];
@@ -1056,22 +1070,15 @@ void MemoryLedger::apply(const Event& e) {
             }
             if (e.range.category != RangeCategory::kCpuOp) range_begin(e);
             return;
-        case EventKind::kRangeBegin:
-            range_begin(e);
-            return;
-        case EventKind::kRangeEnd:
-            range_end(e);
-            return;
-        case EventKind::kCounter:
-            counter(e);
-            return;
+        case EventKind::kRangeBegin: range_begin(e); return;
+        case EventKind::kRangeEnd: range_end(e); return;
+        case EventKind::kCounter: counter(e); return;
         case EventKind::kOutOfMemory:
             if (e.device != kNoDevice && e.oom.total_bytes != 0) {
                 set_capacity(e.device, e.oom.total_bytes);
             }
             return;
-        default:
-            return;
+        default: return;
     }
 }
 
@@ -1087,10 +1094,11 @@ void MemoryLedger::apply(std::span<const Event> events) {
         if (i + kAhead < n) {
             const Event& next = events[i + kAhead];
             if (is_memory_event(next.kind) && next.kind < EventKind::kHostAlloc &&
-                next.kind != EventKind::kPoolResize &&
-                next.kind != EventKind::kSegmentAlloc && next.kind != EventKind::kSegmentFree) {
+                next.kind != EventKind::kPoolResize && next.kind != EventKind::kSegmentAlloc &&
+                next.kind != EventKind::kSegmentFree) {
                 if (const Device* d = find_device(next.device)) {
-                    bool block = next.kind == EventKind::kBlockAlloc || next.kind == EventKind::kBlockFree;
+                    bool block =
+                        next.kind == EventKind::kBlockAlloc || next.kind == EventKind::kBlockFree;
                     (block ? d->blocks : d->driver).prefetch(next.memory.address);
                 }
             }
@@ -1260,7 +1268,8 @@ DeviceLayout MemoryLedger::layout(std::uint16_t ordinal) const {
         bool pending = (r.flags() & kFlagPending) != 0;
         spans.push_back({r.address, r.size(), pending ? 0 : requested_of(r), pending});
     });
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.address < b.address; });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.address < b.address; });
     std::size_t bi = 0;
     for (const LedgerSegment& s : d->segments) {
         SegmentLayout sl;
@@ -1309,10 +1318,9 @@ std::vector<LedgerBlock> MemoryLedger::blocks(std::uint16_t ordinal) const {
     if (d == nullptr) return out;
     out.reserve(d->blocks.size());
     d->blocks.for_each([&](const LiveRecord& r) {
-        out.push_back(LedgerBlock{r.address, r.size(), requested_of(r),
-                                  (r.flags() & kFlagPending) != 0,
-                                  r.site_slot < site_usage_.size() ? site_usage_[r.site_slot].site
-                                                                   : kNoString});
+        out.push_back(LedgerBlock{
+            r.address, r.size(), requested_of(r), (r.flags() & kFlagPending) != 0,
+            r.site_slot < site_usage_.size() ? site_usage_[r.site_slot].site : kNoString});
     });
     return out;
 }
@@ -1371,7 +1379,8 @@ DetectedPeriod MemoryLedger::period(std::uint16_t ordinal, std::uint64_t min_rep
     std::vector<SiteUsage> mine;
     for (std::uint32_t slot : d->site_slots) {
         // A catch-all slot (sites past the cap) mixes sites: it is no site's pattern.
-        if (site_usage_[slot].site != StringTable::kOverflowString) mine.push_back(site_usage_[slot]);
+        if (site_usage_[slot].site != StringTable::kOverflowString)
+            mine.push_back(site_usage_[slot]);
     }
     return detect_period(mine, d->last_alloc_ns - d->first_alloc_ns, min_repetitions);
 }
@@ -1385,7 +1394,8 @@ std::size_t MemoryLedger::memory_bytes() const {
     std::size_t total = sizeof(*this) + site_usage_.capacity() * sizeof(SiteUsage) +
                         site_slots_.size() * 32 + owners_.size() * 32 + host_.memory_bytes() +
                         crossings_.size() * sizeof(WatchCrossingRecord);
-    for (const auto& v : site_checkpoints_) total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
+    for (const auto& v : site_checkpoints_)
+        total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
     for (const Device* d : devices_) {
         if (d == nullptr) continue;
         total += sizeof(Device) + d->blocks.memory_bytes() + d->driver.memory_bytes() +

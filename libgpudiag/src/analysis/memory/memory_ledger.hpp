@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -59,10 +59,11 @@ struct LedgerBlock {
 /// calls are among them), so the same bytes never count as both reserved and outside. What stays
 /// is outside the framework, by owner.
 struct LedgerTotals {
-    std::uint64_t reserved = 0;             ///< framework segments (or its reported total)
-    std::uint64_t allocated_rounded = 0;    ///< live blocks, rounded sizes (torch allocated_bytes)
-    std::uint64_t allocated_requested = 0;  ///< live blocks, requested sizes (_memory_viz "allocated")
-    std::uint64_t pending_free = 0;         ///< freed blocks awaiting their streams
+    std::uint64_t reserved = 0;           ///< framework segments (or its reported total)
+    std::uint64_t allocated_rounded = 0;  ///< live blocks, rounded sizes (torch allocated_bytes)
+    std::uint64_t allocated_requested =
+        0;                           ///< live blocks, requested sizes (_memory_viz "allocated")
+    std::uint64_t pending_free = 0;  ///< freed blocks awaiting their streams
     std::uint64_t live_blocks = 0;
     std::uint64_t segments = 0;
     std::uint64_t outside_device = 0;  ///< plain device allocations not backing a segment (raw)
@@ -73,20 +74,20 @@ struct LedgerTotals {
     std::uint64_t framework_attributed = 0;
     /// outside(), split by owner (sums to it).
     std::array<std::uint64_t, kMemoryOwnerCount> outside_by_owner{};
-    std::uint64_t capacity = 0;        ///< 0 when unknown
-    std::uint64_t process_used = 0;    ///< NVML's figure for this process, 0 when not sampled
-    std::uint64_t foreign_used = 0;    ///< other processes on the device, per NVML
+    std::uint64_t capacity = 0;      ///< 0 when unknown
+    std::uint64_t process_used = 0;  ///< NVML's figure for this process, 0 when not sampled
+    std::uint64_t foreign_used = 0;  ///< other processes on the device, per NVML
     std::uint64_t inactive_split_reported = 0;  ///< the framework's own figure (torch stats)
 
     // Where the figures come from (a figure the input cannot give is absent, never 0).
-    bool segments_seen = false;   ///< the allocator's segments: layout figures are measured
-    bool blocks_seen = false;     ///< framework blocks with addresses
-    bool allocated_reported = false;  ///< allocated from the framework's own totals
-    bool reserved_reported = false;   ///< reserved from the framework's own totals
+    bool segments_seen = false;         ///< the allocator's segments: layout figures are measured
+    bool blocks_seen = false;           ///< framework blocks with addresses
+    bool allocated_reported = false;    ///< allocated from the framework's own totals
+    bool reserved_reported = false;     ///< reserved from the framework's own totals
     bool allocated_from_sizes = false;  ///< a running sum of sizes (events without addresses)
-    bool driver_seen = false;     ///< driver-level allocations (CUPTI, or a caller)
-    bool process_sampled = false; ///< NVML's per-process figure
-    bool split_reported = false;  ///< inactive_split_reported is measured
+    bool driver_seen = false;           ///< driver-level allocations (CUPTI, or a caller)
+    bool process_sampled = false;       ///< NVML's per-process figure
+    bool split_reported = false;        ///< inactive_split_reported is measured
 
     [[nodiscard]] std::uint64_t outside() const noexcept {
         std::uint64_t raw = outside_device + outside_pool + outside_vm;
@@ -110,14 +111,15 @@ struct LedgerTotals {
 /// memory is host RAM, and unified memory lives wherever it was last touched. Neither is
 /// counted in any device's totals.
 struct HostMemoryTotals {
-    std::uint64_t pinned = 0;    ///< page-locked host memory (cudaMallocHost, cudaHostAlloc, registered)
+    std::uint64_t pinned =
+        0;  ///< page-locked host memory (cudaMallocHost, cudaHostAlloc, registered)
     std::uint64_t pageable = 0;  ///< pageable host memory CUPTI reported an allocation of
     std::uint64_t managed = 0;   ///< unified memory (cudaMallocManaged, __managed__)
     std::uint64_t peak_pinned = 0;
     std::uint64_t peak_pageable = 0;
     std::uint64_t peak_managed = 0;
-    std::uint64_t live = 0;      ///< live allocations in these books
-    bool seen = false;           ///< any host or managed allocation event arrived
+    std::uint64_t live = 0;  ///< live allocations in these books
+    bool seen = false;       ///< any host or managed allocation event arrived
 };
 
 /// Highest levels seen on one device.
@@ -127,7 +129,7 @@ struct LedgerPeaks {
     std::uint64_t allocated_ns = 0;
     std::uint64_t reserved = 0;
     std::uint64_t outside = 0;
-    std::uint64_t used = 0;  ///< reserved + outside
+    std::uint64_t used = 0;     ///< reserved + outside
     std::uint64_t used_ns = 0;  ///< when `used` peaked
     std::uint64_t process_used = 0;
     std::uint64_t live = 0;     ///< allocated + outside: what live allocations held
@@ -138,8 +140,8 @@ struct LedgerPeaks {
 /// Layout of a device's segments, computed on demand from the live blocks.
 struct SegmentLayout {
     LedgerSegment segment;
-    std::uint64_t requested = 0;       ///< requested bytes of the live blocks
-    std::uint64_t free_bytes = 0;      ///< gaps not covered by live or pending blocks
+    std::uint64_t requested = 0;   ///< requested bytes of the live blocks
+    std::uint64_t free_bytes = 0;  ///< gaps not covered by live or pending blocks
     std::uint64_t largest_free = 0;
     std::uint32_t free_blocks = 0;
 };
@@ -148,8 +150,8 @@ struct DeviceLayout {
     std::vector<SegmentLayout> segments;  ///< by address
     std::uint64_t free_in_segments = 0;   ///< inactive blocks (gaps) in all segments
     std::uint64_t largest_free = 0;
-    std::uint64_t releasable = 0;         ///< gaps that are whole segments (empty_cache returns them)
-    std::uint64_t inactive_split = 0;     ///< gaps in segments that also hold live blocks
+    std::uint64_t releasable = 0;      ///< gaps that are whole segments (empty_cache returns them)
+    std::uint64_t inactive_split = 0;  ///< gaps in segments that also hold live blocks
     std::uint64_t largest_split_free = 0;
     std::uint32_t free_blocks = 0;
     /// 1 − largest free / total free (0 when nothing is free): 0 = one hole, → 1 = many crumbs.
@@ -194,7 +196,7 @@ struct SiteUsage {
     bool driver = false;        ///< driver-level allocations outside the framework
     MemoryCategory category = MemoryCategory::kOther;  ///< framework blocks: what they hold
     MemoryOwner owner = MemoryOwner::kNoSite;          ///< driver allocations: who holds them
-    std::uint32_t slot = 0;     ///< for site_checkpoints()
+    std::uint32_t slot = 0;                            ///< for site_checkpoints()
     std::int64_t live_bytes = 0;
     std::uint64_t live_blocks = 0;
     std::uint64_t allocated_total = 0;
@@ -210,19 +212,19 @@ struct WatchCrossingRecord {
     std::uint64_t allocated = 0;
     std::uint64_t reserved = 0;
     bool action_recorded = false;
-    std::string action;        ///< "empty_cache", "snapshot", "report", "callback", ...
+    std::string action;  ///< "empty_cache", "snapshot", "report", "callback", ...
     bool action_ok = false;
     std::uint64_t bytes_freed = 0;
-    std::string detail;        ///< a path, or what went wrong
+    std::string detail;  ///< a path, or what went wrong
 };
 
 struct LedgerOptions {
-    std::size_t max_devices = 64;        ///< distinct devices (any ordinal); events past it dropped
+    std::size_t max_devices = 64;  ///< distinct devices (any ordinal); events past it dropped
     std::size_t series_points = 2048;
-    std::size_t step_points = 4096;      ///< steps kept; pairs merge beyond
-    std::size_t max_sites = 1 << 16;     ///< distinct (device, site) pairs tracked
+    std::size_t step_points = 4096;   ///< steps kept; pairs merge beyond
+    std::size_t max_sites = 1 << 16;  ///< distinct (device, site) pairs tracked
     std::size_t max_phase_names = 256;
-    std::size_t checkpoints = 32;        ///< per-site live-byte checkpoints kept
+    std::size_t checkpoints = 32;  ///< per-site live-byte checkpoints kept
 };
 
 class MemoryLedger {
@@ -282,7 +284,9 @@ public:
     /// Pinned host memory (page-locked, cudaHostAlloc): a process-wide line, not device memory
     /// (the host books' pinned line, see host_totals()).
     [[nodiscard]] std::uint64_t pinned_host() const noexcept { return host_totals_.pinned; }
-    [[nodiscard]] std::uint64_t pinned_host_peak() const noexcept { return host_totals_.peak_pinned; }
+    [[nodiscard]] std::uint64_t pinned_host_peak() const noexcept {
+        return host_totals_.peak_pinned;
+    }
     [[nodiscard]] bool pinned_host_seen() const noexcept { return host_totals_.seen; }
     /// Live framework blocks (active and pending-free), unordered.
     [[nodiscard]] std::vector<LedgerBlock> blocks(std::uint16_t device) const;
@@ -339,7 +343,7 @@ private:
     std::vector<Watch> watches_;
     int next_watch_id_ = 1;
     std::vector<OpenRange> open_ranges_;
-    std::vector<SiteUsage> site_usage_;  // slot -> usage
+    std::vector<SiteUsage> site_usage_;                        // slot -> usage
     std::vector<std::vector<std::int64_t>> site_checkpoints_;  // slot -> values
     // (device << 48 | driver << 47 | kind << 32 | site) -> slot
     std::unordered_map<std::uint64_t, std::uint32_t> site_slots_;

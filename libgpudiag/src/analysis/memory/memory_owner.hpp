@@ -9,14 +9,14 @@
 namespace gpudiag::detail {
 
 enum class MemoryOwner : std::uint8_t {
-    kNoSite = 0,       ///< no call site: the owner cannot be known
-    kFramework = 1,    ///< the framework's allocator (torch's caching allocator: libc10_cuda)
-    kNccl = 2,         ///< NCCL communication buffers
-    kCublas = 3,       ///< cuBLAS / cuBLASLt workspaces
-    kCudnn = 4,        ///< cuDNN workspaces
-    kTensorRt = 5,     ///< TensorRT engines and contexts (libnvinfer)
-    kStreamPool = 6,   ///< stream-ordered pools: cudaMallocAsync, CUDA graph memory nodes
-    kOther = 7,        ///< a call site that names none of the above (the program, another allocator)
+    kNoSite = 0,      ///< no call site: the owner cannot be known
+    kFramework = 1,   ///< the framework's allocator (torch's caching allocator: libc10_cuda)
+    kNccl = 2,        ///< NCCL communication buffers
+    kCublas = 3,      ///< cuBLAS / cuBLASLt workspaces
+    kCudnn = 4,       ///< cuDNN workspaces
+    kTensorRt = 5,    ///< TensorRT engines and contexts (libnvinfer)
+    kStreamPool = 6,  ///< stream-ordered pools: cudaMallocAsync, CUDA graph memory nodes
+    kOther = 7,       ///< a call site that names none of the above (the program, another allocator)
 };
 inline constexpr std::size_t kMemoryOwnerCount = 8;
 

@@ -19,11 +19,19 @@ constexpr std::size_t kPeakRows = 15;
 // The peak partition names this many sites (what one legend row of a plot holds with "other").
 constexpr std::size_t kPeakPartsNamed = 3;
 
-std::string b(double v) { return format_bytes(v); }
-std::string bu(std::uint64_t v) { return format_bytes(static_cast<double>(v)); }
-double d(std::uint64_t v) { return static_cast<double>(v); }
+std::string b(double v) {
+    return format_bytes(v);
+}
+std::string bu(std::uint64_t v) {
+    return format_bytes(static_cast<double>(v));
+}
+double d(std::uint64_t v) {
+    return static_cast<double>(v);
+}
 
-std::string hex(std::uint64_t v) { return fmt::format("{:#x}", v); }
+std::string hex(std::uint64_t v) {
+    return fmt::format("{:#x}", v);
+}
 
 std::string suffix_for(const MemorySummary& s, std::uint16_t dev) {
     return s.devices.size() > 1 ? " (device " + std::to_string(dev) + ")" : "";
@@ -34,8 +42,9 @@ std::string id_suffix(const MemorySummary& s, std::uint16_t dev) {
 
 std::string kind_of(const SiteLine& l) {
     if (l.driver) return memory_owner_label(l.owner);
-    return l.category == MemoryCategory::kOther ? "framework block"
-                                                : std::string("framework block: ") + memory_category_name(l.category);
+    return l.category == MemoryCategory::kOther
+               ? "framework block"
+               : std::string("framework block: ") + memory_category_name(l.category);
 }
 
 // What every device together measured, and sums of it.
@@ -85,12 +94,13 @@ Totals totals_of(const MemorySummary& s) {
         x.split_reported = x.split_reported || t.split_reported;
         if (t.allocated_reported || t.allocated_from_sizes) x.exact_requested = false;
         if (t.capacity != 0) ++x.devices_with_capacity;
-        x.allocated_source = t.blocks_seen && !t.allocated_reported
-                                 ? "allocated, rounded block sizes (= torch.cuda.memory_allocated())"
-                             : t.allocated_reported ? "allocated (the framework's own total)"
-                             : t.allocated_from_sizes
-                                 ? "allocated (running sum of allocation sizes since the input began)"
-                                 : x.allocated_source;
+        x.allocated_source =
+            t.blocks_seen && !t.allocated_reported
+                ? "allocated, rounded block sizes (= torch.cuda.memory_allocated())"
+            : t.allocated_reported ? "allocated (the framework's own total)"
+            : t.allocated_from_sizes
+                ? "allocated (running sum of allocation sizes since the input began)"
+                : x.allocated_source;
     }
     x.exact_requested = x.exact_requested && x.blocks;
     return x;
@@ -111,12 +121,14 @@ constexpr FigureKind kPeak = FigureKind::kPeak;
 void add_level_figures(const Totals& x, Section& sec) {
     FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
-    if (x.reserved) fig("reserved_bytes", d(t.reserved), "bytes", "reserved by the framework (its segments)");
+    if (x.reserved)
+        fig("reserved_bytes", d(t.reserved), "bytes", "reserved by the framework (its segments)");
     if (x.exact_requested) {
         fig("allocated_requested_bytes", d(t.allocated_requested), "bytes",
             "allocated, requested sizes (= _memory_viz.py stats 'allocated')");
     }
-    if (x.allocated) fig("allocated_rounded_bytes", d(t.allocated_rounded), "bytes", x.allocated_source);
+    if (x.allocated)
+        fig("allocated_rounded_bytes", d(t.allocated_rounded), "bytes", x.allocated_source);
     if (x.segments && x.exact_requested) {
         fig("free_bytes", d(t.reserved - std::min(t.reserved, t.allocated_requested)), "bytes",
             "reserved minus allocated (requested) (= _memory_viz.py stats 'free')");
@@ -131,8 +143,10 @@ void add_layout_figures(const Totals& x, Section& sec) {
     FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
     if (x.segments) {
-        fig("free_in_segments_bytes", d(x.layout.free_in_segments), "bytes", "free blocks inside segments (inactive)");
-        fig("largest_free_block_bytes", d(x.layout.largest_free), "bytes", "largest free block in a segment");
+        fig("free_in_segments_bytes", d(x.layout.free_in_segments), "bytes",
+            "free blocks inside segments (inactive)");
+        fig("largest_free_block_bytes", d(x.layout.largest_free), "bytes",
+            "largest free block in a segment");
         fig("external_fragmentation", x.layout.external_fragmentation(), "fraction",
             "1 - largest free block / free in segments");
         fig("inactive_split_bytes", d(x.layout.inactive_split), "bytes",
@@ -166,35 +180,48 @@ void add_held_figures(const MemorySummary& s, const Totals& x, Section& sec) {
     if (t.capacity != 0) {
         fig("capacity_bytes", d(t.capacity), "bytes",
             x.devices_with_capacity > 1
-                ? "capacity of the " + std::to_string(x.devices_with_capacity) + " devices the program used"
+                ? "capacity of the " + std::to_string(x.devices_with_capacity) +
+                      " devices the program used"
                 : std::string("capacity of the device the program used"));
     }
-    if (x.allocated) fig("peak_allocated_bytes", d(x.peak.allocated_rounded), "bytes", "peak allocated (rounded)", kPeak);
+    if (x.allocated)
+        fig("peak_allocated_bytes", d(x.peak.allocated_rounded), "bytes",
+            "peak allocated (rounded)", kPeak);
     if (x.reserved) fig("peak_reserved_bytes", d(x.peak.reserved), "bytes", "peak reserved", kPeak);
-    if (x.reserved || x.driver) fig("peak_used_bytes", d(x.peak.used), "bytes", "peak reserved + outside", kPeak);
+    if (x.reserved || x.driver)
+        fig("peak_used_bytes", d(x.peak.used), "bytes", "peak reserved + outside", kPeak);
     if (x.allocated || x.driver) {
-        fig("peak_live_bytes", d(x.peak.live), "bytes", "peak of live allocations (allocated + outside)", kPeak);
+        fig("peak_live_bytes", d(x.peak.live), "bytes",
+            "peak of live allocations (allocated + outside)", kPeak);
     }
     if (x.process) {
-        fig("process_used_bytes", d(t.process_used), "bytes", "the process' device memory per NVML");
-        fig("peak_process_used_bytes", d(x.peak.process_used), "bytes", "peak of the process per NVML", kPeak);
+        fig("process_used_bytes", d(t.process_used), "bytes",
+            "the process' device memory per NVML");
+        fig("peak_process_used_bytes", d(x.peak.process_used), "bytes",
+            "peak of the process per NVML", kPeak);
         std::uint64_t unattributed = 0;
         for (const auto& dev : s.devices) unattributed += dev.totals.unattributed();
         fig("unattributed_bytes", d(unattributed), "bytes",
-            "NVML's per-process figure minus what the ledger attributes (CUDA context, unseen allocations)");
+            "NVML's per-process figure minus what the ledger attributes (CUDA context, unseen "
+            "allocations)");
     }
     if (const HostMemoryTotals& h = s.host; h.seen) {
         // Shown only where the input reports such allocations (CUPTI does; snapshots do not):
         // a zero from a source that cannot see them would be an all-clear for data not seen.
         // Host RAM, not device memory: never plotted against the device's levels.
-        fig("pinned_host_bytes", d(h.pinned), "bytes", "pinned host memory (host RAM, not GPU memory)");
+        fig("pinned_host_bytes", d(h.pinned), "bytes",
+            "pinned host memory (host RAM, not GPU memory)");
         fig("peak_pinned_host_bytes", d(h.peak_pinned), "bytes", "peak pinned host memory");
-        fig("managed_bytes", d(h.managed), "bytes", "managed memory (migrates on demand; not counted as device memory)");
+        fig("managed_bytes", d(h.managed), "bytes",
+            "managed memory (migrates on demand; not counted as device memory)");
         fig("peak_managed_bytes", d(h.peak_managed), "bytes", "peak managed memory");
-        if (h.peak_pageable != 0) fig("pageable_host_bytes", d(h.pageable), "bytes", "pageable host memory CUDA reported");
+        if (h.peak_pageable != 0)
+            fig("pageable_host_bytes", d(h.pageable), "bytes",
+                "pageable host memory CUDA reported");
     }
     if (s.unmatched_frees > 0) {
-        fig("unmatched_frees", d(s.unmatched_frees), "count", "frees of allocations the input never showed");
+        fig("unmatched_frees", d(s.unmatched_frees), "count",
+            "frees of allocations the input never showed");
     }
 }
 
@@ -203,21 +230,25 @@ void add_leak_figures(const MemorySummary& s, Section& sec) {
     const MemoryTrend* fastest = nullptr;
     for (const auto& dev : s.devices) {
         for (const auto& t : dev.trends) {
-            if (t.leak && (fastest == nullptr || (t.per_step == fastest->per_step ? t.rate > fastest->rate
-                                                                                 : t.per_step))) {
+            if (t.leak &&
+                (fastest == nullptr ||
+                 (t.per_step == fastest->per_step ? t.rate > fastest->rate : t.per_step))) {
                 fastest = &t;
             }
         }
     }
     if (fastest == nullptr) return;
     if (fastest->per_step) {
-        sec.figures.push_back({"leak_rate_bytes_per_step", fastest->rate, "bytes/step",
-                               std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
+        sec.figures.push_back(
+            {"leak_rate_bytes_per_step", fastest->rate, "bytes/step",
+             std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
     } else {
-        sec.figures.push_back({"leak_rate_bytes_per_second", fastest->rate, "bytes/s",
-                               std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
+        sec.figures.push_back(
+            {"leak_rate_bytes_per_second", fastest->rate, "bytes/s",
+             std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
     }
-    sec.figures.push_back({"leak_growth_bytes", fastest->result.growth, "bytes", "growth since the leak began"});
+    sec.figures.push_back(
+        {"leak_growth_bytes", fastest->result.growth, "bytes", "growth since the leak began"});
 }
 
 void add_devices_table(const MemorySummary& s, Section& sec) {
@@ -228,10 +259,13 @@ void add_devices_table(const MemorySummary& s, Section& sec) {
     t.columns = {"device", "reserved", "allocated", "outside", "peak used", "capacity"};
     for (const auto& dev : s.devices) {
         const LedgerTotals& x = dev.totals;
-        auto known = [](bool k, std::uint64_t v) -> Cell { return k ? Cell(bu(v)) : Cell(std::string("n/a")); };
+        auto known = [](bool k, std::uint64_t v) -> Cell {
+            return k ? Cell(bu(v)) : Cell(std::string("n/a"));
+        };
         t.rows.push_back({d(dev.device), known(dev.reserved_known(), x.reserved),
-                          known(dev.allocated_known(), x.allocated_rounded), known(x.driver_seen, x.outside()),
-                          bu(dev.peaks.used), known(x.capacity != 0, x.capacity)});
+                          known(dev.allocated_known(), x.allocated_rounded),
+                          known(x.driver_seen, x.outside()), bu(dev.peaks.used),
+                          known(x.capacity != 0, x.capacity)});
     }
     sec.tables.push_back(std::move(t));
 }
@@ -247,34 +281,41 @@ void add_ledger_table(const MemorySummary& s, const DeviceMemorySummary& dev, Se
     auto row = [&](std::string line, std::uint64_t a, std::uint64_t p) {
         t.rows.push_back({std::move(line), bu(a), bu(p)});
     };
-    if (dev.allocated_known()) row("framework: allocated (live blocks)", now.allocated_rounded, then.allocated_rounded);
+    if (dev.allocated_known())
+        row("framework: allocated (live blocks)", now.allocated_rounded, then.allocated_rounded);
     if (dev.reserved_known()) {
         row("framework: reserved (segments)", now.reserved, then.reserved);
-        if (dev.allocated_known()) row("framework: cached, not allocated", now.unallocated(), then.unallocated());
+        if (dev.allocated_known())
+            row("framework: cached, not allocated", now.unallocated(), then.unallocated());
     }
     if (now.framework_attributed > 0 || then.framework_attributed > 0) {
-        row("  of reserved: driver allocations matched to it (not counted again)", now.framework_attributed,
-            then.framework_attributed);
+        row("  of reserved: driver allocations matched to it (not counted again)",
+            now.framework_attributed, then.framework_attributed);
     }
     if (now.driver_seen) {
         for (std::size_t o = 0; o < kMemoryOwnerCount; ++o) {
             if (now.outside_by_owner[o] == 0 && then.outside_by_owner[o] == 0) continue;
-            row(std::string("outside the framework: ") + memory_owner_label(static_cast<MemoryOwner>(o)),
+            row(std::string("outside the framework: ") +
+                    memory_owner_label(static_cast<MemoryOwner>(o)),
                 now.outside_by_owner[o], then.outside_by_owner[o]);
         }
     }
     if (now.process_sampled) {
         row("NVML: the process", now.process_used, then.process_used);
-        row("NVML minus the lines above (CUDA context, unseen allocations)", now.unattributed(), then.unattributed());
+        row("NVML minus the lines above (CUDA context, unseen allocations)", now.unattributed(),
+            then.unattributed());
     }
     if (s.host.seen && &dev == &s.devices.front()) {
         // Process-wide lines (their "at the peak" column is their own peak).
-        row("pinned host memory (process-wide, not device memory)", s.host.pinned, s.host.peak_pinned);
+        row("pinned host memory (process-wide, not device memory)", s.host.pinned,
+            s.host.peak_pinned);
         if (s.host.peak_managed != 0) {
-            row("managed memory (process-wide, migrates on demand)", s.host.managed, s.host.peak_managed);
+            row("managed memory (process-wide, migrates on demand)", s.host.managed,
+                s.host.peak_managed);
         }
         if (s.host.peak_pageable != 0) {
-            row("pageable host memory CUDA reported (process-wide)", s.host.pageable, s.host.peak_pageable);
+            row("pageable host memory CUDA reported (process-wide)", s.host.pageable,
+                s.host.peak_pageable);
         }
     }
     if (!t.rows.empty()) sec.tables.push_back(std::move(t));
@@ -307,7 +348,8 @@ std::vector<PeakRow> peak_rows(const DeviceMemorySummary& dev) {
     double no_site_fw = std::max(0.0, d(at.allocated_rounded) - framework_sites);
     double no_site_driver = std::max(0.0, d(at.outside()) - driver_sites);
     if (no_site_fw > 0) rows.push_back({"<no block detail>", "framework allocated", no_site_fw});
-    if (no_site_driver > 0) rows.push_back({"<no call site>", "outside the framework", no_site_driver});
+    if (no_site_driver > 0)
+        rows.push_back({"<no call site>", "outside the framework", no_site_driver});
     return rows;
 }
 
@@ -315,14 +357,16 @@ std::vector<PeakRow> peak_rows(const DeviceMemorySummary& dev) {
 void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Section& sec) {
     const LedgerPeaks& p = dev.peaks;
     if (p.live == 0) return;
-    const double when = dev.first_ns != 0 && p.live_ns > dev.first_ns ? d(p.live_ns - dev.first_ns) / 1e9 : 0;
+    const double when =
+        dev.first_ns != 0 && p.live_ns > dev.first_ns ? d(p.live_ns - dev.first_ns) / 1e9 : 0;
     Table t;
     t.id = "peak_sites";
-    t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) + " after the first event" +
-              suffix_for(s, dev.device);
+    t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) +
+              " after the first event" + suffix_for(s, dev.device);
     t.columns = {"site", "kind", "bytes", "share"};
     t.units = {"", "", "bytes", "fraction"};
-    for (const PeakRow& r : peak_rows(dev)) t.rows.push_back({r.site, r.kind, r.bytes, r.bytes / d(p.live)});
+    for (const PeakRow& r : peak_rows(dev))
+        t.rows.push_back({r.site, r.kind, r.bytes, r.bytes / d(p.live)});
     sec.tables.push_back(std::move(t));
     sec.figures.push_back({"peak_live_time_ns" + id_suffix(s, dev.device), when * 1e9, "ns",
                            "when the peak of live allocations was reached (from the first event)" +
@@ -330,13 +374,15 @@ void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
     if (!dev.categories_known) return;
     Table c;
     c.id = "peak_categories";
-    c.title = "Live at the peak by what it holds (where the framework says)" + suffix_for(s, dev.device);
+    c.title =
+        "Live at the peak by what it holds (where the framework says)" + suffix_for(s, dev.device);
     c.columns = {"category", "bytes", "share"};
     c.units = {"", "bytes", "fraction"};
     for (std::size_t k = 0; k < kMemoryCategoryCount; ++k) {
         double v = dev.peak_by_category[k];
         if (v <= 0) continue;
-        c.rows.push_back({std::string(memory_category_name(static_cast<MemoryCategory>(k))), v, v / d(p.live)});
+        c.rows.push_back(
+            {std::string(memory_category_name(static_cast<MemoryCategory>(k))), v, v / d(p.live)});
     }
     sec.tables.push_back(std::move(c));
 }
@@ -351,7 +397,8 @@ void add_peak_partition(const MemorySummary& s, Section& sec) {
         peaks.emplace_back(&dev, peak_rows(dev));
         for (const PeakRow& r : peaks.back().second) {
             if (r.site == "<other sites>") continue;  // the part every site not named goes to
-            auto it = std::find_if(by_site.begin(), by_site.end(), [&](const auto& e) { return e.first == r.site; });
+            auto it = std::find_if(by_site.begin(), by_site.end(),
+                                   [&](const auto& e) { return e.first == r.site; });
             if (it == by_site.end()) {
                 by_site.emplace_back(r.site, r.bytes);
             } else {
@@ -360,7 +407,8 @@ void add_peak_partition(const MemorySummary& s, Section& sec) {
         }
     }
     if (peaks.empty()) return;
-    std::stable_sort(by_site.begin(), by_site.end(), [](const auto& a, const auto& c) { return a.second > c.second; });
+    std::stable_sort(by_site.begin(), by_site.end(),
+                     [](const auto& a, const auto& c) { return a.second > c.second; });
     if (by_site.size() > kPeakPartsNamed) by_site.resize(kPeakPartsNamed);
     Table t;
     t.id = "peak_by_site";
@@ -375,7 +423,8 @@ void add_peak_partition(const MemorySummary& s, Section& sec) {
     t.columns.emplace_back("other sites");
     t.units.emplace_back("bytes");
     for (const auto& [dev, rows] : peaks) {
-        std::vector<Cell> row{s.devices.size() > 1 ? "device " + std::to_string(dev->device) : std::string("peak")};
+        std::vector<Cell> row{s.devices.size() > 1 ? "device " + std::to_string(dev->device)
+                                                   : std::string("peak")};
         double named = 0;
         for (const auto& [site, total] : by_site) {
             double v = 0;
@@ -405,15 +454,20 @@ void add_segment_table(const MemorySummary& s, const DeviceMemorySummary& dev, S
     Table t;
     t.id = "segments";
     t.title = "Segments with the most free space" + suffix_for(s, dev.device) + " (top " +
-              std::to_string(std::min(segs.size(), kTopSegments)) + " of " + std::to_string(segs.size()) + ")";
-    t.columns = {"address", "size", "allocated", "free", "largest free", "free blocks", "stream", "kind", "created at"};
+              std::to_string(std::min(segs.size(), kTopSegments)) + " of " +
+              std::to_string(segs.size()) + ")";
+    t.columns = {"address",     "size",   "allocated", "free",      "largest free",
+                 "free blocks", "stream", "kind",      "created at"};
     for (std::size_t i = 0; i < segs.size() && i < kTopSegments; ++i) {
         const SegmentLayout& x = *segs[i];
-        t.rows.push_back({hex(x.segment.address), bu(x.segment.size),
-                          bu(x.segment.allocated - std::min(x.segment.allocated, x.segment.pending)),
-                          bu(x.free_bytes), bu(x.largest_free), d(x.free_blocks), d(x.segment.stream),
-                          std::string(x.segment.expandable ? "expandable" : x.segment.blocks == 0 ? "unused" : "split"),
-                          site_of(segs[i])});
+        t.rows.push_back(
+            {hex(x.segment.address), bu(x.segment.size),
+             bu(x.segment.allocated - std::min(x.segment.allocated, x.segment.pending)),
+             bu(x.free_bytes), bu(x.largest_free), d(x.free_blocks), d(x.segment.stream),
+             std::string(x.segment.expandable    ? "expandable"
+                         : x.segment.blocks == 0 ? "unused"
+                                                 : "split"),
+             site_of(segs[i])});
     }
     sec.tables.push_back(std::move(t));
 }
@@ -427,7 +481,8 @@ void add_site_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
         t.title = "Live memory by allocation site" + suffix_for(s, dev.device);
         t.columns = {"site", "kind", "live", "blocks", "share"};
         for (const auto& l : dev.live_sites) {
-            t.rows.push_back({l.site, kind_of(l), b(l.bytes), d(l.blocks), format_percent(l.bytes / live_total)});
+            t.rows.push_back({l.site, kind_of(l), b(l.bytes), d(l.blocks),
+                              format_percent(l.bytes / live_total)});
         }
         sec.tables.push_back(std::move(t));
     }
@@ -436,7 +491,8 @@ void add_site_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
         for (const auto& l : dev.growth_sites) total += l.bytes;
         Table t;
         t.id = "growth_sites";
-        t.title = "Sites whose live memory grew over the recorded history" + suffix_for(s, dev.device);
+        t.title =
+            "Sites whose live memory grew over the recorded history" + suffix_for(s, dev.device);
         t.columns = {"site", "kind", "growth", "share"};
         for (const auto& l : dev.growth_sites) {
             t.rows.push_back({l.site, kind_of(l), b(l.bytes), format_percent(l.bytes / total)});
@@ -492,7 +548,8 @@ void add_series(const MemorySummary& s, const DeviceMemorySummary& dev, Section&
     }
     if (dev.steps.empty() || !dev.allocated_known()) return;
     Series sp{"step_peak_allocated" + ids, "Peak allocated per step" + suffix, "bytes", {}, "step"};
-    Series sm{"step_min_allocated" + ids, "Lowest allocated per step" + suffix, "bytes", {}, "step"};
+    Series sm{
+        "step_min_allocated" + ids, "Lowest allocated per step" + suffix, "bytes", {}, "step"};
     double ordinal = 0;
     std::uint64_t max_peak = 0;
     for (const auto& st : dev.steps) {
@@ -505,8 +562,8 @@ void add_series(const MemorySummary& s, const DeviceMemorySummary& dev, Section&
     sec.series.push_back(std::move(sm));
     if (&dev == &s.devices.front()) {
         sec.figures.push_back({"steps", ordinal, "count", "steps with memory watermarks"});
-        sec.figures.push_back({"peak_step_allocated_bytes", d(max_peak), "bytes", "highest per-step peak allocated",
-                               FigureKind::kPeak});
+        sec.figures.push_back({"peak_step_allocated_bytes", d(max_peak), "bytes",
+                               "highest per-step peak allocated", FigureKind::kPeak});
     }
 }
 
@@ -516,18 +573,22 @@ void add_crossings_table(const MemorySummary& s, Section& sec) {
     Table t;
     t.id = "watch_crossings";
     t.title = "Memory watch crossings (" + std::to_string(s.crossings_total) + ")";
-    t.columns = {"device", "metric", "level", "value", "empty_cache could return", "stranded", "action", "result"};
+    t.columns = {"device",   "metric", "level", "value", "empty_cache could return",
+                 "stranded", "action", "result"};
     for (const auto& c : s.crossings) {
         const MemoryWatchCrossing& x = c.crossing;
-        std::string result = !c.action_recorded ? std::string("-")
-                             : !c.action_ok     ? "failed: " + c.detail
-                             : c.bytes_freed > 0 ? "freed " + bu(c.bytes_freed) + (c.detail.empty() ? "" : "; " + c.detail)
-                                                 : (c.detail.empty() ? std::string("done") : c.detail);
-        t.rows.push_back({d(static_cast<std::uint64_t>(x.device)), std::string(memory_metric_name(x.metric)),
-                          bu(x.level_bytes), bu(x.value_bytes),
-                          x.cache_known ? Cell(bu(x.releasable_bytes)) : Cell(std::string("unknown")),
-                          x.cache_known ? Cell(bu(x.stranded_bytes)) : Cell(std::string("unknown")),
-                          c.action_recorded ? c.action : std::string("-"), result});
+        std::string result =
+            !c.action_recorded ? std::string("-")
+            : !c.action_ok     ? "failed: " + c.detail
+            : c.bytes_freed > 0
+                ? "freed " + bu(c.bytes_freed) + (c.detail.empty() ? "" : "; " + c.detail)
+                : (c.detail.empty() ? std::string("done") : c.detail);
+        t.rows.push_back(
+            {d(static_cast<std::uint64_t>(x.device)), std::string(memory_metric_name(x.metric)),
+             bu(x.level_bytes), bu(x.value_bytes),
+             x.cache_known ? Cell(bu(x.releasable_bytes)) : Cell(std::string("unknown")),
+             x.cache_known ? Cell(bu(x.stranded_bytes)) : Cell(std::string("unknown")),
+             c.action_recorded ? c.action : std::string("-"), result});
     }
     sec.tables.push_back(std::move(t));
 }

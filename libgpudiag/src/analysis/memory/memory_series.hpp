@@ -141,7 +141,9 @@ private:
             }
         }
         points_ = std::move(merged);
-        if (open_) current_.start_ns = origin_ns_ + (current_.start_ns - origin_ns_) / width_ns_ * width_ns_;
+        if (open_)
+            current_.start_ns =
+                origin_ns_ + (current_.start_ns - origin_ns_) / width_ns_ * width_ns_;
     }
 
     std::size_t capacity_;

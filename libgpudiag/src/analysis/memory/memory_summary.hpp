@@ -49,62 +49,62 @@ enum class Repetition : std::uint8_t {
 struct MemoryTrend {
     TrendMetric metric = TrendMetric::kAllocated;
     Repetition basis = Repetition::kNone;
-    bool per_step = false;              ///< x is steps (else seconds)
-    std::uint64_t repetitions = 0;      ///< steps, periods or windows the trend covers
-    double period_ns = 0;               ///< kPeriod: the period found in the allocation pattern
-    double window_ns = 0;               ///< time-based points: the window each one covers
-    TrendResult result;                 ///< on the analysed suffix (from the onset)
-    bool leak = false;                  ///< a leak verdict
-    bool growth_only = false;           ///< material rising growth, but too few repetitions
-    double rate = 0;                    ///< bytes per step or per second
-    double floor_bytes = 0;             ///< growth needed for a verdict
-    std::uint64_t since_ns = 0;         ///< onset of the growth, on the source's clock
-    double since_s = 0;                 ///< onset, seconds after the device's first event
-    double span_s = 0;                  ///< seconds the analysed points cover
-    double first_level = 0;             ///< level at the onset
+    bool per_step = false;          ///< x is steps (else seconds)
+    std::uint64_t repetitions = 0;  ///< steps, periods or windows the trend covers
+    double period_ns = 0;           ///< kPeriod: the period found in the allocation pattern
+    double window_ns = 0;           ///< time-based points: the window each one covers
+    TrendResult result;             ///< on the analysed suffix (from the onset)
+    bool leak = false;              ///< a leak verdict
+    bool growth_only = false;       ///< material rising growth, but too few repetitions
+    double rate = 0;                ///< bytes per step or per second
+    double floor_bytes = 0;         ///< growth needed for a verdict
+    std::uint64_t since_ns = 0;     ///< onset of the growth, on the source's clock
+    double since_s = 0;             ///< onset, seconds after the device's first event
+    double span_s = 0;              ///< seconds the analysed points cover
+    double first_level = 0;         ///< level at the onset
     double last_level = 0;
-    bool full_known = false;            ///< capacity known and rising
-    double until_full = 0;              ///< steps (per_step) or seconds until the device is full
-    double step_ns = 0;                 ///< mean step duration (per_step), 0 when unknown
-    std::vector<SiteLine> sites;        ///< live bytes gained since the onset, most first
+    bool full_known = false;      ///< capacity known and rising
+    double until_full = 0;        ///< steps (per_step) or seconds until the device is full
+    double step_ns = 0;           ///< mean step duration (per_step), 0 when unknown
+    std::vector<SiteLine> sites;  ///< live bytes gained since the onset, most first
     double sites_total = 0;
 };
 
 /// Out-of-memory events of one device, as one group.
 struct OomGroup {
     std::uint16_t device = 0;
-    bool device_inferred = false;       ///< the event carried no device (CUPTI): the only one used
+    bool device_inferred = false;  ///< the event carried no device (CUPTI): the only one used
     std::uint64_t count = 0;
     std::vector<std::uint64_t> moments;  ///< first ones, on the source's clock
     std::uint64_t first_ns = 0;
     std::uint64_t last_ns = 0;
     std::uint64_t smallest_request = 0;
     std::uint64_t largest_request = 0;
-    std::uint64_t last_request = 0;     ///< for telling a retry from a new failure
-    OomExplanation explanation;         ///< of the first failure, at its moment
+    std::uint64_t last_request = 0;  ///< for telling a retry from a new failure
+    OomExplanation explanation;      ///< of the first failure, at its moment
 };
 
 struct DeviceMemorySummary {
     std::uint16_t device = 0;
     LedgerTotals totals;
     LedgerPeaks peaks;
-    DeviceLayout layout;                   ///< measured when totals.segments_seen
+    DeviceLayout layout;                     ///< measured when totals.segments_seen
     std::vector<std::string> segment_sites;  ///< where each layout segment was created
     std::vector<StepMark> steps;
     std::vector<PhaseMark> phases;
     std::vector<std::string> phase_names;  ///< aligned with phases
     std::vector<MemorySeriesPoint> series;
-    std::vector<SiteLine> live_sites;     ///< now, most first
-    std::vector<SiteLine> growth_sites;   ///< over the recorded history, most first
-    std::vector<SiteLine> peak_sites;     ///< live at the peak of live(), most first
+    std::vector<SiteLine> live_sites;    ///< now, most first
+    std::vector<SiteLine> growth_sites;  ///< over the recorded history, most first
+    std::vector<SiteLine> peak_sites;    ///< live at the peak of live(), most first
     std::array<double, kMemoryCategoryCount> peak_by_category{};
-    bool categories_known = false;        ///< some live block at the peak had a category
-    std::uint64_t first_ns = 0;           ///< first point of the series
+    bool categories_known = false;  ///< some live block at the peak had a category
+    std::uint64_t first_ns = 0;     ///< first point of the series
     std::uint64_t total_steps = 0;
-    double step_ns = 0;                   ///< mean step duration, 0 without steps
+    double step_ns = 0;  ///< mean step duration, 0 without steps
     DetectedPeriod period;
-    std::vector<MemoryTrend> trends;      ///< metrics with a leak or growth-only verdict
-    std::uint64_t needed = 0;             ///< allocated now, or the recent per-step peak
+    std::vector<MemoryTrend> trends;  ///< metrics with a leak or growth-only verdict
+    std::uint64_t needed = 0;         ///< allocated now, or the recent per-step peak
     bool fragmentation_oom = false;
     /// Sites of live blocks in partly used segments, with the free bytes of those segments.
     std::vector<std::pair<std::string, std::uint64_t>> pinning_sites;
@@ -124,17 +124,17 @@ struct DeviceMemorySummary {
 };
 
 struct MemorySummary {
-    bool observed = false;                 ///< any memory event or counter
+    bool observed = false;  ///< any memory event or counter
     std::vector<DeviceMemorySummary> devices;
     std::vector<OomGroup> ooms;
-    std::uint64_t oom_events = 0;       ///< out-of-memory markers, withdrawn ones excluded
+    std::uint64_t oom_events = 0;  ///< out-of-memory markers, withdrawn ones excluded
     std::vector<WatchCrossingRecord> crossings;
     std::uint64_t crossings_total = 0;
     bool expandable = false;
-    HostMemoryTotals host;              ///< pinned, pageable and managed memory, process-wide
-    std::uint64_t host_ooms = 0;        ///< failed host allocations (not in any group)
-    std::uint64_t unplaced_ooms = 0;    ///< failures on a device the input does not name
-    std::uint64_t retried_ooms = 0;     ///< withdrawn: the caller's retry succeeded
+    HostMemoryTotals host;            ///< pinned, pageable and managed memory, process-wide
+    std::uint64_t host_ooms = 0;      ///< failed host allocations (not in any group)
+    std::uint64_t unplaced_ooms = 0;  ///< failures on a device the input does not name
+    std::uint64_t retried_ooms = 0;   ///< withdrawn: the caller's retry succeeded
     std::uint64_t unmatched_frees = 0;
 
     [[nodiscard]] const DeviceMemorySummary* device(std::uint16_t ordinal) const {

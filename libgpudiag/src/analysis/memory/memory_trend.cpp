@@ -82,7 +82,8 @@ TrendPoints from_windows(const DeviceMemorySummary& d, TrendMetric m, double win
         bucket_ns = std::min(bucket_ns, s[i].start_ns - s[i - 1].start_ns);
     }
     if (bucket_ns == std::numeric_limits<std::uint64_t>::max()) bucket_ns = 1;
-    const auto width = static_cast<std::uint64_t>(std::max(window_ns, static_cast<double>(bucket_ns)));
+    const auto width =
+        static_cast<std::uint64_t>(std::max(window_ns, static_cast<double>(bucket_ns)));
     std::size_t i = 0;
     while (i < s.size()) {
         const std::uint64_t start = s[i].start_ns;
@@ -131,7 +132,8 @@ double floor_for(const TrendResult& r, const LedgerTotals& t) {
 // The earliest suffix on which the test passes (the onset); -1 when none does.
 std::ptrdiff_t onset(const std::vector<TrendPoint>& pts, const LedgerTotals& t, TrendResult& out) {
     const std::size_t n = pts.size();
-    for (std::size_t k = 0; k * 8 <= 5 * n && n - k >= kMinPoints; k += std::max<std::size_t>(1, n / 8)) {
+    for (std::size_t k = 0; k * 8 <= 5 * n && n - k >= kMinPoints;
+         k += std::max<std::size_t>(1, n / 8)) {
         TrendResult r = analyze_trend(std::span<const TrendPoint>(pts).subspan(k));
         if (is_leak(r, floor_for(r, t))) {
             out = r;
@@ -243,8 +245,7 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
     std::ptrdiff_t k = onset(p.pts, d.totals, trend.result);
     if (k < 0) return std::nullopt;
     const auto accepted = static_cast<std::size_t>(k) + trend.result.warmup_points;
-    const std::size_t start =
-        accepted + knee(std::span<const TrendPoint>(p.pts).subspan(accepted));
+    const std::size_t start = accepted + knee(std::span<const TrendPoint>(p.pts).subspan(accepted));
     trend.metric = m;
     trend.basis = p.basis;
     trend.per_step = p.per_step;
@@ -323,9 +324,8 @@ std::vector<MemoryTrend> compute_trends(const MemoryLedger& ledger, const Device
         }
     }
     auto leaks = [&](std::optional<TrendMetric> m) {
-        return std::any_of(out.begin(), out.end(), [&](const MemoryTrend& x) {
-            return x.leak && (!m || x.metric == *m);
-        });
+        return std::any_of(out.begin(), out.end(),
+                           [&](const MemoryTrend& x) { return x.leak && (!m || x.metric == *m); });
     };
     if (!leaks(TrendMetric::kAllocated) && d.reserved_known()) {
         if (auto trend = leak_trend(ledger, d, TrendMetric::kReserved, site_name)) {

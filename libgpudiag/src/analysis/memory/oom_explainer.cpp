@@ -21,13 +21,15 @@
 namespace gpudiag::detail {
 namespace {
 
-std::string bytes(std::uint64_t b) { return format_bytes(static_cast<double>(b)); }
+std::string bytes(std::uint64_t b) {
+    return format_bytes(static_cast<double>(b));
+}
 
 // Sites of live blocks in segments that also hold free space, with the free bytes they pin.
 std::vector<std::pair<std::string, std::uint64_t>> pinning_sites(const MemoryLedger& ledger,
-                                                                  std::uint16_t device,
-                                                                  const DeviceLayout& layout,
-                                                                  const StringTable* strings) {
+                                                                 std::uint16_t device,
+                                                                 const DeviceLayout& layout,
+                                                                 const StringTable* strings) {
     std::vector<LedgerBlock> blocks = ledger.blocks(device);
     std::sort(blocks.begin(), blocks.end(),
               [](const LedgerBlock& a, const LedgerBlock& b) { return a.address < b.address; });
@@ -47,8 +49,9 @@ std::vector<std::pair<std::string, std::uint64_t>> pinning_sites(const MemoryLed
     }
     std::vector<std::pair<std::string, std::uint64_t>> out;
     for (const auto& [site, free] : pinned) {
-        std::string name = strings != nullptr && site != kNoString ? std::string(strings->lookup(site))
-                                                                   : std::string();
+        std::string name = strings != nullptr && site != kNoString
+                               ? std::string(strings->lookup(site))
+                               : std::string();
         out.emplace_back(name.empty() ? "<unknown site>" : name, free);
     }
     std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
@@ -69,12 +72,15 @@ std::string site_list(const std::vector<std::pair<std::string, std::uint64_t>>& 
 
 // The figures every explanation states, in one sentence.
 std::string state_text(const AllocatorOomState& s) {
-    std::string out = "reserved " + bytes(s.reserved_bytes) + ", allocated " + bytes(s.allocated_bytes) +
-                      ", free in partly used segments " + bytes(s.inactive_split_bytes);
+    std::string out = "reserved " + bytes(s.reserved_bytes) + ", allocated " +
+                      bytes(s.allocated_bytes) + ", free in partly used segments " +
+                      bytes(s.inactive_split_bytes);
     if (s.releasable_known) out += ", in wholly free segments " + bytes(s.releasable_bytes);
-    if (s.largest_free_block_known) out += ", largest free block " + bytes(s.largest_free_block_bytes);
+    if (s.largest_free_block_known)
+        out += ", largest free block " + bytes(s.largest_free_block_bytes);
     if (s.device_free_known) out += ", free on the device " + bytes(s.device_free_bytes);
-    if (s.outside_framework_bytes > 0) out += ", outside the framework " + bytes(s.outside_framework_bytes);
+    if (s.outside_framework_bytes > 0)
+        out += ", outside the framework " + bytes(s.outside_framework_bytes);
     if (s.other_processes_bytes > 0) out += ", other processes " + bytes(s.other_processes_bytes);
     return out;
 }
@@ -82,40 +88,51 @@ std::string state_text(const AllocatorOomState& s) {
 void bloated_cache(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
     x.cause = OomCause::kBloatedCache;
     x.summary = head + "would not fail inside the framework's allocator: it releases the " +
-                bytes(s.releasable_bytes) + " held in wholly free cached segments and retries, "
-                "and that covers the " + bytes(x.segment_bytes) + " segment the request needs (" +
-                state_text(s) + "). A request that fails here comes from outside that cache "
+                bytes(s.releasable_bytes) +
+                " held in wholly free cached segments and retries, "
+                "and that covers the " +
+                bytes(x.segment_bytes) + " segment the request needs (" + state_text(s) +
+                "). A request that fails here comes from outside that cache "
                 "(another library's cudaMalloc, another allocator or process), which cannot use "
                 "the cached memory.";
-    x.evidence.push_back("wholly free cached segments " + bytes(s.releasable_bytes) +
-                         (s.device_free_known ? " + free on the device " + bytes(s.device_free_bytes) : "") +
-                         " >= new segment " + bytes(x.segment_bytes));
-    x.advice.push_back("Call torch.cuda.empty_cache() before the code that needs the memory, so "
-                       "the " + bytes(s.releasable_bytes) + " of cached free segments go back to "
-                       "the driver.");
-    x.advice.push_back("Bound the cache: PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 "
-                       "or torch.cuda.set_per_process_memory_fraction().");
+    x.evidence.push_back(
+        "wholly free cached segments " + bytes(s.releasable_bytes) +
+        (s.device_free_known ? " + free on the device " + bytes(s.device_free_bytes) : "") +
+        " >= new segment " + bytes(x.segment_bytes));
+    x.advice.push_back(
+        "Call torch.cuda.empty_cache() before the code that needs the memory, so "
+        "the " +
+        bytes(s.releasable_bytes) +
+        " of cached free segments go back to "
+        "the driver.");
+    x.advice.push_back(
+        "Bound the cache: PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 "
+        "or torch.cuda.set_per_process_memory_fraction().");
 }
 
 void fragmentation(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
-                   const std::vector<std::pair<std::string, std::uint64_t>>& pins, OomExplanation& x) {
+                   const std::vector<std::pair<std::string, std::uint64_t>>& pins,
+                   OomExplanation& x) {
     x.cause = OomCause::kFragmentation;
     x.summary = head + "fails from fragmentation: " + bytes(free_total) +
                 " is free in total but no free block is as large as " + bytes(x.rounded_bytes) +
                 " and the device cannot map a new " + bytes(x.segment_bytes) + " segment (" +
                 state_text(s) + "). " + bytes(s.inactive_split_bytes) +
                 " of the free space sits in partly used segments, which cannot be released.";
-    x.evidence.push_back("free in total " + bytes(free_total) + " >= request " + bytes(x.rounded_bytes));
+    x.evidence.push_back("free in total " + bytes(free_total) + " >= request " +
+                         bytes(x.rounded_bytes));
     x.evidence.push_back(s.largest_free_block_known
-                             ? "largest free block " + bytes(s.largest_free_block_bytes) + " < request"
+                             ? "largest free block " + bytes(s.largest_free_block_bytes) +
+                                   " < request"
                              : "no cached block served the request (the allocator failed)");
     if (!s.expandable_segments) {
         x.advice.push_back(
             "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (PYTORCH_ALLOC_CONF on torch >= "
             "2.9): free pages are then unmapped and remapped into one growing segment per "
             "stream, so free space no longer has to be contiguous within a segment.");
-        x.advice.push_back("Or set max_split_size_mb so large cached blocks are not split for "
-                           "small requests.");
+        x.advice.push_back(
+            "Or set max_split_size_mb so large cached blocks are not split for "
+            "small requests.");
         if (!pins.empty()) {
             x.advice.push_back("The partly used segments are held by: " + site_list(pins) +
                                "; allocating these long-lived tensors first (or freeing them "
@@ -123,11 +140,12 @@ void fragmentation(const AllocatorOomState& s, const std::string& head, std::uin
         }
         return;
     }
-    x.advice.push_back("Expandable segments are already on, so segment boundaries are not the "
-                       "cause: live blocks pin the free pages between them" +
-                       (pins.empty() ? std::string(".") : " (" + site_list(pins) + ").") +
-                       " Free those tensors earlier, or allocate long-lived tensors before "
-                       "transient ones.");
+    x.advice.push_back(
+        "Expandable segments are already on, so segment boundaries are not the "
+        "cause: live blocks pin the free pages between them" +
+        (pins.empty() ? std::string(".") : " (" + site_list(pins) + ").") +
+        " Free those tensors earlier, or allocate long-lived tensors before "
+        "transient ones.");
 }
 
 void held_elsewhere(const AllocatorOomState& s, const std::string& head, bool other_process,
@@ -137,9 +155,10 @@ void held_elsewhere(const AllocatorOomState& s, const std::string& head, bool ot
         x.summary = head + "would fit without the " + bytes(s.other_processes_bytes) +
                     " other processes hold on the device (" + state_text(s) + ").";
         x.evidence.push_back("other processes hold " + bytes(s.other_processes_bytes));
-        x.advice.push_back("Another process shares this GPU: find it (nvidia-smi, or gpudiag's "
-                           "foreign_process_memory finding) and move it, or give this program a "
-                           "GPU of its own.");
+        x.advice.push_back(
+            "Another process shares this GPU: find it (nvidia-smi, or gpudiag's "
+            "foreign_process_memory finding) and move it, or give this program a "
+            "GPU of its own.");
         return;
     }
     x.cause = OomCause::kOutsideFramework;
@@ -147,9 +166,10 @@ void held_elsewhere(const AllocatorOomState& s, const std::string& head, bool ot
                 " of device memory held outside the framework's allocator were free (" +
                 state_text(s) + ").";
     x.evidence.push_back("outside the framework " + bytes(s.outside_framework_bytes));
-    x.advice.push_back("Find and shrink the memory held outside the framework: communication "
-                       "buffers (NCCL_BUFFSIZE), library workspaces (CUBLAS_WORKSPACE_CONFIG), "
-                       "other allocators in the process.");
+    x.advice.push_back(
+        "Find and shrink the memory held outside the framework: communication "
+        "buffers (NCCL_BUFFSIZE), library workspaces (CUBLAS_WORKSPACE_CONFIG), "
+        "other allocators in the process.");
 }
 
 using Pins = std::vector<std::pair<std::string, std::uint64_t>>;
@@ -161,7 +181,7 @@ OomExplanation figures_of(const AllocatorOomState& s, const Pins& pins) {
     x.device = s.device;
     x.requested_bytes = s.requested_bytes;
     x.rounded_bytes = s.requested_bytes != 0 ? torch_round_size(s.requested_bytes) : 0;
-    x.segment_bytes = s.segment_bytes != 0 ? s.segment_bytes
+    x.segment_bytes = s.segment_bytes != 0   ? s.segment_bytes
                       : x.rounded_bytes != 0 ? torch_segment_size(x.rounded_bytes)
                                              : 0;
     x.capacity_bytes = s.capacity_bytes;
@@ -181,11 +201,13 @@ OomExplanation figures_of(const AllocatorOomState& s, const Pins& pins) {
 }
 
 void size_unknown(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
-    x.summary = head + "of unknown size failed (" + state_text(s) + "). The size decides between "
+    x.summary = head + "of unknown size failed (" + state_text(s) +
+                "). The size decides between "
                 "fragmentation and a full device, so the cause is left open.";
     x.evidence.push_back("request size not recorded");
-    x.advice.push_back("Record allocation call sites (SessionOptions::deep) or the framework's OOM "
-                       "event: either carries the request size.");
+    x.advice.push_back(
+        "Record allocation call sites (SessionOptions::deep) or the framework's OOM "
+        "event: either carries the request size.");
 }
 
 void free_block_available(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
@@ -195,33 +217,39 @@ void free_block_available(const AllocatorOomState& s, const std::string& head, O
                 "). The allocator reuses a cached block only for requests on the same stream and "
                 "pool, so the request likely came from another stream or a private pool (CUDA "
                 "graphs, MemPool), or memory was freed after the failure.";
-    x.evidence.push_back("largest free block " + bytes(s.largest_free_block_bytes) + " >= request " +
-                         bytes(x.rounded_bytes));
-    x.advice.push_back("Check which stream allocated: blocks freed on one stream are not reused by "
-                       "another until synchronised; avoid record_stream on long-lived tensors.");
+    x.evidence.push_back("largest free block " + bytes(s.largest_free_block_bytes) +
+                         " >= request " + bytes(x.rounded_bytes));
+    x.advice.push_back(
+        "Check which stream allocated: blocks freed on one stream are not reused by "
+        "another until synchronised; avoid record_stream on long-lived tensors.");
 }
 
 void device_had_room(const AllocatorOomState& s, const std::string& head, OomExplanation& x) {
-    x.summary = head + "had room: the device had " + bytes(s.device_free_bytes) + " free, enough for the " +
-                bytes(x.segment_bytes) + " segment it needs (" + state_text(s) + "). The state "
+    x.summary = head + "had room: the device had " + bytes(s.device_free_bytes) +
+                " free, enough for the " + bytes(x.segment_bytes) + " segment it needs (" +
+                state_text(s) +
+                "). The state "
                 "recorded is not the failing one (memory was freed after the failure), or a "
                 "per-process memory fraction capped the allocator.";
     x.evidence.push_back("free on the device " + bytes(s.device_free_bytes) + " >= new segment " +
                          bytes(x.segment_bytes));
-    x.advice.push_back("Check torch.cuda.set_per_process_memory_fraction() and dump the snapshot at "
-                       "the failure (gpudiag's oom_snapshot option).");
+    x.advice.push_back(
+        "Check torch.cuda.set_per_process_memory_fraction() and dump the snapshot at "
+        "the failure (gpudiag's oom_snapshot option).");
 }
 
-void too_little_memory(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
-                       OomExplanation& x) {
+void too_little_memory(const AllocatorOomState& s, const std::string& head,
+                       std::uint64_t free_total, OomExplanation& x) {
     x.cause = OomCause::kTooLittleMemory;
     x.summary = head + "does not fit: live data holds " + bytes(s.allocated_bytes) + " and only " +
                 bytes(free_total) + " is free in total, so no allocator setting would make room (" +
                 state_text(s) + ").";
-    x.evidence.push_back("free in total " + bytes(free_total) + " < request " + bytes(x.rounded_bytes));
-    x.advice.push_back("Shrink the working set: a smaller batch or sequence length, activation "
-                       "checkpointing, bf16/fp16 weights and activations, or sharding parameters "
-                       "and optimizer state (FSDP/ZeRO).");
+    x.evidence.push_back("free in total " + bytes(free_total) + " < request " +
+                         bytes(x.rounded_bytes));
+    x.advice.push_back(
+        "Shrink the working set: a smaller batch or sequence length, activation "
+        "checkpointing, bf16/fp16 weights and activations, or sharding parameters "
+        "and optimizer state (FSDP/ZeRO).");
     if (s.expandable_segments) {
         x.advice.push_back("Expandable segments are already on; fragmentation is not the cause.");
     }
@@ -230,12 +258,15 @@ void too_little_memory(const AllocatorOomState& s, const std::string& head, std:
 void left_open(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
                OomExplanation& x) {
     x.summary = head + "cannot be judged fully: the free space in the framework's segments (" +
-                bytes(free_total) + ") cannot hold it, and the device's free memory and capacity "
-                "are unknown (" + state_text(s) + ").";
-    x.evidence.push_back("free in segments " + bytes(free_total) + " < request " + bytes(x.rounded_bytes) +
-                         "; device free memory unknown");
-    x.advice.push_back("Record the device capacity or the OOM event (torch records free device "
-                       "memory in the trace's oom entry) to get a full explanation.");
+                bytes(free_total) +
+                ") cannot hold it, and the device's free memory and capacity "
+                "are unknown (" +
+                state_text(s) + ").";
+    x.evidence.push_back("free in segments " + bytes(free_total) + " < request " +
+                         bytes(x.rounded_bytes) + "; device free memory unknown");
+    x.advice.push_back(
+        "Record the device capacity or the OOM event (torch records free device "
+        "memory in the trace's oom entry) to get a full explanation.");
 }
 
 // The decision, in the order of the file comment.
@@ -245,10 +276,13 @@ OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
     const std::uint64_t releasable = s.releasable_known ? s.releasable_bytes : 0;
     const std::uint64_t dev_free = s.device_free_known ? s.device_free_bytes : 0;
     const std::uint64_t free_total = s.inactive_split_bytes + releasable + dev_free;
-    const std::string head = (r != 0 ? "A request of " + bytes(s.requested_bytes) : std::string("A request")) +
-                             " on device " + std::to_string(s.device) + " ";
-    const bool other_fits = s.other_processes_bytes > 0 && free_total + s.other_processes_bytes >= r;
-    const bool outside_fits = s.outside_framework_bytes > 0 && free_total + s.outside_framework_bytes >= r;
+    const std::string head =
+        (r != 0 ? "A request of " + bytes(s.requested_bytes) : std::string("A request")) +
+        " on device " + std::to_string(s.device) + " ";
+    const bool other_fits =
+        s.other_processes_bytes > 0 && free_total + s.other_processes_bytes >= r;
+    const bool outside_fits =
+        s.outside_framework_bytes > 0 && free_total + s.outside_framework_bytes >= r;
     if (r == 0) {
         size_unknown(s, head, x);
     } else if (s.largest_free_block_known && s.largest_free_block_bytes >= r) {
@@ -261,8 +295,10 @@ OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
         fragmentation(s, head, free_total, pins, x);
     } else if (other_fits || outside_fits) {
         // When either alone would make room, the larger holder is named.
-        held_elsewhere(s, head,
-                       other_fits && (!outside_fits || s.other_processes_bytes >= s.outside_framework_bytes), x);
+        held_elsewhere(
+            s, head,
+            other_fits && (!outside_fits || s.other_processes_bytes >= s.outside_framework_bytes),
+            x);
     } else if (s.device_free_known || s.capacity_bytes != 0) {
         too_little_memory(s, head, free_total, x);
     } else {

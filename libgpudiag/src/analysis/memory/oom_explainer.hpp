@@ -16,9 +16,9 @@ namespace gpudiag::detail {
 
 struct OomContext {
     bool device_free_known = false;
-    std::uint64_t device_free_bytes = 0;  ///< what the driver reported free at the failure
-    bool expandable_segments = false;     ///< the allocator setting (or seen on segments)
-    const StringTable* strings = nullptr; ///< for site names; may be null
+    std::uint64_t device_free_bytes = 0;   ///< what the driver reported free at the failure
+    bool expandable_segments = false;      ///< the allocator setting (or seen on segments)
+    const StringTable* strings = nullptr;  ///< for site names; may be null
 };
 
 /// The computed explanation: cause, figures, plain-language summary and advice that fits.

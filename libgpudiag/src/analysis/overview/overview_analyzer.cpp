@@ -51,8 +51,8 @@ void OverviewAnalyzer::contribute(Report& report) {
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "devices"});
     s.figures.push_back({"gpu_streams", static_cast<double>(streams_.size()), "count",
                          "GPU streams with activity"});
-    s.figures.push_back({"host_threads", static_cast<double>(threads_.size()), "count",
-                         "host threads"});
+    s.figures.push_back(
+        {"host_threads", static_cast<double>(threads_.size()), "count", "host threads"});
     Table t;
     t.id = "event_counts";
     t.title = "Events by kind";

@@ -44,9 +44,13 @@ bool graphs_launches(std::size_t w) {
     return w == static_cast<std::size_t>(WhatIf::kCudaGraph) ||
            w == static_cast<std::size_t>(WhatIf::kHostNeverLate);
 }
-bool hides_communication(std::size_t w) { return w == static_cast<std::size_t>(WhatIf::kNoCommunication); }
+bool hides_communication(std::size_t w) {
+    return w == static_cast<std::size_t>(WhatIf::kNoCommunication);
+}
 
-std::uint64_t sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b : 0; }
+std::uint64_t sub(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
 
 }  // namespace
 
@@ -80,7 +84,8 @@ const char* path_part_label(PathPart p) noexcept {
     return "unknown";
 }
 
-// ---- input ---------------------------------------------------------------------------------------
+// ---- input
+// ---------------------------------------------------------------------------------------
 
 void CriticalPath::add_host(HostKind kind, std::uint64_t start, std::uint64_t end,
                             std::uint32_t correlation, std::uint16_t device, std::uint32_t stream) {
@@ -126,7 +131,8 @@ void CriticalPath::add_stream_wait(std::uint64_t at, std::uint16_t device, std::
 void CriticalPath::add_gpu(const Event& e, std::uint64_t launch, PathPart part, bool pageable) {
     if (finished_) return;
     if (streams_.size() >= kMaxStreams && stream_index_.count({e.device, e.stream}) == 0) return;
-    GpuItem g{e.start_ns, std::max(e.end_ns, e.start_ns), launch, 0, e.stream, e.device, part, pageable};
+    GpuItem g{e.start_ns, std::max(e.end_ns, e.start_ns), launch, 0, e.stream, e.device, part,
+              pageable};
     g.correlation = e.kind == EventKind::kKernel ? e.kernel.correlation : e.copy.correlation;
     stream_of(e.device, e.stream).queue.push_back(g);
     ++gpu_pending_;
@@ -175,7 +181,8 @@ std::size_t CriticalPath::step_index(std::uint64_t t) const {
     return static_cast<std::size_t>(pos - steps_.begin()) - 1;
 }
 
-// ---- replay --------------------------------------------------------------------------------------
+// ---- replay
+// --------------------------------------------------------------------------------------
 
 void CriticalPath::pump(bool final) {
     for (;;) {
@@ -184,7 +191,8 @@ void CriticalPath::pump(bool final) {
         if (!have_host) break;
         const HostItem& h = host_pending_.front();
         const bool arrived = gpu_now_ >= h.end && host_now_ >= h.end;
-        const bool crowded = host_pending_.size() > kMaxPendingHost || gpu_pending_ > kMaxPendingGpu;
+        const bool crowded =
+            host_pending_.size() > kMaxPendingHost || gpu_pending_ > kMaxPendingGpu;
         if (!final && !arrived && !crowded) break;
         if (!arrived && !final) ++counts_.forced_items;
         HostItem item = h;
@@ -263,7 +271,8 @@ void CriticalPath::replay_gpu(StreamState& s) {
             dep_end = d->item.end;
         }
         if (pw.dep != kNone) {
-            for (std::size_t w = 0; w < kWhatIfs; ++w) dep_end_r[w] = std::max(dep_end_r[w], pw.dep_end[w]);
+            for (std::size_t w = 0; w < kWhatIfs; ++w)
+                dep_end_r[w] = std::max(dep_end_r[w], pw.dep_end[w]);
         }
         return true;
     });
@@ -287,13 +296,15 @@ void CriticalPath::replay_gpu(StreamState& s) {
         n.binding = Binding::kLaunch;
         latency = sub(g.start, g.launch);
         if (static_cast<double>(latency) < kLatencySampleMaxNs) {
-            launch_latency_mean_ += kMeanWeight * (static_cast<double>(latency) - launch_latency_mean_);
+            launch_latency_mean_ +=
+                kMeanWeight * (static_cast<double>(latency) - launch_latency_mean_);
         }
     } else {
         if (g.launch != 0) n.binding = dep_end > prev_end ? Binding::kWaited : Binding::kPrevious;
         n.ref = dep_end > prev_end ? dep : s.last_id;
         const double gap = static_cast<double>(g.start - bound);
-        if ((s.started || dep != kNone) && gap < kGapSampleMaxNs) s.gap_mean += kMeanWeight * (gap - s.gap_mean);
+        if ((s.started || dep != kNone) && gap < kGapSampleMaxNs)
+            s.gap_mean += kMeanWeight * (gap - s.gap_mean);
     }
     const auto device_gap = static_cast<std::uint64_t>(std::max(0.0, s.gap_mean));
     const std::uint64_t gap = g.start - bound;
@@ -317,8 +328,10 @@ void CriticalPath::replay_gpu(StreamState& s) {
             after_gpu = ready + gap;
         }
         after_gpu = sub(after_gpu, overlap);
-        std::uint64_t start_r = (s.started || dep != kNone) ? std::max(released, after_gpu) : released;
-        n.end[w] = start_r + (hides_communication(w) && g.part == PathPart::kCommunication ? 0 : dur);
+        std::uint64_t start_r =
+            (s.started || dep != kNone) ? std::max(released, after_gpu) : released;
+        n.end[w] =
+            start_r + (hides_communication(w) && g.part == PathPart::kCommunication ? 0 : dur);
         last_gpu_end_r_[w] = std::max(last_gpu_end_r_[w], n.end[w]);
     }
     if (g.launch != 0) {
@@ -339,7 +352,8 @@ void CriticalPath::replay_gpu(StreamState& s) {
         StepAcc& st = steps_[i];
         st.gpu_seen = true;
         st.gpu_end = std::max(st.gpu_end, g.end);
-        for (std::size_t w = 0; w < kWhatIfs; ++w) st.gpu_end_r[w] = std::max(st.gpu_end_r[w], n.end[w]);
+        for (std::size_t w = 0; w < kWhatIfs; ++w)
+            st.gpu_end_r[w] = std::max(st.gpu_end_r[w], n.end[w]);
     }
 }
 
@@ -394,7 +408,8 @@ void CriticalPath::replay_host(const HostItem& h) {
     if (h.stream_wait) {
         StreamState& on = stream_of(h.device, h.on_stream);
         if (on.started) {
-            stream_of(h.device, h.stream).waits.push_back(PendingWait{h.start, on.last_id, on.last_end_r});
+            stream_of(h.device, h.stream)
+                .waits.push_back(PendingWait{h.start, on.last_id, on.last_end_r});
             ++counts_.stream_waits;
         }
         return;
@@ -417,11 +432,13 @@ void CriticalPath::replay_host_time(const HostItem& h, std::uint64_t a, std::uin
     const std::uint64_t dur = b - a;
     switch (h.kind) {
         case HostKind::kInput:
-            for (std::size_t w = 0; w < kWhatIfs; ++w) n.end_r[w] = n.start_r[w] + (removes_input(w) ? 0 : dur);
+            for (std::size_t w = 0; w < kWhatIfs; ++w)
+                n.end_r[w] = n.start_r[w] + (removes_input(w) ? 0 : dur);
             break;
         case HostKind::kLaunch:
         case HostKind::kOtherApi:
-            for (std::size_t w = 0; w < kWhatIfs; ++w) n.end_r[w] = n.start_r[w] + (graphs_launches(w) ? 0 : dur);
+            for (std::size_t w = 0; w < kWhatIfs; ++w)
+                n.end_r[w] = n.start_r[w] + (graphs_launches(w) ? 0 : dur);
             break;
         case HostKind::kSync: {
             std::uint32_t stream = h.stream;
@@ -468,7 +485,8 @@ void CriticalPath::replay_host_time(const HostItem& h, std::uint64_t a, std::uin
                     }
                 }
             }
-            const bool blocking = copy != nullptr && copy->item.end > a && copy->item.end <= b + kSlackNs;
+            const bool blocking =
+                copy != nullptr && copy->item.end > a && copy->item.end <= b + kSlackNs;
             const std::uint64_t own = blocking ? sub(b, copy->item.end) : dur;
             for (std::size_t w = 0; w < kWhatIfs; ++w) {
                 if (blocking && copy->item.pageable && pins_copies(w)) {
@@ -505,7 +523,8 @@ void CriticalPath::close_steps_before(std::uint64_t t) {
     }
 }
 
-// ---- critical path per step -----------------------------------------------------------------------
+// ---- critical path per step
+// -----------------------------------------------------------------------
 
 void CriticalPath::trace_ready_steps(bool final) {
     while (traced_upto_ < steps_.size()) {
@@ -576,7 +595,7 @@ void CriticalPath::trace_step(StepAcc& s) {
         PathPart own = n.kind == HostKind::kInput  ? PathPart::kInput
                        : n.kind == HostKind::kSync ? PathPart::kSync
                        : n.kind == HostKind::kCopy ? PathPart::kCopy
-                                                    : PathPart::kLaunch;
+                                                   : PathPart::kLaunch;
         if (n.waited) {
             charge(own, std::max(n.gpu_end, n.start));
             const GpuNode* w = node(n.gpu);
@@ -595,14 +614,17 @@ void CriticalPath::prune_history() {
     if (traced_upto_ < steps_.size()) keep_from = std::min(keep_from, steps_[traced_upto_].start);
     std::uint64_t warp_from = gpu_now_ > kWarpHorizonNs ? gpu_now_ - kWarpHorizonNs : 0;
     for (const auto& s : streams_) {
-        if (!s.queue.empty() && s.queue.front().launch != 0) warp_from = std::min(warp_from, s.queue.front().launch);
+        if (!s.queue.empty() && s.queue.front().launch != 0)
+            warp_from = std::min(warp_from, s.queue.front().launch);
     }
     const std::uint64_t host_from = std::min(keep_from, warp_from);
-    while (host_nodes_.size() > 1 && (host_nodes_.front().end < host_from || host_nodes_.size() > max_history_)) {
+    while (host_nodes_.size() > 1 &&
+           (host_nodes_.front().end < host_from || host_nodes_.size() > max_history_)) {
         pruned_before_ = std::max(pruned_before_, host_nodes_.front().end);
         host_nodes_.pop_front();
     }
-    while (!gpu_nodes_.empty() && (gpu_nodes_.front().item.end < keep_from || gpu_nodes_.size() > max_history_)) {
+    while (!gpu_nodes_.empty() &&
+           (gpu_nodes_.front().item.end < keep_from || gpu_nodes_.size() > max_history_)) {
         pruned_before_ = std::max(pruned_before_, gpu_nodes_.front().item.end);
         gpu_nodes_.pop_front();
         ++gpu_base_;
@@ -619,11 +641,13 @@ void CriticalPath::finish() {
     finished_ = true;
 }
 
-// ---- results --------------------------------------------------------------------------------------
+// ---- results
+// --------------------------------------------------------------------------------------
 
 CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last) const {
     CriticalPathSummary out = counts_;
-    out.available = host_started_ && (last_gpu_end_ > 0 || counts_.launch_edges + counts_.unlaunched > 0);
+    out.available =
+        host_started_ && (last_gpu_end_ > 0 || counts_.launch_edges + counts_.unlaunched > 0);
     if (!out.available) return out;
     last = std::min(last, steps_.size());
     std::vector<std::size_t> closed;
@@ -647,7 +671,8 @@ CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last)
         Times gpu{};
         std::uint64_t gpu_measured = 0;
         for (std::size_t i = 0; i <= closed.back(); ++i) {
-            for (std::size_t w = 0; w < kWhatIfs; ++w) gpu[w] = std::max(gpu[w], steps_[i].gpu_end_r[w]);
+            for (std::size_t w = 0; w < kWhatIfs; ++w)
+                gpu[w] = std::max(gpu[w], steps_[i].gpu_end_r[w]);
             gpu_measured = std::max(gpu_measured, steps_[i].gpu_end);
         }
         const StepAcc& a = steps_[closed.front()];
@@ -661,11 +686,13 @@ CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last)
     const double n = out.per_step ? static_cast<double>(out.steps) : 1.0;
     out.measured_ns = static_cast<double>(total[0]) / n;
     for (std::size_t w = 0; w < kWhatIfs; ++w) {
-        out.saving_ns[w] = std::max(0.0, static_cast<double>(total[0]) - static_cast<double>(total[w])) / n;
+        out.saving_ns[w] =
+            std::max(0.0, static_cast<double>(total[0]) - static_cast<double>(total[w])) / n;
     }
     out.replay_error_ns = std::fabs(static_cast<double>(total[0]) - measured_total);
     double traced_time = 0;
-    const std::size_t stride = std::max<std::size_t>(1, (closed.size() + kPathRows - 1) / kPathRows);
+    const std::size_t stride =
+        std::max<std::size_t>(1, (closed.size() + kPathRows - 1) / kPathRows);
     for (std::size_t k = 0; k < closed.size(); ++k) {
         const StepAcc& s = steps_[closed[k]];
         if (!s.traced) {
@@ -675,7 +702,8 @@ CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last)
         if (k % stride == 0) out.step_paths.emplace_back(closed[k], s.path);
         ++out.traced_steps;
         traced_time += static_cast<double>(s.end - s.start);
-        for (std::size_t p = 0; p < kPathParts; ++p) out.path_ns[p] += static_cast<double>(s.path[p]);
+        for (std::size_t p = 0; p < kPathParts; ++p)
+            out.path_ns[p] += static_cast<double>(s.path[p]);
     }
     if (out.traced_steps > 0) {
         for (auto& v : out.path_ns) v /= static_cast<double>(out.traced_steps);

@@ -46,22 +46,22 @@ const char* path_part_label(PathPart p) noexcept;  ///< "compute kernels", ...
 
 /// The causes a replay removes.
 enum class WhatIf : std::uint8_t {
-    kMeasured = 0,       ///< nothing removed: reproduces the measured timeline
-    kNoInputWait = 1,    ///< batches ready when the loop asks (input waits take no time)
-    kNoSync = 2,         ///< synchronizing calls do not block the host
-    kPinnedCopies = 3,   ///< pageable copies made pinned and async: the host does not wait for them
-    kCudaGraph = 4,      ///< launches batched / captured in a CUDA graph: no per-kernel host work
+    kMeasured = 0,      ///< nothing removed: reproduces the measured timeline
+    kNoInputWait = 1,   ///< batches ready when the loop asks (input waits take no time)
+    kNoSync = 2,        ///< synchronizing calls do not block the host
+    kPinnedCopies = 3,  ///< pageable copies made pinned and async: the host does not wait for them
+    kCudaGraph = 4,     ///< launches batched / captured in a CUDA graph: no per-kernel host work
     kNoCommunication = 5,  ///< collectives hidden behind compute (take no time on the path)
-    kHostNeverLate = 6,  ///< all host-side causes at once: the GPU-bound step time
+    kHostNeverLate = 6,    ///< all host-side causes at once: the GPU-bound step time
 };
 inline constexpr std::size_t kWhatIfs = 7;
 
 /// Results over a range of steps (or the whole input without steps).
 struct CriticalPathSummary {
-    bool available = false;        ///< a host timeline and GPU work were seen
-    bool per_step = false;         ///< figures are per step (else per window)
-    std::uint64_t steps = 0;       ///< steps the savings are averaged over
-    double measured_ns = 0;        ///< measured time per step (or the window), replay's span
+    bool available = false;   ///< a host timeline and GPU work were seen
+    bool per_step = false;    ///< figures are per step (else per window)
+    std::uint64_t steps = 0;  ///< steps the savings are averaged over
+    double measured_ns = 0;   ///< measured time per step (or the window), replay's span
     std::array<double, kWhatIfs> saving_ns{};  ///< time saved per step (or window) by each what-if
     std::uint64_t traced_steps = 0;            ///< steps whose critical path was traced
     std::uint64_t untraced_steps = 0;          ///< steps with more nodes than the history holds
@@ -70,16 +70,16 @@ struct CriticalPathSummary {
     /// Per traced step (index into the step list, at most kPathRows, evenly spread): its path.
     std::vector<std::pair<std::size_t, std::array<std::uint64_t, kPathParts>>> step_paths;
     // How the graph was joined.
-    std::uint64_t launch_edges = 0;      ///< GPU activities joined to their launch call
-    std::uint64_t unlaunched = 0;        ///< GPU activities whose launch is not in the input
-    std::uint64_t sync_waits = 0;        ///< host syncs and copies that waited for GPU work
-    std::uint64_t syncs_named = 0;       ///< syncs whose stream the trace names
-    std::uint64_t syncs_inferred = 0;    ///< syncs joined by timing (the stream is not named)
-    std::uint64_t stream_waits = 0;      ///< cudaStreamWaitEvent edges between streams
+    std::uint64_t launch_edges = 0;           ///< GPU activities joined to their launch call
+    std::uint64_t unlaunched = 0;             ///< GPU activities whose launch is not in the input
+    std::uint64_t sync_waits = 0;             ///< host syncs and copies that waited for GPU work
+    std::uint64_t syncs_named = 0;            ///< syncs whose stream the trace names
+    std::uint64_t syncs_inferred = 0;         ///< syncs joined by timing (the stream is not named)
+    std::uint64_t stream_waits = 0;           ///< cudaStreamWaitEvent edges between streams
     std::uint64_t stream_waits_inferred = 0;  ///< waits on another stream inferred by timing
-    std::uint64_t late_items = 0;        ///< host items that arrived after the replay passed them
-    std::uint64_t forced_items = 0;      ///< host items replayed before their GPU work arrived
-    double replay_error_ns = 0;          ///< |replayed - measured| span (0: the graph is complete)
+    std::uint64_t late_items = 0;    ///< host items that arrived after the replay passed them
+    std::uint64_t forced_items = 0;  ///< host items replayed before their GPU work arrived
+    double replay_error_ns = 0;      ///< |replayed - measured| span (0: the graph is complete)
 };
 
 class CriticalPath {
@@ -157,11 +157,11 @@ private:
     struct HostNode {
         std::uint64_t start;  // flattened: items never overlap
         std::uint64_t end;
-        Times start_r;        // replayed start and end per what-if
+        Times start_r;  // replayed start and end per what-if
         Times end_r;
         HostKind kind;
-        bool waited;          // ended by GPU work (a sync or blocking copy that waited)
-        std::uint64_t gpu;    // the node it waited for
+        bool waited;            // ended by GPU work (a sync or blocking copy that waited)
+        std::uint64_t gpu;      // the node it waited for
         std::uint64_t gpu_end;  // measured end of that work
     };
     struct PendingWait {
@@ -172,14 +172,14 @@ private:
     struct StreamState {
         std::uint16_t device = 0;
         std::uint32_t stream = 0;
-        std::deque<GpuItem> queue;     // arrived, not replayed (launch order)
+        std::deque<GpuItem> queue;         // arrived, not replayed (launch order)
         std::deque<std::uint64_t> recent;  // replayed node ids, in stream order
         bool started = false;
-        std::uint64_t last_end = 0;    // measured end of the last replayed activity
+        std::uint64_t last_end = 0;  // measured end of the last replayed activity
         std::uint64_t last_id = kNone;
         Times last_end_r{};
         std::vector<PendingWait> waits;
-        double gap_mean = 2000;        // typical gap between queued activities (ns)
+        double gap_mean = 2000;  // typical gap between queued activities (ns)
     };
     struct StepAcc {
         std::uint64_t start;
@@ -187,7 +187,7 @@ private:
         bool host_done = false;  // the replay passed its end
         Times host_start_r{};    // replayed host start and end
         Times host_end_r{};
-        Times gpu_end_r{};       // latest replayed end of work launched in it
+        Times gpu_end_r{};  // latest replayed end of work launched in it
         bool gpu_seen = false;
         std::uint64_t gpu_end = 0;  // measured
         bool traced = false;
@@ -202,8 +202,10 @@ private:
     void replay_host_time(const HostItem& h, std::uint64_t start, std::uint64_t end);
     [[nodiscard]] std::uint64_t warp(std::uint64_t t, std::size_t w) const;
     [[nodiscard]] const GpuNode* node(std::uint64_t id) const;
-    [[nodiscard]] std::uint64_t inferred_wait(const StreamState& waiting, std::uint64_t start) const;
-    [[nodiscard]] std::uint64_t waited_for(const HostItem& h, std::uint32_t stream, bool& named) const;
+    [[nodiscard]] std::uint64_t inferred_wait(const StreamState& waiting,
+                                              std::uint64_t start) const;
+    [[nodiscard]] std::uint64_t waited_for(const HostItem& h, std::uint32_t stream,
+                                           bool& named) const;
     void close_steps_before(std::uint64_t t);
     void trace_ready_steps(bool final);
     void trace_step(StepAcc& s);
@@ -226,7 +228,7 @@ private:
     bool host_started_ = false;
     std::uint64_t cursor_ = 0;
     Times cursor_r_{};
-    bool last_was_api_ = false;  // the previous host item was a non-blocking API call
+    bool last_was_api_ = false;   // the previous host item was a non-blocking API call
     std::uint64_t host_now_ = 0;  // latest host start seen
     std::uint64_t gpu_now_ = 0;   // latest GPU start seen
     std::uint64_t first_ns_ = UINT64_MAX;

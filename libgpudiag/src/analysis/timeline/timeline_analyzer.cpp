@@ -16,27 +16,27 @@
 namespace gpudiag::detail {
 namespace {
 
-constexpr std::size_t kReorderDepth = 512;       // GPU records CUPTI may deliver out of order
+constexpr std::size_t kReorderDepth = 512;  // GPU records CUPTI may deliver out of order
 constexpr std::size_t kMaxDevices = 64;
-constexpr std::size_t kMaxStreams = 1024;        // per device
-constexpr std::size_t kMaxHostSpans = 1 << 18;   // per cause, a safety cap on the sliding window
-constexpr std::uint64_t kHostHorizonNs = 10'000'000'000;  // devices quiet longer do not pin it
+constexpr std::size_t kMaxStreams = 1024;       // per device
+constexpr std::size_t kMaxHostSpans = 1 << 18;  // per cause, a safety cap on the sliding window
+constexpr std::uint64_t kHostHorizonNs = 10'000'000'000;     // devices quiet longer do not pin it
 constexpr std::uint64_t kLaunchHorizonNs = 120'000'000'000;  // a launch older than this is stale
 constexpr std::size_t kMaxSyncNames = 64;
-constexpr std::size_t kMaxOpenRanges = 256;      // per thread
+constexpr std::size_t kMaxOpenRanges = 256;  // per thread
 constexpr std::size_t kMaxThreads = 4096;
-constexpr std::size_t kStepRows = 256;           // rows of the per-step table
+constexpr std::size_t kStepRows = 256;  // rows of the per-step table
 constexpr std::size_t kSeriesPoints = 512;
 constexpr std::size_t kMaxUnobservedWindows = 4096;  // capture pauses kept apart
-constexpr std::size_t kMaxCollectiveKeys = 4096;  // (step, stream, kernel) kept for a job
+constexpr std::size_t kMaxCollectiveKeys = 4096;     // (step, stream, kernel) kept for a job
 constexpr std::size_t kMaxCollectiveChain = 8;
 
 bool contains_ci(std::string_view text, std::string_view needle) {
-    auto it = std::search(text.begin(), text.end(), needle.begin(), needle.end(),
-                          [](char a, char b) {
-                              return std::tolower(static_cast<unsigned char>(a)) ==
-                                     std::tolower(static_cast<unsigned char>(b));
-                          });
+    auto it =
+        std::search(text.begin(), text.end(), needle.begin(), needle.end(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) ==
+                   std::tolower(static_cast<unsigned char>(b));
+        });
     return it != text.end();
 }
 
@@ -252,7 +252,8 @@ void TimelineAnalyzer::on_event(const Event& e) {
             // Close the most recent open step (with the same number when one matches).
             for (auto it = open_steps_.rbegin(); it != open_steps_.rend(); ++it) {
                 StepRecord& st = steps_[*it];
-                if (st.number == static_cast<std::int64_t>(e.range.id) || it + 1 == open_steps_.rend()) {
+                if (st.number == static_cast<std::int64_t>(e.range.id) ||
+                    it + 1 == open_steps_.rend()) {
                     st.end_ns = std::max(e.start_ns, st.start_ns);
                     critical_path_.close_step(st.start_ns, st.end_ns);
                     open_steps_.erase(std::next(it).base());
@@ -278,8 +279,9 @@ void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::ui
     r.number = number;
     r.start_ns = start;
     r.end_ns = end;
-    auto pos = std::upper_bound(steps_.begin(), steps_.end(), start,
-                                [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
+    auto pos =
+        std::upper_bound(steps_.begin(), steps_.end(), start,
+                         [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
     std::size_t index = static_cast<std::size_t>(pos - steps_.begin());
     steps_.insert(pos, r);
     critical_path_.add_step(start, end);
@@ -426,20 +428,27 @@ void TimelineAnalyzer::on_annotation(const Event& e) {
     }
     LoaderSettings& l = loaders_[current_loader_];
     const std::int64_t v = e.annotation.value;
-    if (key == "num_workers") l.num_workers = v;
-    else if (key == "pin_memory") l.pin_memory = v;
-    else if (key == "prefetch_factor") l.prefetch_factor = v;
-    else if (key == "persistent_workers") l.persistent_workers = v;
-    else if (key == "batch_size") l.batch_size = v;
-    else if (key == "cpu_cores") l.cpu_cores = v;
+    if (key == "num_workers")
+        l.num_workers = v;
+    else if (key == "pin_memory")
+        l.pin_memory = v;
+    else if (key == "prefetch_factor")
+        l.prefetch_factor = v;
+    else if (key == "persistent_workers")
+        l.persistent_workers = v;
+    else if (key == "batch_size")
+        l.batch_size = v;
+    else if (key == "cpu_cores")
+        l.cpu_cores = v;
 }
 
-void TimelineAnalyzer::feed_critical_path(const Event& e, std::uint64_t launch, bool known, WorkClass work) {
+void TimelineAnalyzer::feed_critical_path(const Event& e, std::uint64_t launch, bool known,
+                                          WorkClass work) {
     PathPart part = work == WorkClass::kCommunication ? PathPart::kCommunication
                     : work == WorkClass::kMemory      ? PathPart::kMemory
                                                       : PathPart::kCompute;
-    bool pageable = e.kind == EventKind::kMemcpy &&
-                    (e.copy.src_kind == MemoryKind::kPageable || e.copy.dst_kind == MemoryKind::kPageable);
+    bool pageable = e.kind == EventKind::kMemcpy && (e.copy.src_kind == MemoryKind::kPageable ||
+                                                     e.copy.dst_kind == MemoryKind::kPageable);
     critical_path_.add_gpu(e, known ? launch : 0, part, pageable);
 }
 
@@ -495,8 +504,9 @@ void TimelineAnalyzer::flush_pending(DeviceTimeline& d) {
 }
 
 std::size_t TimelineAnalyzer::step_of(std::uint64_t ts) const {
-    auto pos = std::upper_bound(steps_.begin(), steps_.end(), ts,
-                                [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
+    auto pos =
+        std::upper_bound(steps_.begin(), steps_.end(), ts,
+                         [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
     if (pos == steps_.begin()) return SIZE_MAX;
     return static_cast<std::size_t>(pos - steps_.begin()) - 1;
 }
@@ -518,8 +528,12 @@ Stats& TimelineAnalyzer::bucket_ref(std::vector<Stats>& buckets, std::size_t ind
 // up, end down; see HTA's trace_parser and pytorch/pytorch#122425). HTA's window mimics that so
 // its figures compare one to one; on integer-µs traces it changes nothing.
 namespace {
-std::uint64_t ceil_us(std::uint64_t ns) { return (ns + 999) / 1000 * 1000; }
-std::uint64_t floor_us(std::uint64_t ns) { return ns / 1000 * 1000; }
+std::uint64_t ceil_us(std::uint64_t ns) {
+    return (ns + 999) / 1000 * 1000;
+}
+std::uint64_t floor_us(std::uint64_t ns) {
+    return ns / 1000 * 1000;
+}
 }  // namespace
 
 void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
@@ -535,7 +549,8 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
         work_class(e) == WorkClass::kCommunication) {
         note_collective(e, p.launch);
     }
-    if (options_.for_job && e.kind == EventKind::kKernel) note_arrival(e, p.known, p.launch, work_class(e));
+    if (options_.for_job && e.kind == EventKind::kKernel)
+        note_arrival(e, p.known, p.launch, work_class(e));
     const std::uint64_t raw_launch = p.launch;
     bool hta = options_.window == AnalysisWindow::kHta;
     if (hta) {
@@ -556,7 +571,8 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     } else if (e.kind == EventKind::kMemcpy && (e.copy.src_kind == MemoryKind::kPageable ||
                                                 e.copy.dst_kind == MemoryKind::kPageable)) {
         auto dir = static_cast<std::size_t>(e.copy.direction);
-        if (dir < pageable_bytes_by_direction_.size()) pageable_bytes_by_direction_[dir] += e.copy.bytes;
+        if (dir < pageable_bytes_by_direction_.size())
+            pageable_bytes_by_direction_[dir] += e.copy.bytes;
     }
     if (++processed_since_prune_ >= 64) {
         processed_since_prune_ = 0;
@@ -576,15 +592,15 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
     constexpr auto kOtherIdle = static_cast<std::size_t>(IdleKind::kOther);
 
     // HTA's per-stream view: the gap to the previous activity on the same stream.
-    std::uint32_t stream_id = v.streams.size() < kMaxStreams || v.streams.count(e.stream) != 0
-                                  ? e.stream
-                                  : UINT32_MAX;
+    std::uint32_t stream_id =
+        v.streams.size() < kMaxStreams || v.streams.count(e.stream) != 0 ? e.stream : UINT32_MAX;
     StreamState& ss = v.streams[stream_id];
     StreamStats& sst = p.unattributed ? ss.unattributed : bucket_ref(ss.buckets, p.bucket);
     if (ss.started && s > ss.prev_end) {
         ObservedGap g = observed_gap(ss.prev_end, s);
         std::uint64_t tail = s - g.tail_start;
-        if (tail > 0) sst.idle_by_kind[static_cast<std::size_t>(classify(g.tail_start, tail))] += tail;
+        if (tail > 0)
+            sst.idle_by_kind[static_cast<std::size_t>(classify(g.tail_start, tail))] += tail;
         sst.idle_by_kind[kOtherIdle] += g.observed - tail;
     }
     ss.started = true;
@@ -670,7 +686,8 @@ void TimelineAnalyzer::note_collective(const Event& e, std::uint64_t launch) {
 // Collective kernels in the order each rank's GPU reached them (matched across ranks by step,
 // name and occurrence), with the compute its device ran since the collective before started:
 // what a rank that arrives late was still doing.
-void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t launch, WorkClass work) {
+void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t launch,
+                                    WorkClass work) {
     constexpr std::size_t kMaxArrivals = 4096;
     constexpr std::size_t kMaxMerged = 4096;
     ComputeSince& since = compute_since_[e.device];
@@ -697,12 +714,14 @@ void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t la
     // The compute between two collectives' starts is what a rank did to reach the second (with
     // DDP's buckets it overlaps the first); what runs past this start counts toward the next.
     while (!since.merged.empty() && since.merged.front().end <= start) since.merged.pop_front();
-    if (!since.merged.empty()) since.merged.front().start = std::max(since.merged.front().start, start);
+    if (!since.merged.empty())
+        since.merged.front().start = std::max(since.merged.front().start, start);
     since.last_collective_start = std::max(since.last_collective_start, start);
     std::size_t s = step_of(known ? launch : start);
     if (s == SIZE_MAX || arrivals_.size() >= kMaxArrivals) return;
     std::uint32_t& seen = arrival_counts_[{steps_[s].number, e.kernel.name}];
-    arrivals_.push_back(Arrival{steps_[s].number, seen++, e.kernel.name, e.stream, start, end, compute});
+    arrivals_.push_back(
+        Arrival{steps_[s].number, seen++, e.kernel.name, e.stream, start, end, compute});
 }
 
 const TimelineAnalyzer::UnionView& TimelineAnalyzer::window_view(const DeviceTimeline& d) const {
@@ -844,9 +863,10 @@ TimelineSummary TimelineAnalyzer::summarize() const {
     std::size_t n = steps_.size();
     switch (options_.window) {
         case AnalysisWindow::kSteps:
-            s.window_description = n == 0 ? "whole trace (no steps found)"
-                                          : "complete steps: GPU work launched from the first step's "
-                                            "start to the last step's end";
+            s.window_description = n == 0
+                                       ? "whole trace (no steps found)"
+                                       : "complete steps: GPU work launched from the first step's "
+                                         "start to the last step's end";
             break;
         case AnalysisWindow::kHta:
             s.window_description = n < 2 ? "whole trace (HTA's window; fewer than 2 steps)"
@@ -954,10 +974,11 @@ void TimelineAnalyzer::contribute(Report& report) {
     build_section(s, report);
     add_timeline_findings(s, report);
     if (!s.has_gpu_activity) {
-        report.notes.push_back("No GPU activity in this input (no CUPTI or trace kernels): "
-                               "gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
-                               "comm_bound need it and were not evaluated; input_bound and step "
-                               "times come from host time.");
+        report.notes.push_back(
+            "No GPU activity in this input (no CUPTI or trace kernels): "
+            "gpu_idle, host_sync_stall, launch_bound, pageable_memcpy and "
+            "comm_bound need it and were not evaluated; input_bound and step "
+            "times come from host time.");
     }
 }
 
@@ -997,7 +1018,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     };
     const GpuTimeStats& g = s.gpu;
     fig("window", static_cast<double>(s.window), "enum", "window: 0 steps, 1 hta, 2 all");
-    fig("gpu_activities", static_cast<double>(gpu_activities_), "count", "GPU kernels, copies and memsets");
+    fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
+        "GPU kernels, copies and memsets");
     if (s.has_gpu_activity) {
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
@@ -1006,19 +1028,23 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         fig("busy_ns", static_cast<double>(g.busy_ns), "ns", "GPU busy");
         fig("idle_ns", static_cast<double>(g.idle_ns), "ns", "GPU idle");
         fig("idle_share", share(g.idle_ns, span), "fraction", "GPU idle share of the window");
-        fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), "fraction", "idle time: host wait");
-        fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), "fraction", "idle time: kernel wait");
-        fig("other_wait_share", share(g.idle_by_kind[2], g.idle_ns), "fraction", "idle time: other");
+        fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), "fraction",
+            "idle time: host wait");
+        fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), "fraction",
+            "idle time: kernel wait");
+        fig("other_wait_share", share(g.idle_by_kind[2], g.idle_ns), "fraction",
+            "idle time: other");
         fig("host_wait_ns", static_cast<double>(g.idle_by_kind[0]), "ns", "host wait");
         fig("kernel_wait_ns", static_cast<double>(g.idle_by_kind[1]), "ns", "kernel wait");
         fig("other_wait_ns", static_cast<double>(g.idle_by_kind[2]), "ns", "other idle");
         fig("unobserved_ns", static_cast<double>(g.unobserved_ns), "ns",
             "GPU time not observed (capture paused), excluded from idle");
         for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-            std::string key = std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
-            sec.figures.push_back(Figure{key, share(g.cause_ns[c], g.idle_ns), "fraction",
-                                         std::string("idle time: ") +
-                                             idle_cause_label(static_cast<IdleCause>(c))});
+            std::string key =
+                std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
+            sec.figures.push_back(
+                Figure{key, share(g.cause_ns[c], g.idle_ns), "fraction",
+                       std::string("idle time: ") + idle_cause_label(static_cast<IdleCause>(c))});
         }
         fig("compute_share", share(g.class_ns[0], span), "fraction", "computation kernels");
         fig("communication_share", share(g.class_ns[1], span), "fraction", "communication kernels");
@@ -1027,15 +1053,17 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             "communication share of kernel time");
         fig("comm_overlap_share", share(g.comm_overlap_ns(), g.class_ns[1]), "fraction",
             "communication overlapped with compute");
-        fig("comm_exposed_share", share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span),
-            "fraction", "communication not overlapped, share of the window");
+        fig("comm_exposed_share",
+            share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span), "fraction",
+            "communication not overlapped, share of the window");
         fig("gaps", static_cast<double>(g.gaps), "count", "idle gaps");
         fig("longest_gap_ns", static_cast<double>(g.longest_gap_ns), "ns", "longest idle gap");
         fig("kernels", static_cast<double>(g.kernels), "count", "kernels");
         fig("kernel_median_ns", s.kernel_median_ns, "ns", "median kernel duration");
         fig("launch_median_ns", s.launch_median_ns, "ns", "median launch call duration");
         fig("pageable_copies", static_cast<double>(g.pageable_copies), "count", "pageable copies");
-        fig("pageable_bytes", static_cast<double>(g.pageable_bytes), "bytes", "pageable bytes copied");
+        fig("pageable_bytes", static_cast<double>(g.pageable_bytes), "bytes",
+            "pageable bytes copied");
     }
     fig("steps", static_cast<double>(s.steps), "count", "steps in the window");
     fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
@@ -1046,7 +1074,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         s.steps > 0 ? static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps)
                     : static_cast<double>(s.input_wait_ns),
         "ns", "input wait per step");
-    fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest input wait");
+    fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns",
+        "longest input wait");
     fig("sync_calls", static_cast<double>(s.sync_calls), "count", "host synchronizations");
     fig("sync_ns", static_cast<double>(s.sync_ns), "ns", "time blocked in synchronizations");
 
@@ -1062,27 +1091,28 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
                                    share(g.idle_by_kind[k], g.idle_ns)});
         }
         for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-            causes.rows.push_back({std::string("host_wait.") + idle_cause_key(static_cast<IdleCause>(c)),
-                                   static_cast<double>(g.cause_ns[c]), share(g.cause_ns[c], g.idle_ns)});
+            causes.rows.push_back(
+                {std::string("host_wait.") + idle_cause_key(static_cast<IdleCause>(c)),
+                 static_cast<double>(g.cause_ns[c]), share(g.cause_ns[c], g.idle_ns)});
         }
         sec.tables.push_back(std::move(causes));
 
         Table streams;
         streams.id = "streams";
         streams.title = "Per stream (HTA's per-stream idle breakdown)";
-        streams.columns = {"device", "stream", "activities", "busy_ns", "host_wait_ns",
-                           "kernel_wait_ns", "other_ns", "host_wait_ratio"};
+        streams.columns = {"device",       "stream",         "activities", "busy_ns",
+                           "host_wait_ns", "kernel_wait_ns", "other_ns",   "host_wait_ratio"};
         streams.units = {"ordinal", "", "count", "ns", "ns", "ns", "ns", "fraction"};
         for (const auto& d : devices_) {
             for (const auto& [id, ss] : window_view(d).streams) {
                 StreamStats w = select_window(ss.buckets, ss.unattributed);
                 if (w.activities == 0) continue;
                 std::uint64_t idle = w.idle_by_kind[0] + w.idle_by_kind[1] + w.idle_by_kind[2];
-                streams.rows.push_back({static_cast<double>(d.ordinal), static_cast<double>(id),
-                                        static_cast<double>(w.activities), static_cast<double>(w.busy_ns),
-                                        static_cast<double>(w.idle_by_kind[0]),
-                                        static_cast<double>(w.idle_by_kind[1]),
-                                        static_cast<double>(w.idle_by_kind[2]), share(w.idle_by_kind[0], idle)});
+                streams.rows.push_back(
+                    {static_cast<double>(d.ordinal), static_cast<double>(id),
+                     static_cast<double>(w.activities), static_cast<double>(w.busy_ns),
+                     static_cast<double>(w.idle_by_kind[0]), static_cast<double>(w.idle_by_kind[1]),
+                     static_cast<double>(w.idle_by_kind[2]), share(w.idle_by_kind[0], idle)});
             }
         }
         sec.tables.push_back(std::move(streams));
@@ -1091,15 +1121,16 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             Table devs;
             devs.id = "devices";
             devs.title = "Per device";
-            devs.columns = {"device", "busy_ns", "idle_ns", "idle_share", "compute_share",
-                            "communication_share"};
+            devs.columns = {"device",     "busy_ns",       "idle_ns",
+                            "idle_share", "compute_share", "communication_share"};
             devs.units = {"ordinal", "ns", "ns", "fraction", "fraction", "fraction"};
             for (const auto& d : devices_) {
                 const UnionView& v = window_view(d);
                 GpuTimeStats w = select_window(v.buckets, v.unattributed);
                 devs.rows.push_back({static_cast<double>(d.ordinal), static_cast<double>(w.busy_ns),
                                      static_cast<double>(w.idle_ns), share(w.idle_ns, w.span_ns()),
-                                     share(w.class_ns[0], w.span_ns()), share(w.class_ns[1], w.span_ns())});
+                                     share(w.class_ns[0], w.span_ns()),
+                                     share(w.class_ns[1], w.span_ns())});
             }
             sec.tables.push_back(std::move(devs));
         }
@@ -1113,15 +1144,17 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         Table steps;
         steps.id = "steps";
         steps.title = "Per step (GPU figures count work launched during the step)";
-        steps.columns = {"step", "start_s", "duration_ns", "gpu_busy_ns", "gpu_idle_ns",
-                         "host_wait_ns", "input_wait_ns", "compute_ns", "communication_ns",
-                         "memory_ns", "sync_calls"};
+        steps.columns = {"step",          "start_s",     "duration_ns",
+                         "gpu_busy_ns",   "gpu_idle_ns", "host_wait_ns",
+                         "input_wait_ns", "compute_ns",  "communication_ns",
+                         "memory_ns",     "sync_calls"};
         steps.units = {"step", "s", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "count"};
         Table breakdown = step_breakdown_table();
         Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
         Series time_series{"step_time", "Step time", "ns", {}};
         std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
-        std::size_t series_stride = std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
+        std::size_t series_stride =
+            std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
         std::uint64_t origin = steps_.front().start_ns;
         for (std::size_t i = 0; i < steps_.size(); ++i) {
             const StepRecord& st = steps_[i];
@@ -1134,14 +1167,12 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             double dur = static_cast<double>(st.end_ns - st.start_ns);
             double t = static_cast<double>(st.start_ns - origin) / 1e9;
             if (i % stride == 0) {
-                steps.rows.push_back({static_cast<double>(st.number), t, dur,
-                                      static_cast<double>(g2.busy_ns), static_cast<double>(g2.idle_ns),
-                                      static_cast<double>(g2.idle_by_kind[0]),
-                                      static_cast<double>(st.input_wait_ns),
-                                      static_cast<double>(g2.class_ns[0]),
-                                      static_cast<double>(g2.class_ns[1]),
-                                      static_cast<double>(g2.class_ns[2]),
-                                      static_cast<double>(st.sync_calls)});
+                steps.rows.push_back(
+                    {static_cast<double>(st.number), t, dur, static_cast<double>(g2.busy_ns),
+                     static_cast<double>(g2.idle_ns), static_cast<double>(g2.idle_by_kind[0]),
+                     static_cast<double>(st.input_wait_ns), static_cast<double>(g2.class_ns[0]),
+                     static_cast<double>(g2.class_ns[1]), static_cast<double>(g2.class_ns[2]),
+                     static_cast<double>(st.sync_calls)});
                 add_step_breakdown(breakdown, st, g2);
             }
             if (i % series_stride == 0) {
@@ -1159,7 +1190,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     report.sections.push_back(std::move(sec));
     report.notes.push_back("Timeline window: " + s.window_description + ".");
     if (s.gpu.unobserved_ns > 0) {
-        report.notes.push_back("GPU capture was paused for " + format_duration_ns(static_cast<double>(s.gpu.unobserved_ns)) +
+        report.notes.push_back("GPU capture was paused for " +
+                               format_duration_ns(static_cast<double>(s.gpu.unobserved_ns)) +
                                " (another CUPTI client such as torch.profiler held it, or capture "
                                "stalled); that time is excluded from the idle figures.");
     }
@@ -1169,8 +1201,10 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
                                " later steps count toward the last one.");
     }
     if (host_spans_dropped_ > 0) {
-        report.notes.push_back("Host activity far ahead of the GPU was dropped from idle-cause "
-                               "attribution (" + std::to_string(host_spans_dropped_) + " spans).");
+        report.notes.push_back(
+            "Host activity far ahead of the GPU was dropped from idle-cause "
+            "attribution (" +
+            std::to_string(host_spans_dropped_) + " spans).");
     }
 }
 
@@ -1193,7 +1227,8 @@ const char* what_if_key(WhatIf w) {
 
 // The steps' critical path (what the step time was made of, along the chain that set it) and
 // the what-ifs (the step time with one cause removed).
-void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec, Report& report) const {
+void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
+                                         Report& report) const {
     const CriticalPathSummary& cp = s.critical_path;
     if (!cp.available) return;
     auto fig = [&](std::string key, double value, const char* unit, std::string label) {
@@ -1204,18 +1239,20 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
         fig("critical_path_steps", static_cast<double>(cp.traced_steps), "count",
             "steps whose critical path was traced");
         double gpu = 0;
-        for (PathPart p : {PathPart::kCompute, PathPart::kCommunication, PathPart::kMemory, PathPart::kGpuGap}) {
+        for (PathPart p :
+             {PathPart::kCompute, PathPart::kCommunication, PathPart::kMemory, PathPart::kGpuGap}) {
             gpu += cp.path_ns[static_cast<std::size_t>(p)];
         }
-        fig("critical_path_gpu_share", cp.path_step_ns > 0 ? gpu / cp.path_step_ns : 0.0, "fraction",
-            "share of the critical path on the GPU");
+        fig("critical_path_gpu_share", cp.path_step_ns > 0 ? gpu / cp.path_step_ns : 0.0,
+            "fraction", "share of the critical path on the GPU");
         Table parts;
         parts.id = "critical_path";
         parts.title = "Critical path per step: what the step time was made of";
         parts.columns = {"part", "ns_per_step", "share_of_step"};
         parts.units = {"", "ns", "fraction"};
         for (std::size_t p = 0; p < kPathParts; ++p) {
-            parts.rows.push_back({std::string(path_part_key(static_cast<PathPart>(p))), cp.path_ns[p],
+            parts.rows.push_back({std::string(path_part_key(static_cast<PathPart>(p))),
+                                  cp.path_ns[p],
                                   cp.path_step_ns > 0 ? cp.path_ns[p] / cp.path_step_ns : 0.0});
         }
         sec.tables.push_back(std::move(parts));
@@ -1230,7 +1267,8 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
             per_step.units.emplace_back("ns");
         }
         for (const auto& [index, path] : cp.step_paths) {
-            std::vector<Cell> row{static_cast<double>(index < steps_.size() ? steps_[index].number : 0)};
+            std::vector<Cell> row{
+                static_cast<double>(index < steps_.size() ? steps_[index].number : 0)};
             for (std::uint64_t v : path) row.emplace_back(static_cast<double>(v));
             per_step.rows.push_back(std::move(row));
         }
@@ -1255,18 +1293,26 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
                                base > 0 ? cp.saving_ns[w] / base : 0.0, base - cp.saving_ns[w]});
     }
     sec.tables.push_back(std::move(whatif));
-    fig("replay_step_ns", base, "ns", std::string("replayed time ") + per + " (the what-ifs' baseline)");
-    fig("replay_error_ns", cp.replay_error_ns, "ns", "replayed minus measured span (0: the graph explains it all)");
-    fig("launch_links", static_cast<double>(cp.launch_edges), "count", "GPU activities joined to their launch");
-    fig("sync_waits", static_cast<double>(cp.sync_waits), "count", "syncs and copies that waited for GPU work");
-    fig("sync_links_named", static_cast<double>(cp.syncs_named), "count", "syncs joined to the stream the trace names");
-    fig("sync_links_inferred", static_cast<double>(cp.syncs_inferred), "count", "syncs joined by timing");
-    fig("stream_wait_links", static_cast<double>(cp.stream_waits), "count", "cross-stream event waits the trace names");
+    fig("replay_step_ns", base, "ns",
+        std::string("replayed time ") + per + " (the what-ifs' baseline)");
+    fig("replay_error_ns", cp.replay_error_ns, "ns",
+        "replayed minus measured span (0: the graph explains it all)");
+    fig("launch_links", static_cast<double>(cp.launch_edges), "count",
+        "GPU activities joined to their launch");
+    fig("sync_waits", static_cast<double>(cp.sync_waits), "count",
+        "syncs and copies that waited for GPU work");
+    fig("sync_links_named", static_cast<double>(cp.syncs_named), "count",
+        "syncs joined to the stream the trace names");
+    fig("sync_links_inferred", static_cast<double>(cp.syncs_inferred), "count",
+        "syncs joined by timing");
+    fig("stream_wait_links", static_cast<double>(cp.stream_waits), "count",
+        "cross-stream event waits the trace names");
     fig("stream_wait_links_inferred", static_cast<double>(cp.stream_waits_inferred), "count",
         "waits on another stream inferred by timing");
     if (cp.forced_items + cp.late_items > 0) {
-        report.notes.push_back("The critical-path replay took " + std::to_string(cp.late_items + cp.forced_items) +
-                               " host events out of order (they arrived late); the what-ifs are approximate there.");
+        report.notes.push_back(
+            "The critical-path replay took " + std::to_string(cp.late_items + cp.forced_items) +
+            " host events out of order (they arrived late); the what-ifs are approximate there.");
     }
 }
 
@@ -1311,8 +1357,11 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     if (!coll.rows.empty()) sec.tables.push_back(std::move(coll));
     Table arrivals;
     arrivals.id = "collective_arrivals";
-    arrivals.title = "Collective kernels as the GPU reached them, with the compute before each (for the job view)";
-    arrivals.columns = {"step", "occurrence", "kernel", "stream", "start_us", "end_us", "compute_before_ns"};
+    arrivals.title =
+        "Collective kernels as the GPU reached them, with the compute before each (for the job "
+        "view)";
+    arrivals.columns = {"step",     "occurrence", "kernel",           "stream",
+                        "start_us", "end_us",     "compute_before_ns"};
     for (const Arrival& a : arrivals_) {
         arrivals.rows.push_back({static_cast<double>(a.step), static_cast<double>(a.occurrence),
                                  std::string(strings_ != nullptr ? strings_->lookup(a.name) : ""),

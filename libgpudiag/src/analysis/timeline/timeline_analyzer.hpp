@@ -56,7 +56,9 @@ public:
         IdleCause cause;  ///< the largest host-side cause; meaningful for host waits only
     };
     /// Called for every gap of every device, in each device's time order.
-    void set_gap_observer(std::function<void(const Gap&)> observer) { gap_observer_ = std::move(observer); }
+    void set_gap_observer(std::function<void(const Gap&)> observer) {
+        gap_observer_ = std::move(observer);
+    }
 
 private:
     struct Span {
@@ -94,8 +96,8 @@ private:
     };
     struct DeviceTimeline {
         std::uint16_t ordinal = 0;
-        UnionView all;         // every activity
-        UnionView attributed;  // HTA's window only: activities whose launch is in the trace
+        UnionView all;               // every activity
+        UnionView attributed;        // HTA's window only: activities whose launch is in the trace
         std::vector<Event> pending;  // min-heap by start: the reorder buffer
     };
     struct Placement {
@@ -137,8 +139,8 @@ private:
     void add_unobserved(std::uint64_t start, std::uint64_t end);
     [[nodiscard]] ObservedGap observed_gap(std::uint64_t a, std::uint64_t b) const;
     void add_span(SpanQueue& queue, std::uint64_t start, std::uint64_t end);
-    void attribute_host_wait(std::uint64_t gap_start, std::uint64_t gap_end,
-                             std::uint64_t launch, GpuTimeStats& st) const;
+    void attribute_host_wait(std::uint64_t gap_start, std::uint64_t gap_end, std::uint64_t launch,
+                             GpuTimeStats& st) const;
     void prune_host_spans();
     void flush_pending(DeviceTimeline& d);
     DeviceTimeline* device_for(std::uint16_t ordinal);
@@ -180,8 +182,8 @@ private:
     std::map<StringId, std::pair<std::uint64_t, std::uint64_t>> sync_by_name_;
     // Open NVTX-style ranges per thread, to pair kRangeBegin with kRangeEnd.
     std::unordered_map<std::uint64_t, std::vector<Event>> open_ranges_;
-    std::vector<std::size_t> open_steps_;  // indexes into steps_ of steps begun but not ended
-    std::vector<Span> unobserved_;          // closed capture pauses, in time order
+    std::vector<std::size_t> open_steps_;      // indexes into steps_ of steps begun but not ended
+    std::vector<Span> unobserved_;             // closed capture pauses, in time order
     std::uint64_t paused_since_ = UINT64_MAX;  // an open pause (kCapturePaused not yet resumed)
 
     // Host totals over the whole input.

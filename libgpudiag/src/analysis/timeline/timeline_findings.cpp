@@ -36,18 +36,26 @@ constexpr double kManySyncsPerStep = 10;
 // a tiny replay says nothing.
 constexpr double kMinSavingToRaiseNs = 100e3;
 
-double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+double ratio(double a, double b) {
+    return b > 0 ? a / b : 0.0;
+}
 
-std::string pct(double f) { return format_percent(f); }
-std::string dur(double ns) { return format_duration_ns(ns); }
+std::string pct(double f) {
+    return format_percent(f);
+}
+std::string dur(double ns) {
+    return format_duration_ns(ns);
+}
 
 const char* cause_advice(IdleCause c) {
     switch (c) {
         case IdleCause::kInput:
-            return "Feed the GPU from background workers: DataLoader(num_workers>0, pin_memory=True, "
+            return "Feed the GPU from background workers: DataLoader(num_workers>0, "
+                   "pin_memory=True, "
                    "prefetch_factor=4, persistent_workers=True).";
         case IdleCause::kSync:
-            return "Remove host synchronizations from the loop (.item(), .cpu(), .tolist(), printing "
+            return "Remove host synchronizations from the loop (.item(), .cpu(), .tolist(), "
+                   "printing "
                    "tensors, torch.cuda.synchronize()); find them with "
                    "torch.cuda.set_sync_debug_mode(\"warn\").";
         case IdleCause::kCopy:
@@ -56,7 +64,8 @@ const char* cause_advice(IdleCause c) {
         case IdleCause::kLaunch:
         case IdleCause::kCpu:
             return "Cut per-kernel host overhead: torch.compile (fuses small ops), CUDA graphs "
-                   "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fused optimizers "
+                   "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fused "
+                   "optimizers "
                    "(fused=True / foreach=True), or a bigger batch per step.";
     }
     return "";
@@ -65,7 +74,8 @@ const char* cause_advice(IdleCause c) {
 // The step time the what-ifs are measured against: the mean step, or the window without steps.
 double replay_base(const TimelineSummary& s) {
     const CriticalPathSummary& cp = s.critical_path;
-    return cp.per_step && s.step_time_mean_ns > 0 ? static_cast<double>(s.step_time_mean_ns) : cp.measured_ns;
+    return cp.per_step && s.step_time_mean_ns > 0 ? static_cast<double>(s.step_time_mean_ns)
+                                                  : cp.measured_ns;
 }
 
 // The replayed saving of `w`, 0..base; < 0 when no replay was possible.
@@ -86,9 +96,11 @@ void attach_saving(Finding& f, const TimelineSummary& s, WhatIf w, const std::st
     const double base = replay_base(s);
     const double share = ratio(saving, base);
     const std::string per = per_step ? " per step" : " over the window";
-    f.predicted_saving = {{"saving_ns", saving, "ns", std::string("time saved") + per},
-                          {"share", share, "fraction", per_step ? "share of the step time" : "share of the window"},
-                          {"step_time_ns", base - saving, "ns", per_step ? "predicted step time" : "predicted window"}};
+    f.predicted_saving = {
+        {"saving_ns", saving, "ns", std::string("time saved") + per},
+        {"share", share, "fraction", per_step ? "share of the step time" : "share of the window"},
+        {"step_time_ns", base - saving, "ns",
+         per_step ? "predicted step time" : "predicted window"}};
     if (lower_bound) {
         f.summary += " " + fix + " saves at least " + dur(saving) + per + " (" + pct(share) +
                      ", replaying the critical path without the host waiting for them; the copies "
@@ -99,8 +111,9 @@ void attach_saving(Finding& f, const TimelineSummary& s, WhatIf w, const std::st
                      ", replaying the critical path without it): it is off the critical path, so "
                      "other findings are worth fixing first.";
     } else {
-        f.summary += " " + fix + " saves about " + dur(saving) + per + " (" + pct(share) + "): " +
-                     dur(base) + " -> " + dur(base - saving) + ", replaying the critical path without it.";
+        f.summary += " " + fix + " saves about " + dur(saving) + per + " (" + pct(share) +
+                     "): " + dur(base) + " -> " + dur(base - saving) +
+                     ", replaying the critical path without it.";
     }
 }
 
@@ -118,13 +131,15 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     const std::int64_t workers = l != nullptr ? l->num_workers : (s.single_process_loader ? 0 : -1);
     const std::int64_t cores = l != nullptr ? l->cpu_cores : -1;
     if (l != nullptr) {
-        f.evidence.push_back("DataLoader settings (read live): num_workers=" + setting(l->num_workers) +
-                             ", pin_memory=" + setting(l->pin_memory, true) +
-                             ", prefetch_factor=" + (l->prefetch_factor < 0 ? std::string("None") : setting(l->prefetch_factor)) +
-                             ", persistent_workers=" + setting(l->persistent_workers, true) +
-                             ", batch_size=" + setting(l->batch_size) +
-                             (cores > 0 ? ", on " + std::to_string(cores) + " CPU cores" : std::string()));
-        f.figures.push_back({"num_workers", static_cast<double>(l->num_workers), "count", "DataLoader workers"});
+        f.evidence.push_back(
+            "DataLoader settings (read live): num_workers=" + setting(l->num_workers) +
+            ", pin_memory=" + setting(l->pin_memory, true) + ", prefetch_factor=" +
+            (l->prefetch_factor < 0 ? std::string("None") : setting(l->prefetch_factor)) +
+            ", persistent_workers=" + setting(l->persistent_workers, true) +
+            ", batch_size=" + setting(l->batch_size) +
+            (cores > 0 ? ", on " + std::to_string(cores) + " CPU cores" : std::string()));
+        f.figures.push_back(
+            {"num_workers", static_cast<double>(l->num_workers), "count", "DataLoader workers"});
     }
     const double step = replay_base(s);
     const double input_saving = saving_of(s, WhatIf::kNoInputWait);
@@ -134,32 +149,46 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     // each worker delivers one batch every N steps.
     const double fetch = workers == 0 ? wait_per_step : static_cast<double>(workers) * step;
     const auto needed = static_cast<std::int64_t>(std::ceil(fetch / compute));
-    f.figures.push_back({"workers_needed", static_cast<double>(needed), "count",
-                         "workers that would keep up (batch fetch time / step time without input wait)"});
-    const std::string basis = "a batch takes about " + dur(fetch) + " of worker time" +
-                              (workers > 0 ? " (" + std::to_string(workers) + " workers, one batch each per " +
-                                                 std::to_string(workers) + " steps of " + dur(step) + ")"
-                                           : "") +
-                              " and the step without input wait " + dur(compute);
+    f.figures.push_back(
+        {"workers_needed", static_cast<double>(needed), "count",
+         "workers that would keep up (batch fetch time / step time without input wait)"});
+    const std::string basis =
+        "a batch takes about " + dur(fetch) + " of worker time" +
+        (workers > 0 ? " (" + std::to_string(workers) + " workers, one batch each per " +
+                           std::to_string(workers) + " steps of " + dur(step) + ")"
+                     : "") +
+        " and the step without input wait " + dur(compute);
     if (cores > 0 && workers > 0 && workers + 1 >= cores) {
-        f.evidence.push_back("More workers would not help: the " + std::to_string(workers) +
-                             " workers and the training loop already occupy the " + std::to_string(cores) +
-                             " CPU cores; the source (decoding, augmentation or disk) is the limit: " + basis + ".");
-        f.advice.insert(f.advice.begin(), "The data source is the limit, not the worker count: make each "
-                        "sample cheaper (decode once and cache, smaller or pre-resized inputs, GPU decoding "
-                        "such as DALI or torchvision.io.decode_jpeg on the GPU) or read from faster storage.");
+        f.evidence.push_back(
+            "More workers would not help: the " + std::to_string(workers) +
+            " workers and the training loop already occupy the " + std::to_string(cores) +
+            " CPU cores; the source (decoding, augmentation or disk) is the limit: " + basis + ".");
+        f.advice.insert(
+            f.advice.begin(),
+            "The data source is the limit, not the worker count: make each "
+            "sample cheaper (decode once and cache, smaller or pre-resized inputs, GPU decoding "
+            "such as DALI or torchvision.io.decode_jpeg on the GPU) or read from faster storage.");
     } else if (cores > 0 && needed + 1 > cores) {
-        f.evidence.push_back("About " + std::to_string(needed) + " workers would keep up (" + basis +
-                             "), more than the " + std::to_string(cores) + " CPU cores can run: more workers "
-                             "help up to " + std::to_string(cores - 1) + ", then the source is the limit.");
-        f.advice.insert(f.advice.begin(), "Raise num_workers to " + std::to_string(std::max<std::int64_t>(1, cores - 1)) +
-                        ", then make each sample cheaper: the CPU cannot run the " + std::to_string(needed) +
-                        " workers this loop needs.");
+        f.evidence.push_back("About " + std::to_string(needed) + " workers would keep up (" +
+                             basis + "), more than the " + std::to_string(cores) +
+                             " CPU cores can run: more workers "
+                             "help up to " +
+                             std::to_string(cores - 1) + ", then the source is the limit.");
+        f.advice.insert(f.advice.begin(),
+                        "Raise num_workers to " +
+                            std::to_string(std::max<std::int64_t>(1, cores - 1)) +
+                            ", then make each sample cheaper: the CPU cannot run the " +
+                            std::to_string(needed) + " workers this loop needs.");
     } else if (needed > workers) {
-        f.evidence.push_back("More workers would help: about " + std::to_string(needed) + " keep up (" + basis +
-                             ")" + (cores > 0 ? ", and the " + std::to_string(cores) + " CPU cores can run them" : "") + ".");
-        f.advice.insert(f.advice.begin(), "DataLoader(num_workers=" + std::to_string(needed) + ")" +
-                        (workers == 0 ? " moves the fetch out of the training loop." : " keeps up with the loop."));
+        f.evidence.push_back(
+            "More workers would help: about " + std::to_string(needed) + " keep up (" + basis +
+            ")" +
+            (cores > 0 ? ", and the " + std::to_string(cores) + " CPU cores can run them" : "") +
+            ".");
+        f.advice.insert(f.advice.begin(),
+                        "DataLoader(num_workers=" + std::to_string(needed) + ")" +
+                            (workers == 0 ? " moves the fetch out of the training loop."
+                                          : " keeps up with the loop."));
     }
     if (l != nullptr && l->pin_memory == 0) {
         f.advice.push_back("pin_memory=True: this loader copies batches from pageable memory.");
@@ -177,8 +206,8 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
     f.severity = share >= kInputHigh ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
-    f.title = std::string(share >= kInputHigh ? "Highly" : "Moderately") + " input-bound: " +
-              pct(share) + " of step time waiting for the next batch";
+    f.title = std::string(share >= kInputHigh ? "Highly" : "Moderately") +
+              " input-bound: " + pct(share) + " of step time waiting for the next batch";
     double steps = s.steps > 0 ? static_cast<double>(s.steps) : 1.0;
     double per_step = static_cast<double>(s.input_wait_ns) / steps;
     f.summary = "The training loop waited " + dur(static_cast<double>(s.input_wait_ns)) + " of " +
@@ -188,37 +217,44 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
                 dur(static_cast<double>(s.longest_input_wait_ns)) +
                 "). TensorFlow's input-pipeline analyzer calls 5 % moderately and 20 % highly "
                 "input-bound.";
-    f.figures = {{"share", share, "fraction", "share of step time waiting for input"},
-                 {"input_wait_per_step_ns", per_step, "ns", "waiting per step"},
-                 {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"}};
+    f.figures = {
+        {"share", share, "fraction", "share of step time waiting for input"},
+        {"input_wait_per_step_ns", per_step, "ns", "waiting per step"},
+        {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"}};
     // The waits are host time: measured without GPU activity. What they cost the GPU is not.
     if (s.has_gpu_activity) {
         double idle_input =
             ratio(static_cast<double>(s.gpu.cause_ns[0]), static_cast<double>(s.gpu.idle_ns));
         f.summary += " " + pct(idle_input) + " of the GPU's idle time falls inside these waits.";
-        f.figures.push_back({"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"});
+        f.figures.push_back(
+            {"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"});
     } else {
-        f.evidence.push_back("GPU activity was not observed (no CUPTI records): how much GPU idle "
-                             "time these waits cause is not known");
+        f.evidence.push_back(
+            "GPU activity was not observed (no CUPTI records): how much GPU idle "
+            "time these waits cause is not known");
     }
     f.evidence.push_back(std::to_string(s.input_waits) + " DataLoader fetches took " +
                          dur(static_cast<double>(s.input_wait_ns)) + " in total, the longest " +
                          dur(static_cast<double>(s.longest_input_wait_ns)));
     if (s.single_process_loader) {
-        f.evidence.push_back("the fetches run in the training process "
-                             "(_SingleProcessDataLoaderIter: num_workers=0)");
+        f.evidence.push_back(
+            "the fetches run in the training process "
+            "(_SingleProcessDataLoaderIter: num_workers=0)");
     }
     f.advice.push_back(s.single_process_loader
                            ? "Load batches in background processes: DataLoader(num_workers=N), "
                              "starting with the number of CPU cores per GPU."
                            : "Add DataLoader workers (num_workers) until fetches stop blocking; "
                              "check that the workers are not CPU-starved.");
-    f.advice.push_back("Keep more batches in flight: prefetch_factor=4 and persistent_workers=True "
-                       "(num_workers > 0).");
-    f.advice.push_back("pin_memory=True and .to(device, non_blocking=True) so the copy overlaps "
-                       "compute.");
-    f.advice.push_back("Move decoding and augmentation off the critical path (pre-process once, "
-                       "or augment on the GPU).");
+    f.advice.push_back(
+        "Keep more batches in flight: prefetch_factor=4 and persistent_workers=True "
+        "(num_workers > 0).");
+    f.advice.push_back(
+        "pin_memory=True and .to(device, non_blocking=True) so the copy overlaps "
+        "compute.");
+    f.advice.push_back(
+        "Move decoding and augmentation off the critical path (pre-process once, "
+        "or augment on the GPU).");
     add_loader_verdict(s, per_step, f);
     attach_saving(f, s, WhatIf::kNoInputWait, "Having each batch ready when the loop asks");
     report.findings.push_back(std::move(f));
@@ -226,29 +262,35 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
 
 void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     double span = static_cast<double>(s.gpu.span_ns());
-    double sync_idle = static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(IdleCause::kSync)]);
+    double sync_idle =
+        static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(IdleCause::kSync)]);
     double share = ratio(sync_idle, span);
     // Raised when syncs idle the GPU, when replaying without them saves time, or when there are
     // so many per step that the user will wonder (then to say what they cost).
     const double saving = saving_of(s, WhatIf::kNoSync);
     const double saving_share = saving >= kMinSavingToRaiseNs ? ratio(saving, replay_base(s)) : 0.0;
-    const double per_step = s.steps > 0 ? static_cast<double>(s.sync_calls) / static_cast<double>(s.steps) : 0;
+    const double per_step =
+        s.steps > 0 ? static_cast<double>(s.sync_calls) / static_cast<double>(s.steps) : 0;
     const bool many = per_step >= kManySyncsPerStep && saving_of(s, WhatIf::kNoSync) >= 0;
     if (share < kCauseNotable && saving_share < kCauseNotable && !many) return;
     Finding f;
     f.id = "host_sync_stall";
-    f.severity = std::max(share, saving_share) >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
+    f.severity =
+        std::max(share, saving_share) >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
-    f.title = "Host synchronizations stall the GPU: " + pct(share) + " of the window idle after syncs";
+    f.title =
+        "Host synchronizations stall the GPU: " + pct(share) + " of the window idle after syncs";
     if (saving_share < kWorthFixing && saving_of(s, WhatIf::kNoSync) >= 0) {
-        f.title = format_number(per_step, 0) + " syncs per step, but they cost < 1 % of the step time: "
+        f.title = format_number(per_step, 0) +
+                  " syncs per step, but they cost < 1 % of the step time: "
                   "not worth fixing first";
     }
-    f.summary = "The GPU ran out of work right as the host returned from a synchronization, then "
-                "waited " + dur(sync_idle) + " for the host to launch again. " +
-                std::to_string(s.sync_calls) + " synchronizing calls blocked the host for " +
-                dur(static_cast<double>(s.sync_ns)) + ".";
+    f.summary =
+        "The GPU ran out of work right as the host returned from a synchronization, then "
+        "waited " +
+        dur(sync_idle) + " for the host to launch again. " + std::to_string(s.sync_calls) +
+        " synchronizing calls blocked the host for " + dur(static_cast<double>(s.sync_ns)) + ".";
     f.figures = {{"share", share, "fraction", "share of the window idle after synchronizations"},
                  {"sync_idle_ns", sync_idle, "ns", "GPU idle after synchronizations"},
                  {"sync_calls", static_cast<double>(s.sync_calls), "count", "synchronizing calls"},
@@ -256,17 +298,20 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     f.site_unit = "ns";
     for (std::size_t i = 0; i < s.sync_by_name.size() && i < 5; ++i) {
         const auto& [name, cn] = s.sync_by_name[i];
-        f.sites.push_back(CallSite{name, static_cast<double>(cn.second),
-                                   ratio(static_cast<double>(cn.second), static_cast<double>(s.sync_ns)),
-                                   std::to_string(cn.first) + " calls"});
+        f.sites.push_back(
+            CallSite{name, static_cast<double>(cn.second),
+                     ratio(static_cast<double>(cn.second), static_cast<double>(s.sync_ns)),
+                     std::to_string(cn.first) + " calls"});
         f.evidence.push_back(name + ": " + std::to_string(cn.first) + " calls, " +
                              dur(static_cast<double>(cn.second)));
     }
-    f.advice.push_back("Keep values on the GPU inside the loop: no .item(), .cpu(), .tolist(), "
-                       "print(tensor) or Python `if tensor:`; log metrics every N steps instead.");
+    f.advice.push_back(
+        "Keep values on the GPU inside the loop: no .item(), .cpu(), .tolist(), "
+        "print(tensor) or Python `if tensor:`; log metrics every N steps instead.");
     f.advice.push_back("Find the calls with torch.cuda.set_sync_debug_mode(\"warn\").");
-    f.advice.push_back("Use non_blocking=True copies from pinned memory; avoid torch.cuda.synchronize() "
-                       "except for timing.");
+    f.advice.push_back(
+        "Use non_blocking=True copies from pinned memory; avoid torch.cuda.synchronize() "
+        "except for timing.");
     attach_saving(f, s, WhatIf::kNoSync, "Removing these synchronizations");
     report.findings.push_back(std::move(f));
 }
@@ -278,34 +323,40 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
     double cost = static_cast<double>(g.pageable_ns) +
                   static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kCopy)]);
     double share = ratio(cost, span);
-    double bandwidth = ratio(static_cast<double>(g.pageable_bytes), static_cast<double>(g.pageable_ns) / 1e9);
+    double bandwidth =
+        ratio(static_cast<double>(g.pageable_bytes), static_cast<double>(g.pageable_ns) / 1e9);
     Finding f;
     f.id = "pageable_memcpy";
     f.severity = share >= kCauseNotable ? Severity::kWarning : Severity::kInfo;
     f.rank = s.rank;
     f.device = s.device;
     f.title = std::to_string(g.pageable_copies) + " copies from pageable memory (" +
-              format_bytes(static_cast<double>(g.pageable_bytes)) + ", " +
-              format_bytes(bandwidth) + "/s)";
-    f.summary = "Copies between pageable host memory and the GPU are staged through a driver "
-                "buffer and block the host: " + std::to_string(g.pageable_copies) + " such copies (" +
-                format_bytes(static_cast<double>(g.pageable_bytes)) +
-                (s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction) +
-                ") took " + dur(static_cast<double>(g.pageable_ns)) + " at " +
-                format_bytes(bandwidth) + "/s, " + pct(share) + " of the window with the host time "
-                "spent in them.";
+              format_bytes(static_cast<double>(g.pageable_bytes)) + ", " + format_bytes(bandwidth) +
+              "/s)";
+    f.summary =
+        "Copies between pageable host memory and the GPU are staged through a driver "
+        "buffer and block the host: " +
+        std::to_string(g.pageable_copies) + " such copies (" +
+        format_bytes(static_cast<double>(g.pageable_bytes)) +
+        (s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction) +
+        ") took " + dur(static_cast<double>(g.pageable_ns)) + " at " + format_bytes(bandwidth) +
+        "/s, " + pct(share) +
+        " of the window with the host time "
+        "spent in them.";
     f.figures = {{"share", share, "fraction", "share of the window"},
                  {"bytes", static_cast<double>(g.pageable_bytes), "bytes", "bytes copied"},
                  {"count", static_cast<double>(g.pageable_copies), "count", "copies"},
                  {"bandwidth", bandwidth, "bytes/s", "achieved bandwidth"}};
     f.evidence.push_back("Memcpy activities with a Pageable source or destination: " +
                          std::to_string(g.pageable_copies));
-    f.advice.push_back("DataLoader(pin_memory=True), or tensor.pin_memory() for buffers you copy "
-                       "every step.");
-    f.advice.push_back("Then copy with .to(device, non_blocking=True) so the copy overlaps compute.");
+    f.advice.push_back(
+        "DataLoader(pin_memory=True), or tensor.pin_memory() for buffers you copy "
+        "every step.");
+    f.advice.push_back(
+        "Then copy with .to(device, non_blocking=True) so the copy overlaps compute.");
     f.advice.push_back("Keep tensors that are reused across steps on the GPU.");
-    attach_saving(f, s, WhatIf::kPinnedCopies, "Copying from pinned memory without blocking the host",
-                  true);
+    attach_saving(f, s, WhatIf::kPinnedCopies,
+                  "Copying from pinned memory without blocking the host", true);
     report.findings.push_back(std::move(f));
 }
 
@@ -314,8 +365,9 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     double span = static_cast<double>(g.span_ns());
     double idle_share = ratio(static_cast<double>(g.idle_ns), span);
     double host_wait = static_cast<double>(g.idle_by_kind[0]);
-    double launch_cpu = static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] +
-                                            g.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)]);
+    double launch_cpu =
+        static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] +
+                            g.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)]);
     // Launch-bound: the GPU idles mostly waiting for the host, the host is busy launching rather
     // than waiting for data or syncs, and a typical kernel is over before another launch call
     // (5-20 µs of host time) could have queued the next one.
@@ -331,7 +383,8 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     f.rank = s.rank;
     f.device = s.device;
     f.title = "Launch-bound: kernels (median " + dur(s.kernel_median_ns) +
-              ") finish faster than the host launches them (median " + dur(s.launch_median_ns) + ")";
+              ") finish faster than the host launches them (median " + dur(s.launch_median_ns) +
+              ")";
     f.summary = std::to_string(g.kernels) + " kernels ran with a median duration of " +
                 dur(s.kernel_median_ns) + " while a launch call took " + dur(s.launch_median_ns) +
                 " of host time; the GPU idled " + pct(idle_share) + " of the window, " +
@@ -341,14 +394,19 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
                  {"kernels", static_cast<double>(g.kernels), "count", "kernels"},
                  {"kernel_median_ns", s.kernel_median_ns, "ns", "median kernel"},
                  {"launch_median_ns", s.launch_median_ns, "ns", "median launch call"}};
-    f.evidence.push_back(std::to_string(s.launch_calls) + " launch calls, median " + dur(s.launch_median_ns));
+    f.evidence.push_back(std::to_string(s.launch_calls) + " launch calls, median " +
+                         dur(s.launch_median_ns));
     f.evidence.push_back("median kernel " + dur(s.kernel_median_ns));
-    f.advice.push_back("Capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") "
-                       "or torch.cuda.graphs.");
+    f.advice.push_back(
+        "Capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") "
+        "or torch.cuda.graphs.");
     f.advice.push_back("torch.compile fuses small elementwise kernels into fewer, larger ones.");
-    f.advice.push_back("A bigger batch per step makes each kernel longer for the same launch cost.");
-    f.advice.push_back("Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
-    attach_saving(f, s, WhatIf::kCudaGraph, "Launching the kernels as one CUDA graph (no per-kernel host work)");
+    f.advice.push_back(
+        "A bigger batch per step makes each kernel longer for the same launch cost.");
+    f.advice.push_back(
+        "Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
+    attach_saving(f, s, WhatIf::kCudaGraph,
+                  "Launching the kernels as one CUDA graph (no per-kernel host work)");
     report.findings.push_back(std::move(f));
 }
 
@@ -365,21 +423,26 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
     f.severity = share >= kCommSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
-    f.title = "Communication-bound: " + pct(share) + " of the window in collectives not hidden by compute";
+    f.title = "Communication-bound: " + pct(share) +
+              " of the window in collectives not hidden by compute";
     f.summary = "Collective kernels ran " + dur(comm) + " (" + pct(ratio(comm, span)) +
                 " of the window); only " + pct(ratio(overlap, comm)) +
                 " of that overlapped computation, leaving " + dur(exposed) + " exposed.";
-    f.figures = {{"share", share, "fraction", "exposed communication, share of the window"},
-                 {"communication_share", ratio(comm, span), "fraction", "communication kernels"},
-                 {"comm_overlap_share", ratio(overlap, comm), "fraction", "overlapped with compute"},
-                 {"exposed_ns", exposed, "ns", "communication not overlapped"}};
+    f.figures = {
+        {"share", share, "fraction", "exposed communication, share of the window"},
+        {"communication_share", ratio(comm, span), "fraction", "communication kernels"},
+        {"comm_overlap_share", ratio(overlap, comm), "fraction", "overlapped with compute"},
+        {"exposed_ns", exposed, "ns", "communication not overlapped"}};
     f.evidence.push_back("NCCL kernel time " + dur(comm) + ", overlapped " + dur(overlap));
-    f.advice.push_back("Overlap gradients' all-reduce with backward: DDP buckets (bucket_cap_mb), "
-                       "gradient_as_bucket_view=True; FSDP backward_prefetch/forward_prefetch.");
-    f.advice.push_back("Communicate less often: no_sync() during gradient accumulation, a bigger "
-                       "batch per rank.");
-    f.advice.push_back("Collectives also wait for the slowest rank: compare ranks (gpudiag analyze "
-                       "with every rank's trace) before tuning the network.");
+    f.advice.push_back(
+        "Overlap gradients' all-reduce with backward: DDP buckets (bucket_cap_mb), "
+        "gradient_as_bucket_view=True; FSDP backward_prefetch/forward_prefetch.");
+    f.advice.push_back(
+        "Communicate less often: no_sync() during gradient accumulation, a bigger "
+        "batch per rank.");
+    f.advice.push_back(
+        "Collectives also wait for the slowest rank: compare ranks (gpudiag analyze "
+        "with every rank's trace) before tuning the network.");
     attach_saving(f, s, WhatIf::kNoCommunication, "Hiding the collectives behind compute");
     report.findings.push_back(std::move(f));
 }
@@ -408,36 +471,41 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     std::string causes;
     for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
         if (g.cause_ns[c] == 0) continue;
-        causes += (causes.empty() ? "" : ", ") + pct(ratio(static_cast<double>(g.cause_ns[c]), idle)) +
-                  " " + idle_cause_label(static_cast<IdleCause>(c));
+        causes += (causes.empty() ? "" : ", ") +
+                  pct(ratio(static_cast<double>(g.cause_ns[c]), idle)) + " " +
+                  idle_cause_label(static_cast<IdleCause>(c));
     }
     f.summary = "The GPU was idle " + dur(idle) + " of " + dur(span) + ": " +
-                pct(ratio(host_wait, idle)) + " host wait (the next kernel was launched after the "
-                "GPU ran dry), " + pct(ratio(static_cast<double>(g.idle_by_kind[1]), idle)) +
+                pct(ratio(host_wait, idle)) +
+                " host wait (the next kernel was launched after the "
+                "GPU ran dry), " +
+                pct(ratio(static_cast<double>(g.idle_by_kind[1]), idle)) +
                 " kernel wait (gaps under 30 µs between queued kernels), " +
                 pct(ratio(static_cast<double>(g.idle_by_kind[2]), idle)) + " other." +
                 (causes.empty() ? "" : " During host waits the host was: " + causes + ".");
     f.figures = {{"share", idle_share, "fraction", "GPU idle share of the window"},
                  {"host_wait_share", ratio(host_wait, idle), "fraction", "idle: host wait"}};
     for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-        f.figures.push_back(Figure{std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share",
-                                   ratio(static_cast<double>(g.cause_ns[c]), idle), "fraction",
-                                   idle_cause_label(static_cast<IdleCause>(c))});
+        f.figures.push_back(
+            Figure{std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share",
+                   ratio(static_cast<double>(g.cause_ns[c]), idle), "fraction",
+                   idle_cause_label(static_cast<IdleCause>(c))});
     }
     f.evidence.push_back(std::to_string(g.gaps) + " idle gaps, the longest " +
                          dur(static_cast<double>(g.longest_gap_ns)));
     if (host_dominated) {
         f.advice.push_back(cause_advice(static_cast<IdleCause>(top)));
     } else {
-        f.advice.push_back("The host keeps up; the gaps sit between queued kernels (dependencies, "
-                           "events, stream waits). Look at the streams table and at cross-stream "
-                           "waits.");
+        f.advice.push_back(
+            "The host keeps up; the gaps sit between queued kernels (dependencies, "
+            "events, stream waits). Look at the streams table and at cross-stream "
+            "waits.");
     }
     // Worth what removing the dominant cause is (so the specific finding about that cause, which
     // names the fix, ranks with it); idle between queued kernels has no host-side fix.
     static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
-                                                        WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
-                                                        WhatIf::kCudaGraph};
+                                                       WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
+                                                       WhatIf::kCudaGraph};
     attach_saving(f, s, host_dominated ? kFixOf[top] : WhatIf::kHostNeverLate,
                   host_dominated ? std::string("Removing that cause (") +
                                        idle_cause_label(static_cast<IdleCause>(top)) + ")"

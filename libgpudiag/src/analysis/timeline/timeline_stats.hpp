@@ -32,10 +32,10 @@ enum class WorkClass : std::uint8_t { kCompute = 0, kCommunication = 1, kMemory 
 
 /// Figures that add up across steps. Times are nanoseconds on the device's clock.
 struct GpuTimeStats {
-    std::uint64_t busy_ns = 0;   ///< union of all GPU activity
-    std::uint64_t idle_ns = 0;   ///< gaps in that union, less unobserved time
+    std::uint64_t busy_ns = 0;        ///< union of all GPU activity
+    std::uint64_t idle_ns = 0;        ///< gaps in that union, less unobserved time
     std::uint64_t unobserved_ns = 0;  ///< gaps while capture was paused: neither busy nor idle
-    std::array<std::uint64_t, 3> idle_by_kind{};           ///< IdleKind
+    std::array<std::uint64_t, 3> idle_by_kind{};            ///< IdleKind
     std::array<std::uint64_t, kIdleCauseCount> cause_ns{};  ///< host-wait time by cause
     std::array<std::uint64_t, 3> class_ns{};                ///< union per WorkClass
     std::uint64_t comm_or_compute_ns = 0;  ///< union of communication and compute (for overlap)
@@ -43,7 +43,7 @@ struct GpuTimeStats {
     std::uint64_t longest_gap_ns = 0;
     std::uint64_t activities = 0;
     std::uint64_t kernels = 0;
-    std::uint64_t kernel_ns = 0;           ///< summed kernel durations (not a union)
+    std::uint64_t kernel_ns = 0;  ///< summed kernel durations (not a union)
     std::uint64_t pageable_copies = 0;
     std::uint64_t pageable_bytes = 0;
     std::uint64_t pageable_ns = 0;

@@ -23,17 +23,17 @@ struct LoaderSettings {
     std::int64_t prefetch_factor = -1;  ///< -1 also when the loader has none (num_workers=0)
     std::int64_t persistent_workers = -1;
     std::int64_t batch_size = -1;
-    std::int64_t cpu_cores = -1;        ///< CPU cores the process may run on
-    std::uint64_t input_wait_ns = 0;    ///< input wait while this loader was the last described
+    std::int64_t cpu_cores = -1;      ///< CPU cores the process may run on
+    std::uint64_t input_wait_ns = 0;  ///< input wait while this loader was the last described
 };
 
 struct TimelineSummary {
     AnalysisWindow window = AnalysisWindow::kSteps;
     std::string window_description;  ///< how the window was chosen, in words
     bool has_gpu_activity = false;
-    std::int32_t device = -1;        ///< the device the headline figures describe
+    std::int32_t device = -1;  ///< the device the headline figures describe
     std::int32_t rank = -1;
-    GpuTimeStats gpu;                ///< that device, over the window
+    GpuTimeStats gpu;  ///< that device, over the window
 
     // Host side, over the window.
     std::uint64_t steps = 0;
@@ -50,7 +50,7 @@ struct TimelineSummary {
 
     // Distributions over the whole input.
     double kernel_median_ns = 0;
-    double launch_median_ns = 0;     ///< median duration of launch API calls
+    double launch_median_ns = 0;  ///< median duration of launch API calls
     std::uint64_t launch_calls = 0;
     std::string top_pageable_direction;  ///< "host to device" ...
 

@@ -25,10 +25,11 @@ inline bool parse_eight_digits(const char* p, std::uint64_t& value) noexcept {
         ((x + 0x0606060606060606ull) & 0xF0F0F0F0F0F0F0F0ull) != 0x3030303030303030ull) {
         return false;
     }
-    x -= 0x3030303030303030ull;                              // bytes: d0 d1 ... d7 (d0 first)
-    x = (x * 10) + (x >> 8);                                 // pairs
+    x -= 0x3030303030303030ull;  // bytes: d0 d1 ... d7 (d0 first)
+    x = (x * 10) + (x >> 8);     // pairs
     x = (((x & 0x000000FF000000FFull) * (100 + (1000000ull << 32))) +
-         (((x >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >> 32;
+         (((x >> 16) & 0x000000FF000000FFull) * (1 + (10000ull << 32)))) >>
+        32;
     value = x;
     return true;
 }

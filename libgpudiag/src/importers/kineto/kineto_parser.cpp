@@ -38,17 +38,21 @@ enum class Category : std::uint8_t {
     kCpuOp,
     kUserAnnotation,
     kGpuUserAnnotation,
-    kIgnored,      // python_function, Trace spans, flows: well-formed, no use to gpudiag
-    kInstant,      // cpu_instant_event ([memory] records)
-    kMtiaDevice,   // mtia_ccp_events: device queue events, not kernels
+    kIgnored,     // python_function, Trace spans, flows: well-formed, no use to gpudiag
+    kInstant,     // cpu_instant_event ([memory] records)
+    kMtiaDevice,  // mtia_ccp_events: device queue events, not kernels
     kMtiaRuntime,
 };
 
 Category classify_category(std::string_view c) noexcept {
     // Both vocabularies: Kineto's 2021 names ("Kernel", "Runtime", "Operator") and today's.
     switch (c.empty() ? '\0' : c.front()) {
-        case 'k': if (c == "kernel") return Category::kKernel; break;
-        case 'K': if (c == "Kernel") return Category::kKernel; break;
+        case 'k':
+            if (c == "kernel") return Category::kKernel;
+            break;
+        case 'K':
+            if (c == "Kernel") return Category::kKernel;
+            break;
         case 'g':
             if (c == "gpu_memcpy") return Category::kMemcpy;
             if (c == "gpu_memset") return Category::kMemset;
@@ -65,13 +69,27 @@ Category classify_category(std::string_view c) noexcept {
             if (c == "cuda_sync") return Category::kSync;
             if (c == "cpu_instant_event") return Category::kInstant;
             break;
-        case 'R': if (c == "Runtime") return Category::kRuntime; break;
-        case 'D': if (c == "Driver") return Category::kDriver; break;
-        case 'O': if (c == "Operator") return Category::kCpuOp; break;
-        case 'u': if (c == "user_annotation") return Category::kUserAnnotation; break;
-        case 'U': if (c == "User Annotation") return Category::kUserAnnotation; break;
-        case 'p': if (c == "python_function") return Category::kIgnored; break;
-        case 'T': if (c == "Trace") return Category::kIgnored; break;
+        case 'R':
+            if (c == "Runtime") return Category::kRuntime;
+            break;
+        case 'D':
+            if (c == "Driver") return Category::kDriver;
+            break;
+        case 'O':
+            if (c == "Operator") return Category::kCpuOp;
+            break;
+        case 'u':
+            if (c == "user_annotation") return Category::kUserAnnotation;
+            break;
+        case 'U':
+            if (c == "User Annotation") return Category::kUserAnnotation;
+            break;
+        case 'p':
+            if (c == "python_function") return Category::kIgnored;
+            break;
+        case 'T':
+            if (c == "Trace") return Category::kIgnored;
+            break;
         case 'm':
             if (c == "mtia_ccp_events") return Category::kMtiaDevice;
             if (c == "mtia_runtime") return Category::kMtiaRuntime;
@@ -116,10 +134,10 @@ struct RawArgs {
     double total_allocated = -1;
     double total_reserved = -1;
     std::string_view sync_kind;
-    std::int64_t wait_on_stream = -1;    // cuda_sync: where the waited-on event was recorded
-    std::int64_t wait_on_record = -1;    // cuda_sync: that cudaEventRecord's correlation
-    std::string_view arg_name;    // args.name of metadata events
-    std::string_view arg_labels;  // args.labels of process_labels
+    std::int64_t wait_on_stream = -1;  // cuda_sync: where the waited-on event was recorded
+    std::int64_t wait_on_record = -1;  // cuda_sync: that cudaEventRecord's correlation
+    std::string_view arg_name;         // args.name of metadata events
+    std::string_view arg_labels;       // args.labels of process_labels
 };
 
 struct RawEvent : RawHeader, RawArgs {
@@ -141,13 +159,13 @@ inline void ignore(simdjson::error_code) noexcept {}
 std::uint32_t hash32(std::string_view s) noexcept {
     std::uint32_t h = 2166136261u;  // FNV-1a: stable ids for non-numeric thread names
     for (unsigned char c : s) h = (h ^ c) * 16777619u;
-    return h | 0x80000000u;         // keep clear of real (small) thread ids
+    return h | 0x80000000u;  // keep clear of real (small) thread ids
 }
 
 std::string_view trim_token(std::string_view tok) noexcept {
-    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' ||
-                            tok.back() == '\t' || tok.back() == ',' || tok.back() == '}' ||
-                            tok.back() == ']')) {
+    while (!tok.empty() &&
+           (tok.back() == ' ' || tok.back() == '\n' || tok.back() == '\r' || tok.back() == '\t' ||
+            tok.back() == ',' || tok.back() == '}' || tok.back() == ']')) {
         tok.remove_suffix(1);
     }
     return tok;
@@ -194,7 +212,8 @@ bool read_int(od::value& v, std::int64_t& out) noexcept {
     if ((c >= '0' && c <= '9') || c == '-') {
         if (parse_integer_token(tok, out)) return true;
         double d = 0;
-        if (v.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d) || std::fabs(d) > 9e18) {
+        if (v.get_double().get(d) != simdjson::SUCCESS || !std::isfinite(d) ||
+            std::fabs(d) > 9e18) {
             return false;
         }
         out = static_cast<std::int64_t>(d);
@@ -279,17 +298,24 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 if (key == "device") read_int(value, e.device);
                 break;
             case 's':
-                if (key == "stream") read_int(value, e.stream);
-                else if (key == "shared memory") read_int(value, e.shared_memory);
+                if (key == "stream")
+                    read_int(value, e.stream);
+                else if (key == "shared memory")
+                    read_int(value, e.shared_memory);
                 break;
             case 'c':
-                if (key == "correlation") read_int(value, e.correlation);
-                else if (key == "cbid") read_int(value, e.cbid);
-                else if (key == "cuda_sync_kind") ignore(read_string(value, e.sync_kind));
+                if (key == "correlation")
+                    read_int(value, e.correlation);
+                else if (key == "cbid")
+                    read_int(value, e.cbid);
+                else if (key == "cuda_sync_kind")
+                    ignore(read_string(value, e.sync_kind));
                 break;
             case 'b':
-                if (key == "bytes") read_int(value, e.bytes);
-                else if (key == "block") e.block = read_dim_product(value);
+                if (key == "bytes")
+                    read_int(value, e.bytes);
+                else if (key == "block")
+                    e.block = read_dim_product(value);
                 break;
             case 'g':
                 if (key == "grid") e.grid = read_dim_product(value);
@@ -301,8 +327,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 if (key == "External id") read_int(value, e.external_id);
                 break;
             case 'D':
-                if (key == "Device Type") read_int(value, e.mem_device_type);
-                else if (key == "Device Id") read_int(value, e.mem_device_id);
+                if (key == "Device Type")
+                    read_int(value, e.mem_device_type);
+                else if (key == "Device Id")
+                    read_int(value, e.mem_device_id);
                 break;
             case 'A':
                 if (key == "Addr") read_int(value, e.mem_addr);
@@ -311,8 +339,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 if (key == "Bytes") e.has_mem_bytes = read_int(value, e.mem_bytes);
                 break;
             case 'T':
-                if (key == "Total Allocated") read_double(value, e.total_allocated);
-                else if (key == "Total Reserved") read_double(value, e.total_reserved);
+                if (key == "Total Allocated")
+                    read_double(value, e.total_allocated);
+                else if (key == "Total Reserved")
+                    read_double(value, e.total_reserved);
                 break;
             case 'n':
                 if (key == "name") ignore(read_string(value, e.arg_name));
@@ -321,8 +351,10 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
                 if (key == "labels") ignore(read_string(value, e.arg_labels));
                 break;
             case 'w':
-                if (key == "wait_on_stream") read_int(value, e.wait_on_stream);
-                else if (key == "wait_on_cuda_event_record_corr_id") read_int(value, e.wait_on_record);
+                if (key == "wait_on_stream")
+                    read_int(value, e.wait_on_stream);
+                else if (key == "wait_on_cuda_event_record_corr_id")
+                    read_int(value, e.wait_on_record);
                 break;
             default: break;
         }
@@ -364,8 +396,10 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                 if (key == "name") ignore(read_string(value, e.name));
                 break;
             case 't':
-                if (key == "ts") e.has_ts = read_time(value, e.ts);
-                else if (key == "tid") read_id(value, e.tid, nullptr, &e.tid_is_stream);
+                if (key == "ts")
+                    e.has_ts = read_time(value, e.ts);
+                else if (key == "tid")
+                    read_id(value, e.tid, nullptr, &e.tid_is_stream);
                 break;
             case 'd':
                 if (key == "dur") {
@@ -405,11 +439,16 @@ MemoryKind memory_kind_from(std::string_view w) noexcept {
 
 // "Memcpy HtoD (Pageable -> Device)" -> direction and memory kinds.
 void decode_copy_name(std::string_view name, CopyPayload& copy) noexcept {
-    if (name.find("HtoD") != std::string_view::npos) copy.direction = CopyDirection::kHostToDevice;
-    else if (name.find("DtoH") != std::string_view::npos) copy.direction = CopyDirection::kDeviceToHost;
-    else if (name.find("DtoD") != std::string_view::npos) copy.direction = CopyDirection::kDeviceToDevice;
-    else if (name.find("HtoH") != std::string_view::npos) copy.direction = CopyDirection::kHostToHost;
-    else if (name.find("PtoP") != std::string_view::npos) copy.direction = CopyDirection::kPeerToPeer;
+    if (name.find("HtoD") != std::string_view::npos)
+        copy.direction = CopyDirection::kHostToDevice;
+    else if (name.find("DtoH") != std::string_view::npos)
+        copy.direction = CopyDirection::kDeviceToHost;
+    else if (name.find("DtoD") != std::string_view::npos)
+        copy.direction = CopyDirection::kDeviceToDevice;
+    else if (name.find("HtoH") != std::string_view::npos)
+        copy.direction = CopyDirection::kHostToHost;
+    else if (name.find("PtoP") != std::string_view::npos)
+        copy.direction = CopyDirection::kPeerToPeer;
     auto open = name.find('(');
     auto arrow = name.find("->");
     if (open != std::string_view::npos && arrow != std::string_view::npos && arrow > open) {
@@ -457,8 +496,10 @@ public:
             return;
         }
         if (r.ph == 'i' || r.ph == 'I') {
-            if (r.name == "[memory]") memory(r);
-            else ++out_.ignored;
+            if (r.name == "[memory]")
+                memory(r);
+            else
+                ++out_.ignored;
             return;
         }
         if (r.ph != 'X') {  // flows (s/f), counters, async begin/end: correlation is in args
@@ -542,7 +583,8 @@ public:
         if (!unknown_categories_.empty()) {
             std::string list;
             for (const auto& c : unknown_categories_) list += (list.empty() ? "" : ", ") + c;
-            out_.summary.notes.push_back("Ignored events of categories gpudiag does not read: " + list);
+            out_.summary.notes.push_back("Ignored events of categories gpudiag does not read: " +
+                                         list);
         }
     }
 
@@ -595,16 +637,17 @@ private:
         e.api.name = names_.intern(r.name);
         e.api.correlation = static_cast<std::uint32_t>(r.correlation);
         e.api.callback_id = clamp_u32(r.cbid);
-        e.api.domain = c == Category::kRuntime   ? ApiDomain::kRuntime
-                       : c == Category::kDriver  ? ApiDomain::kDriver
-                                                 : ApiDomain::kUnknown;
+        e.api.domain = c == Category::kRuntime  ? ApiDomain::kRuntime
+                       : c == Category::kDriver ? ApiDomain::kDriver
+                                                : ApiDomain::kUnknown;
         out_.events.push_back(e);
     }
 
     void sync(const RawEvent& r) {
         Event e = base(r);
         e.kind = EventKind::kSync;
-        if (r.device >= 0) e.device = static_cast<std::uint16_t>(std::min<std::int64_t>(r.device, 0xFFFE));
+        if (r.device >= 0)
+            e.device = static_cast<std::uint16_t>(std::min<std::int64_t>(r.device, 0xFFFE));
         e.stream = r.stream >= 0 ? static_cast<std::uint32_t>(r.stream) : kNoStream;
         e.thread = 0;
         e.sync.correlation = static_cast<std::uint32_t>(r.correlation);
@@ -629,7 +672,8 @@ private:
             e.thread = 0;
         } else {
             e.range.category = range_category_for(r.name, c, step);
-            if (e.range.category == RangeCategory::kStep) e.range.id = static_cast<std::uint64_t>(step);
+            if (e.range.category == RangeCategory::kStep)
+                e.range.id = static_cast<std::uint64_t>(step);
         }
         out_.events.push_back(e);
     }
@@ -640,7 +684,8 @@ private:
             ++out_.ignored;
             return;
         }
-        std::uint16_t device = static_cast<std::uint16_t>(std::clamp<std::int64_t>(r.mem_device_id, 0, 0xFFFE));
+        std::uint16_t device =
+            static_cast<std::uint16_t>(std::clamp<std::int64_t>(r.mem_device_id, 0, 0xFFFE));
         if (r.has_mem_bytes && r.mem_bytes != 0) {
             Event e = base(r);
             e.end_ns = e.start_ns;
@@ -648,7 +693,8 @@ private:
             e.device = device;
             e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
             e.memory.address = static_cast<std::uint64_t>(r.mem_addr);
-            e.memory.bytes = static_cast<std::uint64_t>(r.mem_bytes > 0 ? r.mem_bytes : -r.mem_bytes);
+            e.memory.bytes =
+                static_cast<std::uint64_t>(r.mem_bytes > 0 ? r.mem_bytes : -r.mem_bytes);
             e.memory.aux = e.memory.bytes;
             out_.events.push_back(e);
         }
@@ -661,7 +707,8 @@ private:
             e.counter.value = value;
             out_.events.push_back(e);
         };
-        if (r.total_allocated >= 0) counter(CounterKind::kFrameworkAllocatedBytes, r.total_allocated);
+        if (r.total_allocated >= 0)
+            counter(CounterKind::kFrameworkAllocatedBytes, r.total_allocated);
         if (r.total_reserved >= 0) counter(CounterKind::kFrameworkReservedBytes, r.total_reserved);
     }
 
@@ -691,15 +738,18 @@ void read_device_properties(od::value& v, SourceInfo& info, std::string& vendor)
             od::raw_json_string key = f.key();
             std::int64_t n = 0;
             if (key == "id") {
-                if (read_int(f.value(), n)) d.ordinal = static_cast<std::uint16_t>(std::clamp<std::int64_t>(n, 0, 0xFFFE));
+                if (read_int(f.value(), n))
+                    d.ordinal = static_cast<std::uint16_t>(std::clamp<std::int64_t>(n, 0, 0xFFFE));
             } else if (key == "name") {
                 std::string_view s;
                 if (f.value().get_string().get(s) == simdjson::SUCCESS) d.name = std::string(s);
             } else if (key == "totalGlobalMem") {
-                if (read_int(f.value(), n) && n > 0) d.total_memory_bytes = static_cast<std::uint64_t>(n);
+                if (read_int(f.value(), n) && n > 0)
+                    d.total_memory_bytes = static_cast<std::uint64_t>(n);
             }
         }
-        if (d.name.find("AMD") != std::string::npos || d.name.find("Instinct") != std::string::npos ||
+        if (d.name.find("AMD") != std::string::npos ||
+            d.name.find("Instinct") != std::string::npos ||
             d.name.find("Radeon") != std::string::npos) {
             vendor = "amd";
         } else if (vendor.empty() && !d.name.empty()) {
@@ -718,9 +768,11 @@ void read_distributed_info(od::value& v, SourceInfo& info) {
         od::raw_json_string key = f.key();
         std::int64_t n = 0;
         if (key == "rank") {
-            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX) info.rank = static_cast<std::int32_t>(n);
+            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX)
+                info.rank = static_cast<std::int32_t>(n);
         } else if (key == "world_size") {
-            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX) info.world_size = static_cast<std::int32_t>(n);
+            if (read_int(f.value(), n) && n >= 0 && n <= INT32_MAX)
+                info.world_size = static_cast<std::int32_t>(n);
         } else if (key == "backend") {
             std::string_view s;
             if (f.value().get_string().get(s) == simdjson::SUCCESS) {
@@ -730,7 +782,9 @@ void read_distributed_info(od::value& v, SourceInfo& info) {
     }
 }
 
-std::string describe(simdjson::error_code err) { return simdjson::error_message(err); }
+std::string describe(simdjson::error_code err) {
+    return simdjson::error_message(err);
+}
 
 // The last place where the trace can be cut and closed into valid JSON: just after a complete
 // element of an array at depth 1 or 2 (the event array, in either trace form). Returns the closed
@@ -746,9 +800,12 @@ std::string close_after_last_complete_event(std::string_view text) {
     for (std::size_t i = 0; i < text.size(); ++i) {
         char ch = text[i];
         if (in_string) {
-            if (escaped) escaped = false;
-            else if (ch == '\\') escaped = true;
-            else if (ch == '"') in_string = false;
+            if (escaped)
+                escaped = false;
+            else if (ch == '\\')
+                escaped = true;
+            else if (ch == '"')
+                in_string = false;
             continue;
         }
         switch (ch) {
@@ -795,7 +852,8 @@ simdjson::error_code read_event_array(od::array& events, Converter& converter,
         od::object obj;
         if (auto err = item.get_object().get(obj); err) {
             od::json_type t;
-            if (index == 0 && item.type().get(t) == simdjson::SUCCESS && t == od::json_type::array) {
+            if (index == 0 && item.type().get(t) == simdjson::SUCCESS &&
+                t == od::json_type::array) {
                 attempt.not_a_trace_kind = true;
             }
             attempt.where = "in event " + std::to_string(index);
@@ -818,7 +876,7 @@ struct SliceWork {
     std::unique_ptr<StringTable> own_strings;  // the slice's names, until the split passes
     KinetoParseResult result;
     std::unique_ptr<Converter> converter;
-    std::vector<StringId> remap;               // own_strings' ids -> the shared table's
+    std::vector<StringId> remap;  // own_strings' ids -> the shared table's
     bool ok = false;
 };
 
@@ -843,7 +901,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
         converter.finish();
         return attempt;
     };
-    if (auto err = parser.iterate(data, size, capacity).get(doc); err) return fail(err, "at the start");
+    if (auto err = parser.iterate(data, size, capacity).get(doc); err)
+        return fail(err, "at the start");
 
     od::json_type top;
     if (auto err = doc.type().get(top); err) return fail(err, "at the start");
@@ -852,7 +911,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
             // Only a streamed parse cuts a bare event array: its skeleton is the array, empty.
             const char* first = data;
             if (size >= 3 && std::memcmp(first, "\xEF\xBB\xBF", 3) == 0) first += 3;
-            while (first < data + size && (*first == ' ' || *first == '\n' || *first == '\r' || *first == '\t')) {
+            while (first < data + size &&
+                   (*first == ' ' || *first == '\n' || *first == '\r' || *first == '\t')) {
                 ++first;
             }
             if (split->totals == nullptr || first != split->array_open) {
@@ -872,7 +932,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
         }
         od::array events;
         if (auto err = doc.get_array().get(events); err) return fail(err, "at the start");
-        if (auto err = read_event_array(events, converter, attempt); err) return fail(err, attempt.where);
+        if (auto err = read_event_array(events, converter, attempt); err)
+            return fail(err, attempt.where);
     } else if (top == od::json_type::object) {
         od::object root;
         if (auto err = doc.get_object().get(root); err) return fail(err, "at the start");
@@ -887,7 +948,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                     return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
                 }
                 od::array events;
-                if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
+                if (auto err = f.value().get_array().get(events); err)
+                    return fail(err, "in traceEvents");
                 for (auto item : events) {
                     (void)item;
                     return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
@@ -909,8 +971,10 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                 split->merged = true;
             } else if (key == "traceEvents") {
                 od::array events;
-                if (auto err = f.value().get_array().get(events); err) return fail(err, "in traceEvents");
-                if (auto err = read_event_array(events, converter, attempt); err) return fail(err, attempt.where);
+                if (auto err = f.value().get_array().get(events); err)
+                    return fail(err, "in traceEvents");
+                if (auto err = read_event_array(events, converter, attempt); err)
+                    return fail(err, attempt.where);
             } else if (key == "deviceProperties") {
                 read_device_properties(f.value(), out.info, out.device_vendor);
             } else if (key == "distributedInfo") {
@@ -928,7 +992,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                                                                    : "display_time_unit";
                 od::json_type t;
                 if (f.value().type().get(t) != simdjson::SUCCESS) continue;
-                if (t == od::json_type::string && f.value().get_string().get(s) == simdjson::SUCCESS) {
+                if (t == od::json_type::string &&
+                    f.value().get_string().get(s) == simdjson::SUCCESS) {
                     out.info.properties.emplace_back(name, std::string(s));
                 } else if (read_int(f.value(), n)) {
                     out.info.properties.emplace_back(name, std::to_string(n));
@@ -966,7 +1031,8 @@ void parse_slice(SliceWork& work, StringTable& strings, std::size_t reserve) noe
             std::memset(copy.get() + size, 0, simdjson::SIMDJSON_PADDING);
             const char* sentinel = copy.get() + size - 3;
             od::document doc;
-            if (parser.iterate(copy.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc)) return;
+            if (parser.iterate(copy.get(), size, size + simdjson::SIMDJSON_PADDING).get(doc))
+                return;
             od::array events;
             if (doc.get_array().get(events)) return;
             bool at_sentinel = false;
@@ -996,7 +1062,8 @@ void parse_slice(SliceWork& work, StringTable& strings, std::size_t reserve) noe
 std::vector<StringId> intern_all(const StringTable& from, StringTable& into) {
     const std::size_t n = from.size();
     std::vector<StringId> ids(n, kNoString);
-    if (n > StringTable::kOverflowString) ids[StringTable::kOverflowString] = StringTable::kOverflowString;
+    if (n > StringTable::kOverflowString)
+        ids[StringTable::kOverflowString] = StringTable::kOverflowString;
     for (std::size_t id = StringTable::kOverflowString + 1; id < n; ++id) {
         ids[id] = into.intern(from.lookup(static_cast<StringId>(id)));
     }
@@ -1059,7 +1126,8 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
     // little memory, and reusing one buffer saves faulting fresh pages in for every byte.
     piece_bytes = std::max<std::size_t>(piece_bytes, 1);
     const std::size_t body = close - open - 1;
-    const std::size_t per_thread = std::max<std::size_t>(1, (body / threads + piece_bytes - 1) / piece_bytes);
+    const std::size_t per_thread =
+        std::max<std::size_t>(1, (body / threads + piece_bytes - 1) / piece_bytes);
     TraceSplit split;
     if (!cut_trace_slices(text, open, close, threads * per_thread, split)) return false;
     const std::size_t pieces = split.slices.size();
@@ -1088,7 +1156,8 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
         std::size_t reserve = 16;
         for (std::string_view piece : work.pieces) reserve += piece.size() / 128;
         try {
-            workers.emplace_back([&work, reserve] { parse_slice(work, *work.own_strings, reserve); });
+            workers.emplace_back(
+                [&work, reserve] { parse_slice(work, *work.own_strings, reserve); });
         } catch (...) {
             inline_slices.push_back(k);  // no thread to be had: parse it here, afterwards
         }
@@ -1104,13 +1173,14 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
     StringTable staging;
     for (SliceWork& work : slices) work.remap = intern_all(*work.own_strings, staging);
     SplitMerge merge{skeleton.data() + split.array_open, &slices, nullptr, false};
-    ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
-                                          skeleton.capacity() + TraceBuffer::kPadding, staging, out,
-                                          &merge);
+    ParseAttempt attempt =
+        parse_document(skeleton.data(), skeleton.size(),
+                       skeleton.capacity() + TraceBuffer::kPadding, staging, out, &merge);
     if (attempt.error != simdjson::SUCCESS || !merge.merged) return false;
     const std::vector<StringId> final_ids = intern_all(staging, strings);
     bool identity = true;
-    for (std::size_t id = 0; identity && id < final_ids.size(); ++id) identity = final_ids[id] == id;
+    for (std::size_t id = 0; identity && id < final_ids.size(); ++id)
+        identity = final_ids[id] == id;
     if (!identity) {
         for (Event& e : out.events) remap_strings(e, final_ids);
     }
@@ -1132,7 +1202,8 @@ void finish_kineto_result(KinetoParseResult& out, std::uint64_t events) {
                                     " events without a usable timestamp were skipped");
     }
     if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
-    if (!out.device_vendor.empty()) out.info.properties.emplace_back("device_vendor", out.device_vendor);
+    if (!out.device_vendor.empty())
+        out.info.properties.emplace_back("device_vendor", out.device_vendor);
 }
 
 void merge_piece_totals(KinetoPieceTotals& into, const KinetoPieceTotals& later) {
@@ -1204,12 +1275,11 @@ void parse_kineto_skeleton(const TraceBuffer& skeleton, std::size_t array_open,
     out.info.producer = "kineto";
     out.info.description = name;
     SplitMerge merge{skeleton.data() + array_open, nullptr, &totals, false};
-    ParseAttempt attempt = parse_document(skeleton.data(), skeleton.size(),
-                                          skeleton.capacity() + TraceBuffer::kPadding, strings,
-                                          out, &merge);
+    ParseAttempt attempt =
+        parse_document(skeleton.data(), skeleton.size(),
+                       skeleton.capacity() + TraceBuffer::kPadding, strings, out, &merge);
     *verified = attempt.error == simdjson::SUCCESS && merge.merged;
 }
-
 
 Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                           KinetoParseResult& out) {
@@ -1231,13 +1301,14 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
     if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
     if (threads >= 2 && buffer.size() >= options.split_min_bytes) {
         // Helper threads come from a process-wide budget: parses running side by side share it.
-        ParseThreadBudget& budget =
-            options.thread_budget != nullptr ? *options.thread_budget : ParseThreadBudget::process();
+        ParseThreadBudget& budget = options.thread_budget != nullptr ? *options.thread_budget
+                                                                     : ParseThreadBudget::process();
         ParseThreadBudget::Lease helpers(budget, threads - 1);
         bool done = false;
         if (helpers.granted() > 0) {
             try {
-                done = parse_split(buffer, 1 + helpers.granted(), options.piece_bytes, strings, out);
+                done =
+                    parse_split(buffer, 1 + helpers.granted(), options.piece_bytes, strings, out);
             } catch (const std::bad_alloc&) {
                 done = false;  // the serial parse needs less memory: let it try
             }
@@ -1269,9 +1340,9 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
             copy.resize(closed.size());
             repaired.info.producer = "kineto";
             repaired.info.description = name;
-            ParseAttempt second = parse_document(copy.data(), copy.size(),
-                                                 copy.capacity() + TraceBuffer::kPadding, strings,
-                                                 repaired);
+            ParseAttempt second =
+                parse_document(copy.data(), copy.size(), copy.capacity() + TraceBuffer::kPadding,
+                               strings, repaired);
             recovered = second.error == simdjson::SUCCESS && second.found_events &&
                         repaired.events.size() >= out.events.size();
         }
@@ -1279,16 +1350,16 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
         if (recovered) {
             out = std::move(repaired);
         } else if (out.events.empty()) {
-            return corrupt_data(name + ": " + problem +
-                                "; not a readable Chrome/Kineto trace");
+            return corrupt_data(name + ": " + problem + "; not a readable Chrome/Kineto trace");
         }
         out.summary.truncated = true;
-        out.summary.missing.push_back(problem + ": the trace is unreadable from there on; kept the " +
-                                      std::to_string(out.events.size()) +
-                                      " events before it, whatever followed is missing");
+        out.summary.missing.push_back(
+            problem + ": the trace is unreadable from there on; kept the " +
+            std::to_string(out.events.size()) + " events before it, whatever followed is missing");
     } else if (!first.found_events) {
-        return corrupt_data(name + ": valid JSON but no \"traceEvents\" array: not a "
-                                   "Chrome/Kineto trace");
+        return corrupt_data(name +
+                            ": valid JSON but no \"traceEvents\" array: not a "
+                            "Chrome/Kineto trace");
     }
 
     return finish_result(out);

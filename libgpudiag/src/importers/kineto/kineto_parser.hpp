@@ -27,11 +27,11 @@ class ParseThreadBudget;
 struct KinetoParseResult {
     SourceInfo info;
     std::vector<Event> events;
-    SourceSummary summary;         ///< dropped = events skipped as unreadable; notes say why
+    SourceSummary summary;  ///< dropped = events skipped as unreadable; notes say why
     std::uint64_t gpu_activities = 0;
-    std::uint64_t ignored = 0;     ///< well-formed events gpudiag has no use for (flows, python)
-    std::string device_vendor;     ///< "nvidia", "amd", "mtia" or "" when no device is described
-    std::size_t slices = 1;        ///< pieces the event array was parsed in (1: single-threaded)
+    std::uint64_t ignored = 0;  ///< well-formed events gpudiag has no use for (flows, python)
+    std::string device_vendor;  ///< "nvidia", "amd", "mtia" or "" when no device is described
+    std::size_t slices = 1;     ///< pieces the event array was parsed in (1: single-threaded)
 };
 
 /// How parse_kineto_events may spread the work over threads.

@@ -3,11 +3,11 @@
 // start order (kineto_stream.hpp), or, for a trace the stream cannot verify, loaded whole, parsed,
 // and replayed through its start order (the events are then not copied into sorted order: each
 // batch is gathered through the order, which saves a second copy of them).
-#include "importers/open_source.hpp"
 #include "importers/kineto/kineto_parser.hpp"
 #include "importers/kineto/kineto_stream.hpp"
 #include "importers/kineto/start_order.hpp"
 #include "importers/kineto/trace_buffer.hpp"
+#include "importers/open_source.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -24,8 +24,11 @@ public:
     /// `path`: what messages and the report call the trace; `opener`: its content, from the
     /// start, as often as asked; `whole_from_stream`: read it whole through `opener` (an archive
     /// member) rather than by `path` when it has to be read whole.
-    KinetoSource(std::string path, StreamOpener opener, bool whole_from_stream, AnalysisOptions options)
-        : path_(std::move(path)), open_(std::move(opener)), whole_from_stream_(whole_from_stream),
+    KinetoSource(std::string path, StreamOpener opener, bool whole_from_stream,
+                 AnalysisOptions options)
+        : path_(std::move(path)),
+          open_(std::move(opener)),
+          whole_from_stream_(whole_from_stream),
           options_(std::move(options)) {}
 
     Status run(EventSink& sink, StringTable& strings) override {
@@ -63,8 +66,9 @@ private:
         // inflate; its pieces are then cut from memory. Past the limit, zlib streams it.
         std::optional<TraceBuffer> small;
         if (!whole_from_stream_) small = inflate_small_gzip(path_, kWholeInflateLimit);
-        auto in = small ? Result<std::unique_ptr<ByteStream>>(memory_stream(small->data(), small->size()))
-                        : open_();
+        auto in =
+            small ? Result<std::unique_ptr<ByteStream>>(memory_stream(small->data(), small->size()))
+                  : open_();
         if (!in) {
             result.why = in.status().message();
             return StreamOutcome::kDeclined;  // the whole-file reading reports why
@@ -105,13 +109,15 @@ private:
     // `why`: why the stream could not read it, for the refusal of one too large to read whole.
     Status run_whole(EventSink& sink, StringTable& strings, const std::string& why) {
         bool gzip_truncated = false;
-        auto buffer = whole_from_stream_
-                          ? load_whole_stream(&gzip_truncated)
-                          : load_trace_file(path_, &gzip_truncated, options_.progress, kMaxWholeText);
+        auto buffer = whole_from_stream_ ? load_whole_stream(&gzip_truncated)
+                                         : load_trace_file(path_, &gzip_truncated,
+                                                           options_.progress, kMaxWholeText);
         if (!buffer) {
-            if (buffer.status().code() != StatusCode::kUnsupported || why.empty()) return buffer.status();
+            if (buffer.status().code() != StatusCode::kUnsupported || why.empty())
+                return buffer.status();
             std::string_view problem = buffer.status().message();
-            if (problem.substr(0, path_.size() + 2) == path_ + ": ") problem.remove_prefix(path_.size() + 2);
+            if (problem.substr(0, path_.size() + 2) == path_ + ": ")
+                problem.remove_prefix(path_.size() + 2);
             return unsupported(path_ + ": could not be read as a stream (" + why + "), and " +
                                std::string(problem) + "; gpudiag reads no more than that at once");
         }
@@ -119,8 +125,10 @@ private:
         Status status = parse_kineto_events(*buffer, path_, strings, parsed);
         if (!status.is_ok()) {
             if (gzip_truncated) {
-                return corrupt_data(path_ + ": the gzip stream is cut short and what precedes the "
-                                            "cut is not a readable trace (" + status.message() + ")");
+                return corrupt_data(path_ +
+                                    ": the gzip stream is cut short and what precedes the "
+                                    "cut is not a readable trace (" +
+                                    status.message() + ")");
             }
             return status;
         }
@@ -158,7 +166,8 @@ private:
         auto in = open_();
         if (!in) return in.status();
         auto buffer = load_trace_stream(**in, truncated, kMaxWholeText);
-        if (!buffer) return Status(buffer.status().code(), path_ + ": " + buffer.status().message());
+        if (!buffer)
+            return Status(buffer.status().code(), path_ + ": " + buffer.status().message());
         return buffer;
     }
 

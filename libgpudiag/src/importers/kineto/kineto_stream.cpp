@@ -35,7 +35,9 @@ namespace {
 constexpr std::string_view kPieceEnd = ",{}]";
 constexpr std::size_t kPadding = TraceBuffer::kPadding;  // simdjson's, at least
 
-bool is_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(char c) noexcept {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 // Squeezes the whitespace runs outside strings in text[from, size) to one character each (a line
 // break when the run held one, as cuts prefer them); `in_string`/`escaped` carry the scan's
@@ -76,7 +78,9 @@ std::size_t squeeze_whitespace(char* text, std::size_t from, std::size_t size, b
     return out;
 }
 
-std::string byte_position(std::uint64_t offset) { return fmt::format("byte {}", offset); }
+std::string byte_position(std::uint64_t offset) {
+    return fmt::format("byte {}", offset);
+}
 
 // One piece: "[" then the text between two cuts, then ",{}]" and zeroed padding; or, for input
 // already in memory, a view of the text, framed by the parsing thread in a buffer of its own.
@@ -134,9 +138,8 @@ void parse_piece(Piece& piece, ParseScratch& scratch, Parsed& out) noexcept {
             framed = &scratch.frame;
         }
         framed->seal();
-        out.ok = scratch.parser.parse(framed->data.get(), framed->size(),
-                                      framed->size() + kPadding, *out.strings, scratch.events,
-                                      out.totals);
+        out.ok = scratch.parser.parse(framed->data.get(), framed->size(), framed->size() + kPadding,
+                                      *out.strings, scratch.events, out.totals);
         if (!out.ok) return;
         const std::vector<std::uint64_t> order = start_order(scratch.events);
         encode_run(scratch.events, order, out.run);
@@ -152,7 +155,8 @@ void parse_piece(Piece& piece, ParseScratch& scratch, Parsed& out) noexcept {
 // only, not all the text held so far).
 std::size_t find_last_cut(std::string_view text, std::size_t min_open = 0) noexcept {
     constexpr std::size_t kLineBreakWindow = std::size_t{1} << 20;
-    const std::size_t window_start = text.size() > kLineBreakWindow ? text.size() - kLineBreakWindow : 0;
+    const std::size_t window_start =
+        text.size() > kLineBreakWindow ? text.size() - kLineBreakWindow : 0;
     if (min_open >= text.size()) return std::string_view::npos;
     const std::string_view tried = text.substr(min_open);  // where a cut's "{" may be
     for (int pass = 0; pass < 2; ++pass) {
@@ -168,7 +172,8 @@ std::size_t find_last_cut(std::string_view text, std::size_t min_open = 0) noexc
                 --p;
                 line_break = line_break || text[p] == '\n';
             }
-            if (p >= 2 && text[p - 1] == ',' && text[p - 2] == '}' && (line_break || !need_line_break)) {
+            if (p >= 2 && text[p - 1] == ',' && text[p - 2] == '}' &&
+                (line_break || !need_line_break)) {
                 return p - 1;
             }
         }
@@ -197,10 +202,12 @@ public:
         if (end_ == End::kRefused) return refuse(out);
         if (end_ == End::kDeclined) return decline(out, why_);
         drain();
-        if (failed_) return decline(out, "a piece of the event array did not parse as whole events");
+        if (failed_)
+            return decline(out, "a piece of the event array did not parse as whole events");
         stop_helpers();
         if (end_ == End::kClosed) {
-            if (!publish(skeleton_, out)) return decline(out, "the text around the event array is not a trace's");
+            if (!publish(skeleton_, out))
+                return decline(out, "the text around the event array is not a trace's");
             if (!after_end_.empty()) {
                 out.parse.summary.notes.push_back("after the trace's end: " + after_end_ +
                                                   " (the trace itself is whole)");
@@ -458,7 +465,8 @@ private:
         }
         if (failed_) return;
         // The held piece, its cut's comma and the rest are one stretch of the text.
-        const std::size_t tail = held_ ? static_cast<std::size_t>(held_->view.data() - text.data()) : at;
+        const std::size_t tail =
+            held_ ? static_cast<std::size_t>(held_->view.data() - text.data()) : at;
         held_.reset();
         end_tail(text.substr(tail));
     }
@@ -516,9 +524,10 @@ private:
         std::size_t end = text.size();
         while (end > 0 && (is_space(text[end - 1]) || text[end - 1] == ',')) --end;
         constexpr int kCandidates = 8;
-        std::size_t candidate = end > 0 && text[end - 1] == '}' ? end : find_last_cut(text.substr(0, end));
-        for (int tries = 0; tries < kCandidates && candidate != std::string_view::npos && candidate > 0;
-             ++tries) {
+        std::size_t candidate =
+            end > 0 && text[end - 1] == '}' ? end : find_last_cut(text.substr(0, end));
+        for (int tries = 0;
+             tries < kCandidates && candidate != std::string_view::npos && candidate > 0; ++tries) {
             if (last_events(text.substr(0, candidate))) return;
             candidate = find_last_cut(text.substr(0, candidate));
         }
@@ -572,8 +581,9 @@ private:
         unsigned threads = options_.max_threads;
         if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
         if (threads < 2) return;
-        ParseThreadBudget& budget = options_.thread_budget != nullptr ? *options_.thread_budget
-                                                                      : ParseThreadBudget::process();
+        ParseThreadBudget& budget = options_.thread_budget != nullptr
+                                        ? *options_.thread_budget
+                                        : ParseThreadBudget::process();
         lease_ = std::make_unique<ParseThreadBudget::Lease>(budget, threads - 1);
         helpers_.reserve(lease_->granted());
         for (unsigned i = 0; i < lease_->granted(); ++i) {
@@ -646,7 +656,9 @@ private:
                 parse_and_file(std::move(mine), caller_scratch_);
                 continue;
             }
-            piece_done_.wait(lock, [this] { return failed_ || (!done_.empty() && done_.begin()->first == next_commit_); });
+            piece_done_.wait(lock, [this] {
+                return failed_ || (!done_.empty() && done_.begin()->first == next_commit_);
+            });
         }
     }
 
@@ -662,7 +674,9 @@ private:
                 parse_and_file(std::move(mine), caller_scratch_);
                 continue;
             }
-            piece_done_.wait(lock, [this] { return failed_ || (!done_.empty() && done_.begin()->first == next_commit_); });
+            piece_done_.wait(lock, [this] {
+                return failed_ || (!done_.empty() && done_.begin()->first == next_commit_);
+            });
         }
     }
 
@@ -690,7 +704,8 @@ private:
                 parsed.run.remap[StringTable::kOverflowString] = StringTable::kOverflowString;
             }
             for (std::size_t id = StringTable::kOverflowString + 1; id < n; ++id) {
-                parsed.run.remap[id] = staging_->intern(parsed.strings->lookup(static_cast<StringId>(id)));
+                parsed.run.remap[id] =
+                    staging_->intern(parsed.strings->lookup(static_cast<StringId>(id)));
             }
             merge_piece_totals(totals_, parsed.totals);
             runs_.add(std::move(parsed.run));
@@ -702,7 +717,8 @@ private:
     // runs and the staged names. False when the skeleton is not a trace's.
     bool publish(const TraceBuffer& skeleton, KinetoStreamResult& out) {
         bool verified = false;  // (the skeleton holds no events: nothing is interned reading it)
-        parse_kineto_skeleton(skeleton, head_.size() - 1, totals_, name_, *staging_, out.parse, &verified);
+        parse_kineto_skeleton(skeleton, head_.size() - 1, totals_, name_, *staging_, out.parse,
+                              &verified);
         if (!verified) return false;
         out.runs = std::move(runs_);
         out.pieces = pieces_;
@@ -714,18 +730,18 @@ private:
     ByteStream& in_;
     const std::string& name_;
     const KinetoStreamOptions& options_;
-    std::string head_;        // the text up to and including the event array's "["
-    Piece current_;           // text read but not yet cut into a piece
+    std::string head_;           // the text up to and including the event array's "["
+    Piece current_;              // text read but not yet cut into a piece
     std::optional<Piece> held_;  // the last piece cut, submitted once another is
     TraceBuffer skeleton_;
     std::uint64_t text_read_ = 0;  // bytes of the trace's text read so far
     bool stopped_ = false;         // the input turned unreadable or failed: read no further
     End end_ = End::kReading;
-    std::string why_;              // what is missing, or why the stream declined
-    std::string after_end_;        // what stopped the input after the trace had closed
+    std::string why_;        // what is missing, or why the stream declined
+    std::string after_end_;  // what stopped the input after the trace had closed
     Status refusal_;
-    std::size_t squeezed_ = 0;     // current_'s text up to here had its whitespace squeezed
-    std::size_t uncut_ = 0;        // current_'s text up to here holds no cut
+    std::size_t squeezed_ = 0;  // current_'s text up to here had its whitespace squeezed
+    std::size_t uncut_ = 0;     // current_'s text up to here holds no cut
     bool squeeze_in_string_ = false;
     bool squeeze_escaped_ = false;
 
@@ -735,14 +751,14 @@ private:
     std::mutex mutex_;
     std::condition_variable work_ready_;
     std::condition_variable piece_done_;
-    std::deque<Piece> queue_;           // cut, not yet parsed
+    std::deque<Piece> queue_;             // cut, not yet parsed
     std::map<std::size_t, Parsed> done_;  // parsed, not yet committed
-    std::vector<Piece> spare_;          // buffers to reuse
+    std::vector<Piece> spare_;            // buffers to reuse
     std::size_t in_flight_ = 0;
     bool closing_ = false;
     std::atomic<bool> failed_{false};  // written under mutex_, read anywhere
 
-    std::size_t next_index_ = 0;   // caller only, from here on
+    std::size_t next_index_ = 0;  // caller only, from here on
     std::size_t next_commit_ = 0;
     std::size_t pieces_ = 0;
     std::unique_ptr<StringTable> staging_ = std::make_unique<StringTable>();

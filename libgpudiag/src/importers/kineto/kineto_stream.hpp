@@ -42,7 +42,7 @@ struct KinetoStreamOptions {
 
 /// How a streamed read ended.
 enum class StreamOutcome : std::uint8_t {
-    kRead,      ///< the whole trace, verified
+    kRead,  ///< the whole trace, verified
     /// The input itself ends early or turns unreadable (a gzip stream cut short, bytes JSON text
     /// cannot hold, a read error): the verified events before that point, `why` says what is
     /// missing. The whole-document parse could not read more.

@@ -17,8 +17,8 @@ constexpr unsigned kMaxDigitBits = 12;  // 4096 counters of 4 bytes: 16 KiB, cac
 
 // Stable LSD radix sort of `keys` on bits [low, low + width), using `scratch` (same size), in as
 // few passes as digits of at most kMaxDigitBits allow.
-void radix_sort(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch,
-                unsigned low, unsigned width) {
+void radix_sort(std::vector<std::uint64_t>& keys, std::vector<std::uint64_t>& scratch, unsigned low,
+                unsigned width) {
     const unsigned passes = (width + kMaxDigitBits - 1) / kMaxDigitBits;
     const unsigned digit_bits = (width + passes - 1) / passes;
     const std::size_t buckets = std::size_t{1} << digit_bits;

@@ -92,7 +92,8 @@ Result<TraceBuffer> read_raw(const std::string& path, std::uint64_t max_bytes) {
         size += got;
         if (got == 0) break;
     }
-    if (std::ferror(f.get())) return io_error(path + ": read failed (" + std::strerror(errno) + ")");
+    if (std::ferror(f.get()))
+        return io_error(path + ": read failed (" + std::strerror(errno) + ")");
     out.resize(size);
     return out;
 }
@@ -116,7 +117,8 @@ Result<TraceBuffer> inflate_streaming(const unsigned char* in, std::size_t in_si
     for (;;) {
         if (produced == out.capacity()) {
             if (out.capacity() >= max_bytes) return too_large(max_bytes);
-            std::uint64_t next = std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2, max_bytes);
+            std::uint64_t next =
+                std::min<std::uint64_t>(std::uint64_t{out.capacity()} * 2, max_bytes);
             out.resize(produced);
             out.reserve(static_cast<std::size_t>(next));
         }
@@ -172,7 +174,8 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
                           (static_cast<std::uint32_t>(in[in_size - 1]) << 24);
     // ISIZE is trustworthy only when it is plausible for this much compressed data; otherwise the
     // size wrapped past 4 GiB, the file has several members, or it is cut short.
-    bool plausible = isize > 0 && std::uint64_t{isize} <= std::uint64_t{in_size} * kMaxDeflateRatio &&
+    bool plausible = isize > 0 &&
+                     std::uint64_t{isize} <= std::uint64_t{in_size} * kMaxDeflateRatio &&
                      isize <= max_bytes;
     if (plausible) {
         TraceBuffer out(isize);
@@ -180,8 +183,8 @@ Result<TraceBuffer> inflate_gzip(const unsigned char* in, std::size_t in_size, b
         if (d == nullptr) throw std::bad_alloc();
         std::size_t in_used = 0;
         std::size_t out_used = 0;
-        libdeflate_result rc = libdeflate_gzip_decompress_ex(d, in, in_size, out.data(), isize,
-                                                             &in_used, &out_used);
+        libdeflate_result rc =
+            libdeflate_gzip_decompress_ex(d, in, in_size, out.data(), isize, &in_used, &out_used);
         libdeflate_free_decompressor(d);
         if (rc == LIBDEFLATE_SUCCESS && in_used == in_size) {
             out.resize(out_used);
@@ -204,11 +207,13 @@ std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size
         return std::nullopt;
     }
     std::vector<unsigned char> in(static_cast<std::size_t>(n));
-    if (std::fread(in.data(), 1, in.size(), f.get()) != in.size() || in[0] != 0x1f || in[1] != 0x8b) {
+    if (std::fread(in.data(), 1, in.size(), f.get()) != in.size() || in[0] != 0x1f ||
+        in[1] != 0x8b) {
         return std::nullopt;
     }
     const std::size_t k = in.size();
-    const std::uint32_t isize = static_cast<std::uint32_t>(in[k - 4]) | (static_cast<std::uint32_t>(in[k - 3]) << 8) |
+    const std::uint32_t isize = static_cast<std::uint32_t>(in[k - 4]) |
+                                (static_cast<std::uint32_t>(in[k - 3]) << 8) |
                                 (static_cast<std::uint32_t>(in[k - 2]) << 16) |
                                 (static_cast<std::uint32_t>(in[k - 1]) << 24);
     if (isize == 0 || isize > limit || std::uint64_t{isize} > std::uint64_t{k} * kMaxDeflateRatio) {
@@ -229,7 +234,8 @@ std::optional<TraceBuffer> inflate_small_gzip(const std::string& path, std::size
 
 Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated, std::uint64_t max_bytes) {
     max_bytes = std::min<std::uint64_t>(max_bytes, TraceBuffer::kMaxContentBytes);
-    TraceBuffer out(static_cast<std::size_t>(std::min<std::uint64_t>(std::size_t{1} << 20, max_bytes)));
+    TraceBuffer out(
+        static_cast<std::size_t>(std::min<std::uint64_t>(std::size_t{1} << 20, max_bytes)));
     std::size_t size = 0;
     for (;;) {
         if (size == out.capacity()) {
@@ -254,15 +260,16 @@ Result<TraceBuffer> load_trace_stream(ByteStream& in, bool* truncated, std::uint
     return out;
 }
 
-Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
-                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress,
-                                    std::uint64_t max_bytes) {
+Result<TraceBuffer> load_trace_file(
+    const std::string& path, bool* truncated,
+    const std::function<void(std::uint64_t, std::uint64_t)>& progress, std::uint64_t max_bytes) {
     *truncated = false;
     // A gzip file is read whole before it is inflated: its compressed size is bounded too.
     auto raw = read_raw(path, max_bytes);
-    if (!raw) return Status(raw.status().code(), raw.status().code() == StatusCode::kUnsupported
-                                                     ? path + ": " + raw.status().message()
-                                                     : raw.status().message());
+    if (!raw)
+        return Status(raw.status().code(), raw.status().code() == StatusCode::kUnsupported
+                                               ? path + ": " + raw.status().message()
+                                               : raw.status().message());
     const auto* bytes = reinterpret_cast<const unsigned char*>(raw->data());
     std::size_t n = raw->size();
     if (progress) progress(0, n);

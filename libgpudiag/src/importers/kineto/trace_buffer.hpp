@@ -50,9 +50,10 @@ private:
 /// got), kUnsupported (more than `max_bytes`, or kMaxContentBytes, once inflated: refused before
 /// that much is allocated). A gzip stream cut short yields the bytes inflated so far and sets
 /// `*truncated`.
-Result<TraceBuffer> load_trace_file(const std::string& path, bool* truncated,
-                                    const std::function<void(std::uint64_t, std::uint64_t)>& progress,
-                                    std::uint64_t max_bytes = TraceBuffer::kMaxContentBytes);
+Result<TraceBuffer> load_trace_file(
+    const std::string& path, bool* truncated,
+    const std::function<void(std::uint64_t, std::uint64_t)>& progress,
+    std::uint64_t max_bytes = TraceBuffer::kMaxContentBytes);
 
 /// The gzip file at `path` inflated whole with libdeflate (about twice zlib's speed), when it is
 /// one gzip member of at most `limit` bytes inflated; nullopt when it is not (the caller then

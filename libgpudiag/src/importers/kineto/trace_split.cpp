@@ -6,7 +6,9 @@
 namespace gpudiag::detail {
 namespace {
 
-bool is_space(char c) noexcept { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+bool is_space(char c) noexcept {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 
 std::size_t skip_space(std::string_view text, std::size_t at) noexcept {
     while (at < text.size() && is_space(text[at])) ++at;

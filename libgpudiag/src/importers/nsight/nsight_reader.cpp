@@ -24,7 +24,9 @@ std::uint32_t tid_of(std::int64_t global) noexcept {
     return static_cast<std::uint32_t>(static_cast<std::uint64_t>(global) & 0xFFFFFF);
 }
 std::uint32_t clamp_u32(std::int64_t v) noexcept {
-    return v < 0 ? 0 : v > INT32_MAX ? static_cast<std::uint32_t>(INT32_MAX) : static_cast<std::uint32_t>(v);
+    return v < 0           ? 0
+           : v > INT32_MAX ? static_cast<std::uint32_t>(INT32_MAX)
+                           : static_cast<std::uint32_t>(v);
 }
 std::uint16_t device_of(std::int64_t v) noexcept {
     return static_cast<std::uint16_t>(std::clamp<std::int64_t>(v, 0, 0xFFFE));
@@ -63,18 +65,19 @@ std::vector<std::pair<std::int64_t, std::string>> load_enum(SqliteDb& db, std::s
 // before them used (the same as CUPTI's, and as the tables' where both exist).
 struct Enums {
     std::unordered_map<std::int64_t, CopyDirection> copy_direction{
-        {1, CopyDirection::kHostToDevice}, {2, CopyDirection::kDeviceToHost},
-        {3, CopyDirection::kHostToDevice}, {4, CopyDirection::kDeviceToHost},
+        {1, CopyDirection::kHostToDevice},   {2, CopyDirection::kDeviceToHost},
+        {3, CopyDirection::kHostToDevice},   {4, CopyDirection::kDeviceToHost},
         {5, CopyDirection::kDeviceToDevice}, {6, CopyDirection::kDeviceToDevice},
         {7, CopyDirection::kDeviceToDevice}, {8, CopyDirection::kDeviceToDevice},
-        {9, CopyDirection::kHostToHost}, {10, CopyDirection::kPeerToPeer}};
+        {9, CopyDirection::kHostToHost},     {10, CopyDirection::kPeerToPeer}};
     std::unordered_map<std::int64_t, MemoryKind> memory_kind{
-        {0, MemoryKind::kPageable}, {1, MemoryKind::kPinned}, {2, MemoryKind::kDevice},
-        {3, MemoryKind::kArray}, {4, MemoryKind::kManaged}, {5, MemoryKind::kDevice},
+        {0, MemoryKind::kPageable}, {1, MemoryKind::kPinned},  {2, MemoryKind::kDevice},
+        {3, MemoryKind::kArray},    {4, MemoryKind::kManaged}, {5, MemoryKind::kDevice},
         {6, MemoryKind::kManaged}};
-    std::unordered_map<std::int64_t, SyncKind> sync_kind{
-        {1, SyncKind::kEvent}, {2, SyncKind::kStreamWaitEvent}, {3, SyncKind::kStream},
-        {4, SyncKind::kDevice}};
+    std::unordered_map<std::int64_t, SyncKind> sync_kind{{1, SyncKind::kEvent},
+                                                         {2, SyncKind::kStreamWaitEvent},
+                                                         {3, SyncKind::kStream},
+                                                         {4, SyncKind::kDevice}};
     std::unordered_map<std::int64_t, ApiDomain> api_domain{{0, ApiDomain::kRuntime},
                                                            {1, ApiDomain::kDriver}};
     std::int64_t nvtx_push_pop = 59;
@@ -88,10 +91,14 @@ struct Enums {
         load_sync_kinds(load_enum(db, "ENUM_CUPTI_SYNC_TYPE"));
         load_event_classes(load_enum(db, "ENUM_NSYS_EVENT_CLASS"));
         for (const auto& [value, name] : load_enum(db, "ENUM_NSYS_EVENT_TYPE")) {
-            if (name == "NvtxPushPopRange") nvtx_push_pop = value;
-            else if (name == "NvtxStartEndRange") nvtx_start_end = value;
-            else if (name == "NvtxMark") nvtx_mark = value;
-            else if (name == "NvtxDomainCreate") nvtx_domain_create = value;
+            if (name == "NvtxPushPopRange")
+                nvtx_push_pop = value;
+            else if (name == "NvtxStartEndRange")
+                nvtx_start_end = value;
+            else if (name == "NvtxMark")
+                nvtx_mark = value;
+            else if (name == "NvtxDomainCreate")
+                nvtx_domain_create = value;
         }
     }
 
@@ -101,12 +108,17 @@ private:
         copy_direction.clear();
         for (const auto& [value, name] : rows) {
             CopyDirection d = CopyDirection::kUnknown;
-            if (ends_with(name, "HTOD") || ends_with(name, "HTOA")) d = CopyDirection::kHostToDevice;
-            else if (ends_with(name, "DTOH") || ends_with(name, "ATOH")) d = CopyDirection::kDeviceToHost;
-            else if (ends_with(name, "DTOD") || ends_with(name, "ATOA") || ends_with(name, "ATOD") ||
-                     ends_with(name, "DTOA")) d = CopyDirection::kDeviceToDevice;
-            else if (ends_with(name, "HTOH")) d = CopyDirection::kHostToHost;
-            else if (ends_with(name, "PTOP")) d = CopyDirection::kPeerToPeer;
+            if (ends_with(name, "HTOD") || ends_with(name, "HTOA"))
+                d = CopyDirection::kHostToDevice;
+            else if (ends_with(name, "DTOH") || ends_with(name, "ATOH"))
+                d = CopyDirection::kDeviceToHost;
+            else if (ends_with(name, "DTOD") || ends_with(name, "ATOA") ||
+                     ends_with(name, "ATOD") || ends_with(name, "DTOA"))
+                d = CopyDirection::kDeviceToDevice;
+            else if (ends_with(name, "HTOH"))
+                d = CopyDirection::kHostToHost;
+            else if (ends_with(name, "PTOP"))
+                d = CopyDirection::kPeerToPeer;
             copy_direction[value] = d;
         }
     }
@@ -115,11 +127,16 @@ private:
         memory_kind.clear();
         for (const auto& [value, name] : rows) {
             MemoryKind k = MemoryKind::kUnknown;
-            if (ends_with(name, "_PAGEABLE")) k = MemoryKind::kPageable;
-            else if (ends_with(name, "_PINNED")) k = MemoryKind::kPinned;
-            else if (ends_with(name, "_DEVICE") || ends_with(name, "_DEVICE_STATIC")) k = MemoryKind::kDevice;
-            else if (ends_with(name, "_ARRAY")) k = MemoryKind::kArray;
-            else if (ends_with(name, "_MANAGED") || ends_with(name, "_MANAGED_STATIC")) k = MemoryKind::kManaged;
+            if (ends_with(name, "_PAGEABLE"))
+                k = MemoryKind::kPageable;
+            else if (ends_with(name, "_PINNED"))
+                k = MemoryKind::kPinned;
+            else if (ends_with(name, "_DEVICE") || ends_with(name, "_DEVICE_STATIC"))
+                k = MemoryKind::kDevice;
+            else if (ends_with(name, "_ARRAY"))
+                k = MemoryKind::kArray;
+            else if (ends_with(name, "_MANAGED") || ends_with(name, "_MANAGED_STATIC"))
+                k = MemoryKind::kManaged;
             memory_kind[value] = k;
         }
     }
@@ -128,17 +145,23 @@ private:
         sync_kind.clear();
         for (const auto& [value, name] : rows) {
             SyncKind k = SyncKind::kUnknown;
-            if (ends_with(name, "_EVENT_SYNCHRONIZE")) k = SyncKind::kEvent;
-            else if (ends_with(name, "_STREAM_WAIT_EVENT")) k = SyncKind::kStreamWaitEvent;
-            else if (ends_with(name, "_STREAM_SYNCHRONIZE")) k = SyncKind::kStream;
-            else if (ends_with(name, "_CONTEXT_SYNCHRONIZE")) k = SyncKind::kDevice;
+            if (ends_with(name, "_EVENT_SYNCHRONIZE"))
+                k = SyncKind::kEvent;
+            else if (ends_with(name, "_STREAM_WAIT_EVENT"))
+                k = SyncKind::kStreamWaitEvent;
+            else if (ends_with(name, "_STREAM_SYNCHRONIZE"))
+                k = SyncKind::kStream;
+            else if (ends_with(name, "_CONTEXT_SYNCHRONIZE"))
+                k = SyncKind::kDevice;
             sync_kind[value] = k;
         }
     }
     void load_event_classes(const std::vector<std::pair<std::int64_t, std::string>>& rows) {
         for (const auto& [value, name] : rows) {
-            if (name.find("CUDA_DRIVER") != std::string::npos) api_domain[value] = ApiDomain::kDriver;
-            else if (name.find("CUDA_RUNTIME") != std::string::npos) api_domain[value] = ApiDomain::kRuntime;
+            if (name.find("CUDA_DRIVER") != std::string::npos)
+                api_domain[value] = ApiDomain::kDriver;
+            else if (name.find("CUDA_RUNTIME") != std::string::npos)
+                api_domain[value] = ApiDomain::kRuntime;
         }
     }
 };
@@ -220,7 +243,16 @@ private:
     std::vector<std::string> names_;
 };
 
-enum class TableKind : std::uint8_t { kRuntime, kDriver, kNvtx, kOsRuntime, kSync, kKernel, kMemcpy, kMemset };
+enum class TableKind : std::uint8_t {
+    kRuntime,
+    kDriver,
+    kNvtx,
+    kOsRuntime,
+    kSync,
+    kKernel,
+    kMemcpy,
+    kMemset
+};
 
 struct TableSpec {
     TableKind kind;
@@ -245,8 +277,8 @@ std::string select_for(const TableSpec& spec, const Columns& c, const Enums& enu
     switch (spec.kind) {
         case TableKind::kRuntime:
         case TableKind::kDriver:
-            cols += ", " + c.pick({"globalTid"}, "0") + ", " + c.pick({"correlationId"}, "0") + ", " +
-                    c.pick({"nameId", "name"}) + ", " + c.pick({"returnValue"}, "0") + ", " +
+            cols += ", " + c.pick({"globalTid"}, "0") + ", " + c.pick({"correlationId"}, "0") +
+                    ", " + c.pick({"nameId", "name"}) + ", " + c.pick({"returnValue"}, "0") + ", " +
                     c.pick({"eventClass"}, spec.kind == TableKind::kDriver ? "1" : "0");
             break;
         case TableKind::kNvtx:
@@ -265,10 +297,12 @@ std::string select_for(const TableSpec& spec, const Columns& c, const Enums& enu
             cols += ", " + c.pick({"deviceId"}, "0") + ", " + c.pick({"streamId"}, "0") + ", " +
                     c.pick({"correlationId"}, "0") + ", " + c.pick({"globalPid"}, "0") + ", " +
                     c.pick({"demangledName", "shortName", "mangledName", "name"}) + ", " +
-                    c.pick({"gridX"}, "0") + " * " + c.pick({"gridY"}, "1") + " * " + c.pick({"gridZ"}, "1") +
-                    ", " + c.pick({"blockX"}, "0") + " * " + c.pick({"blockY"}, "1") + " * " +
-                    c.pick({"blockZ"}, "1") + ", " + c.pick({"staticSharedMemory"}, "0") + " + " +
-                    c.pick({"dynamicSharedMemory"}, "0") + ", " + c.pick({"registersPerThread"}, "0");
+                    c.pick({"gridX"}, "0") + " * " + c.pick({"gridY"}, "1") + " * " +
+                    c.pick({"gridZ"}, "1") + ", " + c.pick({"blockX"}, "0") + " * " +
+                    c.pick({"blockY"}, "1") + " * " + c.pick({"blockZ"}, "1") + ", " +
+                    c.pick({"staticSharedMemory"}, "0") + " + " +
+                    c.pick({"dynamicSharedMemory"}, "0") + ", " +
+                    c.pick({"registersPerThread"}, "0");
             break;
         case TableKind::kMemcpy:
             cols += ", " + c.pick({"deviceId"}, "0") + ", " + c.pick({"streamId"}, "0") + ", " +
@@ -284,8 +318,9 @@ std::string select_for(const TableSpec& spec, const Columns& c, const Enums& enu
     }
     std::string sql = "SELECT " + cols + " FROM " + sql_identifier(spec.table);
     if (spec.kind == TableKind::kNvtx) {
-        sql += " WHERE " + c.pick({"eventType"}, "0") + " IN (" + std::to_string(enums.nvtx_push_pop) +
-               ", " + std::to_string(enums.nvtx_start_end) + ", " + std::to_string(enums.nvtx_mark) + ")";
+        sql += " WHERE " + c.pick({"eventType"}, "0") + " IN (" +
+               std::to_string(enums.nvtx_push_pop) + ", " + std::to_string(enums.nvtx_start_end) +
+               ", " + std::to_string(enums.nvtx_mark) + ")";
     }
     return sql + " ORDER BY start";
 }
@@ -331,7 +366,8 @@ void convert_nvtx(const SqliteStatement& r, Context& cx, Event& e) {
     RangeMeaning meaning = nvtx_range_meaning(cx.names.text(name));
     if (meaning.known) {
         e.range.category = meaning.category;
-        if (meaning.category == RangeCategory::kStep) e.range.id = static_cast<std::uint64_t>(meaning.step);
+        if (meaning.category == RangeCategory::kStep)
+            e.range.id = static_cast<std::uint64_t>(meaning.step);
     }
 }
 
@@ -374,7 +410,8 @@ void convert_row(const SqliteStatement& r, TableKind kind, Context& cx, Event& e
             convert_gpu_common(r, e);
             e.copy.correlation = static_cast<std::uint32_t>(r.int_at(4));
             e.copy.bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(r.int_at(6), 0));
-            e.copy.direction = lookup_or(cx.enums.copy_direction, r.int_at(7), CopyDirection::kUnknown);
+            e.copy.direction =
+                lookup_or(cx.enums.copy_direction, r.int_at(7), CopyDirection::kUnknown);
             e.copy.src_kind = lookup_or(cx.enums.memory_kind, r.int_at(8), MemoryKind::kUnknown);
             e.copy.dst_kind = lookup_or(cx.enums.memory_kind, r.int_at(9), MemoryKind::kUnknown);
             break;
@@ -424,7 +461,8 @@ std::vector<std::pair<std::string, std::string>> metadata(SqliteDb& db, std::str
     if (!stmt) return out;
     std::string scratch;
     while (stmt->step()) {
-        out.emplace_back(std::string(stmt->text_at(0)), std::string(valid_utf8(stmt->text_at(1), scratch)));
+        out.emplace_back(std::string(stmt->text_at(0)),
+                         std::string(valid_utf8(stmt->text_at(1), scratch)));
     }
     return out;
 }
@@ -450,8 +488,10 @@ bool env_value(std::string_view entry, std::string_view name, std::int64_t& out)
 // The rank and world size the launcher gave the profiled process (torchrun, MPI, Slurm), from
 // the environment the capture recorded.
 void read_rank(const std::vector<std::pair<std::string, std::string>>& capture, SourceInfo& info) {
-    constexpr std::string_view kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    constexpr std::string_view kSizeVars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+    constexpr std::string_view kRankVars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                              "SLURM_PROCID"};
+    constexpr std::string_view kSizeVars[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                              "SLURM_NTASKS"};
     int rank_pref = 99;
     int size_pref = 99;
     for (const auto& [key, value] : capture) {
@@ -473,9 +513,9 @@ void read_rank(const std::vector<std::pair<std::string, std::string>>& capture, 
 void read_devices(SqliteDb& db, SourceInfo& info) {
     Columns c(db, "TARGET_INFO_GPU");
     if (!c.has("id")) return;
-    auto stmt = db.prepare("SELECT id, " + c.pick({"name"}, "''") + ", " + c.pick({"totalMemory"}, "0") +
-                           ", " + c.pick({"uuid"}, "''") + ", " + c.pick({"smCount"}, "1") +
-                           " FROM TARGET_INFO_GPU ORDER BY id");
+    auto stmt = db.prepare("SELECT id, " + c.pick({"name"}, "''") + ", " +
+                           c.pick({"totalMemory"}, "0") + ", " + c.pick({"uuid"}, "''") + ", " +
+                           c.pick({"smCount"}, "1") + " FROM TARGET_INFO_GPU ORDER BY id");
     if (!stmt) return;
     std::string scratch;
     while (stmt->step() && info.devices.size() < 256) {
@@ -484,7 +524,8 @@ void read_devices(SqliteDb& db, SourceInfo& info) {
         DeviceInfo d;
         d.ordinal = device_of(stmt->int_at(0));
         d.name = std::string(valid_utf8(stmt->text_at(1), scratch));
-        d.total_memory_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(stmt->int_at(2), 0));
+        d.total_memory_bytes =
+            static_cast<std::uint64_t>(std::max<std::int64_t>(stmt->int_at(2), 0));
         d.uuid = std::string(valid_utf8(stmt->text_at(3), scratch));
         info.devices.push_back(std::move(d));
     }
@@ -492,11 +533,13 @@ void read_devices(SqliteDb& db, SourceInfo& info) {
 
 // The process that ran the GPU work: the one with most kernels.
 void read_process(SqliteDb& db, SourceInfo& info) {
-    if (!db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") || !Columns(db, "CUPTI_ACTIVITY_KIND_KERNEL").has("globalPid")) {
+    if (!db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
+        !Columns(db, "CUPTI_ACTIVITY_KIND_KERNEL").has("globalPid")) {
         return;
     }
-    auto stmt = db.prepare("SELECT globalPid, count(*) AS n FROM CUPTI_ACTIVITY_KIND_KERNEL "
-                           "GROUP BY globalPid ORDER BY n DESC LIMIT 1");
+    auto stmt = db.prepare(
+        "SELECT globalPid, count(*) AS n FROM CUPTI_ACTIVITY_KIND_KERNEL "
+        "GROUP BY globalPid ORDER BY n DESC LIMIT 1");
     if (!stmt || !stmt->step()) return;
     const std::int64_t global = stmt->int_at(0);
     info.pid = pid_of(global);
@@ -506,7 +549,8 @@ void read_process(SqliteDb& db, SourceInfo& info) {
     name->bind_int(1, global);
     std::string scratch;
     if (name->step() && !name->is_null(0)) {
-        info.properties.emplace_back("process_name", std::string(valid_utf8(name->text_at(0), scratch)));
+        info.properties.emplace_back("process_name",
+                                     std::string(valid_utf8(name->text_at(0), scratch)));
     }
 }
 
@@ -518,12 +562,14 @@ SourceInfo read_source_info(SqliteDb& db, const std::string& name) {
     if (meta.empty()) meta = metadata(db, "EXPORT_META_DATA");
     for (const auto& [key, value] : meta) {
         if (key == "EXPORT_PRODUCT_VERSION") info.properties.emplace_back("nsys_version", value);
-        if (key == "EXPORT_SCHEMA_VERSION") info.properties.emplace_back("nsys_export_schema", value);
+        if (key == "EXPORT_SCHEMA_VERSION")
+            info.properties.emplace_back("nsys_export_schema", value);
     }
     read_rank(metadata(db, "META_DATA_CAPTURE"), info);
     if (db.has_table("TARGET_INFO_SESSION_START_TIME")) {
         auto stmt = db.prepare("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME");
-        if (stmt && stmt->step() && stmt->int_at(0) > 0) info.wall_clock_offset_ns = stmt->int_at(0);
+        if (stmt && stmt->step() && stmt->int_at(0) > 0)
+            info.wall_clock_offset_ns = stmt->int_at(0);
     }
     read_devices(db, info);
     read_process(db, info);
@@ -535,8 +581,9 @@ std::map<std::int64_t, std::string> nvtx_domains(SqliteDb& db, const Enums& enum
     std::map<std::int64_t, std::string> out;
     Columns c(db, "NVTX_EVENTS");
     if (!c.has("domainId") || !c.has("eventType")) return out;
-    auto stmt = db.prepare("SELECT domainId, " + c.pick({"text"}) + ", " + c.pick({"textId"}) +
-                           " FROM NVTX_EVENTS WHERE eventType = " + std::to_string(enums.nvtx_domain_create));
+    auto stmt = db.prepare(
+        "SELECT domainId, " + c.pick({"text"}) + ", " + c.pick({"textId"}) +
+        " FROM NVTX_EVENTS WHERE eventType = " + std::to_string(enums.nvtx_domain_create));
     if (!stmt) return out;
     while (stmt->step() && out.size() < 4096) {
         StringId id = !stmt->is_null(1) ? names.at(*stmt, 1) : names.at(*stmt, 2);
@@ -545,7 +592,8 @@ std::map<std::int64_t, std::string> nvtx_domains(SqliteDb& db, const Enums& enum
     return out;
 }
 
-// ---- the merge ------------------------------------------------------------------------------------
+// ---- the merge
+// ------------------------------------------------------------------------------------
 
 class Merge {
 public:
@@ -564,7 +612,8 @@ public:
             total_rows_ += count_rows(spec.table);
             auto stmt = db_.prepare(select_for(spec, c, cx_.enums));
             if (!stmt) {
-                notes.push_back(std::string(spec.table) + ": not read (" + stmt.status().message() + ")");
+                notes.push_back(std::string(spec.table) + ": not read (" + stmt.status().message() +
+                                ")");
                 continue;
             }
             cursors_.push_back(Cursor{spec.kind, spec.table, rank, std::move(*stmt), Event()});
@@ -576,15 +625,19 @@ public:
     }
 
     // Sends every row, merged by start, to `sink`; returns the first table error, if any.
-    std::string run(EventSink& sink, const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
+    std::string run(EventSink& sink,
+                    const std::function<void(std::uint64_t, std::uint64_t)>& progress) {
         std::vector<Cursor*> heap;
         std::string error;
         for (auto& c : cursors_) {
-            if (c.advance(cx_)) heap.push_back(&c);
-            else if (!c.stmt.error().empty()) return c.table + ": " + c.stmt.error();
+            if (c.advance(cx_))
+                heap.push_back(&c);
+            else if (!c.stmt.error().empty())
+                return c.table + ": " + c.stmt.error();
         }
         auto later = [](const Cursor* a, const Cursor* b) {
-            return a->next.start_ns != b->next.start_ns ? a->next.start_ns > b->next.start_ns : a->rank > b->rank;
+            return a->next.start_ns != b->next.start_ns ? a->next.start_ns > b->next.start_ns
+                                                        : a->rank > b->rank;
         };
         std::make_heap(heap.begin(), heap.end(), later);
         std::vector<Event> batch;
@@ -622,7 +675,9 @@ private:
 
     std::uint64_t count_rows(const char* table) {
         auto stmt = db_.prepare(std::string("SELECT count(*) FROM ") + sql_identifier(table));
-        return stmt && stmt->step() ? static_cast<std::uint64_t>(std::max<std::int64_t>(stmt->int_at(0), 0)) : 0;
+        return stmt && stmt->step()
+                   ? static_cast<std::uint64_t>(std::max<std::int64_t>(stmt->int_at(0), 0))
+                   : 0;
     }
 
     SqliteDb& db_;
@@ -636,7 +691,8 @@ private:
 }  // namespace
 
 bool is_nsight_export(const SqliteDb& db) noexcept {
-    for (const char* t : {"EXPORT_META_DATA", "META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME"}) {
+    for (const char* t :
+         {"EXPORT_META_DATA", "META_DATA_EXPORT", "TARGET_INFO_SESSION_START_TIME"}) {
         if (db.has_table(t)) return true;
     }
     return db.has_table("StringIds") && (db.has_table("CUPTI_ACTIVITY_KIND_KERNEL") ||
@@ -651,8 +707,9 @@ Result<std::unique_ptr<NsightReader>> NsightReader::open(const std::string& path
     auto db = SqliteDb::open(path);
     if (!db) return db.status();
     if (!is_nsight_export(**db)) {
-        return unsupported(path + ": an SQLite database, but not an Nsight Systems export (no "
-                                  "StringIds, CUPTI or export metadata tables)");
+        return unsupported(path +
+                           ": an SQLite database, but not an Nsight Systems export (no "
+                           "StringIds, CUPTI or export metadata tables)");
     }
     return std::unique_ptr<NsightReader>(new NsightReader(std::move(*db), path));
 }
@@ -682,11 +739,13 @@ Status NsightReader::read(EventSink& sink, StringTable& strings) {
     summary.events = merge.delivered();
     summary.dropped = cx.dropped;
     if (!merge.has_gpu_tables()) {
-        summary.notes.push_back("no CUDA kernels, copies or memsets in this report (recorded without "
-                                "--trace=cuda?): GPU timeline figures are not available");
+        summary.notes.push_back(
+            "no CUDA kernels, copies or memsets in this report (recorded without "
+            "--trace=cuda?): GPU timeline figures are not available");
     }
     if (cx.dropped > 0) {
-        summary.notes.push_back(std::to_string(cx.dropped) + " rows without a start time were skipped");
+        summary.notes.push_back(std::to_string(cx.dropped) +
+                                " rows without a start time were skipped");
     }
     if (names.invalid_utf8() > 0) {
         summary.notes.push_back(std::to_string(names.invalid_utf8()) +

@@ -10,7 +10,9 @@ class NsightSource final : public EventSource {
 public:
     explicit NsightSource(std::unique_ptr<NsightReader> reader) : reader_(std::move(reader)) {}
 
-    Status run(EventSink& sink, StringTable& strings) override { return reader_->read(sink, strings); }
+    Status run(EventSink& sink, StringTable& strings) override {
+        return reader_->read(sink, strings);
+    }
 
 private:
     std::unique_ptr<NsightReader> reader_;

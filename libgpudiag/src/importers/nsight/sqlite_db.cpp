@@ -28,7 +28,9 @@ std::string uri_of(const std::string& path) {
 
 }  // namespace
 
-SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+SqliteStatement::~SqliteStatement() {
+    sqlite3_finalize(stmt_);
+}
 
 SqliteStatement& SqliteStatement::operator=(SqliteStatement&& other) noexcept {
     if (this != &other) {
@@ -78,7 +80,8 @@ bool SqliteStatement::is_text(int column) const noexcept {
 std::string_view SqliteStatement::text_at(int column) const noexcept {
     const unsigned char* text = sqlite3_column_text(stmt_, column);
     if (text == nullptr) return {};
-    return {reinterpret_cast<const char*>(text), static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
+    return {reinterpret_cast<const char*>(text),
+            static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column))};
 }
 
 Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::string& path) {
@@ -90,8 +93,8 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open(const std::string& path) {
         }
     }
     sqlite3* db = nullptr;
-    int rc = sqlite3_open_v2(uri_of(path).c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-                             nullptr);
+    int rc =
+        sqlite3_open_v2(uri_of(path).c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr);
     if (rc != SQLITE_OK) {
         std::string message = db != nullptr ? sqlite3_errmsg(db) : "cannot open";
         sqlite3_close(db);
@@ -110,17 +113,21 @@ Result<std::unique_ptr<SqliteDb>> SqliteDb::open_image(std::string_view bytes) {
     }
     std::unique_ptr<SqliteDb> out(new SqliteDb(db));
     auto* copy = static_cast<unsigned char*>(sqlite3_malloc64(bytes.size()));
-    if (copy == nullptr && !bytes.empty()) return resource_exhausted("out of memory for the database");
+    if (copy == nullptr && !bytes.empty())
+        return resource_exhausted("out of memory for the database");
     if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
     int rc = sqlite3_deserialize(db, "main", copy, static_cast<sqlite3_int64>(bytes.size()),
                                  static_cast<sqlite3_int64>(bytes.size()),
                                  SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
-    if (rc != SQLITE_OK) return corrupt_data(std::string("not an SQLite database (") + sqlite3_errmsg(db) + ")");
+    if (rc != SQLITE_OK)
+        return corrupt_data(std::string("not an SQLite database (") + sqlite3_errmsg(db) + ")");
     GPUDIAG_RETURN_IF_ERROR(out->load_tables());
     return out;
 }
 
-SqliteDb::~SqliteDb() { sqlite3_close(db_); }
+SqliteDb::~SqliteDb() {
+    sqlite3_close(db_);
+}
 
 Result<SqliteStatement> SqliteDb::prepare(std::string_view sql) {
     sqlite3_stmt* stmt = nullptr;
@@ -134,7 +141,8 @@ Result<SqliteStatement> SqliteDb::prepare(std::string_view sql) {
 
 Status SqliteDb::load_tables() {
     auto stmt = prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')");
-    if (!stmt) return corrupt_data("not a readable SQLite database (" + stmt.status().message() + ")");
+    if (!stmt)
+        return corrupt_data("not a readable SQLite database (" + stmt.status().message() + ")");
     while (stmt->step()) tables_.emplace_back(stmt->text_at(0));
     if (!stmt->error().empty()) {
         return corrupt_data("not a readable SQLite database (" + stmt->error() + ")");

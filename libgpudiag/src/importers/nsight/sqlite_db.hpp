@@ -22,7 +22,9 @@ public:
     SqliteStatement() = default;
     explicit SqliteStatement(sqlite3_stmt* stmt) noexcept : stmt_(stmt) {}
     ~SqliteStatement();
-    SqliteStatement(SqliteStatement&& other) noexcept : stmt_(other.stmt_) { other.stmt_ = nullptr; }
+    SqliteStatement(SqliteStatement&& other) noexcept : stmt_(other.stmt_) {
+        other.stmt_ = nullptr;
+    }
     SqliteStatement& operator=(SqliteStatement&& other) noexcept;
     SqliteStatement(const SqliteStatement&) = delete;
     SqliteStatement& operator=(const SqliteStatement&) = delete;

@@ -82,7 +82,8 @@ public:
         }
         return nullptr;
     }
-    [[nodiscard]] std::int64_t int_at(std::string_view key, std::int64_t fallback = 0) const noexcept {
+    [[nodiscard]] std::int64_t int_at(std::string_view key,
+                                      std::int64_t fallback = 0) const noexcept {
         const PickleValue* v = find(key);
         return v != nullptr ? v->as_int(fallback) : fallback;
     }
@@ -95,10 +96,10 @@ private:
     friend class SafePickleReader;
 
     Kind kind_;
-    bool sealed_ = false;        // inside another container: may no longer change
-    bool tag_known_ = false;     // tag_ has been worked out
-    std::uint8_t depth_ = 0;     // nesting depth below this value (0 for scalars)
-    std::uint16_t tag_ = 0;      // stream role given by the reader's handler
+    bool sealed_ = false;     // inside another container: may no longer change
+    bool tag_known_ = false;  // tag_ has been worked out
+    std::uint8_t depth_ = 0;  // nesting depth below this value (0 for scalars)
+    std::uint16_t tag_ = 0;   // stream role given by the reader's handler
     std::int64_t memo_slot_ = -1;
     std::int64_t int_ = 0;
     double float_ = 0;

@@ -136,11 +136,20 @@ private:
 
 bool is_code_opcode(unsigned char op) {
     switch (op) {
-        case 'c': case 0x93: case 'R': case 'b': case 'i': case 'o': case 0x81: case 0x92:
-        case 0x82: case 0x83: case 0x84: case 'P': case 'Q':
-            return true;
-        default:
-            return false;
+        case 'c':
+        case 0x93:
+        case 'R':
+        case 'b':
+        case 'i':
+        case 'o':
+        case 0x81:
+        case 0x92:
+        case 0x82:
+        case 0x83:
+        case 0x84:
+        case 'P':
+        case 'Q': return true;
+        default: return false;
     }
 }
 
@@ -347,10 +356,10 @@ private:
     // ---- errors ----
     [[noreturn]] void fail(Status s) { throw PickleError{std::move(s)}; }
     [[noreturn]] void fail_truncated(const char* what) {
-        throw PickleError{corrupt_data(name_ + ": the file ends early (offset " +
-                                       std::to_string(in_.offset()) + ") while reading " + what +
-                                       "; the snapshot was cut short"),
-                          true};
+        throw PickleError{
+            corrupt_data(name_ + ": the file ends early (offset " + std::to_string(in_.offset()) +
+                         ") while reading " + what + "; the snapshot was cut short"),
+            true};
     }
     [[noreturn]] void fail_at(unsigned char op, const std::string& why) {
         fail(corrupt_data(name_ + ": malformed pickle at offset " + std::to_string(op_offset_) +
@@ -396,12 +405,12 @@ private:
         // A length is only a claim: one longer than what is left of the input is damage (or
         // hostility), reported as such before anything is allocated for it.
         if (n > in_.remaining()) {
-            throw PickleError{corrupt_data(name_ + ": a " + pickle_opcode_name(op) + " value at offset " +
-                                           std::to_string(op_offset_) + " declares " +
-                                           std::to_string(n) + " bytes, but only " +
-                                           std::to_string(in_.remaining()) +
-                                           " follow: the file is cut short or damaged"),
-                              true};
+            throw PickleError{
+                corrupt_data(name_ + ": a " + pickle_opcode_name(op) + " value at offset " +
+                             std::to_string(op_offset_) + " declares " + std::to_string(n) +
+                             " bytes, but only " + std::to_string(in_.remaining()) +
+                             " follow: the file is cut short or damaged"),
+                true};
         }
         if (n > limits_.max_string_bytes) {
             fail(resource_exhausted(name_ + ": a " + pickle_opcode_name(op) + " value of " +
@@ -414,10 +423,9 @@ private:
 
     void push(PickleRef v) {
         if (stack_.size() >= limits_.max_stack_items) {
-            fail(resource_exhausted(name_ + ": more than " +
-                                    std::to_string(limits_.max_stack_items) +
-                                    " values pending on the pickle stack at offset " +
-                                    std::to_string(op_offset_)));
+            fail(resource_exhausted(
+                name_ + ": more than " + std::to_string(limits_.max_stack_items) +
+                " values pending on the pickle stack at offset " + std::to_string(op_offset_)));
         }
         stack_.push_back(std::move(v));
     }
@@ -477,8 +485,9 @@ private:
     // ---- containers ----
     void check_insert(PickleValue& target, const PickleRef& child, unsigned char op) {
         if (target.sealed_) {
-            fail_at(op, "a container is modified after being nested in another one "
-                        "(self-referential data is not supported)");
+            fail_at(op,
+                    "a container is modified after being nested in another one "
+                    "(self-referential data is not supported)");
         }
         if (child.get() == &target) fail_at(op, "a container is inserted into itself");
         std::uint8_t child_depth = child->is_container() ? child->depth_ : 0;
@@ -487,8 +496,8 @@ private:
                                     std::to_string(limits_.max_depth) + " levels at offset " +
                                     std::to_string(op_offset_)));
         }
-        target.depth_ = std::max<std::uint8_t>(target.depth_,
-                                               static_cast<std::uint8_t>(child_depth + 1));
+        target.depth_ =
+            std::max<std::uint8_t>(target.depth_, static_cast<std::uint8_t>(child_depth + 1));
     }
     void insert(PickleValue& target, PickleRef child, unsigned char op) {
         check_insert(target, child, op);
@@ -667,7 +676,8 @@ private:
                 fail(resource_exhausted(name_ + ": more than " + std::to_string(kMaxMemo) +
                                         " memoized values"));
             }
-            if (index < memo_dense_.size() || (!memo_dense_closed_ && index <= 2 * memo_count_ + 1024)) {
+            if (index < memo_dense_.size() ||
+                (!memo_dense_closed_ && index <= 2 * memo_count_ + 1024)) {
                 if (index >= memo_dense_.size()) {
                     std::size_t before = memo_dense_.capacity();
                     memo_dense_.resize(index + 1);
@@ -786,8 +796,12 @@ private:
                 return;
             }
             case 0x8c: push_string(K::kString, read_le<std::uint8_t>(op), op); return;
-            case 'X': push_string(K::kString, checked_length(op, read_le<std::uint32_t>(op)), op); return;
-            case 0x8d: push_string(K::kString, checked_length(op, read_le<std::uint64_t>(op)), op); return;
+            case 'X':
+                push_string(K::kString, checked_length(op, read_le<std::uint32_t>(op)), op);
+                return;
+            case 0x8d:
+                push_string(K::kString, checked_length(op, read_le<std::uint64_t>(op)), op);
+                return;
             case 'U': push_string(K::kString, read_le<std::uint8_t>(op), op); return;
             case 'T': {
                 std::int32_t n = read_le<std::int32_t>(op);
@@ -796,9 +810,13 @@ private:
                 return;
             }
             case 'C': push_string(K::kBytes, read_le<std::uint8_t>(op), op); return;
-            case 'B': push_string(K::kBytes, checked_length(op, read_le<std::uint32_t>(op)), op); return;
+            case 'B':
+                push_string(K::kBytes, checked_length(op, read_le<std::uint32_t>(op)), op);
+                return;
             case 0x8e:
-            case 0x96: push_string(K::kBytes, checked_length(op, read_le<std::uint64_t>(op)), op); return;
+            case 0x96:
+                push_string(K::kBytes, checked_length(op, read_le<std::uint64_t>(op)), op);
+                return;
             case ']': push(make(K::kList)); return;
             case '}': push(make(K::kDict)); return;
             case ')': push(make(K::kTuple)); return;

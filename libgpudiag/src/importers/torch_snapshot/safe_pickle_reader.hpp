@@ -19,10 +19,10 @@ namespace gpudiag::detail {
 
 /// Bounds that keep a hostile or huge pickle from exhausting memory or the stack.
 struct PickleLimits {
-    std::size_t max_depth = 64;                        ///< nesting of containers
-    std::size_t max_container_items = 64u << 20;       ///< items in one list/tuple/dict
-    std::size_t max_string_bytes = 256u << 20;         ///< one string or bytes value
-    std::size_t max_stack_items = 64u << 20;           ///< values pending on the VM stack
+    std::size_t max_depth = 64;                             ///< nesting of containers
+    std::size_t max_container_items = 64u << 20;            ///< items in one list/tuple/dict
+    std::size_t max_string_bytes = 256u << 20;              ///< one string or bytes value
+    std::size_t max_stack_items = 64u << 20;                ///< values pending on the VM stack
     std::uint64_t max_live_bytes = std::uint64_t{4} << 30;  ///< decoded data held at once
 };
 

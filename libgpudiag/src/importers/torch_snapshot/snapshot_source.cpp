@@ -61,7 +61,7 @@ struct DeviceHistory {
     std::uint64_t last_ns = 0;
     std::unordered_map<std::uint64_t, TracedAddress> blocks;
     std::unordered_map<std::uint64_t, bool> segments;  // first event was a free
-    std::vector<SnapshotBlock> freed_before;            // allocated before the window
+    std::vector<SnapshotBlock> freed_before;           // allocated before the window
     std::vector<SegmentFreedBefore> segments_freed_before;
     std::vector<std::pair<std::uint64_t, std::int64_t>> map_deltas;  // addr, +mapped/-unmapped
 };
@@ -104,15 +104,16 @@ public:
                 auto [it, fresh] = h.blocks.try_emplace(e.address);
                 if (fresh) {
                     it->second.first_was_free = true;
-                    h.freed_before.push_back(SnapshotBlock{e.address, e.size, e.size,
-                                                           BlockState::kActive, kNoString});
+                    h.freed_before.push_back(
+                        SnapshotBlock{e.address, e.size, e.size, BlockState::kActive, kNoString});
                 }
                 break;
             }
             case TraceAction::kSegmentAlloc: h.segments.try_emplace(e.address, false); break;
             case TraceAction::kSegmentFree:
                 if (h.segments.try_emplace(e.address, true).second) {
-                    h.segments_freed_before.push_back(SegmentFreedBefore{e.address, e.size, e.stream});
+                    h.segments_freed_before.push_back(
+                        SegmentFreedBefore{e.address, e.size, e.stream});
                 }
                 break;
             case TraceAction::kSegmentMap:
@@ -286,9 +287,10 @@ private:
             final_by_device_[seg.device].push_back(&seg);
         }
         for (auto& [device, segs] : final_by_device_) {
-            std::sort(segs.begin(), segs.end(), [](const SnapshotSegment* a, const SnapshotSegment* b) {
-                return a->address < b->address;
-            });
+            std::sort(segs.begin(), segs.end(),
+                      [](const SnapshotSegment* a, const SnapshotSegment* b) {
+                          return a->address < b->address;
+                      });
         }
         std::map<std::uint16_t, bool> devices;
         for (const auto& [device, segs] : final_by_device_) devices[device] = true;
@@ -316,14 +318,17 @@ private:
             if (!present) info_.properties.emplace_back("expandable_segments", "true");
         }
         info_.properties.emplace_back("snapshot_segments", std::to_string(state.segments.size()));
-        info_.properties.emplace_back("snapshot_trace_entries", std::to_string(state.trace_entries));
-        info_.properties.emplace_back("snapshot_has_history", state.trace_entries > 0 ? "true" : "false");
+        info_.properties.emplace_back("snapshot_trace_entries",
+                                      std::to_string(state.trace_entries));
+        info_.properties.emplace_back("snapshot_has_history",
+                                      state.trace_entries > 0 ? "true" : "false");
 
         // Annotations by device and time, with steps from ProfilerStep#N, or from the ends of
         // Optimizer.step when the profiler was not running (one optimizer step per iteration).
         std::stable_sort(state.annotations.begin(), state.annotations.end(),
                          [](const SnapshotAnnotation& a, const SnapshotAnnotation& b) {
-                             return a.device != b.device ? a.device < b.device : a.time_us < b.time_us;
+                             return a.device != b.device ? a.device < b.device
+                                                         : a.time_us < b.time_us;
                          });
         for (const auto& a : state.annotations) {
             if (strings.lookup(a.name).rfind("ProfilerStep#", 0) == 0) profiler_steps_ = true;
@@ -336,10 +341,9 @@ private:
         done_devices_.insert(device);
         sim_ = SimulatedDevice{};
         alloc_seen_.clear();
-        ann_pos_ = std::lower_bound(state_->annotations.begin(), state_->annotations.end(), device,
-                                    [](const SnapshotAnnotation& a, std::uint16_t d) {
-                                        return a.device < d;
-                                    }) -
+        ann_pos_ = std::lower_bound(
+                       state_->annotations.begin(), state_->annotations.end(), device,
+                       [](const SnapshotAnnotation& a, std::uint16_t d) { return a.device < d; }) -
                    state_->annotations.begin();
         last_ns_ = t0;
         emit_initial_state(device, t0);
@@ -373,7 +377,9 @@ private:
                         for (const auto& [a, delta] : h->map_deltas) {
                             if (a >= s->address && a - s->address < s->total_size) net += delta;
                         }
-                        size = net >= 0 ? (static_cast<std::uint64_t>(net) >= size ? 0 : size - static_cast<std::uint64_t>(net))
+                        size = net >= 0 ? (static_cast<std::uint64_t>(net) >= size
+                                               ? 0
+                                               : size - static_cast<std::uint64_t>(net))
                                         : size + static_cast<std::uint64_t>(-net);
                         if (size == 0) continue;
                     }
@@ -384,7 +390,8 @@ private:
         }
         if (h != nullptr) {
             for (const SegmentFreedBefore& f : h->segments_freed_before) {
-                emit_segment_alloc(device, t0, f.address, f.size, stream_id(f.stream), kNoString, false, true);
+                emit_segment_alloc(device, t0, f.address, f.size, stream_id(f.stream), kNoString,
+                                   false, true);
             }
         }
         if (fit != final_by_device_.end()) {
@@ -394,7 +401,8 @@ private:
                     if (h != nullptr && h->blocks.count(b.address) != 0) continue;  // traced
                     emit_block_alloc(device, t0, b.address, b.size, b.requested, b.site,
                                      stream_id(s->stream), true, b.category);
-                    if (b.state == BlockState::kPendingFree) emit_block_free(device, t0, b.address, b.size, true, true);
+                    if (b.state == BlockState::kPendingFree)
+                        emit_block_free(device, t0, b.address, b.size, true, true);
                 }
             }
         }
@@ -450,14 +458,15 @@ private:
             case TraceAction::kSegmentMap:
                 // segment_alloc entries do not say whether the segment is expandable; the
                 // final state (or the allocator setting) does, and later maps extend it.
-                emit_segment_alloc(e.device, t, e.address, e.size, stream, e.site,
-                                   e.action == TraceAction::kSegmentMap ||
-                                       expandable_at(e.device, e.address),
-                                   false, pool_at(e.device, e.address));
+                emit_segment_alloc(
+                    e.device, t, e.address, e.size, stream, e.site,
+                    e.action == TraceAction::kSegmentMap || expandable_at(e.device, e.address),
+                    false, pool_at(e.device, e.address));
                 break;
             case TraceAction::kSegmentFree:
             case TraceAction::kSegmentUnmap:
-                emit_segment_free(e.device, t, e.address, e.size, e.action == TraceAction::kSegmentUnmap, false);
+                emit_segment_free(e.device, t, e.address, e.size,
+                                  e.action == TraceAction::kSegmentUnmap, false);
                 break;
             case TraceAction::kOom: {
                 Event ev = base(EventKind::kOutOfMemory, e.device, t, false);
@@ -477,8 +486,9 @@ private:
         auto fit = final_by_device_.find(device);
         if (fit != final_by_device_.end()) {
             const auto& segs = fit->second;
-            auto it = std::upper_bound(segs.begin(), segs.end(), address,
-                                       [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+            auto it = std::upper_bound(
+                segs.begin(), segs.end(), address,
+                [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
             if (it != segs.begin() && address - (*(it - 1))->address < (*(it - 1))->total_size) {
                 return (*(it - 1))->expandable;
             }
@@ -495,8 +505,9 @@ private:
         auto fit = final_by_device_.find(device);
         if (fit == final_by_device_.end()) return kSegmentPoolUnknown;
         const auto& segs = fit->second;
-        auto it = std::upper_bound(segs.begin(), segs.end(), address,
-                                   [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+        auto it = std::upper_bound(
+            segs.begin(), segs.end(), address,
+            [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
         if (it == segs.begin() || address - (*(it - 1))->address >= (*(it - 1))->total_size) {
             return kSegmentPoolUnknown;
         }
@@ -507,8 +518,9 @@ private:
         auto fit = final_by_device_.find(device);
         if (fit == final_by_device_.end()) return nullptr;
         const auto& segs = fit->second;
-        auto it = std::upper_bound(segs.begin(), segs.end(), address,
-                                   [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+        auto it = std::upper_bound(
+            segs.begin(), segs.end(), address,
+            [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
         if (it == segs.begin()) return nullptr;
         const SnapshotSegment* s = *(it - 1);
         for (const SnapshotBlock& b : s->blocks) {
@@ -526,18 +538,21 @@ private:
             last_ns_ = t;
             std::string_view name = strings_->lookup(a.name);
             if (name.rfind("ProfilerStep#", 0) == 0) {
-                Event ev = base(a.start ? EventKind::kStepBegin : EventKind::kStepEnd, current_, t, false);
+                Event ev =
+                    base(a.start ? EventKind::kStepBegin : EventKind::kStepEnd, current_, t, false);
                 ev.range.name = a.name;
                 ev.range.category = RangeCategory::kStep;
                 ev.range.id = parse_step(name.substr(13));
                 push(ev);
                 continue;
             }
-            Event ev = base(a.start ? EventKind::kRangeBegin : EventKind::kRangeEnd, kNoDevice, t, false);
+            Event ev =
+                base(a.start ? EventKind::kRangeBegin : EventKind::kRangeEnd, kNoDevice, t, false);
             ev.range.name = a.name;
             ev.range.category = name.rfind("Optimizer.", 0) == 0 ? RangeCategory::kPhase
-                                : name.rfind("enumerate(DataLoader)", 0) == 0 ? RangeCategory::kInputWait
-                                                                               : RangeCategory::kGeneric;
+                                : name.rfind("enumerate(DataLoader)", 0) == 0
+                                    ? RangeCategory::kInputWait
+                                    : RangeCategory::kGeneric;
             push(ev);
             if (!a.start && !profiler_steps_ && name.rfind("Optimizer.step#", 0) == 0) {
                 Event step = base(EventKind::kStepEnd, current_, t, true);
@@ -579,14 +594,16 @@ private:
         std::vector<std::pair<std::uint64_t, std::uint64_t>> stale;
         for (const auto& [addr, v] : sim_.blocks) {
             auto it = final_blocks.find(addr);
-            if (it == final_blocks.end() || it->second->size != v.first) stale.emplace_back(addr, v.first);
+            if (it == final_blocks.end() || it->second->size != v.first)
+                stale.emplace_back(addr, v.first);
         }
         for (const auto& [addr, size] : stale) emit_block_free(device, t, addr, size, false, true);
         // Segments: compare extents.
         std::vector<std::pair<std::uint64_t, std::pair<std::uint64_t, bool>>> extra;
         for (const auto& [addr, v] : sim_.segments) {
             auto it = final_segments.find(addr);
-            if (it == final_segments.end() || it->second->total_size != v.first) extra.emplace_back(addr, v);
+            if (it == final_segments.end() || it->second->total_size != v.first)
+                extra.emplace_back(addr, v);
         }
         for (const auto& [addr, v] : extra) {
             // Free the whole extent: non-expandable form frees the segment at its start.
@@ -595,8 +612,8 @@ private:
         for (const SnapshotSegment* s : finals) {
             auto it = sim_.segments.find(s->address);
             if (it == sim_.segments.end() || it->second.first != s->total_size) {
-                emit_segment_alloc(device, t, s->address, s->total_size, stream_id(s->stream), s->site,
-                                   s->expandable, true, pool_of(*s));
+                emit_segment_alloc(device, t, s->address, s->total_size, stream_id(s->stream),
+                                   s->site, s->expandable, true, pool_of(*s));
             }
         }
         for (const SnapshotSegment* s : finals) {
@@ -608,7 +625,8 @@ private:
                                      stream_id(s->stream), true, b.category);
                     it = sim_.blocks.find(b.address);
                 }
-                if (b.state == BlockState::kPendingFree && it != sim_.blocks.end() && !it->second.second) {
+                if (b.state == BlockState::kPendingFree && it != sim_.blocks.end() &&
+                    !it->second.second) {
                     emit_block_free(device, t, b.address, b.size, true, true);
                 }
             }
@@ -625,8 +643,9 @@ private:
         if (synthetic) ev.flags |= kEventFlagSynthetic;
         return ev;
     }
-    void emit_block_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                          std::uint64_t requested, StringId site, std::uint32_t stream, bool synthetic,
+    void emit_block_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr,
+                          std::uint64_t size, std::uint64_t requested, StringId site,
+                          std::uint32_t stream, bool synthetic,
                           MemoryCategory category = MemoryCategory::kOther) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kBlockAlloc, device, t, synthetic);
@@ -640,8 +659,8 @@ private:
         sim_.blocks[addr] = {size, false};
         push(ev);
     }
-    void emit_block_free(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                         bool pending, bool synthetic) {
+    void emit_block_free(std::uint16_t device, std::uint64_t t, std::uint64_t addr,
+                         std::uint64_t size, bool pending, bool synthetic) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kBlockFree, device, t, synthetic);
         if (pending) ev.flags |= kEventFlagPendingFree;
@@ -655,8 +674,9 @@ private:
         }
         push(ev);
     }
-    void emit_segment_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                            std::uint32_t stream, StringId site, bool expandable, bool synthetic,
+    void emit_segment_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr,
+                            std::uint64_t size, std::uint32_t stream, StringId site,
+                            bool expandable, bool synthetic,
                             std::uint64_t pool = kSegmentPoolUnknown) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kSegmentAlloc, device, t, synthetic);
@@ -669,8 +689,8 @@ private:
         sim_.map(addr, size, expandable);
         push(ev);
     }
-    void emit_segment_free(std::uint16_t device, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
-                           bool expandable, bool synthetic) {
+    void emit_segment_free(std::uint16_t device, std::uint64_t t, std::uint64_t addr,
+                           std::uint64_t size, bool expandable, bool synthetic) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kSegmentFree, device, t, synthetic);
         if (expandable) ev.flags |= kEventFlagExpandable;
@@ -690,8 +710,9 @@ private:
         auto fit = final_by_device_.find(device);
         if (fit == final_by_device_.end()) return 0;
         const auto& segs = fit->second;
-        auto it = std::upper_bound(segs.begin(), segs.end(), addr,
-                                   [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
+        auto it = std::upper_bound(
+            segs.begin(), segs.end(), addr,
+            [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
         if (it == segs.begin()) return 0;
         const SnapshotSegment* s = *(it - 1);
         if (addr - s->address >= s->total_size) return 0;
@@ -700,7 +721,8 @@ private:
 
     std::uint32_t stream_id(std::uint64_t stream) {
         if (stream == 0) return 0;
-        auto [it, fresh] = streams_.try_emplace(stream, static_cast<std::uint32_t>(streams_.size() + 1));
+        auto [it, fresh] =
+            streams_.try_emplace(stream, static_cast<std::uint32_t>(streams_.size() + 1));
         (void)fresh;
         return it->second;
     }

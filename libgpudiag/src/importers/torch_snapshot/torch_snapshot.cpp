@@ -16,10 +16,10 @@ namespace gpudiag::detail {
 namespace {
 
 // Stream roles, by position from the root.
-constexpr std::uint16_t kRootTag = 1;         // the root dict, or a bare list of segments
-constexpr std::uint16_t kSegmentsTag = 2;     // root["segments"]
-constexpr std::uint16_t kTracesTag = 3;       // root["device_traces"]
-constexpr std::uint16_t kAnnotationsTag = 4;  // root["external_annotations"]
+constexpr std::uint16_t kRootTag = 1;           // the root dict, or a bare list of segments
+constexpr std::uint16_t kSegmentsTag = 2;       // root["segments"]
+constexpr std::uint16_t kTracesTag = 3;         // root["device_traces"]
+constexpr std::uint16_t kAnnotationsTag = 4;    // root["external_annotations"]
 constexpr std::uint16_t kDeviceTraceTag = 100;  // root["device_traces"][d] -> 100 + d
 constexpr std::size_t kMaxDevices = 4096;
 
@@ -44,7 +44,9 @@ TraceAction parse_action(std::string_view a) {
     return TraceAction::kOther;
 }
 
-std::uint64_t non_negative(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
+std::uint64_t non_negative(std::int64_t v) {
+    return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+}
 
 class SnapshotHandler final : public PickleStreamHandler {
 public:
@@ -53,7 +55,8 @@ public:
 
     std::uint16_t root_tag() override { return kRootTag; }
 
-    std::uint16_t child_tag(std::uint16_t parent, std::string_view key, std::size_t index) override {
+    std::uint16_t child_tag(std::uint16_t parent, std::string_view key,
+                            std::size_t index) override {
         if (parent == kRootTag) {
             if (key == "segments") return kSegmentsTag;
             if (key == "device_traces") return kTracesTag;
@@ -132,8 +135,8 @@ private:
                                 "memory snapshot");
         }
         SnapshotSegment seg;
-        seg.device = static_cast<std::uint16_t>(std::min<std::int64_t>(
-            std::max<std::int64_t>(v.int_at("device", 0), 0), 0xFFFE));
+        seg.device = static_cast<std::uint16_t>(
+            std::min<std::int64_t>(std::max<std::int64_t>(v.int_at("device", 0), 0), 0xFFFE));
         seg.address = non_negative(v.int_at("address", 0));
         seg.total_size = non_negative(v.int_at("total_size", 0));
         seg.stream = static_cast<std::uint64_t>(v.int_at("stream", 0));
@@ -202,13 +205,18 @@ private:
             const PickleValue* value = items[i + 1].get();
             switch (k.size()) {
                 case 4:
-                    if (k == "addr") addr = value;
-                    else if (k == "size") size = value;
+                    if (k == "addr")
+                        addr = value;
+                    else if (k == "size")
+                        size = value;
                     break;
                 case 6:
-                    if (k == "action") action = value;
-                    else if (k == "stream") stream = value;
-                    else if (k == "frames") frames = value;
+                    if (k == "action")
+                        action = value;
+                    else if (k == "stream")
+                        stream = value;
+                    else if (k == "frames")
+                        frames = value;
                     break;
                 case 7:
                     if (k == "time_us") time_us = value;
@@ -369,7 +377,8 @@ Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
                                  SnapshotVisitor& visitor) noexcept {
     ended_early_ = false;
     bytes_read_ = 0;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
+                                                         &std::fclose);
     if (!file) {
         if (errno == ENOENT) return not_found(path + ": no such file");
         return io_error(path + ": cannot open (" + std::strerror(errno) + ")");

@@ -28,8 +28,8 @@ enum class BlockState : std::uint8_t { kActive, kPendingFree, kInactive };
 
 struct SnapshotBlock {
     std::uint64_t address = 0;
-    std::uint64_t size = 0;        ///< rounded bytes the block occupies
-    std::uint64_t requested = 0;   ///< bytes the program asked for
+    std::uint64_t size = 0;       ///< rounded bytes the block occupies
+    std::uint64_t requested = 0;  ///< bytes the program asked for
     BlockState state = BlockState::kInactive;
     StringId site = kNoString;
     MemoryCategory category = MemoryCategory::kOther;
@@ -42,7 +42,7 @@ struct SnapshotSegment {
     std::uint64_t stream = 0;
     bool expandable = false;
     bool small_pool = false;
-    bool private_pool = false;     ///< segment_pool_id != (0, 0): CUDA graph or MemPool
+    bool private_pool = false;  ///< segment_pool_id != (0, 0): CUDA graph or MemPool
     StringId site = kNoString;
     std::vector<SnapshotBlock> blocks;
 };

@@ -25,7 +25,7 @@ struct Snapshot {
     bool full_history;
     std::uint64_t segments_allocated;  // cudaMalloc calls recorded in the trace
     std::uint64_t allocations;
-    std::uint64_t peak_reserved;       // the recorded allocator's peak over the trace
+    std::uint64_t peak_reserved;  // the recorded allocator's peak over the trace
     std::uint64_t final_segments;
 };
 
@@ -80,11 +80,13 @@ TEST_P(WhatIfCorpus, SweepsTheUsualSettings) {
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     std::vector<std::string> changes;
     for (const auto& o : r->outcomes) changes.push_back(o.change);
-    for (const char* c : {"expandable_segments:True", "max_split_size_mb:128", "max_split_size_mb:256",
-                          "max_split_size_mb:512", "roundup_power2_divisions:4"}) {
+    for (const char* c :
+         {"expandable_segments:True", "max_split_size_mb:128", "max_split_size_mb:256",
+          "max_split_size_mb:512", "roundup_power2_divisions:4"}) {
         EXPECT_NE(std::find(changes.begin(), changes.end(), c), changes.end()) << c;
     }
-    const WhatIfStart expected = s.full_history ? WhatIfStart::kRecordedState : WhatIfStart::kLiveBlocks;
+    const WhatIfStart expected =
+        s.full_history ? WhatIfStart::kRecordedState : WhatIfStart::kLiveBlocks;
     for (std::size_t i = 1; i < r->outcomes.size(); ++i) {
         const WhatIfOutcome& o = r->outcomes[i];
         EXPECT_EQ(o.start, expected) << o.change;
@@ -105,11 +107,13 @@ TEST_P(WhatIfCorpus, RendersTextAndJson) {
     auto r = whatif_file(corpus_path(s.file));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const std::string text = whatif_text(*r);
-    EXPECT_NE(text.find("Reproduction under the recorded settings: exact"), std::string::npos) << text;
+    EXPECT_NE(text.find("Reproduction under the recorded settings: exact"), std::string::npos)
+        << text;
     EXPECT_NE(text.find("expandable_segments:True"), std::string::npos);
     const std::string json = whatif_json(*r);
     EXPECT_NE(json.find("\"exact\": true"), std::string::npos);
-    EXPECT_NE(json.find("\"peak_reserved_bytes\": " + std::to_string(s.peak_reserved)), std::string::npos);
+    EXPECT_NE(json.find("\"peak_reserved_bytes\": " + std::to_string(s.peak_reserved)),
+              std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Snapshots, WhatIfCorpus, ::testing::ValuesIn(kCorpus),

@@ -232,9 +232,10 @@ TEST(AllocatorModel, AdoptedSegmentsKeepTheirLayout) {
     Model t;
     // A block allocated before the history, known by its request only: 0.5 MiB of its 20 MiB
     // segment would not have been split off, so it owns the whole segment.
-    ASSERT_TRUE(t.m.adopt_segment(0x7000000000, 20 * MiB, 0, false, false,
-                                  {{1, 0x7000000000, 19 * MiB + 512 * 1024, 19 * MiB + 512 * 1024, false}})
-                    .is_ok());
+    ASSERT_TRUE(
+        t.m.adopt_segment(0x7000000000, 20 * MiB, 0, false, false,
+                          {{1, 0x7000000000, 19 * MiB + 512 * 1024, 19 * MiB + 512 * 1024, false}})
+            .is_ok());
     EXPECT_EQ(t.m.stats().active, 20 * MiB);
     // Another one leaves a 15 MiB cached tail, which the next fitting request gets.
     ASSERT_TRUE(t.m.adopt_segment(0x8000000000, 20 * MiB, 0, false, false,

@@ -51,9 +51,12 @@ TEST(AllocatorSettings, DivisionsFollowTorchsIntervalRules) {
 TEST(AllocatorSettings, RefusesWhatTorchRefuses) {
     AllocatorSettings s;
     EXPECT_EQ(apply_allocator_conf(s, "max_split_size_mb:10").code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(apply_allocator_conf(s, "garbage_collection_threshold:1.5").code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(apply_allocator_conf(s, "roundup_power2_divisions:3").code(), StatusCode::kInvalidArgument);
-    EXPECT_EQ(apply_allocator_conf(s, "expandable_segments:maybe").code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "garbage_collection_threshold:1.5").code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "roundup_power2_divisions:3").code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(apply_allocator_conf(s, "expandable_segments:maybe").code(),
+              StatusCode::kInvalidArgument);
     EXPECT_EQ(apply_allocator_conf(s, "no_such_option:1").code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(apply_allocator_conf(s, "backend:cudaMallocAsync").code(), StatusCode::kUnsupported);
     EXPECT_EQ(s, AllocatorSettings{});
@@ -64,8 +67,9 @@ TEST(AllocatorSettings, ReadsWhatASnapshotRecorded) {
     info.properties = {{"max_split_size", "-1"},
                        {"garbage_collection_threshold", "0"},
                        {"expandable_segments", "true"},
-                       {"roundup_power2_divisions", "[1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,256:0,512:8,"
-                                                    "1024:8,2048:8,4096:8,8192:8,16384:8,32768:8]"}};
+                       {"roundup_power2_divisions",
+                        "[1:0,2:0,4:0,8:0,16:0,32:0,64:0,128:0,256:0,512:8,"
+                        "1024:8,2048:8,4096:8,8192:8,16384:8,32768:8]"}};
     AllocatorSettings s;
     bool recorded = false;
     ASSERT_TRUE(settings_from_source(info, s, recorded).is_ok());
@@ -78,24 +82,31 @@ TEST(AllocatorSettings, ReadsWhatASnapshotRecorded) {
 
 // ---- event streams ----
 
-Event memory(EventKind kind, std::uint64_t address, std::uint64_t bytes, std::uint8_t extra_flags = 0) {
+Event memory(EventKind kind, std::uint64_t address, std::uint64_t bytes,
+             std::uint8_t extra_flags = 0) {
     static std::uint64_t clock = 0;
     Event e;
     e.kind = kind;
     e.device = 0;
     e.start_ns = e.end_ns = ++clock;
-    e.flags = static_cast<std::uint8_t>(static_cast<std::uint8_t>(MemoryKind::kDevice) | extra_flags);
+    e.flags =
+        static_cast<std::uint8_t>(static_cast<std::uint8_t>(MemoryKind::kDevice) | extra_flags);
     e.memory.address = address;
     e.memory.bytes = bytes;
-    e.memory.aux = kind == EventKind::kSegmentAlloc ? (bytes == 2 * MiB ? kSegmentPoolSmall : kSegmentPoolLarge)
-                                                    : bytes;
+    e.memory.aux = kind == EventKind::kSegmentAlloc
+                       ? (bytes == 2 * MiB ? kSegmentPoolSmall : kSegmentPoolLarge)
+                       : bytes;
     return e;
 }
-Event segment(std::uint64_t address, std::uint64_t bytes) { return memory(EventKind::kSegmentAlloc, address, bytes); }
+Event segment(std::uint64_t address, std::uint64_t bytes) {
+    return memory(EventKind::kSegmentAlloc, address, bytes);
+}
 Event segment_free(std::uint64_t address, std::uint64_t bytes) {
     return memory(EventKind::kSegmentFree, address, bytes);
 }
-Event alloc(std::uint64_t address, std::uint64_t bytes) { return memory(EventKind::kBlockAlloc, address, bytes); }
+Event alloc(std::uint64_t address, std::uint64_t bytes) {
+    return memory(EventKind::kBlockAlloc, address, bytes);
+}
 // torch records a free as requested, then completed.
 void free_block(std::vector<Event>& out, std::uint64_t address, std::uint64_t bytes) {
     out.push_back(memory(EventKind::kBlockFree, address, bytes, kEventFlagPendingFree));
@@ -118,7 +129,8 @@ SourceInfo snapshot_info() {
     SourceInfo info;
     info.producer = "torch-snapshot";
     info.description = "test";
-    info.properties = {{"max_split_size", "-1"}, {"garbage_collection_threshold", "0"},
+    info.properties = {{"max_split_size", "-1"},
+                       {"garbage_collection_threshold", "0"},
                        {"expandable_segments", "false"}};
     return info;
 }
@@ -224,9 +236,10 @@ TEST(AllocatorWhatIf, FindsTheSettingThatAvoidsASplitSegmentOom) {
         }
     }
     EXPECT_TRUE(oversize_avoids);
-    EXPECT_EQ(r->advice,
-              "With max_split_size_mb:128 the out-of-memory failure would not recur: the peak reserved "
-              "would be 612 MiB instead of 600 MiB.");
+    EXPECT_EQ(
+        r->advice,
+        "With max_split_size_mb:128 the out-of-memory failure would not recur: the peak reserved "
+        "would be 612 MiB instead of 600 MiB.");
     const AllocatorAdvice advice = allocator_advice(*history_of(split_big_segment_then_oom()));
     EXPECT_TRUE(advice.available);
     EXPECT_TRUE(advice.recorded_oom);
@@ -324,19 +337,23 @@ TEST(AllocatorWhatIf, ReproducesExpandableSegmentsPageByPage) {
 }
 
 TEST(AllocatorWhatIf, RefusesInputsWithoutHistoryAndBadSettings) {
-    std::vector<Event> state_only = {synthetic(segment(kA, 20 * MiB)), synthetic(alloc(kA, 5 * MiB))};
+    std::vector<Event> state_only = {synthetic(segment(kA, 20 * MiB)),
+                                     synthetic(alloc(kA, 5 * MiB))};
     EXPECT_EQ(whatif(state_only).status().code(), StatusCode::kFailedPrecondition);
     WhatIfOptions bad;
     bad.settings = {"max_split_size_mb:1"};
-    EXPECT_EQ(whatif(split_big_segment_then_oom(), bad).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), bad).status().code(),
+              StatusCode::kInvalidArgument);
     WhatIfOptions fraction;
     fraction.settings = {"per_process_memory_fraction:0.5"};
-    EXPECT_EQ(whatif(split_big_segment_then_oom(), fraction).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), fraction).status().code(),
+              StatusCode::kInvalidArgument);
     fraction.capacity_bytes = 2000 * MiB;
     EXPECT_TRUE(whatif(split_big_segment_then_oom(), fraction).is_ok());
     WhatIfOptions device;
     device.device = 3;
-    EXPECT_EQ(whatif(split_big_segment_then_oom(), device).status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), device).status().code(),
+              StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 namespace gpudiag {
 namespace {
 
-
 Event counter(std::uint64_t t, std::uint16_t device, CounterKind kind, double value) {
     Event e;
     e.kind = EventKind::kCounter;
@@ -24,7 +23,8 @@ Event counter(std::uint64_t t, std::uint16_t device, CounterKind kind, double va
 
 // `n` samples one second apart; `reasons(i)` gives the clock-event reasons of sample i.
 template <typename Reasons>
-std::vector<Event> samples(int n, Reasons reasons, double temperature = 70, std::uint16_t device = 0) {
+std::vector<Event> samples(int n, Reasons reasons, double temperature = 70,
+                           std::uint16_t device = 0) {
     std::vector<Event> ev;
     for (int i = 0; i < n; ++i) {
         std::uint64_t t = 1'000'000'000ULL * (i + 1);
@@ -34,8 +34,10 @@ std::vector<Event> samples(int n, Reasons reasons, double temperature = 70, std:
         ev.push_back(counter(t, device, CounterKind::kTemperatureC, temperature));
         ev.push_back(counter(t, device, CounterKind::kPowerWatts, 690));
         ev.push_back(counter(t, device, CounterKind::kPowerLimitWatts, 700));
-        ev.push_back(counter(t, device, CounterKind::kThrottleReasons, static_cast<double>(reasons(i))));
-        ev.push_back(counter(t, device, CounterKind::kDeviceMemoryTotalBytes, 141.0 * (1ULL << 30)));
+        ev.push_back(
+            counter(t, device, CounterKind::kThrottleReasons, static_cast<double>(reasons(i))));
+        ev.push_back(
+            counter(t, device, CounterKind::kDeviceMemoryTotalBytes, 141.0 * (1ULL << 30)));
     }
     return ev;
 }
@@ -72,12 +74,14 @@ TEST(HealthAnalyzerTest, ThermalThrottleAboveFivePercentOfBusySamples) {
 }
 
 TEST(HealthAnalyzerTest, OccasionalThrottleIsNotAFinding) {
-    auto ev = samples(100, [](int i) -> std::uint64_t { return i < 4 ? clock_event_reason::kSwThermal : 0; });
+    auto ev = samples(
+        100, [](int i) -> std::uint64_t { return i < 4 ? clock_event_reason::kSwThermal : 0; });
     EXPECT_EQ(analyze(ev).finding("thermal_throttle"), nullptr);  // 4 % of busy samples
 }
 
 TEST(HealthAnalyzerTest, HardwareThermalSlowdownIsCritical) {
-    auto ev = samples(20, [](int) { return clock_event_reason::kHwSlowdown; }, 91);
+    auto ev = samples(
+        20, [](int) { return clock_event_reason::kHwSlowdown; }, 91);
     Report r = analyze(ev);
     const Finding* f = r.finding("thermal_throttle");
     ASSERT_NE(f, nullptr);
@@ -109,7 +113,8 @@ TEST(HealthAnalyzerTest, UncorrectedEccIsCriticalAndGrowingCorrectedIsAWarning) 
     ev.push_back(counter(4, 1, CounterKind::kEccUncorrectedErrors, 1));
     Report r = analyze(ev);
     bool critical = false;
-    for (const auto& f : r.findings) critical |= f.id == "ecc_errors" && f.severity == Severity::kCritical && f.device == 1;
+    for (const auto& f : r.findings)
+        critical |= f.id == "ecc_errors" && f.severity == Severity::kCritical && f.device == 1;
     EXPECT_TRUE(critical);
 }
 
@@ -134,7 +139,8 @@ TEST(HealthAnalyzerTest, NoCountersNoSection) {
 }
 
 TEST(HealthAnalyzerTest, RunsInTheRegisteredPipeline) {
-    auto ev = samples(10, [](int) { return clock_event_reason::kSwThermal | clock_event_reason::kHwThermal; });
+    auto ev = samples(
+        10, [](int) { return clock_event_reason::kSwThermal | clock_event_reason::kHwThermal; });
     StringTable strings;
     auto r = analyze_events(ev, SourceInfo{}, strings);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();

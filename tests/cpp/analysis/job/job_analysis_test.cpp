@@ -11,7 +11,8 @@
 namespace gpudiag::testing {
 namespace {
 
-const char* kNccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)";
+const char* kNccl =
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)";
 
 // One rank: compute, then an all-reduce that ends at the same time on every rank (it waits for
 // the last rank to arrive).
@@ -64,7 +65,8 @@ Report ddp_rank(std::int32_t rank, const std::vector<std::uint64_t>& bucket_of_r
             const std::uint64_t ready = s + 3'100 * kUs + (b + 1) * bucket;
             t.kernel(ready - bucket, bucket, s + (10 + b) * kUs);  // backward of bucket b
             const std::uint64_t start = std::max(ready, previous_end);
-            const std::uint64_t end = std::max(s + 3'100 * kUs + (b + 1) * slowest, previous_end) + 300 * kUs;
+            const std::uint64_t end =
+                std::max(s + 3'100 * kUs + (b + 1) * slowest, previous_end) + 300 * kUs;
             t.kernel(start, end - start, s + (20 + b) * kUs, kNccl, 20);  // its all-reduce
             previous_end = end;
         }

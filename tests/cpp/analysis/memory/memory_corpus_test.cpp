@@ -17,10 +17,14 @@ namespace {
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-std::string corpus(const std::string& rel) { return std::string(GPUDIAG_CORPUS_DIR) + "/" + rel; }
+std::string corpus(const std::string& rel) {
+    return std::string(GPUDIAG_CORPUS_DIR) + "/" + rel;
+}
 
 // torch's segment size for a large request: 2 MiB multiples (requests here are all > 10 MiB).
-std::uint64_t segment_for(std::uint64_t bytes) { return (bytes + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB); }
+std::uint64_t segment_for(std::uint64_t bytes) {
+    return (bytes + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB);
+}
 
 struct SnapshotCase {
     const char* file;
@@ -133,14 +137,16 @@ TEST(MemoryCorpus, AllocatorFindingsQuoteTheWhatIfPrediction) {
             ASSERT_TRUE(whatif.is_ok()) << c.file << ": " << whatif.status().to_string();
             ASSERT_FALSE(whatif->advice.empty());
             ASSERT_FALSE(f.advice.empty());
-            const std::string& quoting = whatif->reproduction.exact ? f.advice.front() : f.advice.back();
+            const std::string& quoting =
+                whatif->reproduction.exact ? f.advice.front() : f.advice.back();
             EXPECT_NE(quoting.find(whatif->advice), std::string::npos)
                 << c.file << " " << f.id << ": " << quoting << "\nexpected: " << whatif->advice;
             ++quoted;
         }
     }
     if (snapshots == 0) GTEST_SKIP() << "corpus snapshots absent";
-    EXPECT_GT(quoted, 0) << "every corpus snapshot has a bloated or fragmented cache (see kSnapshots)";
+    EXPECT_GT(quoted, 0)
+        << "every corpus snapshot has a bloated or fragmented cache (see kSnapshots)";
 }
 
 // Real recordings of healthy programs: no snapshot (one iteration or a benchmark, memory growing
@@ -152,7 +158,8 @@ TEST(MemoryCorpus, NoRealRecordingIsALeak) {
         if (!std::filesystem::exists(d)) continue;
         for (const auto& e : std::filesystem::directory_iterator(d)) {
             std::string name = e.path().filename().string();
-            if (name.find(".pickle") != std::string::npos || name.find(".json") != std::string::npos) {
+            if (name.find(".pickle") != std::string::npos ||
+                name.find(".json") != std::string::npos) {
                 files.push_back(e.path().string());
             }
         }
@@ -183,7 +190,8 @@ bool has_note(const Report& r, const char* words) {
 // and every segment figure are absent with a note, and the capacity is the one V100 the program
 // used, not the four the trace lists.
 TEST(MemoryCorpus, KinetoEventsWithoutAddressesStillGiveTheAllocatedLevel) {
-    std::string path = corpus("kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
+    std::string path = corpus(
+        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto r = analyze_files({path});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -191,8 +199,9 @@ TEST(MemoryCorpus, KinetoEventsWithoutAddressesStillGiveTheAllocatedLevel) {
     ASSERT_NE(peak, nullptr) << render_text(*r);
     EXPECT_GT(peak->value, 2.4 * static_cast<double>(kGiB));
     EXPECT_LT(peak->value, 2.8 * static_cast<double>(kGiB));
-    for (const char* absent : {"reserved_bytes", "free_in_segments_bytes", "external_fragmentation",
-                               "largest_free_block_bytes", "releasable_bytes", "peak_reserved_bytes"}) {
+    for (const char* absent :
+         {"reserved_bytes", "free_in_segments_bytes", "external_fragmentation",
+          "largest_free_block_bytes", "releasable_bytes", "peak_reserved_bytes"}) {
         EXPECT_EQ(memory_figure(*r, absent), nullptr) << absent;
     }
     EXPECT_TRUE(has_note(*r, "running sum"));
@@ -221,7 +230,8 @@ TEST(MemoryCorpus, KinetoTotalsAreTheLevel) {
 
 // A trace with no memory events says so instead of an all-clear about memory.
 TEST(MemoryCorpus, MemoryNotObservedIsSaid) {
-    std::string path = corpus("kineto_traces/hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
+    std::string path =
+        corpus("kineto_traces/hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto r = analyze_files({path});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // MemoryLedger: books, reconciliation with the driver view, layout, watches, bounded state.
-#include "analysis/memory/address_table.hpp"
 #include "analysis/memory/memory_ledger.hpp"
+#include "analysis/memory/address_table.hpp"
 #include "analysis/memory/memory_series.hpp"
 #include "memory_test_events.hpp"
 
@@ -60,7 +60,8 @@ TEST(MemoryLedger, BlocksSegmentsAndPendingFrees) {
     EXPECT_EQ(t.allocated_rounded, 6 * kMiB);
     EXPECT_EQ(t.allocated_requested, 6 * kMiB - 100);
     // free_requested: leaves "allocated", still occupies the segment.
-    l.apply(mem(EventKind::kBlockFree, 4, 0x1000000, 4 * kMiB, kNoString, 0, kEventFlagPendingFree));
+    l.apply(
+        mem(EventKind::kBlockFree, 4, 0x1000000, 4 * kMiB, kNoString, 0, kEventFlagPendingFree));
     t = l.totals(0);
     EXPECT_EQ(t.allocated_rounded, 2 * kMiB);
     EXPECT_EQ(t.pending_free, 4 * kMiB);
@@ -85,11 +86,13 @@ TEST(MemoryLedger, ExpandableSegmentsGrowAndShrink) {
     MemoryLedger l;
     const std::uint64_t base = 0x7f0000000000;
     l.apply(mem(EventKind::kSegmentAlloc, 1, base, 20 * kMiB, kNoString, 0, kEventFlagExpandable));
-    l.apply(mem(EventKind::kSegmentAlloc, 2, base + 20 * kMiB, 40 * kMiB, kNoString, 0, kEventFlagExpandable));
+    l.apply(mem(EventKind::kSegmentAlloc, 2, base + 20 * kMiB, 40 * kMiB, kNoString, 0,
+                kEventFlagExpandable));
     EXPECT_EQ(l.totals(0).segments, 1u);
     EXPECT_EQ(l.totals(0).reserved, 60 * kMiB);
     l.apply(mem(EventKind::kBlockAlloc, 3, base + 50 * kMiB, 10 * kMiB));
-    l.apply(mem(EventKind::kSegmentFree, 4, base + 20 * kMiB, 20 * kMiB, kNoString, 0, kEventFlagExpandable));
+    l.apply(mem(EventKind::kSegmentFree, 4, base + 20 * kMiB, 20 * kMiB, kNoString, 0,
+                kEventFlagExpandable));
     LedgerTotals t = l.totals(0);
     EXPECT_EQ(t.reserved, 40 * kMiB);
     EXPECT_EQ(t.segments, 2u);  // a hole unmapped in the middle splits the range
@@ -151,7 +154,7 @@ TEST(MemoryLedger, WatchFiresOncePerUpwardCrossingWithHysteresis) {
     grow(2 * kMiB);  // still above: no second call
     EXPECT_EQ(calls.size(), 1u);
     l.apply(mem(EventKind::kSegmentFree, ++t, second, 12 * kMiB));  // 82 %: below 85.5 %, re-arms
-    grow(10 * kMiB);                                                 // 92 % again: fires again
+    grow(10 * kMiB);                                                // 92 % again: fires again
     EXPECT_EQ(calls.size(), 2u);
     (void)first;
     // A watch on another device never fires here; a throwing callback does not break the books.
@@ -294,19 +297,22 @@ TEST(MemoryLedger, BatchedApplyKeepsTheSameBooks) {
         unsigned r = static_cast<unsigned>(rng() % 100);
         if (r < 2) {
             std::uint64_t addr = seg_addr;
-            events.push_back(mem(seg_live[seg] != 0 ? EventKind::kSegmentFree : EventKind::kSegmentAlloc,
-                                 t++, addr, 20 * kMiB));
+            events.push_back(
+                mem(seg_live[seg] != 0 ? EventKind::kSegmentFree : EventKind::kSegmentAlloc, t++,
+                    addr, 20 * kMiB));
             seg_live[seg] ^= 1;
         } else if (r < 55 || live.empty()) {
             std::uint64_t addr = seg_addr + (rng() % 40) * 512 * 1024;  // some fall past 20 MiB
             if (live.count(addr) != 0) continue;
-            Event e = mem(EventKind::kBlockAlloc, t++, addr, 512 * 1024, static_cast<StringId>(2 + rng() % 5));
+            Event e = mem(EventKind::kBlockAlloc, t++, addr, 512 * 1024,
+                          static_cast<StringId>(2 + rng() % 5));
             e.memory.aux = 512 * 1024 - rng() % 512;
             events.push_back(e);
             live[addr] = false;
         } else {
             auto it = live.begin();
-            std::advance(it, static_cast<std::ptrdiff_t>(rng() % std::min<std::size_t>(live.size(), 16)));
+            std::advance(
+                it, static_cast<std::ptrdiff_t>(rng() % std::min<std::size_t>(live.size(), 16)));
             bool pending = !it->second && rng() % 3 == 0;
             events.push_back(mem(EventKind::kBlockFree, t++, it->first, 0, kNoString, 0,
                                  pending ? kEventFlagPendingFree : 0));

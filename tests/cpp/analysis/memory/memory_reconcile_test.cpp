@@ -29,7 +29,8 @@ Event counter(std::uint64_t t, CounterKind kind, std::uint64_t bytes, std::uint1
 }
 
 Event pinned(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64_t bytes) {
-    return mem(kind, t, address, bytes, kNoString, 0, static_cast<std::uint8_t>(MemoryKind::kPinned));
+    return mem(kind, t, address, bytes, kNoString, 0,
+               static_cast<std::uint8_t>(MemoryKind::kPinned));
 }
 
 std::uint64_t owner_line(const LedgerTotals& t, MemoryOwner o) {
@@ -48,7 +49,8 @@ TEST(Reconcile, PolledTotalsAndCuptiWithoutSitesCountOnce) {
     std::uint64_t t = 1000;
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7f0000000000, 2 * kGiB));  // torch segment
     for (std::uint64_t i = 0; i < 3; ++i) {
-        l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000 + i * 128 * kMiB, 128 * kMiB));  // NCCL
+        l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000 + i * 128 * kMiB,
+                    128 * kMiB));  // NCCL
     }
     l.apply(pinned(EventKind::kDeviceAlloc, t += 10, 0x5000000, 256 * kMiB));  // pin_memory=True
     l.apply(counter(t += 10, CounterKind::kFrameworkReservedBytes, 2 * kGiB));
@@ -60,7 +62,7 @@ TEST(Reconcile, PolledTotalsAndCuptiWithoutSitesCountOnce) {
     EXPECT_EQ(x.framework_attributed, 2 * kGiB);
     EXPECT_EQ(x.outside(), kNccl);
     EXPECT_EQ(owner_line(x, MemoryOwner::kNoSite), kNccl);
-    EXPECT_EQ(x.used(), 2 * kGiB + kNccl);  // not 4 GiB + NCCL: torch's cudaMalloc counted once
+    EXPECT_EQ(x.used(), 2 * kGiB + kNccl);   // not 4 GiB + NCCL: torch's cudaMalloc counted once
     EXPECT_EQ(l.pinned_host(), 256 * kMiB);  // host memory: its own line, not device memory
     EXPECT_TRUE(l.pinned_host_seen());
 
@@ -100,18 +102,22 @@ TEST(Reconcile, CallSitesNameTheOwnerOfEachDriverAllocation) {
     MemoryLedger l;
     l.set_strings(&strings);
     StringId torch = strings.intern(
-        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc+0x1a (libc10_cuda.so) "
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc+0x1a "
+        "(libc10_cuda.so) "
         "< at::native::empty_cuda+0x3c (libtorch_cuda.so)");
-    StringId nccl = strings.intern("ncclCommInitRank+0x88 (libnccl.so.2) < c10d::ProcessGroupNCCL::getNCCLComm "
-                                   "(libtorch_cuda.so)");
-    StringId cublas = strings.intern("cublasLtMatmul+0x120 (libcublasLt.so.12) < mylib::gemm (libmylib.so)");
+    StringId nccl = strings.intern(
+        "ncclCommInitRank+0x88 (libnccl.so.2) < c10d::ProcessGroupNCCL::getNCCLComm "
+        "(libtorch_cuda.so)");
+    StringId cublas =
+        strings.intern("cublasLtMatmul+0x120 (libcublasLt.so.12) < mylib::gemm (libmylib.so)");
     StringId cudnn = strings.intern("cudnnConvolutionForward+0x40 (libcudnn_cnn.so.9)");
     StringId other = strings.intern("MyArena::grow+0x10 (libmyarena.so) < main (service)");
     std::uint64_t t = 1000;
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7f0000000000, 2 * kGiB, torch));
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7f0080000000, kGiB, torch));
     for (std::uint64_t i = 0; i < 3; ++i) {
-        l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000 + i * 128 * kMiB, 128 * kMiB, nccl));
+        l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000 + i * 128 * kMiB, 128 * kMiB,
+                    nccl));
     }
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7d0000000000, 32 * kMiB, cublas));
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7d0010000000, 64 * kMiB, cudnn));
@@ -134,8 +140,10 @@ TEST(Reconcile, CallSitesNameTheOwnerOfEachDriverAllocation) {
     // Sites of the outside memory are kept for growth and peak attribution; torch's are not.
     bool nccl_site = false;
     for (const auto& u : l.sites(0)) {
-        if (u.driver && u.site == nccl) nccl_site = u.live_bytes == static_cast<std::int64_t>(kNccl);
-        EXPECT_FALSE(u.driver && u.site == torch && u.live_bytes > 0) << "framework bytes are not outside";
+        if (u.driver && u.site == nccl)
+            nccl_site = u.live_bytes == static_cast<std::int64_t>(kNccl);
+        EXPECT_FALSE(u.driver && u.site == torch && u.live_bytes > 0)
+            << "framework bytes are not outside";
     }
     EXPECT_TRUE(nccl_site);
 }
@@ -147,9 +155,9 @@ TEST(Reconcile, SegmentEventsMatchTheirDriverAllocationsInEitherOrder) {
     std::uint64_t t = 1000;
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7f0000000000, 2 * kGiB));  // CUPTI first
     l.apply(mem(EventKind::kSegmentAlloc, t += 10, 0x7f0000000000, 2 * kGiB));
-    l.apply(mem(EventKind::kSegmentAlloc, t += 10, 0x7f0080000000, kGiB));     // allocator first
+    l.apply(mem(EventKind::kSegmentAlloc, t += 10, 0x7f0080000000, kGiB));  // allocator first
     l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7f0080000000, kGiB));
-    l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000, kNccl));     // NCCL
+    l.apply(mem(EventKind::kDeviceAlloc, t += 10, 0x7e0000000000, kNccl));  // NCCL
     l.apply(mem(EventKind::kBlockAlloc, t += 10, 0x7f0000000000, kGiB));
     // A polled total alongside does not replace the segments' sum.
     l.apply(counter(t += 10, CounterKind::kFrameworkReservedBytes, 2 * kGiB));
@@ -178,8 +186,10 @@ TEST(Reconcile, ReportOfALiveLikeJobHasEveryLineAndNoDoubleCount) {
     for (std::uint64_t s = 0; s < 10; ++s) {
         ev.push_back(step(EventKind::kStepBegin, t += 1000, s));
         ev.push_back(counter(t += 10, CounterKind::kFrameworkReservedBytes, 3 * kGiB));
-        ev.push_back(counter(t += 10, CounterKind::kFrameworkAllocatedBytes, 2 * kGiB + s % 2 * 256 * kMiB));
-        ev.push_back(counter(t += 10, CounterKind::kProcessMemoryUsedBytes, kContext + 3 * kGiB + kNccl));
+        ev.push_back(
+            counter(t += 10, CounterKind::kFrameworkAllocatedBytes, 2 * kGiB + s % 2 * 256 * kMiB));
+        ev.push_back(
+            counter(t += 10, CounterKind::kProcessMemoryUsedBytes, kContext + 3 * kGiB + kNccl));
         ev.push_back(step(EventKind::kStepEnd, t += 1000, s));
     }
     SourceInfo info;

@@ -14,8 +14,9 @@ namespace {
 
 using namespace gpudiag::testing;
 
-const char* const kMemoryFindings[] = {"memory_leak", "fragmentation", "reserved_unused",
-                                       "near_oom", "memory_outside_framework", "out_of_memory"};
+const char* const kMemoryFindings[] = {
+    "memory_leak",  "fragmentation", "reserved_unused", "near_oom", "memory_outside_framework",
+    "out_of_memory"};
 
 struct TrainingRun {
     int steps = 200;
@@ -42,7 +43,8 @@ Report run(const TrainingRun& cfg, StringTable& strings) {
         ev.push_back(step(EventKind::kStepBegin, t += 1000, static_cast<std::uint64_t>(s)));
         std::vector<std::uint64_t> live;
         for (int k = 0; k < 8; ++k) {
-            std::uint64_t size = (64 + 16 * static_cast<std::uint64_t>(k) + (rng() % 2) * 32) * kMiB;
+            std::uint64_t size =
+                (64 + 16 * static_cast<std::uint64_t>(k) + (rng() % 2) * 32) * kMiB;
             live.push_back(heap.alloc(t += 1000, size, act));
         }
         if (s % 25 == 24) live.push_back(heap.alloc(t += 1000, kGiB, eval));
@@ -127,7 +129,8 @@ Report stepless_run(std::uint64_t leak_per_iteration, int iterations, StringTabl
     for (int s = 0; s < iterations; ++s) {
         std::vector<std::uint64_t> live;
         for (int k = 0; k < 8; ++k) {
-            std::uint64_t size = (64 + 16 * static_cast<std::uint64_t>(k) + (rng() % 2) * 32) * kMiB;
+            std::uint64_t size =
+                (64 + 16 * static_cast<std::uint64_t>(k) + (rng() % 2) * 32) * kMiB;
             live.push_back(heap.alloc(t += 5'000'000, size, act));
         }
         if (leak_per_iteration != 0) heap.alloc(t += 1'000'000, leak_per_iteration, leak);
@@ -148,7 +151,8 @@ TEST(MemoryScenario, SteplessLeakIsFoundFromTheAllocationPattern) {
     const Finding* f = r.finding("memory_leak");
     ASSERT_NE(f, nullptr) << render_text(r);
     bool period = false;
-    for (const auto& e : f->evidence) period = period || e.find("repeats every") != std::string::npos;
+    for (const auto& e : f->evidence)
+        period = period || e.find("repeats every") != std::string::npos;
     EXPECT_TRUE(period) << "the verdict names its repetitions";
     double per_hour = -1;
     for (const auto& fig : f->figures) {
@@ -192,7 +196,8 @@ TEST(MemoryScenario, GrowthWithinOneIterationIsNotALeak) {
     const Finding* g = r->finding("memory_growth_in_iteration");
     ASSERT_NE(g, nullptr) << render_text(*r);
     EXPECT_EQ(g->severity, Severity::kInfo);
-    for (const auto& fig : g->figures) EXPECT_EQ(fig.unit.find("/"), std::string::npos) << "no rate: " << fig.key;
+    for (const auto& fig : g->figures)
+        EXPECT_EQ(fig.unit.find("/"), std::string::npos) << "no rate: " << fig.key;
 }
 
 // An OOM seen through CUPTI carries no device (and, in deep mode, the request): it is explained
@@ -228,7 +233,8 @@ TEST(MemoryScenario, CuptiSeenOomWithoutADeviceIsExplained) {
     EXPECT_EQ(oom->device, 0);
     EXPECT_NE(oom->title.find("fragmentation"), std::string::npos) << oom->title;
     bool retries_noted = false;
-    for (const auto& n : r->notes) retries_noted = retries_noted || n.find("retries") != std::string::npos;
+    for (const auto& n : r->notes)
+        retries_noted = retries_noted || n.find("retries") != std::string::npos;
     EXPECT_TRUE(retries_noted);
 }
 
@@ -272,7 +278,8 @@ TEST(MemoryScenario, FragmentationFailsARequestThatTotalFreeWouldServe) {
     EXPECT_NE(oom->title.find("fragmentation"), std::string::npos) << oom->title;
     EXPECT_NE(oom->summary.find("2.0 GiB"), std::string::npos) << oom->summary;  // free in total
     ASSERT_FALSE(oom->advice.empty());
-    EXPECT_NE(oom->advice.front().find("expandable_segments:True"), std::string::npos) << render_text(r);
+    EXPECT_NE(oom->advice.front().find("expandable_segments:True"), std::string::npos)
+        << render_text(r);
     const Finding* frag = r.finding("fragmentation");
     ASSERT_NE(frag, nullptr);
     EXPECT_EQ(frag->severity, Severity::kCritical);
@@ -302,7 +309,7 @@ TEST(MemoryScenario, MemoryOutsideTheFrameworkIsReported) {
     StringTable strings;
     std::vector<Event> ev;
     ev.push_back(mem(EventKind::kSegmentAlloc, 1, 0x10000000, 2 * kGiB));
-    ev.push_back(mem(EventKind::kDeviceAlloc, 2, 0x10000000, 2 * kGiB));  // backs the segment
+    ev.push_back(mem(EventKind::kDeviceAlloc, 2, 0x10000000, 2 * kGiB));   // backs the segment
     ev.push_back(mem(EventKind::kDeviceAlloc, 3, 0x900000000, 3 * kGiB));  // someone else's
     ev.push_back(mem(EventKind::kBlockAlloc, 4, 0x10000000, 2 * kGiB));
     SourceInfo info;
@@ -327,14 +334,13 @@ TEST(MemoryScenario, NearOom) {
     ASSERT_TRUE(r.is_ok());
     const Finding* f = r->finding("near_oom");
     ASSERT_NE(f, nullptr);
-    EXPECT_EQ(f->severity, Severity::kWarning);  // 95 %
+    EXPECT_EQ(f->severity, Severity::kWarning);                               // 95 %
     ev.push_back(mem(EventKind::kSegmentAlloc, 3, 0x900000000, 300 * kMiB));  // 98.9 %
     r = analyze_events(ev, info, strings);
     ASSERT_TRUE(r.is_ok());
     ASSERT_NE(r->finding("near_oom"), nullptr);
     EXPECT_EQ(r->finding("near_oom")->severity, Severity::kCritical);
 }
-
 
 // Page-locked host memory (a pin_memory DataLoader, torch's host caching allocator) is host
 // RAM: it must not fill the device, be called outside the framework, or push it near OOM.

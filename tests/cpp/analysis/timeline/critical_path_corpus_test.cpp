@@ -21,9 +21,9 @@ std::string trace(const std::string& name) {
     return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
 }
 
-#define REQUIRE_CORPUS(name)                                                  \
-    if (!fs::exists(trace(name))) {                                           \
-        GTEST_SKIP() << "corpus trace absent: " << trace(name);               \
+#define REQUIRE_CORPUS(name)                                    \
+    if (!fs::exists(trace(name))) {                             \
+        GTEST_SKIP() << "corpus trace absent: " << trace(name); \
     }
 
 const char* kWorkers0 = "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz";
@@ -118,8 +118,8 @@ TEST(CriticalPathCorpus, NumWorkers0WithoutItsInputWaitPredictsNumWorkers4) {
               << figure(before, "launch_median_ns") / 1e3 << " -> "
               << figure(after, "launch_median_ns") / 1e3 << " us), GPU waits the slower host hides "
               << gpu_wait_before / 1e6 << " ms, input wait left " << path(after, "input") / 1e6
-              << " ms, copies " << path(before, "memory") / 1e6 << " -> " << path(after, "memory") / 1e6
-              << " ms: " << explained / 1e6 << " ms explained\n";
+              << " ms, copies " << path(before, "memory") / 1e6 << " -> "
+              << path(after, "memory") / 1e6 << " ms: " << explained / 1e6 << " ms explained\n";
     EXPECT_NEAR(explained, residual, 0.1 * residual);
 }
 
@@ -152,14 +152,16 @@ TEST(CriticalPathCorpus, Kineto1318NamesTheEventWaitAndChangesNoPrediction) {
 }
 
 TEST(CriticalPathCorpus, EventSyncTracesJoinEverySyncToTheStreamItNames) {
-    for (const char* name : {"hta_cuda_event_sync_trace.json.gz", "hta_cuda_event_sync_multi_stream_trace.json.gz"}) {
+    for (const char* name :
+         {"hta_cuda_event_sync_trace.json.gz", "hta_cuda_event_sync_multi_stream_trace.json.gz"}) {
         REQUIRE_CORPUS(name);
         const Report& r = analysed(name);
         EXPECT_GT(figure(r, "sync_links_named"), 0) << name;
         EXPECT_EQ(figure(r, "replay_error_ns"), 0) << name;
     }
     // The multi-stream trace's cudaStreamWaitEvent: stream 24 waits for stream 20.
-    EXPECT_EQ(figure(analysed("hta_cuda_event_sync_multi_stream_trace.json.gz"), "stream_wait_links"), 1);
+    EXPECT_EQ(
+        figure(analysed("hta_cuda_event_sync_multi_stream_trace.json.gz"), "stream_wait_links"), 1);
 }
 
 // On every real trace the replay of what was measured gives back the measured span: the graph
@@ -169,7 +171,9 @@ TEST(CriticalPathCorpus, TheReplayReproducesEveryTrace) {
     int checked = 0;
     for (const auto& e : fs::directory_iterator(trace(""))) {
         std::string name = e.path().filename().string();
-        if (name.find(".tar.") != std::string::npos || name.find("memory_timeline") != std::string::npos) continue;
+        if (name.find(".tar.") != std::string::npos ||
+            name.find("memory_timeline") != std::string::npos)
+            continue;
         const Report& r = analysed(name);
         const double span = figure(r, "replay_step_ns");
         if (span <= 0) continue;  // no host timeline (CPU-only, MTIA, GPU-only)
@@ -184,7 +188,8 @@ TEST(CriticalPathCorpus, TheReplayReproducesEveryTrace) {
 
 // The timeline findings: each says what fixing it is worth wherever the program could be replayed.
 bool is_timeline_finding(const std::string& id) {
-    for (const char* t : {"input_bound", "host_sync_stall", "pageable_memcpy", "launch_bound", "comm_bound", "gpu_idle"}) {
+    for (const char* t : {"input_bound", "host_sync_stall", "pageable_memcpy", "launch_bound",
+                          "comm_bound", "gpu_idle"}) {
         if (id == t) return true;
     }
     return false;
@@ -195,7 +200,8 @@ bool is_timeline_finding(const std::string& id) {
 // kept through the JSON report.
 TEST(CriticalPathCorpus, NsightExportsAreReplayedAndTheirFindingsPriced) {
     int findings = 0;
-    for (const char* name : {"extrap_con_kernel.sqlite", "pipit_perlmutter-cloverleaf-cuda.sqlite"}) {
+    for (const char* name :
+         {"extrap_con_kernel.sqlite", "pipit_perlmutter-cloverleaf-cuda.sqlite"}) {
         const std::string path = std::string(GPUDIAG_CORPUS_DIR) + "/nsight_sqlite/" + name;
         if (!fs::exists(path)) GTEST_SKIP() << "corpus file absent: " << path;
         auto r = analyze_files({path}, AnalysisOptions{});
@@ -224,7 +230,9 @@ TEST(CriticalPathCorpus, EveryTimelineFindingIsPricedAndRankedByIt) {
     int priced = 0;
     for (const auto& e : fs::directory_iterator(trace(""))) {
         std::string name = e.path().filename().string();
-        if (name.find(".tar.") != std::string::npos || name.find("memory_timeline") != std::string::npos) continue;
+        if (name.find(".tar.") != std::string::npos ||
+            name.find("memory_timeline") != std::string::npos)
+            continue;
         const Report& r = analysed(name);
         if (figure(r, "replay_step_ns") <= 0) continue;
         double previous = -1;
@@ -242,7 +250,8 @@ TEST(CriticalPathCorpus, EveryTimelineFindingIsPricedAndRankedByIt) {
             if (previous >= 0) {
                 EXPECT_LE(f.saving_ns(), previous) << name << " " << f.id;
             }
-            EXPECT_TRUE(priced_part) << name << " " << f.id << ": a priced finding after an unpriced one";
+            EXPECT_TRUE(priced_part)
+                << name << " " << f.id << ": a priced finding after an unpriced one";
             previous = f.saving_ns();
         }
     }

@@ -21,7 +21,9 @@ const Table* table(const Report& r, const std::string& id) {
     return nullptr;
 }
 
-double cell(const std::vector<Cell>& row, std::size_t i) { return std::get<double>(row.at(i)); }
+double cell(const std::vector<Cell>& row, std::size_t i) {
+    return std::get<double>(row.at(i));
+}
 
 // The critical path table's ns per step for `part`.
 double path_ns(const Report& r, const std::string& part) {
@@ -97,7 +99,8 @@ TEST(CriticalPath, ManyCheapSyncsAreSaidToBeNotWorthFixingFirst) {
         t.step(s, at, step);
         for (int k = 0; k < 20; ++k) {
             std::uint64_t launch = at + static_cast<std::uint64_t>(k) * 2'010 * kUs;
-            t.kernel(launch + 5 * kUs, 2 * kMs, launch, "void gemm_kernel<float>(float*)", 7, 4 * kUs);
+            t.kernel(launch + 5 * kUs, 2 * kMs, launch, "void gemm_kernel<float>(float*)", 7,
+                     4 * kUs);
             t.sync(launch + 4 * kUs, 2'004 * kUs);  // returns 3 µs after the kernel ends
         }
     }
@@ -106,7 +109,8 @@ TEST(CriticalPath, ManyCheapSyncsAreSaidToBeNotWorthFixingFirst) {
     const Finding* f = r->finding("host_sync_stall");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::kInfo);
-    EXPECT_NE(f->title.find("20 syncs per step, but they cost < 1 %"), std::string::npos) << f->title;
+    EXPECT_NE(f->title.find("20 syncs per step, but they cost < 1 %"), std::string::npos)
+        << f->title;
     EXPECT_LT(saving_figure(*f, "share"), 0.01);
     EXPECT_GT(saving_figure(*f, "saving_ns"), 0);
     EXPECT_NE(f->summary.find("off the critical path"), std::string::npos) << f->summary;
@@ -275,9 +279,11 @@ TEST(CriticalPath, LoaderSettingsSayWhetherMoreWorkersWouldHelp) {
         ASSERT_NE(f, nullptr);
         std::string evidence;
         for (const auto& e : f->evidence) evidence += e + "\n";
-        EXPECT_NE(evidence.find("num_workers=" + std::to_string(workers) + ", pin_memory=False, "
+        EXPECT_NE(evidence.find("num_workers=" + std::to_string(workers) +
+                                ", pin_memory=False, "
                                 "prefetch_factor=2, persistent_workers=False, batch_size=32"),
-                  std::string::npos) << evidence;
+                  std::string::npos)
+            << evidence;
         double needed = -1;
         for (const auto& fig : f->figures) {
             if (fig.key == "workers_needed") needed = fig.value;
@@ -286,13 +292,16 @@ TEST(CriticalPath, LoaderSettingsSayWhetherMoreWorkersWouldHelp) {
         EXPECT_EQ(needed, std::ceil(static_cast<double>(workers) * 10.1 / 6.1));
         if (cores == 16) {
             EXPECT_NE(evidence.find("More workers would help"), std::string::npos) << evidence;
-            EXPECT_NE(f->advice.front().find("num_workers=4"), std::string::npos) << f->advice.front();
+            EXPECT_NE(f->advice.front().find("num_workers=4"), std::string::npos)
+                << f->advice.front();
         } else {
             EXPECT_NE(evidence.find("the source (decoding, augmentation or disk) is the limit"),
-                      std::string::npos) << evidence;
+                      std::string::npos)
+                << evidence;
         }
         bool pin = false;
-        for (const auto& a : f->advice) pin = pin || a.find("pin_memory=True: this loader") != std::string::npos;
+        for (const auto& a : f->advice)
+            pin = pin || a.find("pin_memory=True: this loader") != std::string::npos;
         EXPECT_TRUE(pin);
     }
 }

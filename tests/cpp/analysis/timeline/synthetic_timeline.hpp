@@ -23,8 +23,8 @@ public:
 
     /// A kernel on `stream` of device 0, launched by a cudaLaunchKernel call at `launch`.
     void kernel(std::uint64_t start, std::uint64_t dur, std::uint64_t launch,
-                const std::string& name = "void gemm_kernel<float>(float*)", std::uint32_t stream = 7,
-                std::uint64_t launch_dur = 5 * kUs) {
+                const std::string& name = "void gemm_kernel<float>(float*)",
+                std::uint32_t stream = 7, std::uint64_t launch_dur = 5 * kUs) {
         std::uint32_t corr = next_corr_++;
         api(launch, launch_dur, "cudaLaunchKernel", corr);
         Event e = at(start, dur);
@@ -53,7 +53,8 @@ public:
         e.copy.dst_kind = MemoryKind::kDevice;
         events.push_back(e);
     }
-    void api(std::uint64_t start, std::uint64_t dur, const std::string& name, std::uint32_t corr = 0) {
+    void api(std::uint64_t start, std::uint64_t dur, const std::string& name,
+             std::uint32_t corr = 0) {
         Event e = at(start, dur);
         e.kind = EventKind::kApiCall;
         e.api.name = strings.intern(name);
@@ -61,8 +62,8 @@ public:
         e.api.domain = ApiDomain::kRuntime;
         events.push_back(e);
     }
-    void range(std::uint64_t start, std::uint64_t dur, RangeCategory category, const std::string& name,
-               std::uint64_t id = 0) {
+    void range(std::uint64_t start, std::uint64_t dur, RangeCategory category,
+               const std::string& name, std::uint64_t id = 0) {
         Event e = at(start, dur);
         e.kind = EventKind::kRange;
         e.range.name = strings.intern(name);
@@ -107,7 +108,8 @@ public:
         return analyze_events(events, info, strings, options);
     }
     /// A synchronizing call that returns when the GPU work before it is done.
-    void sync(std::uint64_t start, std::uint64_t dur, const std::string& name = "cudaStreamSynchronize") {
+    void sync(std::uint64_t start, std::uint64_t dur,
+              const std::string& name = "cudaStreamSynchronize") {
         api(start, dur, name);
     }
     /// An annotation, as the PyTorch integration records a DataLoader's settings.

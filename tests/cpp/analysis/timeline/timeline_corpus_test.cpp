@@ -23,9 +23,9 @@ std::string trace(const std::string& name) {
     return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
 }
 
-#define REQUIRE_CORPUS(name)                                                  \
-    if (!fs::exists(trace(name))) {                                           \
-        GTEST_SKIP() << "corpus trace absent: " << trace(name);               \
+#define REQUIRE_CORPUS(name)                                    \
+    if (!fs::exists(trace(name))) {                             \
+        GTEST_SKIP() << "corpus trace absent: " << trace(name); \
     }
 
 double figure(const Report& r, const char* section, const char* key) {
@@ -45,8 +45,8 @@ const Report& analysed(const std::vector<std::string>& paths, AnalysisWindow win
         options.window = window;
         auto r = analyze_files(paths, options);
         EXPECT_TRUE(r.is_ok()) << r.status().to_string();
-        it = cache.emplace(std::make_pair(key, static_cast<int>(window)),
-                           r.is_ok() ? *r : Report{}).first;
+        it = cache.emplace(std::make_pair(key, static_cast<int>(window)), r.is_ok() ? *r : Report{})
+                 .first;
     }
     return it->second;
 }
@@ -73,8 +73,10 @@ TEST_P(HtaAgreement, IdleShareAndSplitWithinOnePoint) {
 INSTANTIATE_TEST_SUITE_P(
     Corpus, HtaAgreement,
     ::testing::Values(
-        HtaFigures{"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz", 39.43, 0.97},
-        HtaFigures{"kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz", 24.32, 0.94},
+        HtaFigures{"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz", 39.43,
+                   0.97},
+        HtaFigures{"kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz", 24.32,
+                   0.94},
         HtaFigures{"param_resnet_kineto.json.gz", 67.4, 1.00},
         HtaFigures{"hta_nccl_data.json.gz", 77.78, -1},
         HtaFigures{"hta_sampled_rank-0.json.gz", 53.56, -1},
@@ -135,7 +137,8 @@ TEST(CorpusFindings, EightRankDlrmJob) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     std::vector<std::string> files;
     for (const auto& e : fs::recursive_directory_iterator(dir)) {
-        if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path().string());
+        if (e.is_regular_file() && e.path().extension() == ".json")
+            files.push_back(e.path().string());
     }
     ASSERT_EQ(files.size(), 8u);
     const Report& job = analysed(files, AnalysisWindow::kHta);
@@ -147,10 +150,13 @@ TEST(CorpusFindings, EightRankDlrmJob) {
     for (std::size_t i = 0; i < 8; ++i) {
         EXPECT_EQ(job.ranks[i].source.rank, static_cast<int>(i));
         EXPECT_NEAR(100 * figure(job.ranks[i], "timeline", "idle_share"), hta_idle[i], 1.0) << i;
-        EXPECT_NEAR(100 * figure(job.ranks[i], "timeline", "comm_overlap_share"), hta_overlap[i], 0.01) << i;
+        EXPECT_NEAR(100 * figure(job.ranks[i], "timeline", "comm_overlap_share"), hta_overlap[i],
+                    0.01)
+            << i;
     }
     // HTA's get_potential_stragglers: ranks 2 and 7 start the dominant collective last.
-    EXPECT_EQ((std::set<double>{figure(job, "job", "late_start_rank"), figure(job, "job", "late_start_rank_2")}),
+    EXPECT_EQ((std::set<double>{figure(job, "job", "late_start_rank"),
+                                figure(job, "job", "late_start_rank_2")}),
               (std::set<double>{2, 7}));
     // Asked for one candidate (num_candidates=1), HTA names rank 7 (HolisticTraceAnalysis 0.5.0,
     // get_potential_stragglers on the unpacked archive, measured for this test). By the GPU's own
@@ -186,7 +192,8 @@ TEST(CorpusFindings, SampledPairMatchesHtasOverlapAndStragglers) {
     // HTA 0.6.1: get_comm_comp_overlap 11.81 % and 20.05 %; get_potential_stragglers [0, 1].
     EXPECT_NEAR(100 * figure(job.ranks[0], "timeline", "comm_overlap_share"), 11.81, 0.01);
     EXPECT_NEAR(100 * figure(job.ranks[1], "timeline", "comm_overlap_share"), 20.05, 0.01);
-    EXPECT_EQ((std::set<double>{figure(job, "job", "late_start_rank"), figure(job, "job", "late_start_rank_2")}),
+    EXPECT_EQ((std::set<double>{figure(job, "job", "late_start_rank"),
+                                figure(job, "job", "late_start_rank_2")}),
               (std::set<double>{0, 1}));
     // With one candidate HTA names rank 1 (HolisticTraceAnalysis 0.5.0, measured for this test):
     // it starts the dominant SendRecv at 71 % of the step, rank 0 at 44 %. By the GPU, matching
@@ -233,7 +240,8 @@ TEST(CorpusRobustness, NonCudaTracesAreAnalysedOrRefusedClearly) {
         EXPECT_EQ(figure(*r, "timeline", "gpu_activities") > 0, c.gpu) << c.file;
         if (!c.gpu) {
             bool explained = false;
-            for (const auto& n : r->capture.notes) explained = explained || n.find("GPU timeline") != std::string::npos;
+            for (const auto& n : r->capture.notes)
+                explained = explained || n.find("GPU timeline") != std::string::npos;
             EXPECT_TRUE(explained) << c.file;
         }
     }
@@ -248,7 +256,9 @@ TEST(CorpusRobustness, EveryTraceParses) {
     int parsed = 0;
     for (const auto& e : fs::directory_iterator(trace(""))) {
         std::string name = e.path().filename().string();
-        if (name.find(".tar.") != std::string::npos || name.find("memory_timeline") != std::string::npos) continue;
+        if (name.find(".tar.") != std::string::npos ||
+            name.find("memory_timeline") != std::string::npos)
+            continue;
         const Report& r = analysed({e.path().string()}, AnalysisWindow::kHta);
         EXPECT_NE(r.section("timeline"), nullptr) << name;
         ++parsed;

@@ -10,9 +10,12 @@
 namespace gpudiag::testing {
 namespace {
 
-const char* kNccl = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)";
+const char* kNccl =
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)";
 
-bool has_finding(const Report& r, const std::string& id) { return r.finding(id) != nullptr; }
+bool has_finding(const Report& r, const std::string& id) {
+    return r.finding(id) != nullptr;
+}
 
 TEST(TimelineSynthetic, HealthyRunHasNoFindings) {
     // GIVEN kernels back to back, each launched 500 µs before it starts, over 10 steps
@@ -165,9 +168,9 @@ TEST(TimelineSynthetic, OverlappedCommunicationIsNotCommBound) {
 
 TEST(TimelineSynthetic, HtaIdleCategoriesOnOneStream) {
     SyntheticTimeline t;
-    t.kernel(0, kMs, 0);                               // A: 0 .. 1 ms
-    t.kernel(kMs + 10 * kUs, kMs, 100 * kUs);          // queued early, 10 µs gap: kernel wait
-    t.kernel(2 * kMs + 110 * kUs, kMs, 200 * kUs);     // queued early, 100 µs gap: other
+    t.kernel(0, kMs, 0);                            // A: 0 .. 1 ms
+    t.kernel(kMs + 10 * kUs, kMs, 100 * kUs);       // queued early, 10 µs gap: kernel wait
+    t.kernel(2 * kMs + 110 * kUs, kMs, 200 * kUs);  // queued early, 100 µs gap: other
     t.kernel(3 * kMs + 510 * kUs, kMs, 3 * kMs + 400 * kUs);  // launched after the GPU ran dry
     auto r = t.analyze(AnalysisWindow::kAll);
     ASSERT_TRUE(r.is_ok());
@@ -264,7 +267,8 @@ TEST(TimelineSynthetic, ACapturePauseIsUnobservedNotIdle) {
     for (int k = 0; k < 50; ++k) t.kernel(k * kMs + kMs, kMs, k * kMs + 500 * kUs);
     t.capture_paused(51 * kMs);
     t.capture_resumed(251 * kMs);
-    for (int k = 0; k < 50; ++k) t.kernel(252 * kMs + k * kMs, kMs, 251 * kMs + k * kMs + 500 * kUs);
+    for (int k = 0; k < 50; ++k)
+        t.kernel(252 * kMs + k * kMs, kMs, 251 * kMs + k * kMs + 500 * kUs);
     // WHEN analysed
     auto r = t.analyze(AnalysisWindow::kAll);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -282,10 +286,10 @@ TEST(TimelineSynthetic, ACapturePauseIsUnobservedNotIdle) {
 TEST(TimelineSynthetic, IdleTimeObservedAroundAPauseStaysIdle) {
     // GIVEN the GPU idle 10 ms before a pause, and 15 ms after it until the host launches again
     SyntheticTimeline t;
-    t.kernel(kMs, 49 * kMs, 500 * kUs);      // busy until 50 ms
+    t.kernel(kMs, 49 * kMs, 500 * kUs);  // busy until 50 ms
     t.capture_paused(60 * kMs);
     t.capture_resumed(160 * kMs);
-    t.kernel(175 * kMs, kMs, 170 * kMs);     // launched 10 ms after the resume
+    t.kernel(175 * kMs, kMs, 170 * kMs);  // launched 10 ms after the resume
     auto r = t.analyze(AnalysisWindow::kAll);
     ASSERT_TRUE(r.is_ok());
     // THEN only the 100 ms pause is excluded; what was seen idle stays idle, and the part after

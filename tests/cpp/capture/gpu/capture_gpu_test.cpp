@@ -55,11 +55,13 @@ struct Driver {
             fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, name));
             return fn != nullptr;
         };
-        return get(mem_get_granularity, "cuMemGetAllocationGranularity") && get(mem_create, "cuMemCreate") &&
-               get(mem_address_reserve, "cuMemAddressReserve") && get(mem_map, "cuMemMap") &&
-               get(mem_set_access, "cuMemSetAccess") && get(mem_unmap, "cuMemUnmap") &&
-               get(mem_release, "cuMemRelease") && get(mem_address_free, "cuMemAddressFree") &&
-               get(module_load_data, "cuModuleLoadData") && get(module_get_function, "cuModuleGetFunction") &&
+        return get(mem_get_granularity, "cuMemGetAllocationGranularity") &&
+               get(mem_create, "cuMemCreate") && get(mem_address_reserve, "cuMemAddressReserve") &&
+               get(mem_map, "cuMemMap") && get(mem_set_access, "cuMemSetAccess") &&
+               get(mem_unmap, "cuMemUnmap") && get(mem_release, "cuMemRelease") &&
+               get(mem_address_free, "cuMemAddressFree") &&
+               get(module_load_data, "cuModuleLoadData") &&
+               get(module_get_function, "cuModuleGetFunction") &&
                get(launch_kernel, "cuLaunchKernel");
     }
 };
@@ -71,7 +73,8 @@ const char kPtx[] = R"(
 .visible .entry gpudiag_empty_kernel() { ret; }
 )";
 
-void summarize(const char* title, const gpudiag::test::TestEventQueue& q, const gpudiag::StringTable& strings) {
+void summarize(const char* title, const gpudiag::test::TestEventQueue& q,
+               const gpudiag::StringTable& strings) {
     std::map<std::string, int> counts;
     for (const auto& e : q.events()) ++counts[gpudiag::event_kind_name(e.kind)];
     std::printf("SUMMARY %s:", title);
@@ -83,7 +86,8 @@ void summarize(const char* title, const gpudiag::test::TestEventQueue& q, const 
 void print_status(const gpudiag::CaptureStatus& st) {
     std::printf("STATUS level=%s cupti=%u (%s) driver=%s devices=%d events=%llu dropped=%llu\n",
                 gpudiag::capture_level_name(st.level), st.cupti_version, st.cupti_library.c_str(),
-                st.driver_version.c_str(), st.device_count, static_cast<unsigned long long>(st.events),
+                st.driver_version.c_str(), st.device_count,
+                static_cast<unsigned long long>(st.events),
                 static_cast<unsigned long long>(st.dropped));
     for (const auto& r : st.reasons) std::printf("  reason: %s\n", r.c_str());
 }
@@ -221,7 +225,8 @@ TEST_F(CaptureGpuTest, DeepModeAddsCallSitesAndPhysicalMappings) {
     backend->stop();
     summarize("deep", queue_, strings_);
     int with_site = 0;
-    for (const auto& a : queue_.of_kind(gpudiag::EventKind::kDeviceAlloc)) with_site += a.memory.site != 0;
+    for (const auto& a : queue_.of_kind(gpudiag::EventKind::kDeviceAlloc))
+        with_site += a.memory.site != 0;
     EXPECT_GE(with_site, 3);
     auto maps = queue_.of_kind(gpudiag::EventKind::kVmMap);
     ASSERT_EQ(maps.size(), 2u);
@@ -240,10 +245,12 @@ TEST_F(CaptureGpuTest, PausedCaptureSeesNothingAndResumes) {
     ASSERT_EQ(driver_.module_load_data(&module, kPtx), 0);
     ASSERT_EQ(driver_.module_get_function(&fn, module, "gpudiag_empty_kernel"), 0);
     ASSERT_TRUE(backend->pause("test").is_ok());
-    for (int i = 0; i < 50; ++i) driver_.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    for (int i = 0; i < 50; ++i)
+        driver_.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_TRUE(backend->resume().is_ok());
-    for (int i = 0; i < 20; ++i) driver_.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
+    for (int i = 0; i < 20; ++i)
+        driver_.launch_kernel(fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     backend->flush();
     backend->stop();

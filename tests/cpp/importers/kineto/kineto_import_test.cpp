@@ -204,8 +204,10 @@ TEST(KinetoParser, ReadsTodaysVocabularyAndNanosecondTimestamps) {
     bool allocated = false, reserved = false;
     for (const auto& e : r.events) {
         if (e.kind != EventKind::kCounter) continue;
-        if (e.counter.counter == CounterKind::kFrameworkAllocatedBytes) allocated = e.counter.value == 4096;
-        if (e.counter.counter == CounterKind::kFrameworkReservedBytes) reserved = e.counter.value == 2097152;
+        if (e.counter.counter == CounterKind::kFrameworkAllocatedBytes)
+            allocated = e.counter.value == 4096;
+        if (e.counter.counter == CounterKind::kFrameworkReservedBytes)
+            reserved = e.counter.value == 2097152;
     }
     EXPECT_TRUE(allocated);
     EXPECT_TRUE(reserved);
@@ -260,11 +262,15 @@ TEST(KinetoImport, GarbageAndNonTracesGetClearErrors) {
         StatusCode code;
         std::string words;
     } cases[] = {
-        {"garbage.json", "{\"traceEvents\": [ \x01\x02 ###", StatusCode::kCorruptData, "0x01, which JSON text cannot hold"},
-        {"bad.json", "{\"traceEvents\": [ {\"ph\": ### ]}", StatusCode::kCorruptData, "malformed JSON"},
+        {"garbage.json", "{\"traceEvents\": [ \x01\x02 ###", StatusCode::kCorruptData,
+         "0x01, which JSON text cannot hold"},
+        {"bad.json", "{\"traceEvents\": [ {\"ph\": ### ]}", StatusCode::kCorruptData,
+         "malformed JSON"},
         {"object.json", "{\"a\": 1}", StatusCode::kCorruptData, "no \"traceEvents\""},
-        {"timeline.json", "[[1, 0, 5, 1], [2, 1, 5, 1]]", StatusCode::kUnsupported, "memory-timeline"},
-        {"binary.bin", std::string("\x00\x01\x02\x03", 4), StatusCode::kUnsupported, "not a format"},
+        {"timeline.json", "[[1, 0, 5, 1], [2, 1, 5, 1]]", StatusCode::kUnsupported,
+         "memory-timeline"},
+        {"binary.bin", std::string("\x00\x01\x02\x03", 4), StatusCode::kUnsupported,
+         "not a format"},
         {"empty.json", "", StatusCode::kCorruptData, "empty"},
     };
     for (const auto& c : cases) {
@@ -273,7 +279,8 @@ TEST(KinetoImport, GarbageAndNonTracesGetClearErrors) {
         EXPECT_EQ(r.status().code(), c.code) << c.name << ": " << r.status().to_string();
         EXPECT_NE(r.status().message().find(c.words), std::string::npos) << r.status().message();
     }
-    std::string gz_garbage = dir.file("bad.json.gz", std::string("\x1f\x8b\x08\x00garbagegarbagegarbage", 25));
+    std::string gz_garbage =
+        dir.file("bad.json.gz", std::string("\x1f\x8b\x08\x00garbagegarbagegarbage", 25));
     auto r = analyze_files({gz_garbage});
     EXPECT_FALSE(r.is_ok());
 }

@@ -59,7 +59,8 @@ void expect_same(const Parsed& serial, const Parsed& split) {
     ASSERT_EQ(serial.strings->size(), split.strings->size());
     for (std::size_t id = 0; id < serial.strings->size(); ++id) {
         ASSERT_EQ(serial.strings->lookup(static_cast<StringId>(id)),
-                  split.strings->lookup(static_cast<StringId>(id))) << "string id " << id;
+                  split.strings->lookup(static_cast<StringId>(id)))
+            << "string id " << id;
     }
     EXPECT_EQ(a.info.properties, b.info.properties);
     EXPECT_EQ(a.info.devices.size(), b.info.devices.size());
@@ -88,35 +89,47 @@ std::string synthetic_trace(int events) {
         std::string ts = std::to_string(1000 + i * 7);
         switch (i % 7) {
             case 0:
-                t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::op)" + std::to_string(i % 13) +
-                     R"(", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 5, "args": {"Input Dims": [[1, 2]], )"
+                t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::op)" +
+                     std::to_string(i % 13) + R"(", "pid": 1, "tid": 2, "ts": )" + ts +
+                     R"(, "dur": 5, "args": {"Input Dims": [[1, 2]], )"
                      R"("stack": [{"a": 1}, {"b": "}, {"}]}})";
                 break;
             case 1:
-                t += R"(  {"ph": "X", "cat": "kernel", "name": "kernel_)" + std::to_string(i * 31 % 17) +
-                     R"(", "pid": 0, "tid": "stream 7", "ts": )" + ts + R"(.5, "dur": 3, "args": {"device": 0, )"
-                     R"("stream": 7, "correlation": )" + std::to_string(i) + R"(, "grid": [2, 1, 1], "block": [128, 1, 1]}})";
+                t += R"(  {"ph": "X", "cat": "kernel", "name": "kernel_)" +
+                     std::to_string(i * 31 % 17) + R"(", "pid": 0, "tid": "stream 7", "ts": )" +
+                     ts +
+                     R"(.5, "dur": 3, "args": {"device": 0, )"
+                     R"("stream": 7, "correlation": )" +
+                     std::to_string(i) + R"(, "grid": [2, 1, 1], "block": [128, 1, 1]}})";
                 break;
             case 2:
-                t += R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": )" +
-                     ts + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i) + R"(, "cbid": 211}})";
+                t +=
+                    R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": )" +
+                    ts + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i) +
+                    R"(, "cbid": 211}})";
                 break;
             case 3:
-                t += R"J(  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, )J"
-                     R"("tid": 7, "ts": )" + ts + R"(, "dur": 4, "args": {"bytes": 4096, "device": 0}})";
+                t +=
+                    R"J(  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, )J"
+                    R"("tid": 7, "ts": )" +
+                    ts + R"(, "dur": 4, "args": {"bytes": 4096, "device": 0}})";
                 break;
             case 4:
-                t += R"(  {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 2, "ts": )" + ts +
+                t += R"(  {"ph": "i", "s": "t", "name": "[memory]", "pid": 1, "tid": 2, "ts": )" +
+                     ts +
                      R"(, "args": {"Device Type": 1, "Device Id": 0, "Addr": 1234, "Bytes": 512, )"
                      R"("Total Allocated": 512, "Total Reserved": 2048}})";
                 break;
             case 5:
-                t += R"(  {"ph": "X", "cat": "odd_cat_)" + std::to_string(i % 11) + R"(", "name": "x", "pid": 1, )"
-                     R"("tid": 2, "ts": )" + ts + R"(, "dur": 1})";
+                t += R"(  {"ph": "X", "cat": "odd_cat_)" + std::to_string(i % 11) +
+                     R"(", "name": "x", "pid": 1, )"
+                     R"("tid": 2, "ts": )" +
+                     ts + R"(, "dur": 1})";
                 break;
             default:
-                t += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(i) +
-                     R"(", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 9, "args": {"External id": 4}})";
+                t += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" +
+                     std::to_string(i) + R"(", "pid": 1, "tid": 2, "ts": )" + ts +
+                     R"(, "dur": 9, "args": {"External id": 4}})";
                 break;
         }
     }
@@ -197,10 +210,13 @@ TEST(KinetoSplitTest, CutInsideNestedArgsFallsBackOrStaysExact) {
     // only "}, {" before the end: the cut lands there, the first slice is left open, and the whole
     // document is parsed on one thread.
     std::string pad(400, 'p');
-    std::string text = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, )"
-                       R"("ts": 10, "dur": 2, "args": {"pad": ")" + pad + R"(", "list": [{"a": 1},
+    std::string text =
+        R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 1, )"
+        R"("ts": 10, "dur": 2, "args": {"pad": ")" +
+        pad +
+        R"(", "list": [{"a": 1},
 {"b": 2}]}},)"
-                       R"({"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 1, "ts": 12, "dur": 1}]})";
+        R"({"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 1, "ts": 12, "dur": 1}]})";
     TraceBuffer buffer = buffer_of(text);
     TraceSplit split;
     ASSERT_TRUE(find_trace_split(text, 2, split));
@@ -214,10 +230,11 @@ TEST(KinetoSplitTest, CutInsideNestedArgsFallsBackOrStaysExact) {
 
 TEST(KinetoSplitTest, CutInsideStringFallsBack) {
     std::string pad(400, 'p');
-    std::string text = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ")" + pad +
-                       R"(},
+    std::string text =
+        R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": ")" + pad +
+        R"(},
 {x", "pid": 0, "tid": 1, "ts": 10, "dur": 2},)"
-                       R"({"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 1, "ts": 12, "dur": 1}]})";
+        R"({"ph": "X", "cat": "kernel", "name": "k2", "pid": 0, "tid": 1, "ts": 12, "dur": 1}]})";
     TraceBuffer buffer = buffer_of(text);
     Parsed serial = parse(buffer, 1);
     Parsed parallel = parse(buffer, 2);
@@ -243,19 +260,21 @@ TEST(KinetoSplitTest, MalformedSliceFallsBackToSerialRecovery) {
 }
 
 TEST(KinetoSplitTest, OddDocumentsMatchSerial) {
-    const std::string events = R"({"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 1, "ts": 1, "dur": 1},
+    const std::string events =
+        R"({"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 1, "ts": 1, "dur": 1},
  {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 1, "ts": 2, "dur": 1},
  {"ph": "X", "cat": "kernel", "name": "c", "pid": 0, "tid": 1, "ts": 3, "dur": 1})";
     const std::vector<std::string> docs = {
-        "[" + events + "]",                                                         // bare array
+        "[" + events + "]",                                                          // bare array
         R"({"traceEvents": [)" + events + R"(], "traceEvents": [)" + events + "]}",  // key twice
-        R"({"x": {"traceEvents": [)" + events + R"(]}, "traceEvents": [)" + events + "]}",  // nested first
-        R"({"traceEvents": [)" + events + R"(], "extra": [1, 2]})",                  // array after
-        R"({"traceEvents": [)" + events + R"(] )",                                   // cut off
+        R"({"x": {"traceEvents": [)" + events + R"(]}, "traceEvents": [)" + events +
+            "]}",                                                    // nested first
+        R"({"traceEvents": [)" + events + R"(], "extra": [1, 2]})",  // array after
+        R"({"traceEvents": [)" + events + R"(] )",                   // cut off
         R"({"traceEvents": [)" + events + R"(]} trailing)",
-        R"({"traceEvents": [)" + events + R"(, ]})",                                  // trailing comma
+        R"({"traceEvents": [)" + events + R"(, ]})",  // trailing comma
         R"({"traceEvents": [)" + events + R"(, [1]]})",
-        R"({"traceEvents": [)" + events + R"(}, {"ph": "X"}]})",                      // extra closer
+        R"({"traceEvents": [)" + events + R"(}, {"ph": "X"}]})",  // extra closer
     };
     for (const std::string& doc : docs) {
         SCOPED_TRACE(doc);
@@ -280,7 +299,8 @@ TEST(KinetoSplitTest, CorpusTracesSplitExactly) {
         for (unsigned threads : {2u, 4u}) {
             Parsed parallel = parse(*buffer, threads);
             expect_same(serial, parallel);
-            if (serial.status.is_ok() && !serial.result.summary.truncated && buffer->size() > (1u << 20)) {
+            if (serial.status.is_ok() && !serial.result.summary.truncated &&
+                buffer->size() > (1u << 20)) {
                 EXPECT_GT(parallel.result.slices, 1u);  // large, well-formed traces do split
             }
         }

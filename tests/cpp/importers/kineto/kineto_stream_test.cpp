@@ -22,7 +22,9 @@ namespace fs = std::filesystem;
 
 class Collect final : public EventSink {
 public:
-    void consume(std::span<const Event> events) override { seen.insert(seen.end(), events.begin(), events.end()); }
+    void consume(std::span<const Event> events) override {
+        seen.insert(seen.end(), events.begin(), events.end());
+    }
     std::vector<Event> seen;
 };
 
@@ -71,7 +73,8 @@ void expect_same(const Whole& w, const Streamed& s) {
     }
     ASSERT_EQ(w.strings.size(), s.strings.size());
     for (std::size_t id = 0; id < w.strings.size(); ++id) {
-        ASSERT_EQ(w.strings.lookup(static_cast<StringId>(id)), s.strings.lookup(static_cast<StringId>(id)));
+        ASSERT_EQ(w.strings.lookup(static_cast<StringId>(id)),
+                  s.strings.lookup(static_cast<StringId>(id)));
     }
     EXPECT_EQ(a.info.properties, b.info.properties);
     EXPECT_EQ(a.info.devices.size(), b.info.devices.size());
@@ -89,7 +92,9 @@ void expect_same(const Whole& w, const Streamed& s) {
 
 // Events of every kind the parser reads, laid out as Kineto writes them (an event per line).
 std::string kineto_text(int events, bool bare_array = false, bool tail_array = false) {
-    std::string t = bare_array ? "[\n" : R"({"schemaVersion": 1, "distributedInfo": {"rank": 2, "world_size": 4},
+    std::string t = bare_array
+                        ? "[\n"
+                        : R"({"schemaVersion": 1, "distributedInfo": {"rank": 2, "world_size": 4},
   "traceEvents": [
 )";
     for (int i = 0; i < events; ++i) {
@@ -97,35 +102,43 @@ std::string kineto_text(int events, bool bare_array = false, bool tail_array = f
         const std::string ts = std::to_string(5000 - (i % 9) * 40 + i * 3);  // out of order
         switch (i % 6) {
             case 0:
-                t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::op)" + std::to_string(i % 13) +
-                     R"(", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 5, "args": {"Input Dims": [[1, 2]]}})";
+                t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::op)" +
+                     std::to_string(i % 13) + R"(", "pid": 1, "tid": 2, "ts": )" + ts +
+                     R"(, "dur": 5, "args": {"Input Dims": [[1, 2]]}})";
                 break;
             case 1:
-                t += R"(  {"ph": "X", "cat": "kernel", "name": "kernel_)" + std::to_string(i * 31 % 17) +
-                     R"(", "pid": 0, "tid": "stream 7", "ts": )" + ts + R"(, "dur": 3, "args": {"device": 0, )"
-                     R"("stream": 7, "correlation": )" + std::to_string(i) + R"(, "grid": [2, 1, 1]}})";
+                t += R"(  {"ph": "X", "cat": "kernel", "name": "kernel_)" +
+                     std::to_string(i * 31 % 17) + R"(", "pid": 0, "tid": "stream 7", "ts": )" +
+                     ts +
+                     R"(, "dur": 3, "args": {"device": 0, )"
+                     R"("stream": 7, "correlation": )" +
+                     std::to_string(i) + R"(, "grid": [2, 1, 1]}})";
                 break;
             case 2:
-                t += R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": )" +
-                     ts + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i) + "}}";
+                t +=
+                    R"(  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": )" +
+                    ts + R"(, "dur": 2, "args": {"correlation": )" + std::to_string(i) + "}}";
                 break;
             case 3:
-                t += R"J(  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, )J"
-                     R"("tid": 7, "ts": )" + ts + R"(, "dur": 4, "args": {"bytes": 4096, "device": 0}})";
+                t +=
+                    R"J(  {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, )J"
+                    R"("tid": 7, "ts": )" +
+                    ts + R"(, "dur": 4, "args": {"bytes": 4096, "device": 0}})";
                 break;
             case 4:
-                t += R"(  {"ph": "X", "cat": "odd_)" + std::to_string(i % 11) + R"(", "name": "x", "pid": 1, "tid": 2, "ts": )" +
-                     ts + R"(, "dur": 1})";
+                t += R"(  {"ph": "X", "cat": "odd_)" + std::to_string(i % 11) +
+                     R"(", "name": "x", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 1})";
                 break;
             default:
-                t += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" + std::to_string(i) +
-                     R"(", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 9})";
+                t += R"(  {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#)" +
+                     std::to_string(i) + R"(", "pid": 1, "tid": 2, "ts": )" + ts + R"(, "dur": 9})";
                 break;
         }
     }
     if (bare_array) return t + "\n]\n";
     t += "\n  ]";
-    if (tail_array) t += R"(,
+    if (tail_array)
+        t += R"(,
   "deviceProperties": [
     {"id": 0, "name": "GPU A", "totalGlobalMem": 100},
     {"id": 1, "name": "GPU B", "totalGlobalMem": 200}
@@ -203,7 +216,9 @@ public:
     }
     [[nodiscard]] std::uint64_t consumed() const noexcept override { return pos_; }
     [[nodiscard]] std::uint64_t total() const noexcept override { return text_.size(); }
-    [[nodiscard]] bool truncated() const noexcept override { return truncated_ && pos_ == text_.size(); }
+    [[nodiscard]] bool truncated() const noexcept override {
+        return truncated_ && pos_ == text_.size();
+    }
 
 private:
     std::string text_;
@@ -211,7 +226,8 @@ private:
     bool truncated_;
 };
 
-StreamOutcome stream_piecemeal(const std::string& text, KinetoStreamResult& out, bool truncated = false,
+StreamOutcome stream_piecemeal(const std::string& text, KinetoStreamResult& out,
+                               bool truncated = false,
                                std::size_t max_held = std::size_t{64} << 20) {
     PiecemealStream in(text, truncated);
     KinetoStreamOptions options;
@@ -289,14 +305,16 @@ TEST(KinetoStream, BytesJsonCannotHoldEndTheReading) {
         }
         ASSERT_EQ(outcome, StreamOutcome::kPartial) << r.why;
         ASSERT_FALSE(r.parse.summary.missing.empty());
-        EXPECT_NE(r.parse.summary.missing[0].find("byte " + std::to_string(text.size() / 3) + " of the trace's text is 0x00"),
+        EXPECT_NE(r.parse.summary.missing[0].find("byte " + std::to_string(text.size() / 3) +
+                                                  " of the trace's text is 0x00"),
                   std::string::npos)
             << r.parse.summary.missing[0];
         EXPECT_GT(r.runs.events(), 150u);
     }
     // Zeros after the trace's end are nobody's loss: the trace is whole.
     KinetoStreamResult after;
-    EXPECT_EQ(stream_piecemeal(text + std::string(5000, '\0'), after), StreamOutcome::kRead) << after.why;
+    EXPECT_EQ(stream_piecemeal(text + std::string(5000, '\0'), after), StreamOutcome::kRead)
+        << after.why;
     Whole w;
     parse_whole(text, w);
     EXPECT_EQ(after.runs.events(), w.result.events.size());
@@ -304,8 +322,10 @@ TEST(KinetoStream, BytesJsonCannotHoldEndTheReading) {
 
 TEST(KinetoStream, WhitespaceIsSqueezedAndBoundlessTextRefused) {
     // Megabytes of whitespace between two events stay out of memory.
-    const std::string event = R"({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 5, "dur": 1})";
-    const std::string spaced = R"({"traceEvents": [)" + event + "," + std::string(8u << 20, ' ') + "\n" + event + "]}";
+    const std::string event =
+        R"({"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 5, "dur": 1})";
+    const std::string spaced =
+        R"({"traceEvents": [)" + event + "," + std::string(8u << 20, ' ') + "\n" + event + "]}";
     KinetoStreamResult r;
     ASSERT_EQ(stream_piecemeal(spaced, r, false, 1u << 20), StreamOutcome::kRead) << r.why;
     EXPECT_EQ(r.runs.events(), 2u);
@@ -343,7 +363,9 @@ TEST(KinetoStream, CorpusTracesStreamExactly) {
     int streamed = 0;
     for (const auto& entry : fs::directory_iterator(dir)) {
         const std::string path = entry.path().string();
-        if (path.find("memory_timeline") != std::string::npos || path.find(".tar") != std::string::npos) continue;
+        if (path.find("memory_timeline") != std::string::npos ||
+            path.find(".tar") != std::string::npos)
+            continue;
         bool truncated = false;
         auto buffer = load_trace_file(path, &truncated, nullptr);
         ASSERT_TRUE(buffer.is_ok()) << path;

@@ -59,7 +59,9 @@ struct Imported : EventSink {
         info = i;
         strings = &s;
     }
-    void consume(std::span<const Event> e) override { events.insert(events.end(), e.begin(), e.end()); }
+    void consume(std::span<const Event> e) override {
+        events.insert(events.end(), e.begin(), e.end());
+    }
     void end(const SourceSummary& s) override { summary = s; }
 
     [[nodiscard]] std::vector<const Event*> of(EventKind k) const {
@@ -101,53 +103,66 @@ TEST_P(CorpusExport, CountsBytesAndTimesEqualDirectSql) {
 
     const auto kernels = s.of(EventKind::kKernel);
     EXPECT_EQ(kernels.size(), sql_int(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"));
-    EXPECT_EQ(total_duration(kernels), sql_int(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL"));
+    EXPECT_EQ(total_duration(kernels),
+              sql_int(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_KERNEL"));
     const auto copies = s.of(EventKind::kMemcpy);
     EXPECT_EQ(copies.size(), sql_int(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
     std::uint64_t bytes = 0;
     std::uint64_t pageable = 0;
     for (const Event* e : copies) {
         bytes += e->copy.bytes;
-        if (e->copy.src_kind == MemoryKind::kPageable || e->copy.dst_kind == MemoryKind::kPageable) {
+        if (e->copy.src_kind == MemoryKind::kPageable ||
+            e->copy.dst_kind == MemoryKind::kPageable) {
             pageable += e->copy.bytes;
         }
     }
     EXPECT_EQ(bytes, sql_int(path, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
-    EXPECT_EQ(total_duration(copies), sql_int(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
+    EXPECT_EQ(total_duration(copies),
+              sql_int(path, "SELECT sum(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
     // Pageable by the export's own enumeration where it has one (3.x), by its values otherwise.
     const std::string pageable_kind =
         sql_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'ENUM_CUDA_MEM_KIND'") > 0
             ? "(SELECT id FROM ENUM_CUDA_MEM_KIND WHERE name = 'CUDA_MEMOPR_MEMORY_KIND_PAGEABLE')"
             : "0";
-    EXPECT_EQ(pageable, sql_int(path, "SELECT coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = " +
-                                          pageable_kind + " OR dstKind = " + pageable_kind));
+    EXPECT_EQ(
+        pageable,
+        sql_int(path,
+                "SELECT coalesce(sum(bytes), 0) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = " +
+                    pageable_kind + " OR dstKind = " + pageable_kind));
     for (const char* table : {"CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
                               "CUPTI_ACTIVITY_KIND_RUNTIME", "OSRT_API"}) {
-        const bool present = sql_int(path, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + table + "'") > 0;
-        const std::int64_t rows = present ? sql_int(path, std::string("SELECT count(*) FROM ") + table) : 0;
+        const bool present =
+            sql_int(path, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") + table +
+                              "'") > 0;
+        const std::int64_t rows =
+            present ? sql_int(path, std::string("SELECT count(*) FROM ") + table) : 0;
         std::size_t got = 0;
         std::string t = table;
         if (t.find("MEMSET") != std::string::npos) got = s.of(EventKind::kMemset).size();
         if (t.find("SYNCHRONIZATION") != std::string::npos) got = s.of(EventKind::kSync).size();
         if (t.find("RUNTIME") != std::string::npos) got = s.of(EventKind::kApiCall).size();
         if (t == "OSRT_API") {
-            for (const Event* e : s.of(EventKind::kRange)) got += e->range.category == RangeCategory::kOsRuntime ? 1 : 0;
+            for (const Event* e : s.of(EventKind::kRange))
+                got += e->range.category == RangeCategory::kOsRuntime ? 1 : 0;
         }
         EXPECT_EQ(static_cast<std::int64_t>(got), rows) << table;
     }
     EXPECT_EQ(s.summary.events, s.events.size());
-    EXPECT_TRUE(std::is_sorted(s.events.begin(), s.events.end(),
-                               [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; }));
+    EXPECT_TRUE(
+        std::is_sorted(s.events.begin(), s.events.end(),
+                       [](const Event& a, const Event& b) { return a.start_ns < b.start_ns; }));
     // The devices with CUDA (not the integrated adapters the 2022 laptop export also lists).
-    EXPECT_EQ(static_cast<std::int64_t>(s.info.devices.size()),
-              sql_int(path, "SELECT count(*) FROM TARGET_INFO_GPU WHERE totalMemory > 0 OR smCount > 0"));
+    EXPECT_EQ(
+        static_cast<std::int64_t>(s.info.devices.size()),
+        sql_int(path, "SELECT count(*) FROM TARGET_INFO_GPU WHERE totalMemory > 0 OR smCount > 0"));
     EXPECT_EQ(s.info.producer, "nsight-systems");
     EXPECT_NE(s.info.pid, 0u);
     EXPECT_GT(s.info.wall_clock_offset_ns, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, CorpusExport,
-                         ::testing::Values("pipit_perlmutter-cloverleaf-cuda.sqlite", "extrap_con_kernel.sqlite"));
+                         ::testing::Values("pipit_perlmutter-cloverleaf-cuda.sqlite",
+                                           "extrap_con_kernel.sqlite"));
 
 TEST(NsightImport, CloverLeafIsDiagnosedAsAKinetoTraceWouldBe) {
     const std::string path = corpus("pipit_perlmutter-cloverleaf-cuda.sqlite");
@@ -158,7 +173,8 @@ TEST(NsightImport, CloverLeafIsDiagnosedAsAKinetoTraceWouldBe) {
     ASSERT_NE(t, nullptr);
     EXPECT_EQ(t->figure("kernels")->value, 1312);
     EXPECT_EQ(t->figure("pageable_copies")->value, 279);
-    EXPECT_EQ(t->figure("pageable_bytes")->value, sql_int(path, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
+    EXPECT_EQ(t->figure("pageable_bytes")->value,
+              sql_int(path, "SELECT sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY"));
     EXPECT_EQ(t->figure("sync_calls")->value, 1312);  // every cudaDeviceSynchronize
     EXPECT_NE(r->finding("pageable_memcpy"), nullptr);
     EXPECT_EQ(r->source.rank, 0);  // PMI_RANK / SLURM_PROCID of the captured environment
@@ -166,8 +182,8 @@ TEST(NsightImport, CloverLeafIsDiagnosedAsAKinetoTraceWouldBe) {
 }
 
 // pipit's own parse of the same run: Enter/Leave rows with ns timestamps.
-std::vector<std::pair<std::uint64_t, std::uint64_t>> pipit_intervals(const std::string& csv, int ts_column,
-                                                                    std::map<std::string, int>* names) {
+std::vector<std::pair<std::uint64_t, std::uint64_t>> pipit_intervals(
+    const std::string& csv, int ts_column, std::map<std::string, int>* names) {
     std::ifstream in(csv);
     std::string line;
     std::getline(in, line);  // header
@@ -191,14 +207,16 @@ TEST(NsightImport, AgreesWithPipitsParseOfTheSameRun) {
     const std::string path = corpus("pipit_perlmutter-cloverleaf-cuda.sqlite");
     const std::string gpu_csv = corpus("pipit_cloverleaf_gpu_trace.csv");
     const std::string api_csv = corpus("pipit_cloverleaf-cuda_api_trace.csv");
-    if (!fs::exists(path) || !fs::exists(gpu_csv) || !fs::exists(api_csv)) GTEST_SKIP() << "corpus files absent";
+    if (!fs::exists(path) || !fs::exists(gpu_csv) || !fs::exists(api_csv))
+        GTEST_SKIP() << "corpus files absent";
     Loaded l;
     import(path, l);
     std::vector<std::pair<std::uint64_t, std::uint64_t>> gpu;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> api;
     std::map<std::string, int> api_names;
     for (const auto& e : l.sink.events) {
-        if (e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpy) gpu.emplace_back(e.start_ns, e.end_ns);
+        if (e.kind == EventKind::kKernel || e.kind == EventKind::kMemcpy)
+            gpu.emplace_back(e.start_ns, e.end_ns);
         if (e.kind == EventKind::kApiCall) {
             api.emplace_back(e.start_ns, e.end_ns);
             ++api_names[std::string(l.strings.lookup(e.api.name))];
@@ -222,9 +240,10 @@ TEST(NsightImport, AgreesWithPipitsParseOfTheSameRun) {
 class Built : public ::testing::Test {
 protected:
     void SetUp() override {
-        path_ = (fs::temp_directory_path() / ("gpudiag_nsight_" + std::to_string(::getpid()) + "_" +
-                                              ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                                              ".sqlite")).string();
+        path_ = (fs::temp_directory_path() /
+                 ("gpudiag_nsight_" + std::to_string(::getpid()) + "_" +
+                  ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".sqlite"))
+                    .string();
         fs::remove(path_);
     }
     void TearDown() override { fs::remove(path_); }
@@ -274,7 +293,8 @@ TEST_F(Built, NvtxRangesBecomeStepsPhasesAndMarks) {
     import(path_, l);
     ASSERT_TRUE(l.status.is_ok()) << l.status.to_string();
     std::map<std::string, const Event*> ranges;
-    for (const Event* e : l.sink.of(EventKind::kRange)) ranges[std::string(l.strings.lookup(e->range.name))] = e;
+    for (const Event* e : l.sink.of(EventKind::kRange))
+        ranges[std::string(l.strings.lookup(e->range.name))] = e;
     ASSERT_EQ(ranges.size(), 6u);  // the domain's creation is no range
     EXPECT_EQ(ranges["ProfilerStep#3"]->range.category, RangeCategory::kStep);
     EXPECT_EQ(ranges["ProfilerStep#3"]->range.id, 3u);
@@ -354,7 +374,8 @@ INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (10, 20, 0, 3, 1, 0, 1);
     Loaded l;
     import(path_, l);
     ASSERT_EQ(l.sink.of(EventKind::kKernel).size(), 1u);
-    EXPECT_EQ(l.strings.lookup(l.sink.of(EventKind::kKernel)[0]->kernel.name), "kernel\xEF\xBF\xBD_ok");
+    EXPECT_EQ(l.strings.lookup(l.sink.of(EventKind::kKernel)[0]->kernel.name),
+              "kernel\xEF\xBF\xBD_ok");
     ASSERT_FALSE(l.sink.summary.notes.empty());
     EXPECT_NE(l.sink.summary.notes.back().find("not valid UTF-8"), std::string::npos);
 }

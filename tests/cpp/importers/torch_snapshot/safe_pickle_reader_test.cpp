@@ -22,7 +22,9 @@ std::string read_file(const std::string& path) {
     s << in.rdbuf();
     return s.str();
 }
-std::string data(const char* name) { return std::string(GPUDIAG_TEST_DATA_DIR) + "/memory/" + name; }
+std::string data(const char* name) {
+    return std::string(GPUDIAG_TEST_DATA_DIR) + "/memory/" + name;
+}
 
 // Little helpers to hand-assemble pickles.
 std::string le(std::uint64_t v, int n) {
@@ -30,8 +32,12 @@ std::string le(std::uint64_t v, int n) {
     for (int i = 0; i < n; ++i) s += static_cast<char>((v >> (8 * i)) & 0xFF);
     return s;
 }
-std::string op(unsigned char c) { return std::string(1, static_cast<char>(c)); }
-std::string short_str(const std::string& s) { return op(0x8c) + op(static_cast<unsigned char>(s.size())) + s; }
+std::string op(unsigned char c) {
+    return std::string(1, static_cast<char>(c));
+}
+std::string short_str(const std::string& s) {
+    return op(0x8c) + op(static_cast<unsigned char>(s.size())) + s;
+}
 
 Result<PickleRef> read(const std::string& bytes, PickleLimits limits = {}) {
     SafePickleReader r(limits);
@@ -40,40 +46,40 @@ Result<PickleRef> read(const std::string& bytes, PickleLimits limits = {}) {
 
 TEST(SafePickleReader, EveryDataOpcodeHandAssembled) {
     std::string p = op(0x80) + op(4) + op(0x95) + le(0, 8);  // PROTO 4, FRAME
-    p += op(']') + op(0x94);                                  // EMPTY_LIST, MEMOIZE (0)
-    p += op('(');                                             // MARK
-    p += op('N') + op(0x88) + op(0x89);                       // None, True, False
-    p += op('J') + le(static_cast<std::uint32_t>(-5), 4);     // BININT -5
-    p += op('K') + op(200) + op('M') + le(60000, 2);          // BININT1, BININT2
-    p += op(0x8a) + op(1) + op(0xFF);                         // LONG1 -1
-    p += op(0x8a) + op(8) + le(1ull << 62, 8);                // LONG1 2^62
-    p += op(0x8b) + le(9, 4) + std::string(9, '\x01');        // LONG4 (> 64 bits)
+    p += op(']') + op(0x94);                                 // EMPTY_LIST, MEMOIZE (0)
+    p += op('(');                                            // MARK
+    p += op('N') + op(0x88) + op(0x89);                      // None, True, False
+    p += op('J') + le(static_cast<std::uint32_t>(-5), 4);    // BININT -5
+    p += op('K') + op(200) + op('M') + le(60000, 2);         // BININT1, BININT2
+    p += op(0x8a) + op(1) + op(0xFF);                        // LONG1 -1
+    p += op(0x8a) + op(8) + le(1ull << 62, 8);               // LONG1 2^62
+    p += op(0x8b) + le(9, 4) + std::string(9, '\x01');       // LONG4 (> 64 bits)
     double two_and_half = 2.5;
     std::uint64_t bits;
     std::memcpy(&bits, &two_and_half, 8);
     std::string be;
     for (int i = 7; i >= 0; --i) be += static_cast<char>((bits >> (8 * i)) & 0xFF);
-    p += op('G') + be;                                        // BINFLOAT
-    p += short_str("ab");                                     // SHORT_BINUNICODE
-    p += op('X') + le(3, 4) + "cde";                          // BINUNICODE
-    p += op(0x8d) + le(1, 8) + "f";                           // BINUNICODE8
-    p += op('U') + op(1) + "g" + op('T') + le(1, 4) + "h";    // SHORT_BINSTRING, BINSTRING
-    p += op('C') + op(1) + "\x01" + op('B') + le(1, 4) + "\x02";  // SHORT_BINBYTES, BINBYTES
+    p += op('G') + be;                                                 // BINFLOAT
+    p += short_str("ab");                                              // SHORT_BINUNICODE
+    p += op('X') + le(3, 4) + "cde";                                   // BINUNICODE
+    p += op(0x8d) + le(1, 8) + "f";                                    // BINUNICODE8
+    p += op('U') + op(1) + "g" + op('T') + le(1, 4) + "h";             // SHORT_BINSTRING, BINSTRING
+    p += op('C') + op(1) + "\x01" + op('B') + le(1, 4) + "\x02";       // SHORT_BINBYTES, BINBYTES
     p += op(0x8e) + le(1, 8) + "\x03" + op(0x96) + le(1, 8) + "\x04";  // BINBYTES8, BYTEARRAY8
-    p += op(')') + op('K') + op(1) + op(0x85);  // EMPTY_TUPLE, TUPLE1
-    p += op('K') + op(1) + op('K') + op(2) + op(0x86);        // TUPLE2
+    p += op(')') + op('K') + op(1) + op(0x85);                         // EMPTY_TUPLE, TUPLE1
+    p += op('K') + op(1) + op('K') + op(2) + op(0x86);                 // TUPLE2
     p += op('K') + op(1) + op('K') + op(2) + op('K') + op(3) + op(0x87);  // TUPLE3
-    p += op('(') + op('K') + op(4) + op('t');                 // MARK ... TUPLE
-    p += op('(') + op('K') + op(5) + op('l');                 // MARK ... LIST
-    p += op('(') + short_str("k") + op('K') + op(6) + op('d');  // MARK ... DICT
-    p += op('}') + short_str("a") + op('K') + op(7) + op('s');  // EMPTY_DICT, SETITEM
-    p += op('q') + op(9);                                     // BINPUT 9
-    p += op('h') + op(9) + op('0');                           // BINGET 9, POP
-    p += op('r') + le(70000, 4) + op('j') + le(70000, 4) + op('0');  // LONG_BINPUT/GET, POP
-    p += op('K') + op(8) + op('2');                           // DUP -> 8, 8
-    p += op('(') + op('K') + op(99) + op('1');                // MARK 99 POP_MARK
-    p += op('e');                                             // APPENDS
-    p += op('K') + op(9) + op('a');                           // APPEND
+    p += op('(') + op('K') + op(4) + op('t');                             // MARK ... TUPLE
+    p += op('(') + op('K') + op(5) + op('l');                             // MARK ... LIST
+    p += op('(') + short_str("k") + op('K') + op(6) + op('d');            // MARK ... DICT
+    p += op('}') + short_str("a") + op('K') + op(7) + op('s');            // EMPTY_DICT, SETITEM
+    p += op('q') + op(9);                                                 // BINPUT 9
+    p += op('h') + op(9) + op('0');                                       // BINGET 9, POP
+    p += op('r') + le(70000, 4) + op('j') + le(70000, 4) + op('0');       // LONG_BINPUT/GET, POP
+    p += op('K') + op(8) + op('2');                                       // DUP -> 8, 8
+    p += op('(') + op('K') + op(99) + op('1');                            // MARK 99 POP_MARK
+    p += op('e');                                                         // APPENDS
+    p += op('K') + op(9) + op('a');                                       // APPEND
     p += op('.');
     auto r = read(p);
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -141,7 +147,8 @@ TEST(SafePickleReader, PythonPicklesOfEveryProtocol) {
 TEST(SafePickleReader, MaliciousPickleIsRejectedAndNothingRuns) {
     const char* marker = "/tmp/gpudiag_pwned_marker";
     std::remove(marker);
-    for (const char* name : {"malicious.pickle", "malicious_p2.pickle", "malicious_nested.pickle"}) {
+    for (const char* name :
+         {"malicious.pickle", "malicious_p2.pickle", "malicious_nested.pickle"}) {
         auto r = read(read_file(data(name)));
         ASSERT_FALSE(r.is_ok()) << name;
         EXPECT_EQ(r.status().code(), StatusCode::kCorruptData) << name;
@@ -158,9 +165,10 @@ TEST(SafePickleReader, EveryCodeOpcodeIsRejectedByName) {
         unsigned char op;
         const char* name;
     };
-    const Case cases[] = {{'c', "GLOBAL"}, {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"}, {'b', "BUILD"},
-                          {'i', "INST"},   {'o', "OBJ"},           {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"},
-                          {0x82, "EXT1"},  {0x83, "EXT2"},         {0x84, "EXT4"},   {'P', "PERSID"},
+    const Case cases[] = {{'c', "GLOBAL"},   {0x93, "STACK_GLOBAL"}, {'R', "REDUCE"},
+                          {'b', "BUILD"},    {'i', "INST"},          {'o', "OBJ"},
+                          {0x81, "NEWOBJ"},  {0x92, "NEWOBJ_EX"},    {0x82, "EXT1"},
+                          {0x83, "EXT2"},    {0x84, "EXT4"},         {'P', "PERSID"},
                           {'Q', "BINPERSID"}};
     for (const auto& c : cases) {
         // A valid prefix (an int on the stack) then the opcode at offset 4.
@@ -203,10 +211,10 @@ TEST(SafePickleReader, MalformedInput) {
         EXPECT_NE(r.status().message().find("but only 4 follow"), std::string::npos)
             << r.status().message();
     }
-    EXPECT_FALSE(read(op(0x80) + op(4) + op('a') + ".").is_ok());         // APPEND on empty stack
+    EXPECT_FALSE(read(op(0x80) + op(4) + op('a') + ".").is_ok());          // APPEND on empty stack
     EXPECT_FALSE(read(op(0x80) + op(4) + op('h') + op(3) + ".").is_ok());  // unknown memo entry
     EXPECT_FALSE(read(op(0x80) + op(4) + op('K') + op(1) + op('K') + op(2) + ".").is_ok());
-    EXPECT_FALSE(read(op(0x80) + op(4) + op('e') + ".").is_ok());         // APPENDS without MARK
+    EXPECT_FALSE(read(op(0x80) + op(4) + op('e') + ".").is_ok());  // APPENDS without MARK
     auto self = read(read_file(data("self_referential.pickle")));
     ASSERT_FALSE(self.is_ok());
     EXPECT_NE(self.status().message().find("itself"), std::string::npos) << self.status().message();
@@ -282,7 +290,8 @@ TEST(SafePickleReader, StreamedItemsAreReleasedSoMemoryStaysBounded) {
     for (int batch = 0; batch < 20; ++batch) {
         p += op('(');
         for (int i = 0; i < 1000; ++i) {
-            p += op('}') + op(0x94) + short_str("i") + op('J') + le(static_cast<std::uint32_t>(batch * 1000 + i), 4) + op('s');
+            p += op('}') + op(0x94) + short_str("i") + op('J') +
+                 le(static_cast<std::uint32_t>(batch * 1000 + i), 4) + op('s');
         }
         p += op('e');
     }

@@ -31,8 +31,8 @@ constexpr Expected kCorpus[] = {
      "845.4 MiB"},
     {"magma27_cs336a2_memory_snapshot.pickle", 216, 14180941824, 1373919236, 12807022588,
      "13.2 GiB", "1.3 GiB", "11.9 GiB"},
-    {"bcrafton_cs336a2_memory_snapshot.pickle", 96, 4238344192, 3064418304, 1173925888,
-     "3.9 GiB", "2.9 GiB", "1.1 GiB"},
+    {"bcrafton_cs336a2_memory_snapshot.pickle", 96, 4238344192, 3064418304, 1173925888, "3.9 GiB",
+     "2.9 GiB", "1.1 GiB"},
     {"silmont2000_cs336a2_mem_snapshot.pickle", 9, 3781165056, 31719428, 3749445628, "3.5 GiB",
      "30.3 MiB", "3.5 GiB"},
 };

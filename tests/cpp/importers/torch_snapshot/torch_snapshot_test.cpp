@@ -14,7 +14,9 @@ namespace {
 
 constexpr double kMiB = 1 << 20;
 
-std::string data(const char* name) { return std::string(GPUDIAG_TEST_DATA_DIR) + "/memory/" + name; }
+std::string data(const char* name) {
+    return std::string(GPUDIAG_TEST_DATA_DIR) + "/memory/" + name;
+}
 
 double figure(const Report& r, const char* key) {
     const Section* s = r.section("memory");
@@ -36,7 +38,9 @@ public:
         annotations.push_back(a);
         return Status::ok();
     }
-    void on_setting(const std::string& k, const std::string& v) override { settings.emplace_back(k, v); }
+    void on_setting(const std::string& k, const std::string& v) override {
+        settings.emplace_back(k, v);
+    }
     std::vector<detail::SnapshotSegment> segments;
     std::vector<detail::TraceEntry> entries;
     std::vector<detail::SnapshotAnnotation> annotations;
@@ -51,7 +55,8 @@ TEST(TorchSnapshotReader, ModernVariantDecodes) {
     ASSERT_EQ(c.segments.size(), 1u);
     EXPECT_TRUE(c.segments[0].expandable);
     ASSERT_EQ(c.segments[0].blocks.size(), 3u);
-    EXPECT_EQ(c.segments[0].blocks[1].state, detail::BlockState::kPendingFree);  // awaiting spelling
+    EXPECT_EQ(c.segments[0].blocks[1].state,
+              detail::BlockState::kPendingFree);  // awaiting spelling
     EXPECT_EQ(c.segments[0].blocks[0].requested, 40 * (1u << 20) - 100);
     // The site is the program's frame, not torch's.
     EXPECT_EQ(strings.lookup(c.segments[0].blocks[0].site), "u/train.py:42 step");
@@ -61,7 +66,8 @@ TEST(TorchSnapshotReader, ModernVariantDecodes) {
     EXPECT_EQ(c.entries[5].action, detail::TraceAction::kOom);
     EXPECT_EQ(c.entries[5].device_free, 30u << 20);
     bool expandable = false;
-    for (const auto& [k, v] : c.settings) expandable = expandable || (k == "expandable_segments" && v == "true");
+    for (const auto& [k, v] : c.settings)
+        expandable = expandable || (k == "expandable_segments" && v == "true");
     EXPECT_TRUE(expandable);
 }
 
@@ -106,7 +112,8 @@ TEST(SnapshotAnalysis, ModernExpandableReplayEndsInFinalState) {
     ASSERT_NE(oom, nullptr) << render_text(*r);
     EXPECT_NE(oom->title.find("too_little_memory"), std::string::npos) << oom->title;
     bool says_on = false;
-    for (const auto& a : oom->advice) says_on = says_on || a.find("already on") != std::string::npos;
+    for (const auto& a : oom->advice)
+        says_on = says_on || a.find("already on") != std::string::npos;
     EXPECT_TRUE(says_on);
 }
 
