@@ -143,8 +143,8 @@ private:
                        std::uint64_t kernel_ns) {
         std::uint64_t phase_start = host_t;
         const char* names[] = {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
-                               "void at::native::vectorized_elementwise_kernel<4, "
-                               "at::native::GeluCUDAKernelImpl>",
+                               ("void at::native::vectorized_elementwise_kernel<4, "
+                                "at::native::GeluCUDAKernelImpl>"),
                                "cudnn::batchnorm_fwtr_nhwc_semiPersist",
                                "void at::native::reduce_kernel<512, 1>"};
         for (int k = 0; k < count; ++k) {
