@@ -89,7 +89,12 @@ for target in "${TARGETS[@]}"; do
   printf '%s: rc %d, %s executions in %ds, cov %s ft %s, corpus %s, crashes %s\n' \
     "$target" "$rc" "$execs" "$elapsed" "$cov" "$ft" "$files" "$found" >&2
   if [ $SMOKE -eq 1 ]; then
-    if [ $rc -ne 0 ] || [ "$found" -gt 0 ] || [ "$execs" -lt "$MIN_EXECS" ]; then
+    # A finding already reported and open (tests/fuzz/known_open.txt, docs/reliability.md) is
+    # said again, loudly, but does not fail CI; any other finding does.
+    if [ "$found" -gt 0 ] && grep -qx "$target" tests/fuzz/known_open.txt 2>/dev/null; then
+      echo "fuzz_campaign: $target: KNOWN OPEN finding reproduced (docs/reliability.md):" >&2
+      tail -8 "$log" >&2
+    elif [ $rc -ne 0 ] || [ "$found" -gt 0 ] || [ "$execs" -lt "$MIN_EXECS" ]; then
       echo "fuzz_campaign: $target cannot fuzz (rc $rc, $execs executions, $found crashes):" >&2
       tail -40 "$log" >&2
       failed=1
