@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -56,9 +57,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool gzip = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
     // The whole-document parse of the same text, for comparison.
     TraceBuffer text;
+    bool gzip_damaged = false;  // cut short or damaged: inflating stopped early
     if (gzip) {
-        bool truncated = false;
-        auto inflated = inflate_gzip(data, size, &truncated, std::uint64_t{1} << 24);
+        auto inflated = inflate_gzip(data, size, &gzip_damaged, std::uint64_t{1} << 24);
         if (!inflated.is_ok()) return 0;
         text = std::move(*inflated);
     } else {
@@ -89,9 +90,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (sink.seen.size() != streamed.parse.summary.events) __builtin_trap();
     bool same = true;
     if (outcome == StreamOutcome::kRead) {
+        // Damage to the gzip stream after the trace closed is the stream's note alone: the whole
+        // parse sees only the inflated text.
+        std::vector<std::string> notes = streamed.parse.summary.notes;
+        if (gzip_damaged && !notes.empty() && notes.back().rfind("after the trace's end: ", 0) == 0)
+            notes.pop_back();
         same = whole_ok && !whole.summary.truncated && sink.seen.size() == whole.events.size() &&
-               strings.size() == whole_strings.size() &&
-               streamed.parse.summary.notes == whole.summary.notes &&
+               strings.size() == whole_strings.size() && notes == whole.summary.notes &&
                streamed.parse.info.properties == whole.info.properties;
         for (std::size_t i = 0; same && i < sink.seen.size(); ++i) {
             same = std::memcmp(&sink.seen[i], &whole.events[i], sizeof(Event)) == 0;

@@ -1289,6 +1289,47 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
     return status;
 }
 
+namespace {
+
+// Parses a copy of `text` (with the padding simdjson needs); true when it read events.
+bool parse_copy(std::string_view text, StringTable& strings, KinetoParseResult& out) {
+    if (text.empty()) return false;
+    TraceBuffer copy(text.size());
+    std::memcpy(copy.data(), text.data(), text.size());
+    copy.resize(text.size());
+    const ParseAttempt attempt = parse_document(
+        copy.data(), copy.size(), copy.capacity() + TraceBuffer::kPadding, strings, out);
+    return attempt.error == simdjson::SUCCESS && attempt.found_events && !out.events.empty();
+}
+
+// The text up to a byte JSON text cannot hold, as the streamed parse reads the same input (the
+// on-demand parse alone would skip over such damage inside an event it does not use, and call
+// the trace whole): whole when the trace closed before that byte, else the events before it.
+Status parse_before_non_json_byte(const TraceBuffer& buffer, std::size_t at,
+                                  const std::string& name, StringTable& strings,
+                                  KinetoParseResult& out) {
+    const std::string problem =
+        describe_non_json_byte(at, static_cast<unsigned char>(buffer.data()[at]));
+    const std::string_view before = buffer.view().substr(0, at);
+    const SourceInfo info = out.info;
+    if (parse_copy(before, strings, out)) {
+        finish_kineto_result(out, out.events.size());
+        out.summary.notes.push_back(note_after_trace_end(problem));
+        return Status::ok();
+    }
+    out = KinetoParseResult{};
+    out.info = info;
+    if (parse_copy(close_after_last_complete_event(before), strings, out)) {
+        out.summary.truncated = true;
+        out.summary.missing.push_back(problem + "; kept the " + std::to_string(out.events.size()) +
+                                      " events before it, whatever followed is missing");
+        return finish_result(out);
+    }
+    return corrupt_data(name + ": " + problem + "; no event came before it");
+}
+
+}  // namespace
+
 Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, StringTable& strings,
                            KinetoParseResult& out, const KinetoParseOptions& options) {
     auto reset = [&] {
@@ -1297,6 +1338,9 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
         out.info.description = name;
     };
     reset();
+    const std::size_t bad = find_non_json_byte(buffer.view());
+    if (bad != std::string_view::npos)
+        return parse_before_non_json_byte(buffer, bad, name, strings, out);
     unsigned threads = options.max_threads;
     if (threads == 0) threads = std::min(4u, std::max(1u, std::thread::hardware_concurrency()));
     if (threads >= 2 && buffer.size() >= options.split_min_bytes) {

@@ -209,8 +209,7 @@ public:
             if (!publish(skeleton_, out))
                 return decline(out, "the text around the event array is not a trace's");
             if (!after_end_.empty()) {
-                out.parse.summary.notes.push_back("after the trace's end: " + after_end_ +
-                                                  " (the trace itself is whole)");
+                out.parse.summary.notes.push_back(note_after_trace_end(after_end_));
             }
             out.outcome = StreamOutcome::kRead;
             return out.outcome;
@@ -277,13 +276,7 @@ private:
         if (bad != std::string_view::npos) {
             stopped_ = true;
             const auto byte = static_cast<unsigned char>(at[bad]);
-            stop(End::kCut,
-                 fmt::format("{} of the trace's text is 0x{:02x}, which JSON text cannot hold: the "
-                             "text is unreadable from there on{} and was not read further",
-                             byte_position(text_read_ + bad), byte,
-                             byte == 0 ? " (zero bytes: the data never reached the disk, as after "
-                                         "a crash, or a sparse file)"
-                                       : ""));
+            stop(End::kCut, describe_non_json_byte(text_read_ + bad, byte));
             usable = bad;
         }
         piece.length += usable;
@@ -292,13 +285,14 @@ private:
         return usable;
     }
 
-    // Whether the input itself ended early (gzip cut short), once it is read to its end.
+    // Whether the input itself ended early (gzip cut short or damaged: inflating stops at the
+    // first bad block or checksum), once it is read to its end.
     void note_input_end() {
         if (stopped_) return;
         if (in_.truncated()) {
             stop(End::kCut, fmt::format("the gzip stream ends early, after {} of the trace's text "
-                                        "(file cut short?): whatever followed the last complete "
-                                        "event is missing",
+                                        "(file cut short, or damaged?): whatever followed the last "
+                                        "complete event is missing",
                                         fmt::format("{} bytes", text_read_)));
         }
     }
@@ -417,10 +411,7 @@ private:
         if (bad != std::string_view::npos) {
             const auto byte = static_cast<unsigned char>(text[bad]);
             stopped_ = true;
-            stop(End::kCut,
-                 fmt::format("{} of the trace's text is 0x{:02x}, which JSON text cannot hold: the "
-                             "text is unreadable from there on and was not read further",
-                             byte_position(bad), byte));
+            stop(End::kCut, describe_non_json_byte(bad, byte));
             text = text.substr(0, bad);
         } else if (in_.truncated()) {
             note_input_end();
@@ -767,21 +758,6 @@ private:
 };
 
 }  // namespace
-
-std::size_t find_non_json_byte(std::string_view text) noexcept {
-    // Counted branch-free first (the compiler vectorises it): real traces hold none.
-    std::size_t bad = 0;
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        bad += static_cast<std::size_t>((c < 0x20) & (c != '\n') & (c != '\r') & (c != '\t'));
-    }
-    if (bad == 0) return std::string_view::npos;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') return i;
-    }
-    return std::string_view::npos;
-}
 
 StreamOutcome stream_kineto_trace(ByteStream& in, const std::string& name,
                                   const KinetoStreamOptions& options, KinetoStreamResult& out) {

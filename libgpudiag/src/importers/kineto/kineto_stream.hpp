@@ -84,8 +84,4 @@ void publish_stream_names(KinetoStreamResult& result, StringTable& strings);
 bool stream_kineto_events(ByteStream& in, const std::string& name, StringTable& strings,
                           const KinetoStreamOptions& options, KinetoStreamResult& out);
 
-/// The offset of the first byte in `text` that JSON text cannot hold anywhere (a control
-/// character other than tab, line feed and carriage return), or npos.
-std::size_t find_non_json_byte(std::string_view text) noexcept;
-
 }  // namespace gpudiag::detail

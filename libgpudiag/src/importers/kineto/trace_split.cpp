@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "importers/kineto/trace_split.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace gpudiag::detail {
@@ -96,6 +98,35 @@ bool find_trace_split(std::string_view text, std::size_t max_slices, TraceSplit&
     std::size_t close = find_events_array_close(text, text.size());
     if (close == std::string_view::npos || close <= open) return false;
     return cut_trace_slices(text, open, close, max_slices, out);
+}
+
+std::size_t find_non_json_byte(std::string_view text) noexcept {
+    // Counted branch-free first (the compiler vectorises it): real traces hold none.
+    std::size_t bad = 0;
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        bad += static_cast<std::size_t>((c < 0x20) & (c != '\n') & (c != '\r') & (c != '\t'));
+    }
+    if (bad == 0) return std::string_view::npos;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') return i;
+    }
+    return std::string_view::npos;
+}
+
+std::string describe_non_json_byte(std::uint64_t offset, unsigned char byte) {
+    return fmt::format(
+        "byte {} of the trace's text is 0x{:02x}, which JSON text cannot hold: the "
+        "text is unreadable from there on{} and was not read further",
+        offset, byte,
+        byte == 0 ? " (zero bytes: the data never reached the disk, as after a "
+                    "crash, or a sparse file)"
+                  : "");
+}
+
+std::string note_after_trace_end(std::string_view what) {
+    return fmt::format("after the trace's end: {} (the trace itself is whole)", what);
 }
 
 }  // namespace gpudiag::detail

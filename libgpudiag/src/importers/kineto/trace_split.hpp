@@ -9,6 +9,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -38,5 +40,16 @@ bool cut_trace_slices(std::string_view text, std::size_t open, std::size_t close
 
 /// The first candidates of the three above together (for tests and tools).
 bool find_trace_split(std::string_view text, std::size_t max_slices, TraceSplit& out);
+
+/// The offset of the first byte in `text` that JSON text cannot hold anywhere (a control
+/// character other than tab, line feed and carriage return), or npos. Both the streamed and the
+/// whole-document parse stop there, so they agree on what was read.
+std::size_t find_non_json_byte(std::string_view text) noexcept;
+
+/// What both parses say when they stop at such a byte, found at `offset` of the trace's text.
+std::string describe_non_json_byte(std::uint64_t offset, unsigned char byte);
+
+/// The note both parses add when what stopped the input (`what`) came after the trace had closed.
+std::string note_after_trace_end(std::string_view what);
 
 }  // namespace gpudiag::detail

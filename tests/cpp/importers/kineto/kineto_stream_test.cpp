@@ -310,14 +310,49 @@ TEST(KinetoStream, BytesJsonCannotHoldEndTheReading) {
                   std::string::npos)
             << r.parse.summary.missing[0];
         EXPECT_GT(r.runs.events(), 150u);
+        // The whole-document parse stops at the same byte and keeps the same events.
+        Whole w;
+        parse_whole(zeroed, w);
+        ASSERT_TRUE(w.status.is_ok()) << w.status.message();
+        EXPECT_TRUE(w.result.summary.truncated);
+        ASSERT_FALSE(w.result.summary.missing.empty());
+        EXPECT_EQ(w.result.summary.missing[0].substr(0, 60),
+                  r.parse.summary.missing[0].substr(0, 60));
+        EXPECT_EQ(w.result.events.size(), r.runs.events());
     }
-    // Zeros after the trace's end are nobody's loss: the trace is whole.
+    // Zeros after the trace's end are nobody's loss: the trace is whole, for both parses.
     KinetoStreamResult after;
-    EXPECT_EQ(stream_piecemeal(text + std::string(5000, '\0'), after), StreamOutcome::kRead)
-        << after.why;
+    const std::string zeros_after = text + std::string(5000, '\0');
+    EXPECT_EQ(stream_piecemeal(zeros_after, after), StreamOutcome::kRead) << after.why;
+    Whole w;
+    parse_whole(zeros_after, w);
+    ASSERT_TRUE(w.status.is_ok()) << w.status.message();
+    EXPECT_FALSE(w.result.summary.truncated);
+    EXPECT_EQ(after.runs.events(), w.result.events.size());
+    EXPECT_EQ(after.parse.summary.notes, w.result.summary.notes);
+}
+
+// Found by kineto_stream_fuzz: a control byte inside an event the on-demand parse does not use
+// (here one with no timestamp). The whole parse used to skip over it and call the trace whole
+// while the stream stopped there; both now stop at the byte and keep the event before it.
+TEST(KinetoStream, ControlByteInsideAnEventStopsBothParsesAlike) {
+    const std::string text =
+        "[{\"ph\": \"X\", \"cat\": \"Operator\", \"name\": \"aten::conv2d\", \"pid\": 1, "
+        "\"tid\": 1, \"ts\": 10, \"dur\": 20},\n"
+        " {\"ph\": \"X\", \"cat\": \"Runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": \x1d], "
+        "\"name\": \"k\", \"pid\": 0}]\n";
+    KinetoStreamResult r;
+    ASSERT_EQ(stream_piecemeal(text, r), StreamOutcome::kPartial) << r.why;
     Whole w;
     parse_whole(text, w);
-    EXPECT_EQ(after.runs.events(), w.result.events.size());
+    ASSERT_TRUE(w.status.is_ok()) << w.status.message();
+    EXPECT_TRUE(w.result.summary.truncated);
+    ASSERT_EQ(w.result.summary.missing.size(), 1u);
+    EXPECT_NE(w.result.summary.missing[0].find("is 0x1d, which JSON text cannot hold"),
+              std::string::npos)
+        << w.result.summary.missing[0];
+    EXPECT_EQ(w.result.events.size(), 1u);
+    EXPECT_EQ(r.runs.events(), 1u);
 }
 
 TEST(KinetoStream, WhitespaceIsSqueezedAndBoundlessTextRefused) {
