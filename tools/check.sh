@@ -19,6 +19,23 @@ START=$(date +%s)
 
 step() { printf '\n=== %s (%ds)\n' "$*" $(( $(date +%s) - START )); }
 
+# One gcc compile of the library serves three builds: the ci preset's, the add_subdirectory
+# consumer's and the Python wheel's are configured alike (same compiler name, build type, flags and
+# -Werror), and ccache hands the objects on, paths taken relative to the checkout.
+export CC=${CC:-cc} CXX=${CXX:-c++}
+use_ccache() {
+  command -v ccache >/dev/null || return 0
+  export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+}
+# The ci build's flags, for the consumer and the wheel (the preset owns them).
+ci_cache() { sed -n "s/^$1:[A-Z]*=//p" build/ci/CMakeCache.txt; }
+same_compile() {
+  printf '%s\n' -DCMAKE_BUILD_TYPE=Release -DGPUDIAG_WERROR=ON \
+    "-DCMAKE_C_FLAGS_RELEASE=$(ci_cache CMAKE_C_FLAGS_RELEASE)" \
+    "-DCMAKE_CXX_FLAGS_RELEASE=$(ci_cache CMAKE_CXX_FLAGS_RELEASE)"
+}
+
 # --- system packages (Debian/Ubuntu) -------------------------------------------------------------
 step "system packages"
 tools/install_deps.sh --test
@@ -32,23 +49,24 @@ tools/lint.sh
 step "CUPTI 12 libraries for the *Cupti12* tests"
 tools/fetch_cupti_libs.sh
 
-step "configure + build (dev preset)"
-cmake --preset dev >/dev/null
-cmake --build --preset dev -j "$JOBS"
-step "ctest (dev)"
-ctest --preset dev -j "$JOBS"
+step "configure + build (ci preset: dev's checks, -O2)"
+use_ccache
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j "$JOBS"
+step "ctest (ci)"
+ctest --preset ci -j "$JOBS"
+mapfile -t SAME_COMPILE < <(same_compile)
 
 if [ $QUICK -eq 0 ]; then
   step "install + consumers (find_package C++20 and C++17, C, add_subdirectory, example)"
-  cmake --install build/dev --prefix build/dev/install >/dev/null
+  cmake --install build/ci --prefix build/ci/install >/dev/null
   for consumer in tests/consumer/find_package tests/consumer/cxx17 tests/consumer/c_api \
                   tests/consumer/add_subdirectory examples/cpp/inference_service; do
     [ -d "$consumer" ] || continue
     name=$(basename "$consumer")
-    # Unoptimised: the consumers prove packaging, and add_subdirectory compiles all of gpudiag.
+    # Configured as the ci build: add_subdirectory's copy of gpudiag is then ccache's.
     cmake -S "$consumer" -B "build/consumer-$name" -G Ninja \
-      -DCMAKE_PREFIX_PATH="$ROOT/build/dev/install" -DCMAKE_BUILD_TYPE=Debug \
-      -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 >/dev/null
+      -DCMAKE_PREFIX_PATH="$ROOT/build/ci/install" "${SAME_COMPILE[@]}" >/dev/null
     cmake --build "build/consumer-$name" -j "$JOBS"
     if [ -f "build/consumer-$name/CTestTestfile.cmake" ]; then
       (cd "build/consumer-$name" && ctest --output-on-failure)
@@ -93,7 +111,13 @@ if [ -f pyproject.toml ]; then
   # torch is large; pip's cache keeps it to one download per machine.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
   # The frameworks extra (Lightning, transformers) comes after torch, so it never pulls one in.
-  .venv/bin/python -m pip install -q ".[test,frameworks,lint]"
+  # Built as the ci build is (in build/<wheel tag>, as deep as build/ci): the library is ccache's.
+  CONFIG=()
+  [ ${#SAME_COMPILE[@]} -gt 0 ] && CONFIG=(-C cmake.build-type=Release)
+  for define in "${SAME_COMPILE[@]}"; do
+    case $define in -DCMAKE_BUILD_TYPE=*) ;; *) CONFIG+=(-C "cmake.define.${define#-D}") ;; esac
+  done
+  .venv/bin/python -m pip install -q "${CONFIG[@]}" ".[test,frameworks,lint]"
   step "ruff + mypy (the pinned versions of the lint extra)"
   .venv/bin/ruff check python tests/python tests/scenarios examples/python
   .venv/bin/ruff format --check python tests/python tests/scenarios examples/python tools bench
