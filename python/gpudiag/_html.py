@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any, Callable
 
-from gpudiag import _svg
+from gpudiag import _core, _svg
 from gpudiag._format import format_figure
 
 _CSS = """
@@ -150,24 +150,17 @@ def _figures_table(figures: dict[str, Any]) -> str:
 
 
 def _saving(predicted: dict[str, Any]) -> str:
-    """What fixing the finding is worth, as the text report says it; "" when not predicted."""
-    saving = predicted.get("saving_ns")
-    if saving is None:
-        return ""
-    text = "Fixing this saves about " + format_figure(float(saving["value"]), saving["unit"])
-    if "per step" in str(saving.get("label", "")):
-        text += " per step"
-    share = predicted.get("share")
-    if share is not None:
-        text += f" ({format_figure(float(share['value']), share['unit'])})"
-    step = predicted.get("step_time_ns")
-    if step is not None:
-        before = float(step["value"]) + float(saving["value"])
-        text += (
-            f": {format_figure(before, step['unit'])} -> "
-            f"{format_figure(float(step['value']), step['unit'])}"
-        )
-    return f'<div class="saving"><b>{escape(text)}</b></div>'
+    """What fixing the finding is worth, in the text report's words (C++'s); "" when not predicted."""
+    figures = []
+    for key, f in predicted.items():
+        figure = _core.Figure()
+        figure.key = key
+        figure.value = float(f["value"])
+        figure.unit = str(f.get("unit", ""))
+        figure.label = str(f.get("label", ""))
+        figures.append(figure)
+    text = _core.describe_saving(figures)
+    return f'<div class="saving"><b>{escape(text)}</b></div>' if text else ""
 
 
 def _finding(f: dict[str, Any]) -> str:

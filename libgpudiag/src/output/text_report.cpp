@@ -60,26 +60,9 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
     }
 }
 
-// "Fixing this saves about 68.9 ms per step (39.4 %): 174.8 ms -> 105.9 ms".
 void render_saving(std::string& out, const Finding& f) {
-    const Figure* saving = nullptr;
-    const Figure* share = nullptr;
-    const Figure* step = nullptr;
-    for (const auto& fig : f.predicted_saving) {
-        if (fig.key == "saving_ns") saving = &fig;
-        if (fig.key == "share") share = &fig;
-        if (fig.key == "step_time_ns") step = &fig;
-    }
-    if (saving == nullptr) return;
-    out += "      Fixing this saves about " + format_figure(saving->value, saving->unit);
-    if (!saving->label.empty() && saving->label.find("per step") != std::string::npos)
-        out += " per step";
-    if (share != nullptr) out += " (" + format_figure(share->value, share->unit) + ")";
-    if (step != nullptr) {
-        out += ": " + format_figure(step->value + saving->value, step->unit) + " -> " +
-               format_figure(step->value, step->unit);
-    }
-    out += "\n";
+    const std::string saving = describe_saving(f.predicted_saving);
+    if (!saving.empty()) out += "      " + saving + "\n";
 }
 
 void render_finding(std::string& out, const Finding& f) {

@@ -385,6 +385,50 @@ GpuArrivals gpu_arrivals(const Report& job) {
     return out;
 }
 
+// What the others' wait for rank `late` can be worth per step: that wait sits inside their
+// collective kernels, so removing it saves no more than hiding all their collective time, which
+// each rank's replayed critical path prices (its what_if "hidden_communication"). Ranks march in
+// lockstep, so the job saves no more than the rank with the least to gain. -1 when a rank has no
+// per-step replay to ask.
+double communication_replay_bound(const Report& job, std::int32_t late) {
+    double bound = -1;
+    for (const auto& r : job.ranks) {
+        if (r.source.rank == late) continue;
+        const Table* t = table_of(r, "timeline", "what_if");
+        if (t == nullptr || figure_of(r, "timeline", "critical_path_steps") <= 0) return -1;
+        double saving = -1;
+        for (const auto& row : t->rows) {
+            if (!row.empty() && std::holds_alternative<std::string>(row[0]) &&
+                std::get<std::string>(row[0]) == "hidden_communication") {
+                saving = number_at(row, 1);
+            }
+        }
+        if (saving < 0) return -1;
+        bound = bound < 0 ? saving : std::min(bound, saving);
+    }
+    return bound;
+}
+
+// How far the saving of a straggler finding goes, `bound` being communication_replay_bound's.
+std::string straggler_saving_note(double wait, double bound) {
+    if (bound < 0) {
+        return "Bringing it on time removes that wait (the other ranks' critical paths were not "
+               "replayed, so the saving below assumes all of it is on them).";
+    }
+    if (bound < wait * 0.9) {
+        const std::string shorten =
+            bound < 1e3 ? "do not shorten" : "shorten by " + format_duration_ns(bound) + " at most";
+        return std::string(bound < 1e3 ? "None of that wait is on" : "Most of that wait is off") +
+               " the other ranks' critical path: replayed with all their collective time hidden, "
+               "their steps " +
+               shorten +
+               ", so what holds their steps back (their own findings) comes first; once that is "
+               "fixed, this rank's lateness costs the job up to the full wait.";
+    }
+    return "Bringing it on time removes that wait, and the other ranks' replayed critical paths "
+           "keep the saving below.";
+}
+
 // The rank the others wait for most, by GPU arrival; adds the job figures and tables and, when it
 // holds the job back by kStragglerNotable of a step, the rank_straggler finding. False when the
 // ranks' reports carry no collective arrivals (they were not analysed for a job).
@@ -428,9 +472,16 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     if (excess < kStragglerNotable) return true;
     const double own = lr.last > 0 ? lr.compute_ns / lr.last : 0;
     const double typical = lr.last > 0 ? lr.median_compute_ns / lr.last : 0;
+    const double bound = communication_replay_bound(job, rank);
+    const double saving = bound < 0 ? wait : std::min(wait, bound);
+    const double saving_share = median_step_ns > 0 ? saving / median_step_ns : 0;
     Finding f;
     f.id = "rank_straggler";
-    f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
+    // Graded by what bringing it on time is worth now: a wait off the others' critical path
+    // costs nothing until what holds their steps back is fixed.
+    f.severity = saving_share >= kStragglerSevere    ? Severity::kCritical
+                 : saving_share >= kStragglerNotable ? Severity::kWarning
+                                                     : Severity::kInfo;
     f.rank = rank;
     f.title = "Rank " + std::to_string(rank) +
               " reaches the collectives last on the GPU: the other "
@@ -460,9 +511,9 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
         {"compute_before_ns", own, "ns", "its compute before each of them"},
         {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
     f.predicted_saving = {
-        {"saving_ns", wait, "ns", "time saved per step"},
-        {"share", excess, "fraction", "share of the step time"},
-        {"step_time_ns", std::max(0.0, median_step_ns - wait), "ns", "predicted step time"}};
+        {"saving_ns", saving, "ns", "time saved per step"},
+        {"share", saving_share, "fraction", "share of the step time"},
+        {"step_time_ns", std::max(0.0, median_step_ns - saving), "ns", "predicted step time"}};
     f.site_unit = "ns";
     double total = 0;
     for (const auto& [r, x] : g.ranks) total += x.wait_ns;
@@ -475,8 +526,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     f.evidence.push_back("GPU start of the collectives, clocks aligned on their common end: rank " +
                          std::to_string(rank) + " last at " + std::to_string(lr.last) + " of " +
                          std::to_string(g.matched));
-    f.summary += " Bringing it to the next-latest rank's arrival saves about " +
-                 format_duration_ns(wait) + " per step (" + format_percent(excess) + ").";
+    f.summary += " " + straggler_saving_note(wait, bound);
     f.advice.push_back(
         "Look at this rank's compute before the collectives it reaches last (its "
         "kernels, its GPU's clocks and temperature): its delay is every rank's delay.");
@@ -647,9 +697,14 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         // rank is the estimate for reports that lack it.
         const bool by_gpu = add_gpu_straggler(job, s, med_step);
         if (!by_gpu && excess >= kStragglerNotable) {
+            const double bound = communication_replay_bound(job, slowest->rank);
+            const double saving = bound < 0 ? wait : std::min(wait, bound);
+            const double saving_share = med_step > 0 ? saving / med_step : 0;
             Finding f;
             f.id = "rank_straggler";
-            f.severity = excess >= kStragglerSevere ? Severity::kCritical : Severity::kWarning;
+            f.severity = saving_share >= kStragglerSevere    ? Severity::kCritical
+                         : saving_share >= kStragglerNotable ? Severity::kWarning
+                                                             : Severity::kInfo;
             f.rank = slowest->rank;
             f.title = "Rank " + std::to_string(slowest->rank) +
                       " is the straggler: the other ranks "
@@ -662,16 +717,17 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                         format_duration_ns(med_comm) +
                         ": it reaches each collective last, and the others wait inside the "
                         "collective for it. Its GPU is idle " +
-                        format_percent(slowest->idle_share) + " of its window.";
+                        format_percent(slowest->idle_share) + " of its window. " +
+                        straggler_saving_note(wait, bound);
             f.figures = {
                 {"share", excess, "fraction", "wait for this rank, share of the step"},
                 {"wait_ns", wait, "ns", "others' extra collective time per step"},
                 {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
                 {"median_communication_ns", med_comm, "ns", "median collective time"}};
             f.predicted_saving = {
-                {"saving_ns", wait, "ns", "time saved per step"},
-                {"share", excess, "fraction", "share of the step time"},
-                {"step_time_ns", std::max(0.0, med_step - wait), "ns", "predicted step time"}};
+                {"saving_ns", saving, "ns", "time saved per step"},
+                {"share", saving_share, "fraction", "share of the step time"},
+                {"step_time_ns", std::max(0.0, med_step - saving), "ns", "predicted step time"}};
             f.site_unit = "ns";
             for (const auto& r : ranks) {
                 f.sites.push_back(
@@ -721,8 +777,11 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             f.figures = {{"share", spread, "fraction", "(max - min) over the mean"},
                          {"max_communication_ns", hi->comm_ns, "ns", "most collective time"},
                          {"min_communication_ns", lo->comm_ns, "ns", "least collective time"}};
-            // Evening it out means the rank arriving last arrives with the median one.
-            const double even = std::max(0.0, med_comm - lo->comm_ns);
+            // Evening it out means the rank arriving last arrives with the median one; the
+            // others' shorter collectives count only as far as their critical paths let them.
+            double even = std::max(0.0, med_comm - lo->comm_ns);
+            const double bound = communication_replay_bound(job, lo->rank);
+            if (bound >= 0) even = std::min(even, bound);
             f.predicted_saving = {
                 {"saving_ns", even, "ns", "time saved per step"},
                 {"share", med_step > 0 ? even / med_step : 0.0, "fraction",

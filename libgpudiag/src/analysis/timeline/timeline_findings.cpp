@@ -101,19 +101,20 @@ void attach_saving(Finding& f, const TimelineSummary& s, WhatIf w, const std::st
         {"share", share, "fraction", per_step ? "share of the step time" : "share of the window"},
         {"step_time_ns", base - saving, "ns",
          per_step ? "predicted step time" : "predicted window"}};
+    // The number itself is describe_saving's line under the summary: the summary says only how
+    // far to trust it.
     if (lower_bound) {
-        f.summary += " " + fix + " saves at least " + dur(saving) + per + " (" + pct(share) +
-                     ", replaying the critical path without the host waiting for them; the copies "
-                     "keep their measured speed, and pinned ones are faster).";
+        f.summary += " " + fix +
+                     ": the saving below replays the critical path without the host waiting for "
+                     "them, the copies at their measured speed; pinned ones are faster, so it is "
+                     "a lower bound.";
     } else if (share < kWorthFixing) {
         f.severity = Severity::kInfo;
-        f.summary += " " + fix + " would save " + dur(saving) + per + " (" + pct(share) +
-                     ", replaying the critical path without it): it is off the critical path, so "
+        f.summary += " " + fix + " would barely shorten the " + (per_step ? "step" : "window") +
+                     " (the critical path replayed without it): it is off the critical path, so "
                      "other findings are worth fixing first.";
     } else {
-        f.summary += " " + fix + " saves about " + dur(saving) + per + " (" + pct(share) +
-                     "): " + dur(base) + " -> " + dur(base - saving) +
-                     ", replaying the critical path without it.";
+        f.summary += " " + fix + ": the saving below is the critical path replayed without it.";
     }
 }
 

@@ -888,6 +888,12 @@ struct SplitMerge {
     bool merged = false;
 };
 
+// Whether the document holds nothing after its top-level value (simdjson 3.0's on-demand document
+// has no at_end(): current_location() reports the end as out of bounds).
+bool nothing_after(od::document& doc) noexcept {
+    return doc.current_location().error() == simdjson::OUT_OF_BOUNDS;
+}
+
 ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capacity,
                             StringTable& strings, KinetoParseResult& out,
                             SplitMerge* split = nullptr) {
@@ -924,6 +930,8 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                 (void)item;
                 return fail(simdjson::INCORRECT_TYPE, "in the split skeleton");
             }
+            if (!nothing_after(doc))
+                return fail(simdjson::TRAILING_CONTENT, "after the event array");
             attempt.found_events = true;
             converter.adopt_totals(*split->totals);
             split->merged = true;
@@ -1003,6 +1011,9 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
     } else {
         return fail(simdjson::INCORRECT_TYPE, "at the start");
     }
+    // Text after the top-level value makes the whole no JSON: the on-demand parse stops reading
+    // at the value's end, so it is checked here (the streamed parse's skeleton probe relies on it).
+    if (!nothing_after(doc)) return fail(simdjson::TRAILING_CONTENT, "after the trace's end");
     converter.finish();
     return attempt;
 }
@@ -1291,7 +1302,8 @@ Status parse_kineto_trace(const TraceBuffer& buffer, const std::string& name, St
 
 namespace {
 
-// Parses a copy of `text` (with the padding simdjson needs); true when it read events.
+// Parses a copy of `text` (with the padding simdjson needs); true when it read a trace (whose
+// events may all have been skipped).
 bool parse_copy(std::string_view text, StringTable& strings, KinetoParseResult& out) {
     if (text.empty()) return false;
     TraceBuffer copy(text.size());
@@ -1299,7 +1311,7 @@ bool parse_copy(std::string_view text, StringTable& strings, KinetoParseResult& 
     copy.resize(text.size());
     const ParseAttempt attempt = parse_document(
         copy.data(), copy.size(), copy.capacity() + TraceBuffer::kPadding, strings, out);
-    return attempt.error == simdjson::SUCCESS && attempt.found_events && !out.events.empty();
+    return attempt.error == simdjson::SUCCESS && attempt.found_events;
 }
 
 // The text up to a byte JSON text cannot hold, as the streamed parse reads the same input (the
@@ -1319,7 +1331,7 @@ Status parse_before_non_json_byte(const TraceBuffer& buffer, std::size_t at,
     }
     out = KinetoParseResult{};
     out.info = info;
-    if (parse_copy(close_after_last_complete_event(before), strings, out)) {
+    if (parse_copy(close_after_last_complete_event(before), strings, out) && !out.events.empty()) {
         out.summary.truncated = true;
         out.summary.missing.push_back(problem + "; kept the " + std::to_string(out.events.size()) +
                                       " events before it, whatever followed is missing");

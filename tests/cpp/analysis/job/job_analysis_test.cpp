@@ -105,9 +105,19 @@ TEST(JobAnalysis, ABackwardStragglerIsFoundByTheGpuThoughEveryStepTakesAsLong) {
     EXPECT_EQ(last, 30);  // last at every all-reduce
     EXPECT_GT(own, typical);
     EXPECT_NE(f->summary.find("slow in the compute before them"), std::string::npos) << f->summary;
-    // The others wait for it at each all-reduce: 0.8 + 1.6 + 1.7 ms per step.
-    EXPECT_NEAR(f->saving_ns(), 4.1 * kMs, 1e3);
-    EXPECT_EQ(f->severity, Severity::kCritical);
+    // The others wait for it at each all-reduce: 0.8 + 1.6 + 1.7 ms per step ...
+    double wait = 0;
+    for (const auto& fig : f->figures) {
+        if (fig.key == "wait_ns") wait = fig.value;
+    }
+    EXPECT_NEAR(wait, 4.1 * kMs, 1e3);
+    // ... but the waits overlap their own backward: their GPUs finish 2.4 ms earlier without
+    // them, and their replayed critical paths with all collective time hidden (2.7 ms: the last
+    // all-reduce's own 0.3 ms as well) bound what bringing rank 2 on time saves.
+    EXPECT_NEAR(f->saving_ns(), 2.7 * kMs, 1e3);
+    EXPECT_NE(f->summary.find("off the other ranks' critical path"), std::string::npos)
+        << f->summary;
+    EXPECT_EQ(f->severity, Severity::kCritical);  // 27 % of the step
 }
 
 TEST(JobAnalysis, BalancedJobHasNoStraggler) {
