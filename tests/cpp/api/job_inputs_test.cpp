@@ -7,6 +7,8 @@
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/job.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -23,17 +25,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string kineto(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
-}
-std::string snapshot(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/memory_snapshots/" + name;
-}
-
-#define REQUIRE(path)                                     \
-    if (!fs::exists(path)) {                              \
-        GTEST_SKIP() << "corpus file absent: " << (path); \
-    }
+using testing::corpus_kineto_trace;
+using testing::corpus_snapshot;
 
 // The figures of every section of a report, for comparing reports made from the same data
 // through different paths.
@@ -83,8 +76,8 @@ void unpack(const std::string& archive, const fs::path& dir) {
 }
 
 TEST(JobInputs, TheEightRankArchiveIsOneJobOfEightRanks) {
-    const std::string archive = kineto("param_dlrm_kineto_8ranks.tar.gz");
-    REQUIRE(archive);
+    const std::string archive = corpus_kineto_trace("param_dlrm_kineto_8ranks.tar.gz");
+    GPUDIAG_REQUIRE_FILES(archive);
     auto inputs = expand_job_inputs({archive});
     ASSERT_TRUE(inputs.is_ok()) << inputs.status().to_string();
     ASSERT_EQ(inputs->size(), 8u);
@@ -120,10 +113,10 @@ TEST(JobInputs, TheEightRankArchiveIsOneJobOfEightRanks) {
 
 TEST(JobInputs, ATraceAndASnapshotOfOneProcessAreOneReport) {
     const std::string trace =
-        kineto("kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
-    const std::string snap = snapshot("silmont2000_cs336a2_mem_snapshot.pickle");
-    REQUIRE(trace);
-    REQUIRE(snap);
+        corpus_kineto_trace("kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
+    const std::string snap = corpus_snapshot("silmont2000_cs336a2_mem_snapshot.pickle");
+    GPUDIAG_REQUIRE_FILES(trace);
+    GPUDIAG_REQUIRE_FILES(snap);
     auto both = analyze_files({trace, snap});
     ASSERT_TRUE(both.is_ok()) << both.status().to_string();
     EXPECT_TRUE(both->ranks.empty());
@@ -148,10 +141,10 @@ TEST(JobInputs, ATraceAndASnapshotOfOneProcessAreOneReport) {
 }
 
 TEST(JobInputs, AJobHeadlineNamesEveryRanksFindings) {
-    const std::string a = kineto("hta_sampled_rank-0.json.gz");
-    const std::string b = kineto("hta_sampled_rank-1.json.gz");
-    REQUIRE(a);
-    REQUIRE(b);
+    const std::string a = corpus_kineto_trace("hta_sampled_rank-0.json.gz");
+    const std::string b = corpus_kineto_trace("hta_sampled_rank-1.json.gz");
+    GPUDIAG_REQUIRE_FILES(a);
+    GPUDIAG_REQUIRE_FILES(b);
     auto job = analyze_files({a, b});
     ASSERT_TRUE(job.is_ok()) << job.status().to_string();
     ASSERT_EQ(job->ranks.size(), 2u);
@@ -174,8 +167,8 @@ TEST(JobInputs, AJobHeadlineNamesEveryRanksFindings) {
 }
 
 TEST(JobInputs, CombiningReportsMadeApartEqualsAnalysingTogether) {
-    const std::string archive = kineto("param_dlrm_kineto_8ranks.tar.gz");
-    REQUIRE(archive);
+    const std::string archive = corpus_kineto_trace("param_dlrm_kineto_8ranks.tar.gz");
+    GPUDIAG_REQUIRE_FILES(archive);
     auto inputs = expand_job_inputs({archive});
     ASSERT_TRUE(inputs.is_ok());
     std::vector<Report> reports;

@@ -5,6 +5,8 @@
 
 #include <gpudiag/analyze.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -22,10 +24,6 @@ inline constexpr const char* kRank0Trace = "kineto_traces/hta_sampled_rank-0.jso
 inline constexpr const char* kRank1Trace = "kineto_traces/hta_sampled_rank-1.json.gz";
 // A torch memory snapshot: memory only, no timeline.
 inline constexpr const char* kSnapshot = "memory_snapshots/silmont2000_cs336a2_mem_snapshot.pickle";
-
-inline std::string corpus_path(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/" + name;
-}
 
 inline bool corpus_has(const std::vector<std::string>& names) {
     for (const auto& n : names) {

@@ -12,6 +12,8 @@
 //    and final segments equal.
 #include <gpudiag/whatif.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,22 +39,20 @@ constexpr Snapshot kCorpus[] = {
     {"magma27_cs336a2_memory_snapshot.pickle", false, 0, 1721, 14180941824, 216},
 };
 
-std::string corpus_path(const char* file) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/memory_snapshots/" + file;
-}
+using testing::corpus_snapshot;
 
 class WhatIfCorpus : public ::testing::TestWithParam<Snapshot> {
 protected:
     void SetUp() override {
-        if (!std::filesystem::exists(corpus_path(GetParam().file))) {
-            GTEST_SKIP() << "corpus snapshot absent: " << corpus_path(GetParam().file);
+        if (!std::filesystem::exists(corpus_snapshot(GetParam().file))) {
+            GTEST_SKIP() << "corpus snapshot absent: " << corpus_snapshot(GetParam().file);
         }
     }
 };
 
 TEST_P(WhatIfCorpus, ReproducesTheRecordedAllocatorExactly) {
     const Snapshot& s = GetParam();
-    auto r = whatif_file(corpus_path(s.file));
+    auto r = whatif_file(corpus_snapshot(s.file));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const WhatIfReproduction& p = r->reproduction;
     EXPECT_TRUE(r->settings_recorded);
@@ -76,7 +76,7 @@ TEST_P(WhatIfCorpus, ReproducesTheRecordedAllocatorExactly) {
 
 TEST_P(WhatIfCorpus, SweepsTheUsualSettings) {
     const Snapshot& s = GetParam();
-    auto r = whatif_file(corpus_path(s.file));
+    auto r = whatif_file(corpus_snapshot(s.file));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     std::vector<std::string> changes;
     for (const auto& o : r->outcomes) changes.push_back(o.change);
@@ -104,7 +104,7 @@ TEST_P(WhatIfCorpus, SweepsTheUsualSettings) {
 
 TEST_P(WhatIfCorpus, RendersTextAndJson) {
     const Snapshot& s = GetParam();
-    auto r = whatif_file(corpus_path(s.file));
+    auto r = whatif_file(corpus_snapshot(s.file));
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const std::string text = whatif_text(*r);
     EXPECT_NE(text.find("Reproduction under the recorded settings: exact"), std::string::npos)

@@ -6,6 +6,8 @@
 #include <gpudiag/memory.hpp>
 #include <gpudiag/whatif.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -17,9 +19,7 @@ namespace {
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
-std::string corpus(const std::string& rel) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/" + rel;
-}
+using testing::corpus_path;
 
 // torch's segment size for a large request: 2 MiB multiples (requests here are all > 10 MiB).
 std::uint64_t segment_for(std::uint64_t bytes) {
@@ -50,7 +50,7 @@ constexpr SnapshotCase kSnapshots[] = {
 class SnapshotOom : public ::testing::TestWithParam<SnapshotCase> {
 protected:
     void SetUp() override {
-        path_ = corpus(std::string("memory_snapshots/") + GetParam().file);
+        path_ = corpus_path(std::string("memory_snapshots/") + GetParam().file);
         if (!std::filesystem::exists(path_)) GTEST_SKIP() << "corpus snapshot absent: " << path_;
     }
     OomExplanation explain(std::uint64_t request) {
@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Corpus, SnapshotOom, ::testing::ValuesIn(kSnapshots),
 TEST(MemoryCorpus, AllocatorFindingsQuoteTheWhatIfPrediction) {
     int snapshots = 0, quoted = 0;
     for (const SnapshotCase& c : kSnapshots) {
-        const std::string path = corpus(std::string("memory_snapshots/") + c.file);
+        const std::string path = corpus_path(std::string("memory_snapshots/") + c.file);
         if (!std::filesystem::exists(path)) continue;
         ++snapshots;
         auto r = analyze_files({path});
@@ -154,7 +154,7 @@ TEST(MemoryCorpus, AllocatorFindingsQuoteTheWhatIfPrediction) {
 TEST(MemoryCorpus, NoRealRecordingIsALeak) {
     std::vector<std::string> files;
     for (const char* dir : {"memory_snapshots", "kineto_traces"}) {
-        std::string d = corpus(dir);
+        std::string d = corpus_path(dir);
         if (!std::filesystem::exists(d)) continue;
         for (const auto& e : std::filesystem::directory_iterator(d)) {
             std::string name = e.path().filename().string();
@@ -190,7 +190,7 @@ bool has_note(const Report& r, const char* words) {
 // and every segment figure are absent with a note, and the capacity is the one V100 the program
 // used, not the four the trace lists.
 TEST(MemoryCorpus, KinetoEventsWithoutAddressesStillGiveTheAllocatedLevel) {
-    std::string path = corpus(
+    std::string path = corpus_path(
         "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto r = analyze_files({path});
@@ -216,7 +216,7 @@ TEST(MemoryCorpus, KinetoEventsWithoutAddressesStillGiveTheAllocatedLevel) {
 // With totals ("Total Allocated/Reserved") the framework's own figures are the level, although
 // the block events only cover the trace's window.
 TEST(MemoryCorpus, KinetoTotalsAreTheLevel) {
-    std::string path = corpus("kineto_traces/hta_df_index_resolver.json.gz");
+    std::string path = corpus_path("kineto_traces/hta_df_index_resolver.json.gz");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto r = analyze_files({path});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -231,7 +231,7 @@ TEST(MemoryCorpus, KinetoTotalsAreTheLevel) {
 // A trace with no memory events says so instead of an all-clear about memory.
 TEST(MemoryCorpus, MemoryNotObservedIsSaid) {
     std::string path =
-        corpus("kineto_traces/hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
+        corpus_path("kineto_traces/hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto r = analyze_files({path});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();

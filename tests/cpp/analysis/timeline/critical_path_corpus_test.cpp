@@ -3,6 +3,8 @@
 // before/after pairs of the same program (../shared/corpus/SOURCES.md).
 #include <gpudiag/analyze.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,14 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string trace(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
-}
-
-#define REQUIRE_CORPUS(name)                                    \
-    if (!fs::exists(trace(name))) {                             \
-        GTEST_SKIP() << "corpus trace absent: " << trace(name); \
-    }
+using testing::corpus_kineto_trace;
 
 const char* kWorkers0 = "kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz";
 const char* kWorkers4 = "kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz";
@@ -36,7 +31,7 @@ const Report& analysed(const std::string& name, AnalysisWindow window = Analysis
     if (it == cache.end()) {
         AnalysisOptions options;
         options.window = window;
-        auto r = analyze_files({trace(name)}, options);
+        auto r = analyze_files({corpus_kineto_trace(name)}, options);
         EXPECT_TRUE(r.is_ok()) << r.status().to_string();
         it = cache.emplace(key, r.is_ok() ? *r : Report{}).first;
     }
@@ -78,8 +73,8 @@ double predicted(const Finding& f, const std::string& key) {
 // ResNet-50 fed by DataLoader(num_workers=0) and the same training with num_workers=4 (the
 // fix). Replaying the first without its input wait predicts the second's step time.
 TEST(CriticalPathCorpus, NumWorkers0WithoutItsInputWaitPredictsNumWorkers4) {
-    REQUIRE_CORPUS(kWorkers0);
-    REQUIRE_CORPUS(kWorkers4);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(kWorkers0));
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(kWorkers4));
     const Report& before = analysed(kWorkers0);
     const Report& after = analysed(kWorkers4);
     const Finding* input = before.finding("input_bound");
@@ -129,8 +124,8 @@ TEST(CriticalPathCorpus, NumWorkers0WithoutItsInputWaitPredictsNumWorkers4) {
 TEST(CriticalPathCorpus, Kineto1318NamesTheEventWaitAndChangesNoPrediction) {
     const char* kBefore = "kineto_pr1318_before_fix_trace.json";
     const char* kAfter = "kineto_pr1318_after_fix_trace.json";
-    REQUIRE_CORPUS(kBefore);
-    REQUIRE_CORPUS(kAfter);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(kBefore));
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(kAfter));
     const Report& before = analysed(kBefore);
     const Report& after = analysed(kAfter);
     // Before the fix the event sync is joined to the GPU work by timing; after it, to the stream
@@ -154,7 +149,7 @@ TEST(CriticalPathCorpus, Kineto1318NamesTheEventWaitAndChangesNoPrediction) {
 TEST(CriticalPathCorpus, EventSyncTracesJoinEverySyncToTheStreamItNames) {
     for (const char* name :
          {"hta_cuda_event_sync_trace.json.gz", "hta_cuda_event_sync_multi_stream_trace.json.gz"}) {
-        REQUIRE_CORPUS(name);
+        GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(name));
         const Report& r = analysed(name);
         EXPECT_GT(figure(r, "sync_links_named"), 0) << name;
         EXPECT_EQ(figure(r, "replay_error_ns"), 0) << name;
@@ -167,9 +162,9 @@ TEST(CriticalPathCorpus, EventSyncTracesJoinEverySyncToTheStreamItNames) {
 // On every real trace the replay of what was measured gives back the measured span: the graph
 // (launches, stream order, syncs, waits) accounts for when everything ran.
 TEST(CriticalPathCorpus, TheReplayReproducesEveryTrace) {
-    if (!fs::exists(trace(""))) GTEST_SKIP() << "corpus absent";
+    if (!fs::exists(corpus_kineto_trace(""))) GTEST_SKIP() << "corpus absent";
     int checked = 0;
-    for (const auto& e : fs::directory_iterator(trace(""))) {
+    for (const auto& e : fs::directory_iterator(corpus_kineto_trace(""))) {
         std::string name = e.path().filename().string();
         if (name.find(".tar.") != std::string::npos ||
             name.find("memory_timeline") != std::string::npos)
@@ -226,9 +221,9 @@ TEST(CriticalPathCorpus, NsightExportsAreReplayedAndTheirFindingsPriced) {
 // Across the Kineto corpus: wherever the trace has a host timeline to replay, every timeline
 // finding carries its predicted saving, and findings come out ordered by it.
 TEST(CriticalPathCorpus, EveryTimelineFindingIsPricedAndRankedByIt) {
-    if (!fs::exists(trace(""))) GTEST_SKIP() << "corpus absent";
+    if (!fs::exists(corpus_kineto_trace(""))) GTEST_SKIP() << "corpus absent";
     int priced = 0;
-    for (const auto& e : fs::directory_iterator(trace(""))) {
+    for (const auto& e : fs::directory_iterator(corpus_kineto_trace(""))) {
         std::string name = e.path().filename().string();
         if (name.find(".tar.") != std::string::npos ||
             name.find("memory_timeline") != std::string::npos)

@@ -4,6 +4,8 @@
 
 #include <gpudiag/analyze.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -19,14 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string trace(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/" + name;
-}
-
-#define REQUIRE_CORPUS(name)                                    \
-    if (!fs::exists(trace(name))) {                             \
-        GTEST_SKIP() << "corpus trace absent: " << trace(name); \
-    }
+using testing::corpus_kineto_trace;
 
 double figure(const Report& r, const char* section, const char* key) {
     const Section* s = r.section(section);
@@ -62,8 +57,8 @@ class HtaAgreement : public ::testing::TestWithParam<HtaFigures> {};
 
 TEST_P(HtaAgreement, IdleShareAndSplitWithinOnePoint) {
     const HtaFigures& ref = GetParam();
-    REQUIRE_CORPUS(ref.file);
-    const Report& r = analysed({trace(ref.file)}, AnalysisWindow::kHta);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(ref.file));
+    const Report& r = analysed({corpus_kineto_trace(ref.file)}, AnalysisWindow::kHta);
     EXPECT_NEAR(100 * figure(r, "timeline", "idle_share"), ref.idle_percent, 1.0);
     if (ref.host_wait_ratio >= 0) {
         EXPECT_NEAR(figure(r, "timeline", "host_wait_share"), ref.host_wait_ratio, 0.01);
@@ -96,8 +91,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CorpusFindings, SingleProcessLoadersAreInputBound) {
     for (const char* name : {"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
                              "param_resnet_kineto.json.gz"}) {
-        REQUIRE_CORPUS(name);
-        const Report& r = analysed({trace(name)}, AnalysisWindow::kSteps);
+        GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(name));
+        const Report& r = analysed({corpus_kineto_trace(name)}, AnalysisWindow::kSteps);
         const Finding* f = r.finding("input_bound");
         ASSERT_NE(f, nullptr) << name;
         EXPECT_GE(figure(r, "timeline", "input_wait_share"), 0.20) << name;
@@ -107,8 +102,8 @@ TEST(CorpusFindings, SingleProcessLoadersAreInputBound) {
 
 TEST(CorpusFindings, FourWorkersIsNotInputBoundAndNamesItsIdleCause) {
     const char* name = "kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz";
-    REQUIRE_CORPUS(name);
-    const Report& r = analysed({trace(name)}, AnalysisWindow::kSteps);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(name));
+    const Report& r = analysed({corpus_kineto_trace(name)}, AnalysisWindow::kSteps);
     EXPECT_EQ(r.finding("input_bound"), nullptr);
     const Finding* idle = r.finding("gpu_idle");
     ASSERT_NE(idle, nullptr);
@@ -118,9 +113,9 @@ TEST(CorpusFindings, FourWorkersIsNotInputBoundAndNamesItsIdleCause) {
 
 TEST(CorpusFindings, BusyGpuHasNoIdleFinding) {
     const char* name = "hta_ns_resolution_rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz";
-    REQUIRE_CORPUS(name);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(name));
     for (auto window : {AnalysisWindow::kSteps, AnalysisWindow::kHta}) {
-        const Report& r = analysed({trace(name)}, window);
+        const Report& r = analysed({corpus_kineto_trace(name)}, window);
         for (const char* id : {"gpu_idle", "input_bound", "launch_bound", "host_sync_stall"}) {
             EXPECT_EQ(r.finding(id), nullptr) << id;
         }
@@ -129,7 +124,7 @@ TEST(CorpusFindings, BusyGpuHasNoIdleFinding) {
 }
 
 TEST(CorpusFindings, EightRankDlrmJob) {
-    std::string archive = trace("param_dlrm_kineto_8ranks.tar.gz");
+    std::string archive = corpus_kineto_trace("param_dlrm_kineto_8ranks.tar.gz");
     if (!fs::exists(archive)) GTEST_SKIP() << "corpus archive absent: " << archive;
     fs::path dir = fs::temp_directory_path() / ("gpudiag_dlrm_" + std::to_string(::getpid()));
     fs::create_directories(dir);
@@ -183,10 +178,10 @@ TEST(CorpusFindings, EightRankDlrmJob) {
 }
 
 TEST(CorpusFindings, SampledPairMatchesHtasOverlapAndStragglers) {
-    const std::string a = trace("hta_sampled_rank-0.json.gz");
-    const std::string b = trace("hta_sampled_rank-1.json.gz");
-    REQUIRE_CORPUS("hta_sampled_rank-0.json.gz");
-    REQUIRE_CORPUS("hta_sampled_rank-1.json.gz");
+    const std::string a = corpus_kineto_trace("hta_sampled_rank-0.json.gz");
+    const std::string b = corpus_kineto_trace("hta_sampled_rank-1.json.gz");
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace("hta_sampled_rank-0.json.gz"));
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace("hta_sampled_rank-1.json.gz"));
     const Report& job = analysed({a, b}, AnalysisWindow::kHta);
     ASSERT_EQ(job.ranks.size(), 2u);
     // HTA 0.6.1: get_comm_comp_overlap 11.81 % and 20.05 %; get_potential_stragglers [0, 1].
@@ -201,13 +196,14 @@ TEST(CorpusFindings, SampledPairMatchesHtasOverlapAndStragglers) {
     EXPECT_EQ(figure(job, "job", "late_start_rank"), 1);
     EXPECT_EQ(figure(job, "job", "collectives_matched"), 10);
     EXPECT_EQ(figure(job, "job", "gpu_late_rank"), 1);
-    REQUIRE_CORPUS("hta_nccl_data.json.gz");
-    const Report& one = analysed({trace("hta_nccl_data.json.gz")}, AnalysisWindow::kHta);
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace("hta_nccl_data.json.gz"));
+    const Report& one =
+        analysed({corpus_kineto_trace("hta_nccl_data.json.gz")}, AnalysisWindow::kHta);
     EXPECT_NEAR(100 * figure(one, "timeline", "comm_overlap_share"), 14.31, 0.01);  // REFERENCE.md
     // Analysed for a job, the rank carries every collective kernel of its steps, in order.
     AnalysisOptions for_job;
     for_job.for_job = true;
-    auto rank0 = analyze_files({trace("hta_nccl_data.json.gz")}, for_job);
+    auto rank0 = analyze_files({corpus_kineto_trace("hta_nccl_data.json.gz")}, for_job);
     ASSERT_TRUE(rank0.is_ok());
     const Section* tl = rank0->section("timeline");
     ASSERT_NE(tl, nullptr);
@@ -234,8 +230,8 @@ TEST(CorpusRobustness, NonCudaTracesAreAnalysedOrRefusedClearly) {
         {"hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", false},
     };
     for (const auto& c : cases) {
-        REQUIRE_CORPUS(c.file);
-        auto r = analyze_files({trace(c.file)});
+        GPUDIAG_REQUIRE_FILES(corpus_kineto_trace(c.file));
+        auto r = analyze_files({corpus_kineto_trace(c.file)});
         ASSERT_TRUE(r.is_ok()) << c.file << ": " << r.status().to_string();
         EXPECT_EQ(figure(*r, "timeline", "gpu_activities") > 0, c.gpu) << c.file;
         if (!c.gpu) {
@@ -245,16 +241,16 @@ TEST(CorpusRobustness, NonCudaTracesAreAnalysedOrRefusedClearly) {
             EXPECT_TRUE(explained) << c.file;
         }
     }
-    REQUIRE_CORPUS("hta_memory_timeline.raw.gz");
-    auto timeline = analyze_files({trace("hta_memory_timeline.raw.gz")});
+    GPUDIAG_REQUIRE_FILES(corpus_kineto_trace("hta_memory_timeline.raw.gz"));
+    auto timeline = analyze_files({corpus_kineto_trace("hta_memory_timeline.raw.gz")});
     ASSERT_FALSE(timeline.is_ok());
     EXPECT_EQ(timeline.status().code(), StatusCode::kUnsupported);
 }
 
 TEST(CorpusRobustness, EveryTraceParses) {
-    if (!fs::exists(trace(""))) GTEST_SKIP() << "corpus absent";
+    if (!fs::exists(corpus_kineto_trace(""))) GTEST_SKIP() << "corpus absent";
     int parsed = 0;
-    for (const auto& e : fs::directory_iterator(trace(""))) {
+    for (const auto& e : fs::directory_iterator(corpus_kineto_trace(""))) {
         std::string name = e.path().filename().string();
         if (name.find(".tar.") != std::string::npos ||
             name.find("memory_timeline") != std::string::npos)

@@ -7,6 +7,8 @@
 
 #include <gpudiag/analyze.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
@@ -24,9 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string corpus(const std::string& name) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/nsight_sqlite/" + name;
-}
+using testing::corpus_nsight_export;
 
 // One integer from direct SQL over a file.
 std::int64_t sql_int(const std::string& path, const std::string& query) {
@@ -94,7 +94,7 @@ std::uint64_t total_duration(const std::vector<const Event*>& events) {
 class CorpusExport : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(CorpusExport, CountsBytesAndTimesEqualDirectSql) {
-    const std::string path = corpus(GetParam());
+    const std::string path = corpus_nsight_export(GetParam());
     if (!fs::exists(path)) GTEST_SKIP() << "corpus file absent: " << path;
     Loaded l;
     import(path, l);
@@ -165,7 +165,7 @@ INSTANTIATE_TEST_SUITE_P(Corpus, CorpusExport,
                                            "extrap_con_kernel.sqlite"));
 
 TEST(NsightImport, CloverLeafIsDiagnosedAsAKinetoTraceWouldBe) {
-    const std::string path = corpus("pipit_perlmutter-cloverleaf-cuda.sqlite");
+    const std::string path = corpus_nsight_export("pipit_perlmutter-cloverleaf-cuda.sqlite");
     if (!fs::exists(path)) GTEST_SKIP() << "corpus file absent";
     auto r = analyze_files({path});
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
@@ -204,9 +204,9 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> pipit_intervals(
 }
 
 TEST(NsightImport, AgreesWithPipitsParseOfTheSameRun) {
-    const std::string path = corpus("pipit_perlmutter-cloverleaf-cuda.sqlite");
-    const std::string gpu_csv = corpus("pipit_cloverleaf_gpu_trace.csv");
-    const std::string api_csv = corpus("pipit_cloverleaf-cuda_api_trace.csv");
+    const std::string path = corpus_nsight_export("pipit_perlmutter-cloverleaf-cuda.sqlite");
+    const std::string gpu_csv = corpus_nsight_export("pipit_cloverleaf_gpu_trace.csv");
+    const std::string api_csv = corpus_nsight_export("pipit_cloverleaf-cuda_api_trace.csv");
     if (!fs::exists(path) || !fs::exists(gpu_csv) || !fs::exists(api_csv))
         GTEST_SKIP() << "corpus files absent";
     Loaded l;

@@ -3,6 +3,8 @@
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/memory.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -37,9 +39,7 @@ constexpr Expected kCorpus[] = {
      "30.3 MiB", "3.5 GiB"},
 };
 
-std::string corpus_path(const char* file) {
-    return std::string(GPUDIAG_CORPUS_DIR) + "/memory_snapshots/" + file;
-}
+using testing::corpus_snapshot;
 
 // _memory_viz.py's Bytes formatting: one decimal, binary units.
 std::string viz_bytes(double b) {
@@ -64,15 +64,15 @@ double figure(const Report& r, const char* key) {
 class CorpusSnapshot : public ::testing::TestWithParam<Expected> {
 protected:
     void SetUp() override {
-        if (!std::filesystem::exists(corpus_path(GetParam().file))) {
-            GTEST_SKIP() << "corpus snapshot absent: " << corpus_path(GetParam().file);
+        if (!std::filesystem::exists(corpus_snapshot(GetParam().file))) {
+            GTEST_SKIP() << "corpus snapshot absent: " << corpus_snapshot(GetParam().file);
         }
     }
 };
 
 TEST_P(CorpusSnapshot, FiguresEqualMemoryVizStats) {
     const Expected& x = GetParam();
-    auto report = analyze_files({corpus_path(x.file)});
+    auto report = analyze_files({corpus_snapshot(x.file)});
     ASSERT_TRUE(report.is_ok()) << report.status().to_string();
     EXPECT_EQ(figure(*report, "segments"), x.segments);
     EXPECT_EQ(figure(*report, "reserved_bytes"), x.reserved);
@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Corpus, CorpusSnapshot, ::testing::ValuesIn(kCorpus),
                          });
 
 TEST(CorpusSnapshotFindings, Magma27IsReservedUnused) {
-    std::string path = corpus_path("magma27_cs336a2_memory_snapshot.pickle");
+    std::string path = corpus_snapshot("magma27_cs336a2_memory_snapshot.pickle");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto report = analyze_files({path});
     ASSERT_TRUE(report.is_ok());
@@ -117,7 +117,7 @@ TEST(CorpusSnapshotFindings, Magma27IsReservedUnused) {
 
 TEST(CorpusSnapshotFindings, BusySnapshotsAreNotReservedUnused) {
     for (const char* file : {"decomfl_memory.pickle", "bcrafton_cs336a2_memory_snapshot.pickle"}) {
-        std::string path = corpus_path(file);
+        std::string path = corpus_snapshot(file);
         if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
         auto report = analyze_files({path});
         ASSERT_TRUE(report.is_ok());
@@ -126,7 +126,7 @@ TEST(CorpusSnapshotFindings, BusySnapshotsAreNotReservedUnused) {
 }
 
 TEST(CorpusSnapshotFindings, GrowthSitesNamedFromTheTrace) {
-    std::string path = corpus_path("decomfl_memory.pickle");
+    std::string path = corpus_snapshot("decomfl_memory.pickle");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto report = analyze_files({path});
     ASSERT_TRUE(report.is_ok());
@@ -145,7 +145,7 @@ TEST(CorpusSnapshotFindings, GrowthSitesNamedFromTheTrace) {
 }
 
 TEST(CorpusSnapshotFindings, ExplainOomInSnapshotRejectsAZeroRequest) {
-    std::string path = corpus_path("magma27_cs336a2_memory_snapshot.pickle");
+    std::string path = corpus_snapshot("magma27_cs336a2_memory_snapshot.pickle");
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent";
     auto zero = explain_oom_in_snapshot(path, 0, 0);
     EXPECT_EQ(zero.status().code(), StatusCode::kInvalidArgument);
