@@ -135,6 +135,9 @@ void bind_report(py::module_& m) {
           py::arg("reports"));
     m.def("format_figure", &format_figure, py::arg("value"), py::arg("unit"),
           "A number as reports print it, by its unit: format_figure(2.5e6, 'ns') == '2.5 ms'.");
+    m.def("column_heading", &column_heading, py::arg("key"), py::arg("unit"),
+          "A table column's key as reports head it: column_heading('step_time_ns', 'ns') == "
+          "'step time'.");
     m.def("describe_saving", &describe_saving, py::arg("predicted_saving"),
           "What fixing a finding is worth, as the reports say it ('' when not predicted).");
 }

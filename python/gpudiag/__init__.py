@@ -54,6 +54,7 @@ from gpudiag._session import (
     watch_memory,
 )
 from gpudiag._whatif import whatif
+from gpudiag.torch_integration import hf_callback, lightning_callback
 
 __version__: str = str(_core.__version__)
 
@@ -82,6 +83,8 @@ __all__ = [
     "current_session",
     "detect_format",
     "format_figure",
+    "hf_callback",
+    "lightning_callback",
     "parse_size",
     "phase",
     "report",

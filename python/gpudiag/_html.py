@@ -99,7 +99,7 @@ def partition_chart(table: dict[str, Any]) -> str:
     ]
     components = [
         (
-            _short_label(columns[i]),
+            _short_label(_core.column_heading(columns[i], units[i])),
             [float(r[i]) if isinstance(r[i], (int, float)) else 0.0 for r in rows],
         )
         for i in range(1, len(columns))
@@ -109,7 +109,7 @@ def partition_chart(table: dict[str, Any]) -> str:
         components,
         title=str(table.get("title", "")),
         y_fmt=_formatter(units[1]),
-        x_label=columns[0],
+        x_label=_core.column_heading(columns[0], units[0]),
     )
 
 
@@ -210,9 +210,12 @@ def _cell_text(cell: Any, unit: str) -> str:
 
 def _section_details(s: dict[str, Any]) -> str:
     body = [_figures_table(s.get("figures", {}))]
-    for t in s.get("tables", [])[:4]:
-        head = "".join(f"<th>{escape(str(c))}</th>" for c in t.get("columns", []))
+    for t in [t for t in s.get("tables", []) if t.get("kind") != "data"][:4]:
         units = [str(u) for u in t.get("units", [])]
+        head = "".join(
+            f"<th>{escape(_core.column_heading(str(c), units[i] if i < len(units) else ''))}</th>"
+            for i, c in enumerate(t.get("columns", []))
+        )
         rows = "".join(
             "<tr>"
             + "".join(

@@ -700,19 +700,38 @@ def lightning_callback() -> Any:
     return _make_lightning_callback(Callback)()
 
 
-def _framework_step_begin(progress: Any) -> None:
+_callbacks_warned: set[str] = set()  # the callbacks that said they had no session (once each)
+
+
+def _callback_session(callback: str) -> Any:
+    """The running session, for a trainer callback; None, said once per callback kind, without
+    one: a callback that marks nothing must not look as if it worked."""
+    s = _active.session if _active is not None else None
+    if s is None and callback not in _callbacks_warned:
+        _callbacks_warned.add(callback)
+        warnings.warn(
+            f"gpudiag: the {callback} has no gpudiag session to mark steps in, so it marks "
+            "nothing; start one around training (gpudiag.start(), or "
+            "`with gpudiag.session():`)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return s
+
+
+def _framework_step_begin(progress: Any, callback: str) -> None:
     """A trainer callback at the start of a step: step ``global_step`` begins (a micro-batch of a
     step already open continues it)."""
-    s = _active.session if _active is not None else None
+    s = _callback_session(callback)
     number = getattr(progress, "global_step", None)
     if s is not None and isinstance(number, int):
         s.step_begin_from("framework", number)
 
 
-def _framework_step_end(progress: Any) -> None:
+def _framework_step_end(progress: Any, callback: str) -> None:
     """A trainer callback after a batch: the open step ends once the trainer's ``global_step``
     has passed it (after the optimizer step, not after each accumulated micro-batch)."""
-    s = _active.session if _active is not None else None
+    s = _callback_session(callback)
     number = getattr(progress, "global_step", None)
     if s is not None and isinstance(number, int):
         s.step_end_from("framework", number)
@@ -728,7 +747,7 @@ def _make_lightning_callback(base: type) -> type:
             batch: Any,  # noqa: ARG002
             batch_idx: int,  # noqa: ARG002
         ) -> None:
-            _framework_step_begin(trainer)
+            _framework_step_begin(trainer, "Lightning callback")
 
         def on_train_batch_end(
             self,
@@ -738,7 +757,7 @@ def _make_lightning_callback(base: type) -> type:
             batch: Any,  # noqa: ARG002
             batch_idx: int,  # noqa: ARG002
         ) -> None:
-            _framework_step_end(trainer)
+            _framework_step_end(trainer, "Lightning callback")
 
     return GpudiagLightningCallback
 
@@ -763,7 +782,7 @@ def _make_hf_callback(base: type) -> type:
             control: Any,  # noqa: ARG002
             **kwargs: Any,  # noqa: ARG002
         ) -> None:
-            _framework_step_begin(state)
+            _framework_step_begin(state, "Hugging Face Trainer callback")
 
         def on_step_end(
             self,
@@ -772,7 +791,7 @@ def _make_hf_callback(base: type) -> type:
             control: Any,  # noqa: ARG002
             **kwargs: Any,  # noqa: ARG002
         ) -> None:
-            _framework_step_end(state)
+            _framework_step_end(state, "Hugging Face Trainer callback")
 
     return GpudiagTrainerCallback
 

@@ -120,6 +120,9 @@ enum class TableKind : std::uint8_t {
     /// Each row splits one whole (a step's time, say): the first column names the row, and the
     /// numeric columns after it are parts that add up to the row's whole (plots stack them).
     kPartition = 1,
+    /// Data other analyses read (absolute clock values, ids: what the job view joins ranks by):
+    /// in JSON only; the text and HTML reports leave it out.
+    kData = 2,
 };
 template <>
 GPUDIAG_API EnumNames<TableKind> enum_names<TableKind>() noexcept;
@@ -230,6 +233,11 @@ GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports) no
 /// "39.4 %" (fraction), "1234" (count), "20 MiB/step", "n/a" for NaN. The one formatter behind
 /// the text report, the HTML report and the Python layer. Errors: none ("" on OOM).
 GPUDIAG_API std::string format_figure(double value, std::string_view unit) noexcept;
+
+/// A table column's key as reports head it: the words of the key without the one that restates
+/// its declared unit ("step_time_ns", "ns" -> "step time"; "wait_ns_per_step" -> "wait per step";
+/// "idle_share" stays "idle share"). Errors: none ("" on OOM).
+GPUDIAG_API std::string column_heading(std::string_view key, std::string_view unit) noexcept;
 
 /// What fixing a finding is worth, from its `predicted_saving`, as every report says it: "Fixing
 /// this saves about 68.9 ms per step (39.4 %): 174.8 ms -> 105.9 ms", or "Fixing this alone saves

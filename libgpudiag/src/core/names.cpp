@@ -185,6 +185,7 @@ constexpr EnumName<FigureKind> kFigureKindNames[] = {
 constexpr EnumName<TableKind> kTableKindNames[] = {
     {TableKind::kRows, "rows"},
     {TableKind::kPartition, "partition"},
+    {TableKind::kData, "data"},
 };
 
 constexpr EnumName<CaptureLevel> kCaptureLevelNames[] = {

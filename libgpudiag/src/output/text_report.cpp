@@ -30,7 +30,10 @@ std::string render_cell(const Cell& cell, const std::string& unit) {
 
 void render_table(std::string& out, const Table& t, std::size_t max_rows) {
     std::vector<std::vector<std::string>> cells;
-    cells.push_back(t.columns);
+    std::vector<std::string> headings;
+    for (std::size_t i = 0; i < t.columns.size(); ++i)
+        headings.push_back(column_heading(t.columns[i], i < t.units.size() ? t.units[i] : ""));
+    cells.push_back(std::move(headings));
     for (std::size_t r = 0; r < t.rows.size() && r < max_rows; ++r) {
         std::vector<std::string> row;
         for (std::size_t i = 0; i < t.rows[r].size(); ++i) {
@@ -136,7 +139,9 @@ void render_section(std::string& out, const Section& s) {
     for (const auto& [name, value] : rows) {
         out += "    " + name + std::string(w - name.size() + 2, ' ') + value + "\n";
     }
-    for (const auto& t : s.tables) render_table(out, t, 15);
+    for (const auto& t : s.tables) {
+        if (t.kind != TableKind::kData) render_table(out, t, 15);
+    }
     out += "\n";
 }
 
@@ -167,7 +172,8 @@ void render_report(std::string& out, const Report& r, bool nested) {
                 "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
         }
         for (const auto& d : r.source.devices) {
-            out += "  device " + std::to_string(d.ordinal) + ": " + d.name;
+            out += "  device " + std::to_string(d.ordinal) + ": " +
+                   (d.name.empty() ? std::string("model not recorded in the input") : d.name);
             if (d.total_memory_bytes)
                 out += ", " + detail::format_bytes(double(d.total_memory_bytes));
             out += "\n";

@@ -57,5 +57,27 @@ TEST(FormatFigure, NotANumberIsSaidSo) {
     EXPECT_EQ(format_figure(std::numeric_limits<double>::infinity(), "ns"), "n/a");
 }
 
+// Keys spell their unit for JSON; the headings drop that word, as the cells print the unit.
+TEST(ColumnHeading, DropsOnlyTheWordThatRestatesTheDeclaredUnit) {
+    struct Heading {
+        const char* key;
+        const char* unit;
+        const char* heading;
+    };
+    const Heading cases[] = {
+        {"step_time_ns", "ns", "step time"},
+        {"wait_ns_per_step", "ns", "wait per step"},
+        {"peak_bytes", "bytes", "peak"},
+        {"bytes", "bytes", "bytes"},  // nothing else to say
+        {"idle_share", "fraction", "idle share"},
+        {"step_time_ns", "count", "step time ns"},  // a unit it does not restate stays
+        {"rank", "rank", "rank"},
+        {"", "ns", ""},
+    };
+    for (const auto& c : cases) {
+        EXPECT_EQ(column_heading(c.key, c.unit), c.heading) << c.key << " " << c.unit;
+    }
+}
+
 }  // namespace
 }  // namespace gpudiag

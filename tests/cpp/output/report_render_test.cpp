@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <gpudiag/report.hpp>
 
+#include "output/corpus_reports.hpp"
+
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
@@ -80,6 +82,29 @@ TEST(RenderText, SimulatedIsLabelled) {
     r.source.simulated = true;
     EXPECT_NE(render_text(r).find("SIMULATED"), std::string::npos);
     EXPECT_NE(render_text(r).find("No problems found."), std::string::npos);
+}
+
+// On the corpus' two-rank job: the job view's clock tables (kind data) stay in JSON and out of the
+// text report, where their absolute timestamps would print as bare numbers; the other tables'
+// columns are headed in words, the unit left to the cells.
+TEST(RenderText, LeavesDataTablesToJsonAndHeadsColumnsInWords) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kRank0Trace, testing::kRank1Trace);
+    const Report& job = testing::corpus_report({testing::kRank0Trace, testing::kRank1Trace});
+    ASSERT_FALSE(job.ranks.empty());
+    const Section* timeline = job.ranks[0].section("timeline");
+    ASSERT_NE(timeline, nullptr);
+    const std::string text = render_text(job);
+    const std::string json = render_json(job);
+    std::size_t data = 0;
+    for (const auto& t : timeline->tables) {
+        if (t.kind != TableKind::kData) continue;
+        ++data;
+        EXPECT_EQ(text.find(t.title), std::string::npos) << t.title;
+        EXPECT_NE(json.find("\"" + t.id + "\""), std::string::npos) << t.id;
+    }
+    EXPECT_EQ(data, 3u);  // job_steps, collectives, collective_arrivals
+    EXPECT_EQ(text.find("step_time_ns"), std::string::npos);
+    EXPECT_NE(text.find("rank  step time  idle share"), std::string::npos);
 }
 
 }  // namespace

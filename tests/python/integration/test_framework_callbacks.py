@@ -168,3 +168,37 @@ def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
     number, duration = table["columns"].index("step"), table["columns"].index("duration_ns")
     assert [int(row[number]) for row in table["rows"]] == list(range(MAX_STEPS))
     assert all(row[duration] > 0 for row in table["rows"])
+
+
+def test_a_callback_without_a_session_says_it_marks_nothing(monkeypatch) -> None:
+    # Exported from gpudiag itself; outside a session it warns once, then stays quiet.
+    lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
+    assert gpudiag.lightning_callback is torch_integration.lightning_callback
+    assert gpudiag.hf_callback is torch_integration.hf_callback
+    monkeypatch.setattr(torch_integration, "_callbacks_warned", set())
+    assert gpudiag.current_session() is None
+
+    class Tiny(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):  # noqa: ARG002 - Lightning's signature
+            return self.layer(batch).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    trainer = lightning.Trainer(
+        accelerator="cpu",
+        max_steps=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[gpudiag.lightning_callback()],
+    )
+    with pytest.warns(RuntimeWarning, match="Lightning callback has no gpudiag session") as seen:
+        trainer.fit(Tiny(), torch.utils.data.DataLoader(torch.randn(16, 4), batch_size=4))
+    ours = [w for w in seen if "gpudiag session" in str(w.message)]
+    assert len(ours) == 1  # said once, not at every batch

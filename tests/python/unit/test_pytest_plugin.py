@@ -128,7 +128,7 @@ def test_limits_pass_and_fail_with_sites(
     assert fake_memory.history is False  # allocation history is stopped after each test
 
 
-def test_skips_cleanly_without_a_gpu(
+def test_without_a_gpu_the_body_runs_and_only_the_limit_is_skipped(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class NoGpu(pytest_plugin.DeviceMemory):
@@ -136,10 +136,28 @@ def test_skips_cleanly_without_a_gpu(
             return "gpu_limit_* needs a CUDA device; none is available"
 
     monkeypatch.setattr(pytest_plugin, "device_memory", NoGpu())
-    pytester.makepyfile(test_inner=INNER)
+    pytester.makepyfile(
+        test_inner="""
+import pytest
+
+@pytest.mark.gpu_limit_memory("100 MiB")
+def test_body_passes():
+    assert sum([1, 2]) == 3
+
+@pytest.mark.gpu_limit_leaks("16 MiB")
+def test_body_fails():
+    assert False, "the body ran without a GPU"
+"""
+    )
     result = pytester.runpytest(*PLUGIN_ARGS, "-rs")
-    result.assert_outcomes(skipped=5)
-    result.stdout.fnmatch_lines(["*needs a CUDA device; none is available*"])
+    # The failing body fails as it would anywhere; the passing one is not a passed limit.
+    result.assert_outcomes(skipped=1, failed=1)
+    skipped = (
+        "*needs a CUDA device; none is available: the test ran and passed; its memory limit "
+        "was not checked*"
+    )
+    result.stdout.fnmatch_lines([skipped])
+    assert "the body ran without a GPU" in result.stdout.str()
 
 
 def test_real_device_check_skips_here_or_measures_on_a_gpu(

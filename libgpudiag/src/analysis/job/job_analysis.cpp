@@ -238,6 +238,7 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     t.title = "When each rank started " + id.kernel + " (stream " + format_number(id.stream, 0) +
               "), step by step: the latest two of each step are flagged (HTA's straggler view)";
     t.columns = {"step", "rank", "start_offset_ns", "duration_ns", "late"};
+    t.units = {"step", "rank", "ns", "ns", "count"};
     std::map<std::int32_t, int> late_count;
     std::map<std::int32_t, double> lateness;
     for (std::int64_t step : steps) {

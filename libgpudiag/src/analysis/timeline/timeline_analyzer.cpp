@@ -1023,7 +1023,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     if (s.has_gpu_activity) {
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
-        fig("device", s.device, "ordinal", "device described");
+        fig("device", s.device, "ordinal", "device (ordinal) these figures describe");
         fig("window_span_ns", static_cast<double>(span), "ns", "GPU time in the window");
         fig("busy_ns", static_cast<double>(g.busy_ns), "ns", "GPU busy");
         fig("idle_ns", static_cast<double>(g.idle_ns), "ns", "GPU idle");
@@ -1324,6 +1324,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     auto us = [offset](std::uint64_t ns) { return (static_cast<double>(ns) + offset) / 1000.0; };
     Table bounds;
     bounds.id = "job_steps";
+    bounds.kind = TableKind::kData;  // the job view's input, on the shared clock
     bounds.title = "Step bounds for the job view (host step and the GPU work launched in it)";
     bounds.columns = {"step", "start_us", "end_us"};
     for (std::size_t i = 0; i < steps_.size() && i < kStepRows; ++i) {
@@ -1344,6 +1345,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     }
     Table coll;
     coll.id = "collectives";
+    coll.kind = TableKind::kData;  // the job view's input, on the shared clock
     coll.title = "Collective kernels per step, the last of each length (for the job view)";
     coll.columns = {"step", "stream", "kernel", "start_us", "duration_ns"};
     for (const auto& [key, chain] : collectives_) {
@@ -1357,6 +1359,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     if (!coll.rows.empty()) sec.tables.push_back(std::move(coll));
     Table arrivals;
     arrivals.id = "collective_arrivals";
+    arrivals.kind = TableKind::kData;  // the job view's input, on the shared clock
     arrivals.title =
         "Collective kernels as the GPU reached them, with the compute before each (for the job "
         "view)";

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: Apache-2.0
+// column_heading: a table column's key as reports head it. Keys spell their unit ("step_time_ns")
+// so they stay unambiguous in JSON; the cells below already print it ("615.1 ms"), so the heading
+// drops the word that restates the declared unit and reads as words ("step time").
+#include <gpudiag/report.hpp>
+
+#include <exception>
+#include <vector>
+
+namespace gpudiag {
+namespace {
+
+// The key's words that name `unit` itself.
+bool names_unit(std::string_view word, Unit unit) noexcept {
+    switch (unit) {
+        case Unit::kNanoseconds: return word == "ns";
+        case Unit::kMicroseconds: return word == "us";
+        case Unit::kMilliseconds: return word == "ms";
+        case Unit::kSeconds: return word == "s" || word == "seconds";
+        case Unit::kBytes: return word == "bytes";
+        case Unit::kPercent: return word == "pct" || word == "percent";
+        default: return false;
+    }
+}
+
+std::string heading(std::string_view key, std::string_view unit_name) {
+    const Unit unit = unit_from_name(unit_name);
+    std::vector<std::string_view> words;
+    for (std::size_t start = 0; start <= key.size();) {
+        std::size_t end = key.find('_', start);
+        if (end == std::string_view::npos) end = key.size();
+        if (end > start) words.push_back(key.substr(start, end - start));
+        start = end + 1;
+    }
+    std::string out;
+    for (std::string_view w : words) {
+        if (names_unit(w, unit)) continue;
+        if (!out.empty()) out += ' ';
+        out += w;
+    }
+    return out.empty() ? std::string(key) : out;  // "bytes" in bytes stays "bytes"
+}
+
+}  // namespace
+
+std::string column_heading(std::string_view key, std::string_view unit) noexcept {
+    try {
+        return heading(key, unit);
+    } catch (const std::exception&) {
+        return {};
+    }
+}
+
+}  // namespace gpudiag
