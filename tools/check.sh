@@ -32,9 +32,15 @@ use_ccache() {
 # caught signal 11", google/sanitizers#1353): the test had passed and no report was made. When
 # that is the only kind of failure, the failed tests run once more; any sanitizer report, failed
 # assertion or other crash fails at once.
+#
+# One test is run apart with leak checking off (AddressSanitizer and UBSan stay on): under ctest,
+# every time, LeakSanitizer 14's tracer reads a garbage dynamic-TLS entry of the main thread at its
+# exit ("DTLS 4 at 0x66f-...", then signal 11); the same binary run directly passes clean.
+LSAN_TRIPS="ActivityDecoderCupti13Test.AFailureStandsWhenTheRetryFailsOrNoSuccessFollowsInTime"
 asan_ctest() {
   local log=build/asan/ctest.log
-  ctest --preset asan -j "$JOBS" --output-log "$log" && return 0
+  ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 ctest --preset asan -R "^$LSAN_TRIPS\$" || return 1
+  ctest --preset asan -j "$JOBS" --output-log "$log" -E "^$LSAN_TRIPS\$" && return 0
   if grep -q "Tracer caught signal" "$log" &&
      ! grep -qE "ERROR: [A-Za-z]+Sanitizer|runtime error:|\[  FAILED  \]|Segmentation fault|Timeout" "$log"; then
     echo "LeakSanitizer's tracer crashed at a test's exit (the test passed, no report): once more"
