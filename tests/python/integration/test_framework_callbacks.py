@@ -39,8 +39,8 @@ def _expected_steps(last: int) -> list[tuple[str, int]]:
     return out
 
 
-def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
-    lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
+def _tiny_lightning_module(lightning):
+    """A one-layer LightningModule class, trained with SGD on random batches."""
 
     class Tiny(lightning.LightningModule):
         def __init__(self) -> None:
@@ -53,6 +53,13 @@ def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.01)
 
+    return Tiny
+
+
+def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
+    lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
+
+    Tiny = _tiny_lightning_module(lightning)
     data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
     with gpudiag.session(_backend_factory=fake_backend) as s:
         trainer = lightning.Trainer(
@@ -141,17 +148,7 @@ def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
     # step, numbered by the global step, none of them empty.
     lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
 
-    class Tiny(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):  # noqa: ARG002 - Lightning's signature
-            return self.layer(batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    Tiny = _tiny_lightning_module(lightning)
     data = torch.utils.data.DataLoader(torch.randn(40, 4), batch_size=4)
     with gpudiag.session(capture_gpu=False, nvml_hz=0) as s:
         trainer = lightning.Trainer(
@@ -178,17 +175,7 @@ def test_a_callback_without_a_session_says_it_marks_nothing(monkeypatch) -> None
     monkeypatch.setattr(torch_integration, "_callbacks_warned", set())
     assert gpudiag.current_session() is None
 
-    class Tiny(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.layer = torch.nn.Linear(4, 1)
-
-        def training_step(self, batch, batch_idx):  # noqa: ARG002 - Lightning's signature
-            return self.layer(batch).sum()
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=0.01)
-
+    Tiny = _tiny_lightning_module(lightning)
     trainer = lightning.Trainer(
         accelerator="cpu",
         max_steps=3,
