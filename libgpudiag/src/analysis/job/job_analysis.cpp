@@ -410,6 +410,34 @@ double communication_replay_bound(const Report& job, std::int32_t late) {
     return bound;
 }
 
+// What removing a wait of `wait` per step inside the other ranks' collectives saves: the wait,
+// at most the bound their replays allow (communication_replay_bound, for the late rank).
+struct WaitSaving {
+    double bound = -1;   ///< -1: not replayed
+    double saving = 0;   ///< per step
+    double share = 0;    ///< of the median step
+    double step_ns = 0;  ///< the median step
+
+    WaitSaving(const Report& job, std::int32_t late, double wait, double median_step_ns)
+        : bound(communication_replay_bound(job, late)),
+          saving(bound < 0 ? wait : std::min(wait, bound)),
+          share(median_step_ns > 0 ? saving / median_step_ns : 0),
+          step_ns(median_step_ns) {}
+
+    [[nodiscard]] std::vector<Figure> figures() const {
+        return {{"saving_ns", saving, "ns", "time saved per step"},
+                {"share", share, "fraction", "share of the step time"},
+                {"step_time_ns", std::max(0.0, step_ns - saving), "ns", "predicted step time"}};
+    }
+    // A straggler is graded by what bringing it on time is worth now: a wait off the others'
+    // critical path costs nothing until what holds their steps back is fixed.
+    [[nodiscard]] Severity straggler_severity() const {
+        return share >= kStragglerSevere    ? Severity::kCritical
+               : share >= kStragglerNotable ? Severity::kWarning
+                                            : Severity::kInfo;
+    }
+};
+
 // How far the saving of a straggler finding goes, `bound` being communication_replay_bound's.
 std::string straggler_saving_note(double wait, double bound) {
     if (bound < 0) {
@@ -481,16 +509,10 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     if (excess < kStragglerNotable) return true;
     const double own = lr.last > 0 ? lr.compute_ns / lr.last : 0;
     const double typical = lr.last > 0 ? lr.median_compute_ns / lr.last : 0;
-    const double bound = communication_replay_bound(job, rank);
-    const double saving = bound < 0 ? wait : std::min(wait, bound);
-    const double saving_share = median_step_ns > 0 ? saving / median_step_ns : 0;
+    const WaitSaving saving(job, rank, wait, median_step_ns);
     Finding f;
     f.id = "rank_straggler";
-    // Graded by what bringing it on time is worth now: a wait off the others' critical path
-    // costs nothing until what holds their steps back is fixed.
-    f.severity = saving_share >= kStragglerSevere    ? Severity::kCritical
-                 : saving_share >= kStragglerNotable ? Severity::kWarning
-                                                     : Severity::kInfo;
+    f.severity = saving.straggler_severity();
     f.rank = rank;
     f.title = "Rank " + std::to_string(rank) +
               " reaches the collectives last on the GPU: the other "
@@ -519,10 +541,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
         {"collectives_last", static_cast<double>(lr.last), "count", "collectives it reached last"},
         {"compute_before_ns", own, "ns", "its compute before each of them"},
         {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
-    f.predicted_saving = {
-        {"saving_ns", saving, "ns", "time saved per step"},
-        {"share", saving_share, "fraction", "share of the step time"},
-        {"step_time_ns", std::max(0.0, median_step_ns - saving), "ns", "predicted step time"}};
+    f.predicted_saving = saving.figures();
     f.site_unit = "ns";
     double total = 0;
     for (const auto& [r, x] : g.ranks) total += x.wait_ns;
@@ -535,7 +554,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     f.evidence.push_back("GPU start of the collectives, clocks aligned on their common end: rank " +
                          std::to_string(rank) + " last at " + std::to_string(lr.last) + " of " +
                          std::to_string(g.matched));
-    f.summary += " " + straggler_saving_note(wait, bound);
+    f.summary += " " + straggler_saving_note(wait, saving.bound);
     f.advice.push_back(
         "Look at this rank's compute before the collectives it reaches last (its "
         "kernels, its GPU's clocks and temperature): its delay is every rank's delay.");
@@ -706,14 +725,10 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         // rank is the estimate for reports that lack it.
         const bool by_gpu = add_gpu_straggler(job, s, med_step);
         if (!by_gpu && excess >= kStragglerNotable) {
-            const double bound = communication_replay_bound(job, slowest->rank);
-            const double saving = bound < 0 ? wait : std::min(wait, bound);
-            const double saving_share = med_step > 0 ? saving / med_step : 0;
+            const WaitSaving saving(job, slowest->rank, wait, med_step);
             Finding f;
             f.id = "rank_straggler";
-            f.severity = saving_share >= kStragglerSevere    ? Severity::kCritical
-                         : saving_share >= kStragglerNotable ? Severity::kWarning
-                                                             : Severity::kInfo;
+            f.severity = saving.straggler_severity();
             f.rank = slowest->rank;
             f.title = "Rank " + std::to_string(slowest->rank) +
                       " is the straggler: the other ranks "
@@ -727,16 +742,13 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                         ": it reaches each collective last, and the others wait inside the "
                         "collective for it. Its GPU is idle " +
                         format_percent(slowest->idle_share) + " of its window. " +
-                        straggler_saving_note(wait, bound);
+                        straggler_saving_note(wait, saving.bound);
             f.figures = {
                 {"share", excess, "fraction", "wait for this rank, share of the step"},
                 {"wait_ns", wait, "ns", "others' extra collective time per step"},
                 {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
                 {"median_communication_ns", med_comm, "ns", "median collective time"}};
-            f.predicted_saving = {
-                {"saving_ns", saving, "ns", "time saved per step"},
-                {"share", saving_share, "fraction", "share of the step time"},
-                {"step_time_ns", std::max(0.0, med_step - saving), "ns", "predicted step time"}};
+            f.predicted_saving = saving.figures();
             f.site_unit = "ns";
             for (const auto& r : ranks) {
                 f.sites.push_back(
@@ -788,14 +800,9 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                          {"min_communication_ns", lo->comm_ns, "ns", "least collective time"}};
             // Evening it out means the rank arriving last arrives with the median one; the
             // others' shorter collectives count only as far as their critical paths let them.
-            double even = std::max(0.0, med_comm - lo->comm_ns);
-            const double bound = communication_replay_bound(job, lo->rank);
-            if (bound >= 0) even = std::min(even, bound);
-            f.predicted_saving = {
-                {"saving_ns", even, "ns", "time saved per step"},
-                {"share", med_step > 0 ? even / med_step : 0.0, "fraction",
-                 "share of the step time"},
-                {"step_time_ns", std::max(0.0, med_step - even), "ns", "predicted step time"}};
+            f.predicted_saving =
+                WaitSaving(job, lo->rank, std::max(0.0, med_comm - lo->comm_ns), med_step)
+                    .figures();
             f.site_unit = "ns";
             for (const auto& r : ranks) {
                 f.sites.push_back(CallSite{

@@ -1386,22 +1386,13 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
         }
         // Close the text after its last complete event and read it again: a trace cut short by a
         // killed writer then loses only its unfinished tail.
-        std::string closed = close_after_last_complete_event(buffer.view());
         KinetoParseResult repaired;
         repaired.info = out.info;
-        bool recovered = false;
-        if (!closed.empty()) {
-            TraceBuffer copy(closed.size());
-            std::memcpy(copy.data(), closed.data(), closed.size());
-            copy.resize(closed.size());
-            repaired.info.producer = "kineto";
-            repaired.info.description = name;
-            ParseAttempt second =
-                parse_document(copy.data(), copy.size(), copy.capacity() + TraceBuffer::kPadding,
-                               strings, repaired);
-            recovered = second.error == simdjson::SUCCESS && second.found_events &&
-                        repaired.events.size() >= out.events.size();
-        }
+        repaired.info.producer = "kineto";
+        repaired.info.description = name;
+        const bool recovered =
+            parse_copy(close_after_last_complete_event(buffer.view()), strings, repaired) &&
+            repaired.events.size() >= out.events.size();
         std::string problem = "malformed JSON " + first.where + " (" + describe(first.error) + ")";
         if (recovered) {
             out = std::move(repaired);
