@@ -57,6 +57,13 @@ struct SessionOptions {
 /// Identifies a watch registered with Session::watch_memory.
 using WatchId = std::uint64_t;
 
+/// Never takes its host process down. Every call is noexcept and may be made from the session's
+/// callbacks. Host memory running out in the worker costs events, counted, and the report says
+/// it is partial. After fork() the child's copy is off: running() is false, calls return
+/// kFailedPrecondition or do nothing, and destroying it touches nothing of the parent's (its
+/// recording, threads, CUPTI); create a new session in the child to capture it. Bounded: a
+/// session's memory does not grow with run length (caps on names, phases, live allocations and
+/// steps; the report says when one was reached).
 class GPUDIAG_API Session {
 public:
     /// Creates a session (nothing is captured until start()). Errors: kInvalidArgument for bad
@@ -69,8 +76,10 @@ public:
     /// Starts capture at the highest available level. Errors: kFailedPrecondition when already
     /// started. A missing GPU is not an error: status() says what is captured.
     Status start() noexcept;
-    /// Flushes, stops capture and closes the recording. Errors: kFailedPrecondition when not
-    /// started.
+    /// Flushes, stops capture and closes the recording. May be called from the session's own
+    /// report and watch callbacks: the session is stopped when it returns, and the worker ends
+    /// once the callback returns. Errors: kFailedPrecondition when not started, or (from a
+    /// callback) while another thread is stopping the session.
     Status stop() noexcept;
     [[nodiscard]] bool running() const noexcept;
 

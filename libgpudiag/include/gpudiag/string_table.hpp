@@ -21,7 +21,10 @@ public:
     static constexpr StringId kOverflowString = 1;
     static constexpr std::size_t kDefaultCapBytes = std::size_t{64} << 20;
 
-    explicit StringTable(std::size_t cap_bytes = kDefaultCapBytes);
+    /// At most `cap_bytes` of text and `max_strings` ids (each id also costs some 70 bytes of
+    /// index, so a count bound matters for many short names).
+    explicit StringTable(std::size_t cap_bytes = kDefaultCapBytes,
+                         std::size_t max_strings = std::size_t{0xFFFFFFF0u});
     ~StringTable();
     StringTable(const StringTable&) = delete;
     StringTable& operator=(const StringTable&) = delete;
@@ -29,6 +32,9 @@ public:
     /// Returns the id of `text`, adding it when new. Thread-safety: safe. Callback-safe: no
     /// (takes a lock and may allocate). Errors: none; overflow maps to kOverflowString.
     StringId intern(std::string_view text) noexcept;
+
+    /// The id of `text` when it is interned already, else kNoString (nothing is added).
+    [[nodiscard]] StringId find(std::string_view text) const noexcept;
 
     /// Adds `text` under a fixed id (used by readers of recordings, whose ids were assigned by the
     /// writer). Returns false when the id is already bound to a different string or out of range.

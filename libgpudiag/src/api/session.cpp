@@ -17,6 +17,8 @@
 #include "core/event_channel.hpp"
 #include "core/input_coverage.hpp"
 
+#include <fmt/format.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -134,6 +136,10 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         running_.push_back(Entry{impl, ::getpid()});
         if (!handler_registered_) handler_registered_ = std::atexit(&stop_all_at_exit) == 0;
+        if (!fork_handlers_registered_) {
+            fork_handlers_registered_ =
+                ::pthread_atfork(&before_fork, &after_fork_in_parent, &after_fork_in_child) == 0;
+        }
     }
 
     void remove(Session::Impl* impl) {
@@ -145,6 +151,10 @@ public:
 
 private:
     static void stop_all_at_exit() noexcept;
+    // The list's lock is held across fork() so that the child finds it free and the list whole.
+    static void before_fork() noexcept { instance().mutex_.lock(); }
+    static void after_fork_in_parent() noexcept { instance().mutex_.unlock(); }
+    static void after_fork_in_child() noexcept;
 
     // A forked child inherits the list and the handler but none of the sessions' threads, and
     // shares their recordings' files: it stops only sessions it started itself.
@@ -155,6 +165,20 @@ private:
     std::mutex mutex_;
     std::vector<Entry> running_;
     bool handler_registered_ = false;
+    bool fork_handlers_registered_ = false;
+};
+
+// The session whose worker runs on this thread: API calls made from its callbacks.
+thread_local const Session::Impl* t_worker_of = nullptr;
+
+// What the worker could not take in: batches a sink failed on for lack of host memory (or for an
+// unexpected error), so the report says what it misses instead of the process going down.
+struct IntakeFailures {
+    std::uint64_t batches = 0;
+    std::uint64_t events = 0;  ///< events at least one analysis (or the recording) did not take
+    std::uint64_t out_of_memory = 0;
+    std::uint64_t other = 0;
+    std::string last_error;
 };
 
 }  // namespace
@@ -163,12 +187,29 @@ struct Session::Impl final : detail::EventQueue {
     Impl(SessionOptions o, std::unique_ptr<detail::EventChannel> c)
         : options(std::move(o)), channel_owner(std::move(c)), channel(*channel_owner) {}
 
-    ~Impl() override { (void)stop(); }
+    ~Impl() override {
+        (void)stop();
+        // stop() from a callback leaves the worker to finish its loop: join it here (or, when the
+        // session is destroyed on its own worker, let it go; its loop ends at once).
+        if (worker.joinable()) {
+            if (on_worker_thread()) {
+                worker.detach();
+            } else {
+                worker.join();
+            }
+        }
+    }
 
-    bool try_push(const Event& e) noexcept override { return channel.try_push(e); }
+    bool on_worker_thread() const noexcept { return t_worker_of == this; }
+    bool forked_away() const noexcept { return forked_copy.load(std::memory_order_relaxed); }
+
+    bool try_push(const Event& e) noexcept override {
+        return !forked_away() && channel.try_push(e);
+    }
 
     bool push_marker(EventKind kind, RangeCategory category, StringId name,
                      std::uint64_t id) noexcept {
+        if (forked_away()) return false;
         Event e;
         e.kind = kind;
         e.process = pid;
@@ -194,6 +235,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     Status start() {
+        if (forked_away()) return forked_error();
         std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
         if (running.load()) return failed_precondition("the session is already running");
         if (stopped_once) {
@@ -230,7 +272,16 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     Status stop() {
-        std::lock_guard<std::mutex> lifecycle(lifecycle_mutex);
+        if (forked_away()) return forked_error();
+        std::unique_lock<std::mutex> lifecycle(lifecycle_mutex, std::defer_lock);
+        // From a callback, another thread may be inside stop() waiting for this very worker.
+        if (on_worker_thread()) {
+            if (!lifecycle.try_lock()) {
+                return failed_precondition("another thread is stopping or starting the session");
+            }
+        } else {
+            lifecycle.lock();
+        }
         Status st = stop_locked();
         RunningSessions::instance().remove(this);
         return st;
@@ -252,29 +303,33 @@ struct Session::Impl final : detail::EventQueue {
         }
     }
 
+    static Status forked_error() {
+        return failed_precondition(
+            "this process was forked from the one that started the session: the session is the "
+            "parent's; create a new one here to capture this process");
+    }
+
+    // From a callback (own_thread) the stop is complete when stop() returns, except that the
+    // worker's loop ends only after the callback returns; the destructor joins it.
     Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
-        bool own_thread = worker.joinable() && worker.get_id() == std::this_thread::get_id();
-        if (own_thread && !at_exit) {
-            return failed_precondition(
-                "stop() cannot run inside the session's own report or "
-                "watch callback");
-        }
+        const bool own_thread = on_worker_thread();
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
             running.store(false);
         }
         wake.notify_all();
-        if (worker.joinable()) {
-            // exit() called on the worker (a report callback ending the program) cannot join
-            // itself, and at exit a worker stuck in a user callback (one waiting for a Python
-            // interpreter that is gone) must not hang the process: both are left behind.
-            if (own_thread || (at_exit && !worker_finished_within(std::chrono::seconds(5)))) {
+        if (worker.joinable() && !own_thread) {
+            // At exit a worker stuck in a user callback (one waiting for a Python interpreter
+            // that is gone) must not hang the process: it is left behind.
+            if (at_exit && !worker_finished_within(std::chrono::seconds(5))) {
                 worker.detach();
             } else {
                 worker.join();
             }
+        } else if (worker.joinable() && at_exit) {
+            worker.detach();  // exit() called on the worker (a callback ending the program)
         }
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
@@ -311,7 +366,43 @@ struct Session::Impl final : detail::EventQueue {
                               "was full): they are missing from GPU busy time.");
         }
         if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
+        add_loss_coverage(s);
         return s;
+    }
+
+    // Events the report never saw make it partial: a share of drops that could hide a finding,
+    // and anything the worker could not take in.
+    void add_loss_coverage(SourceSummary& s) const {
+        const std::uint64_t offered = s.events + s.dropped;
+        if (s.dropped > 0 && s.dropped * kDropsThatMakeAPartialReport >= offered) {
+            s.missing.push_back(fmt::format(
+                "{} of {} events ({:.1f} %) were dropped before analysis (full buffers): the "
+                "report describes the rest",
+                s.dropped, offered,
+                100.0 * static_cast<double>(s.dropped) / static_cast<double>(offered)));
+        }
+        std::lock_guard<std::mutex> lock(failures_mutex);
+        if (failures.events == 0) return;
+        std::string why = failures.out_of_memory > 0 ? "host memory ran out" : failures.last_error;
+        s.missing.push_back(fmt::format(
+            "{} events in {} batches were not taken in by every analysis or the recording ({}); "
+            "figures that depend on them are short",
+            failures.events, failures.batches, why));
+    }
+
+    void note_intake_failure(std::size_t events, bool out_of_memory, const char* what) noexcept {
+        try {
+            std::lock_guard<std::mutex> lock(failures_mutex);
+            ++failures.batches;
+            failures.events += events;
+            if (out_of_memory) {
+                ++failures.out_of_memory;
+            } else {
+                ++failures.other;
+                failures.last_error = what;
+            }
+        } catch (...) {
+        }
     }
 
     void drain_locked() {
@@ -325,6 +416,7 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     void worker_loop() {
+        t_worker_of = this;
         run_worker();
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
@@ -343,30 +435,46 @@ struct Session::Impl final : detail::EventQueue {
                 std::unique_lock<std::mutex> lock(wake_mutex);
                 wake.wait_for(lock, period, [this] { return !running.load(); });
             }
-            if (backend) backend->flush();  // no lock held: CUPTI may re-enter
-            std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
-            {
-                std::lock_guard<std::mutex> lock(sink_mutex);
-                drain_locked();
-                due = watches.take_due();
+            // Nothing may leave this thread (std::terminate): a tick that fails is counted and
+            // the next one tries again.
+            try {
+                worker_tick(next_report);
+            } catch (const std::bad_alloc&) {
+                note_intake_failure(0, true, "out of host memory");
+            } catch (const std::exception& e) {
+                note_intake_failure(0, false, e.what());
+            } catch (...) {
+                note_intake_failure(0, false, "an unknown error");
             }
-            call_watches(due);
-            if (options.report_period_ms > 0 && options.on_report &&
-                std::chrono::steady_clock::now() >= next_report) {
-                next_report += std::chrono::milliseconds(options.report_period_ms);
-                auto r = make_report();
-                if (r) {
-                    try {
-                        options.on_report(*r);
-                    } catch (...) {
-                        // A user callback must not take the worker down.
-                    }
+        }
+    }
+
+    void worker_tick(std::chrono::steady_clock::time_point& next_report) {
+        if (backend) backend->flush();  // no lock held: CUPTI may re-enter
+        std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
+        {
+            std::lock_guard<std::mutex> lock(sink_mutex);
+            if (ended) return;  // stopped from a callback
+            drain_locked();
+            due = watches.take_due();
+        }
+        call_watches(due);
+        if (options.report_period_ms > 0 && options.on_report && running.load() &&
+            std::chrono::steady_clock::now() >= next_report) {
+            next_report += std::chrono::milliseconds(options.report_period_ms);
+            auto r = make_report();
+            if (r) {
+                try {
+                    options.on_report(*r);
+                } catch (...) {
+                    // A user callback must not take the worker down.
                 }
             }
         }
     }
 
     Result<Report> make_report() {
+        if (forked_away()) return forked_error();
         if (backend && running.load()) backend->flush();
         std::lock_guard<std::mutex> lock(sink_mutex);
         if (!analyzers_ready()) return failed_precondition("the session was never started");
@@ -381,6 +489,7 @@ struct Session::Impl final : detail::EventQueue {
                                    "; GPU activity was not observed directly.");
             for (const auto& r : st.reasons) report.notes.push_back(r);
         }
+        add_cap_notes(report);
         rank_findings(report.findings);
         return report;
     }
@@ -408,6 +517,13 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     CaptureStatus status() const {
+        if (forked_away()) {
+            CaptureStatus s;
+            s.reasons.emplace_back(
+                "this process was forked from the one that started the session: nothing is "
+                "captured here");
+            return s;
+        }
         CaptureStatus s = backend ? backend->status() : probe_capture();
         s.capturing = running.load();
         auto stats = channel.stats();
@@ -416,8 +532,44 @@ struct Session::Impl final : detail::EventQueue {
         return s;
     }
 
+    // A session left on for days must not grow with the names it is given (a phase or site per
+    // request): at most 16 MiB of text in 256 Ki names, some 35 MiB in all; distinct phase
+    // names are held to far fewer, as each one is a row of the report.
+    static constexpr std::size_t kMaxNameBytes = std::size_t{16} << 20;
+    static constexpr std::size_t kMaxNames = std::size_t{1} << 18;
+    static constexpr std::uint32_t kMaxPhaseNames = 4096;
+
+    // The id for phase `name`: past kMaxPhaseNames distinct names, the shared "other phases".
+    StringId phase_name(std::string_view name) noexcept {
+        StringId id = strings.find(name);
+        if (id != kNoString || name.empty()) return id;
+        if (phase_names.fetch_add(1, std::memory_order_relaxed) < kMaxPhaseNames) {
+            return strings.intern(name);
+        }
+        phase_names_past_cap.fetch_add(1, std::memory_order_relaxed);
+        return strings.intern(kOtherPhases);
+    }
+    static constexpr std::string_view kOtherPhases = "<other phases: past the cap on names>";
+
+    void add_cap_notes(Report& report) const {
+        if (const auto past = phase_names_past_cap.load(std::memory_order_relaxed); past > 0) {
+            report.notes.push_back(fmt::format(
+                "{} phases had names past the first {} distinct ones and were recorded as \"{}\" "
+                "(names unique per request or per item are better as one phase name).",
+                past, kMaxPhaseNames, kOtherPhases));
+        }
+        if (const auto refused = strings.overflowed(); refused > 0) {
+            report.notes.push_back(fmt::format(
+                "{} names (kernels, sites, phases) came after the session's name table was full "
+                "({} names, {} MiB of text) and show as \"<strings dropped>\".",
+                refused, kMaxNames, kMaxNameBytes >> 20));
+        }
+    }
+
     SessionOptions options;
-    StringTable strings;
+    StringTable strings{kMaxNameBytes, kMaxNames};
+    std::atomic<std::uint64_t> phase_names{0};
+    std::atomic<std::uint64_t> phase_names_past_cap{0};
     std::unique_ptr<detail::EventChannel> channel_owner;
     detail::EventChannel& channel;
     std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
@@ -426,13 +578,36 @@ struct Session::Impl final : detail::EventQueue {
     std::vector<std::unique_ptr<detail::Analyzer>> analyzers;
     std::vector<EventSink*> fanout_sinks;
     SessionWatches watches;  // guarded by sink_mutex
+    // Every sink gets every batch; one that fails (host memory exhausted) loses that batch alone,
+    // counted, and the others keep theirs.
     struct Fanout final : EventSink {
         explicit Fanout(Impl& impl) : impl_(impl) {}
         void consume(std::span<const Event> events) override {
-            for (EventSink* s : impl_.fanout_sinks) s->consume(events);
+            bool failed = false;
+            bool out_of_memory = false;
+            const char* what = "";
+            for (EventSink* s : impl_.fanout_sinks) {
+                try {
+                    s->consume(events);
+                } catch (const std::bad_alloc&) {
+                    failed = out_of_memory = true;
+                } catch (const std::exception& e) {
+                    failed = true;
+                    what = e.what();
+                } catch (...) {
+                    failed = true;
+                    what = "an unknown error";
+                }
+            }
+            if (failed) impl_.note_intake_failure(events.size(), out_of_memory, what);
         }
         Impl& impl_;
     } fanout{*this};
+    static constexpr std::uint64_t kDropsThatMakeAPartialReport = 100;  // 1 % or more
+
+    mutable std::mutex failures_mutex;
+    IntakeFailures failures;               // guarded by failures_mutex
+    std::atomic<bool> forked_copy{false};  // set in a forked child (RunningSessions)
 
     std::mutex lifecycle_mutex;
     std::mutex sink_mutex;
@@ -461,8 +636,23 @@ void RunningSessions::stop_all_at_exit() noexcept {
     }
 }
 
+void RunningSessions::after_fork_in_child() noexcept {
+    RunningSessions& r = instance();
+    for (const auto& entry : r.running_) {
+        entry.impl->forked_copy.store(true, std::memory_order_relaxed);
+        entry.impl->running.store(false);
+    }
+    r.running_.clear();
+    r.mutex_.unlock();
+}
+
 Session::Session(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
-Session::~Session() = default;
+// A forked child holds a copy of the session but none of its threads; its recording file, CUPTI
+// state, and the locks and condition its threads held at the fork are the parent's. Nothing of
+// it is stopped, joined, flushed, closed or destroyed there: the copy is let go.
+Session::~Session() {
+    if (impl_ && impl_->forked_away()) (void)impl_.release();
+}
 
 Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcept {
     try {
@@ -519,13 +709,14 @@ void Session::step_end(std::uint64_t step) noexcept {
     impl_->push_marker(EventKind::kStepEnd, RangeCategory::kStep, kNoString, step);
 }
 void Session::phase_begin(std::string_view name) noexcept {
-    impl_->push_marker(EventKind::kRangeBegin, RangeCategory::kPhase, impl_->strings.intern(name),
-                       0);
+    if (impl_->forked_away()) return;  // interning takes a lock the parent may have held
+    impl_->push_marker(EventKind::kRangeBegin, RangeCategory::kPhase, impl_->phase_name(name), 0);
 }
 void Session::phase_end() noexcept {
     impl_->push_marker(EventKind::kRangeEnd, RangeCategory::kPhase, kNoString, 0);
 }
 void Session::input_wait_begin() noexcept {
+    if (impl_->forked_away()) return;
     impl_->push_marker(EventKind::kRangeBegin, RangeCategory::kInputWait,
                        impl_->strings.intern("input wait"), 0);
 }
@@ -539,10 +730,11 @@ bool Session::record(const Event& event) noexcept {
     if (e.end_ns < e.start_ns) e.end_ns = e.start_ns;
     if (e.process == 0) e.process = impl_->pid;
     if (e.thread == 0) e.thread = current_tid();
-    return impl_->channel.try_push(e);
+    return impl_->try_push(e);
 }
 
 StringId Session::intern(std::string_view text) noexcept {
+    if (impl_->forked_away()) return kNoString;
     return impl_->strings.intern(text);
 }
 
@@ -554,6 +746,7 @@ Result<WatchId> Session::watch_memory(std::uint64_t level_bytes,
                                       std::function<void(std::uint64_t)> callback) noexcept {
     if (!callback) return invalid_argument("watch_memory needs a callback");
     if (level_bytes == 0) return invalid_argument("watch_memory needs a level above 0");
+    if (impl_->forked_away()) return Session::Impl::forked_error();
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         return impl_->watches.add(level_bytes, std::move(callback));
@@ -563,6 +756,7 @@ Result<WatchId> Session::watch_memory(std::uint64_t level_bytes,
 }
 
 Status Session::unwatch_memory(WatchId id) noexcept {
+    if (impl_->forked_away()) return Session::Impl::forked_error();
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         if (impl_->watches.remove(id)) return Status::ok();
@@ -574,6 +768,7 @@ Status Session::unwatch_memory(WatchId id) noexcept {
 
 Status Session::record_watch_action(WatchId id, std::string_view action, bool ok,
                                     std::uint64_t bytes_freed, std::string_view detail) noexcept {
+    if (impl_->forked_away()) return Session::Impl::forked_error();
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         if (impl_->watches.record_action(id, std::string(action), ok, bytes_freed,
@@ -607,11 +802,13 @@ CaptureStatus Session::status() const noexcept {
 }
 
 Status Session::pause_capture(std::string_view reason) noexcept {
+    if (impl_->forked_away()) return Session::Impl::forked_error();
     if (!impl_->backend) return failed_precondition("the session has not started capture");
     return impl_->backend->pause(reason);
 }
 
 Status Session::resume_capture() noexcept {
+    if (impl_->forked_away()) return Session::Impl::forked_error();
     if (!impl_->backend) return failed_precondition("the session has not started capture");
     return impl_->backend->resume();
 }

@@ -4,6 +4,7 @@
 // decoder thread, importers, and once per distinct NVTX name).
 #include <gpudiag/string_table.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -16,7 +17,7 @@ namespace gpudiag {
 struct StringTable::Impl {
     static constexpr std::size_t kBlockBytes = 64 * 1024;
 
-    explicit Impl(std::size_t cap) : cap_bytes(cap) {}
+    Impl(std::size_t cap, std::size_t max) : cap_bytes(cap), max_strings(max) {}
 
     // Copies `text` into the arena and returns a stable view of it.
     std::string_view store(std::string_view text) {
@@ -36,6 +37,7 @@ struct StringTable::Impl {
 
     mutable std::mutex mutex;
     std::size_t cap_bytes;
+    std::size_t max_strings;
     std::size_t used_bytes = 0;
     std::uint64_t overflowed = 0;
     std::vector<std::unique_ptr<char[]>> blocks;
@@ -45,7 +47,8 @@ struct StringTable::Impl {
     std::unordered_map<std::string_view, StringId> ids;
 };
 
-StringTable::StringTable(std::size_t cap_bytes) : impl_(std::make_unique<Impl>(cap_bytes)) {}
+StringTable::StringTable(std::size_t cap_bytes, std::size_t max_strings)
+    : impl_(std::make_unique<Impl>(cap_bytes, std::min<std::size_t>(max_strings, 0xFFFFFFF0u))) {}
 StringTable::~StringTable() = default;
 
 StringId StringTable::intern(std::string_view text) noexcept {
@@ -54,7 +57,7 @@ StringId StringTable::intern(std::string_view text) noexcept {
         std::lock_guard<std::mutex> lock(impl_->mutex);
         if (auto it = impl_->ids.find(text); it != impl_->ids.end()) return it->second;
         if (impl_->used_bytes + text.size() > impl_->cap_bytes ||
-            impl_->by_id.size() >= 0xFFFFFFF0u) {
+            impl_->by_id.size() >= impl_->max_strings) {
             ++impl_->overflowed;
             return kOverflowString;
         }
@@ -66,6 +69,17 @@ StringId StringTable::intern(std::string_view text) noexcept {
         return id;
     } catch (...) {
         return kOverflowString;
+    }
+}
+
+StringId StringTable::find(std::string_view text) const noexcept {
+    if (text.empty()) return kNoString;
+    try {
+        std::lock_guard<std::mutex> lock(impl_->mutex);
+        auto it = impl_->ids.find(text);
+        return it == impl_->ids.end() ? kNoString : it->second;
+    } catch (...) {
+        return kNoString;
     }
 }
 

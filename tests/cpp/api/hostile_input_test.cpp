@@ -10,6 +10,7 @@
 #include <gpudiag/recording.hpp>
 
 #include "recording/file_layout.hpp"
+#include "sanitized.hpp"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -27,14 +28,6 @@
 #include <iterator>
 #include <string>
 #include <vector>
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#    define GPUDIAG_TEST_SANITIZED 1
-#elif defined(__has_feature)
-#    if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#        define GPUDIAG_TEST_SANITIZED 1
-#    endif
-#endif
 
 namespace gpudiag {
 namespace {

@@ -165,10 +165,12 @@ private:
         return Slots(records);
     }
 
+    // Strong guarantee: when the new table cannot be had, the old one stays as it was.
     void rehash(std::size_t new_capacity) {
+        Slots fresh = allocate(new_capacity);
+        const std::size_t old_capacity = capacity();
         Slots old = std::move(slots_);
-        std::size_t old_capacity = capacity();
-        slots_ = allocate(new_capacity);
+        slots_ = std::move(fresh);
         mask_ = new_capacity - 1;
         shift_ = 64;
         for (std::size_t c = new_capacity; c > 1; c >>= 1) --shift_;

@@ -313,6 +313,7 @@ MemorySummary MemoryAnalyzer::summarize() const {
     s.unplaced_ooms = unplaced_ooms_;
     s.retried_ooms = retried_ooms_;
     s.unmatched_frees = ledger_.unmatched_frees();
+    s.untracked = ledger_.untracked();
     return s;
 }
 

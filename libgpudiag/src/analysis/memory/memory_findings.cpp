@@ -7,6 +7,8 @@
 #include "analysis/memory/memory_trend.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -720,6 +722,23 @@ void add_memory_findings(const MemorySummary& s, Report& report,
     }
 }
 
+// The tracking cap keeps memory bounded; the report says when it changed how figures were made.
+void add_untracked_note(const UntrackedAllocations& u, Report& report) {
+    if (u.booked == 0) return;
+    std::string note = fmt::format(
+        "{} allocations arrived while {} were live in their table (the tracking cap, which keeps "
+        "gpudiag's own memory bounded): they were booked by size rather than one by one. Totals, "
+        "sites and leak rates include them ({} of them, {}, still live).",
+        u.booked, u.cap, u.live, bu(u.live_bytes));
+    if (u.unsited_freed_bytes > 0) {
+        note += fmt::format(
+            " Frees of them could not be matched to their sites: site figures may be up to {} "
+            "too high.",
+            bu(u.unsited_freed_bytes));
+    }
+    report.notes.push_back(std::move(note));
+}
+
 void add_memory_notes(const MemorySummary& s, Report& report) {
     if (!s.observed) {
         report.notes.push_back(
@@ -729,6 +748,7 @@ void add_memory_notes(const MemorySummary& s, Report& report) {
         return;
     }
     add_oom_notes(s, report);
+    add_untracked_note(s.untracked, report);
     for (const auto& dev : s.devices) {
         const LedgerTotals& t = dev.totals;
         const std::string which =

@@ -32,6 +32,11 @@ constexpr std::uint16_t kKindVm = 3;
 constexpr std::uint16_t kFlagPending = 0x4;
 constexpr std::uint16_t kFlagBacked = 0x8;
 constexpr int kOwnerShift = 8;  // driver records keep their MemoryOwner in bits 8..11
+
+// Host allocations past the cap are booked per kind: pinned (and anything else), pageable, managed.
+std::size_t host_bucket(MemoryKind kind) {
+    return kind == MemoryKind::kPageable ? 1 : kind == MemoryKind::kManaged ? 2 : 0;
+}
 constexpr std::size_t kMaxCachedOwners = 1 << 16;
 constexpr std::size_t kMaxPendingCapacities = 256;
 constexpr std::size_t kMaxOpenRanges = 64;
@@ -162,6 +167,12 @@ struct MemoryLedger::Device {
     std::vector<std::uint32_t> site_slots;
     // phases
     std::vector<PhaseMark> phases;
+    // live allocations past the cap (LedgerOptions::max_tracked_allocations), booked by size
+    std::uint64_t untracked_blocks = 0;
+    std::uint64_t untracked_block_bytes = 0;
+    std::array<std::pair<std::uint64_t, std::uint64_t>, 4>
+        untracked_driver{};                                          // kind: count, bytes
+    std::array<std::uint64_t, kMemoryOwnerCount> untracked_owner{};  // their unbacked bytes
     // watches: evaluate only when a value leaves [lo, hi)
     std::array<std::uint64_t, 3> watch_hi{kNoLimit, kNoLimit, kNoLimit};
     std::array<std::uint64_t, 3> watch_lo{0, 0, 0};
@@ -496,7 +507,11 @@ void MemoryLedger::block_alloc(Device& d, const Event& e) {
     r.shortfall = encode_shortfall(m.bytes - requested);
     r.site_slot = site_slot(d, m.site, false, static_cast<std::uint8_t>(block_category(m)));
     LiveRecord old;
-    if (!d.blocks.insert(r, &old)) {
+    if (full(d.blocks, r.address)) {
+        ++d.untracked_blocks;
+        d.untracked_block_bytes += r.size();
+        ++untracked_booked_;
+    } else if (!d.blocks.insert(r, &old)) {
         // Allocated again without a free in between (a lost free): retire the old one first.
         Event undo = e;
         undo.kind = EventKind::kBlockFree;
@@ -544,7 +559,7 @@ void MemoryLedger::block_free(Device& d, const Event& e) {
         // The common case takes one probe: erase, then settle the books from the record.
         LiveRecord r;
         if (!d.blocks.erase(m.address, &r)) {
-            ++unmatched_frees_;
+            if (!untracked_free(d, e, counts)) ++unmatched_frees_;
             return;
         }
         if ((r.flags() & kFlagPending) != 0) {
@@ -604,7 +619,10 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
         outside && owner != MemoryOwner::kNoSite && owner != MemoryOwner::kFramework;
     r.site_slot = keeps_site ? site_slot(d, m.site, true, static_cast<std::uint8_t>(owner)) : 0;
     LiveRecord old;
-    if (!d.driver.insert(r, &old)) {
+    const bool untracked = full(d.driver, r.address);
+    if (untracked) {
+        ++untracked_booked_;
+    } else if (!d.driver.insert(r, &old)) {
         Event undo = e;
         undo.kind = kind == kKindDevice ? EventKind::kDeviceFree
                     : kind == kKindPool ? EventKind::kPoolFree
@@ -614,6 +632,11 @@ void MemoryLedger::driver_alloc(Device& d, const Event& e) {
         d.driver.insert(r);
     }
     if (!outside) return;
+    if (untracked) {
+        ++d.untracked_driver[kind].first;
+        d.untracked_driver[kind].second += bytes;
+        if (kind != kKindPool) d.untracked_owner[static_cast<std::size_t>(owner)] += bytes;
+    }
     d.t.driver_seen = true;
     if (kind == kKindDevice) d.t.outside_device += bytes;
     if (kind == kKindVm) d.t.outside_vm += bytes;
@@ -633,7 +656,7 @@ void MemoryLedger::driver_free(Device& d, const Event& e) {
     if (!d.driver.erase(e.memory.address, &r)) {
         // A free that does not say its memory kind (cudaFreeHost seen as a plain free) of
         // host memory booked earlier.
-        if (!release_host(e.memory.address)) ++unmatched_frees_;
+        if (!release_host(e.memory.address) && !untracked_driver_free(d, e)) ++unmatched_frees_;
         return;
     }
     if ((r.flags() & kFlagBacked) != 0) return;
@@ -683,7 +706,12 @@ void MemoryLedger::host_alloc(const Event& e, MemoryKind kind) {
     r.address = m.address;
     r.set(m.bytes, static_cast<std::uint16_t>(kind));
     LiveRecord old;
-    if (!host_.insert(r, &old)) {
+    if (full(host_, r.address)) {
+        auto& u = host_untracked_[host_bucket(kind)];
+        ++u.first;
+        u.second += r.size();
+        ++untracked_booked_;
+    } else if (!host_.insert(r, &old)) {
         // Allocated again without a free in between (a lost free): retire the old one first.
         host_.insert(old);
         host_free(e);
@@ -709,7 +737,7 @@ void MemoryLedger::host_alloc(const Event& e, MemoryKind kind) {
 
 void MemoryLedger::host_free(const Event& e) {
     host_totals_.seen = true;
-    if (!release_host(e.memory.address)) ++unmatched_frees_;
+    if (!release_host(e.memory.address) && !untracked_host_free(e)) ++unmatched_frees_;
 }
 
 bool MemoryLedger::release_host(std::uint64_t address) {
@@ -723,6 +751,94 @@ bool MemoryLedger::release_host(std::uint64_t address) {
         default: h.pinned = sub(h.pinned, r.size()); break;
     }
     return true;
+}
+
+// ---- allocations past the cap ----
+
+bool MemoryLedger::full(AddressTable& table, std::uint64_t address) const {
+    return table.size() >= options_.max_tracked_allocations && table.find(address) == nullptr;
+}
+
+// A free of an address no table holds, while allocations booked by size are live: one of them.
+bool MemoryLedger::untracked_free(Device& d, const Event& e, bool counts) {
+    if (d.untracked_blocks == 0 || e.memory.bytes == 0) return false;
+    const std::uint64_t b = std::min(e.memory.bytes, d.untracked_block_bytes);
+    --d.untracked_blocks;
+    d.untracked_block_bytes -= b;
+    if (counts) {
+        d.t.allocated_rounded = sub(d.t.allocated_rounded, b);
+        d.t.allocated_requested = sub(d.t.allocated_requested, b);
+    }
+    if (d.t.live_blocks > 0) --d.t.live_blocks;
+    unsited_freed_bytes_ += b;
+    return true;
+}
+
+bool MemoryLedger::untracked_driver_free(Device& d, const Event& e) {
+    const std::uint16_t kind = e.kind == EventKind::kDeviceFree ? kKindDevice
+                               : e.kind == EventKind::kPoolFree ? kKindPool
+                                                                : kKindVm;
+    auto& u = d.untracked_driver[kind];
+    const std::uint64_t freed =
+        kind == kKindVm && e.memory.aux != 0 ? e.memory.aux : e.memory.bytes;
+    if (u.first == 0 || freed == 0) return false;
+    const std::uint64_t b = std::min(freed, u.second);
+    --u.first;
+    u.second -= b;
+    if (kind == kKindDevice) d.t.outside_device = sub(d.t.outside_device, b);
+    if (kind == kKindVm) d.t.outside_vm = sub(d.t.outside_vm, b);
+    if (kind == kKindPool) {
+        d.pool_live = sub(d.pool_live, b);
+        d.t.outside_pool = std::max(d.pool_live, d.pool_reserved);
+    } else {
+        // The owner is not known either: the one holding the most such bytes gives them back.
+        auto most = static_cast<std::size_t>(
+            std::max_element(d.untracked_owner.begin(), d.untracked_owner.end()) -
+            d.untracked_owner.begin());
+        const std::uint64_t x = std::min(b, d.untracked_owner[most]);
+        d.untracked_owner[most] -= x;
+        d.owner_raw[most] = sub(d.owner_raw[most], x);
+    }
+    unsited_freed_bytes_ += b;
+    reattribute(d);
+    return true;
+}
+
+bool MemoryLedger::untracked_host_free(const Event& e) {
+    auto it = std::max_element(host_untracked_.begin(), host_untracked_.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+    if (it->first == 0 || e.memory.bytes == 0) return false;
+    const std::uint64_t b = std::min(e.memory.bytes, it->second);
+    --it->first;
+    it->second -= b;
+    HostMemoryTotals& h = host_totals_;
+    if (h.live > 0) --h.live;
+    switch (it - host_untracked_.begin()) {
+        case 1: h.pageable = sub(h.pageable, b); break;
+        case 2: h.managed = sub(h.managed, b); break;
+        default: h.pinned = sub(h.pinned, b); break;
+    }
+    return true;
+}
+
+UntrackedAllocations MemoryLedger::untracked() const noexcept {
+    UntrackedAllocations u;
+    u.booked = untracked_booked_;
+    u.unsited_freed_bytes = unsited_freed_bytes_;
+    u.cap = options_.max_tracked_allocations;
+    for (const Device* d : devices_) {
+        u.live += d->untracked_blocks;
+        u.live_bytes += d->untracked_block_bytes;
+        for (const auto& [count, bytes] : d->untracked_driver) {
+            u.live += count;
+            u.live_bytes += bytes;
+        }
+    }
+    for (const auto& [count, bytes] : host_untracked_) {
+        u.live += count;
+        u.live_bytes += bytes;
+    }
+    return u;
 }
 
 // ---- counters, steps, ranges ----

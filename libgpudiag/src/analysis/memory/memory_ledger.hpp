@@ -225,6 +225,23 @@ struct LedgerOptions {
     std::size_t max_sites = 1 << 16;  ///< distinct (device, site) pairs tracked
     std::size_t max_phase_names = 256;
     std::size_t checkpoints = 32;  ///< per-site live-byte checkpoints kept
+    /// Live allocations kept one by one per table (a device's blocks, its driver-level memory,
+    /// host memory). Past it, allocations are booked by size (see UntrackedAllocations), so a
+    /// leak of millions of allocations costs bounded memory. Three quarters of 2^20 is the
+    /// table's load limit at 2^20 slots: a full table stays at 24 MiB instead of doubling.
+    std::size_t max_tracked_allocations = std::size_t{3} << 18;
+};
+
+/// Allocations booked by size because their table was full (LedgerOptions::
+/// max_tracked_allocations). Totals, sites and leak rates include them; a free whose address no
+/// table holds, once some are live, is taken as one of them by its size. Such a free cannot say
+/// which site it came from: `unsited_freed_bytes` may still be counted at their sites.
+struct UntrackedAllocations {
+    std::uint64_t booked = 0;  ///< allocations ever booked by size
+    std::uint64_t live = 0;    ///< of them, not freed yet
+    std::uint64_t live_bytes = 0;
+    std::uint64_t unsited_freed_bytes = 0;
+    std::size_t cap = 0;  ///< LedgerOptions::max_tracked_allocations
 };
 
 class MemoryLedger {
@@ -293,6 +310,7 @@ public:
 
     /// Events the books could not use (free of an unknown address, address 0, ...).
     [[nodiscard]] std::uint64_t unmatched_frees() const noexcept { return unmatched_frees_; }
+    [[nodiscard]] UntrackedAllocations untracked() const noexcept;
     [[nodiscard]] std::uint64_t dropped_events() const noexcept { return dropped_; }
     [[nodiscard]] bool has_steps(std::uint16_t device) const;
     /// Bytes the ledger itself holds (tables, series), for the benchmark and self-reports.
@@ -322,6 +340,10 @@ private:
     void host_alloc(const Event& e, MemoryKind kind);
     void host_free(const Event& e);
     bool release_host(std::uint64_t address);
+    bool untracked_free(Device& d, const Event& e, bool counts);
+    bool untracked_driver_free(Device& d, const Event& e);
+    bool untracked_host_free(const Event& e);
+    [[nodiscard]] bool full(AddressTable& table, std::uint64_t address) const;
     void pool_resize(Device& d, const Event& e);
     void counter(const Event& e);
     void step_begin(Device& d, std::uint64_t id, std::uint64_t t);
@@ -362,6 +384,10 @@ private:
     HostMemoryTotals host_totals_;
     std::uint64_t unmatched_frees_ = 0;
     std::uint64_t dropped_ = 0;
+    std::uint64_t untracked_booked_ = 0;
+    std::uint64_t unsited_freed_bytes_ = 0;
+    // Host allocations past the cap, per MemoryKind bucket: pinned, pageable, managed.
+    std::array<std::pair<std::uint64_t, std::uint64_t>, 3> host_untracked_{};  // count, bytes
 };
 
 }  // namespace gpudiag::detail

@@ -136,6 +136,7 @@ struct MemorySummary {
     std::uint64_t unplaced_ooms = 0;  ///< failures on a device the input does not name
     std::uint64_t retried_ooms = 0;   ///< withdrawn: the caller's retry succeeded
     std::uint64_t unmatched_frees = 0;
+    UntrackedAllocations untracked;  ///< allocations past the tracking cap, booked by size
 
     [[nodiscard]] const DeviceMemorySummary* device(std::uint16_t ordinal) const {
         for (const auto& d : devices) {

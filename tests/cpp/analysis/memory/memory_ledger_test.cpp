@@ -434,5 +434,49 @@ TEST(MemoryLedger, HostAndManagedMemoryAreBookedApartFromDevices) {
     EXPECT_EQ(l.unmatched_frees(), 1u);
 }
 
+// Past LedgerOptions::max_tracked_allocations a table stops growing: allocations are booked by
+// size, at their sites, and frees of them (which say their size) take the bytes back off the
+// totals; only the sites cannot be told, and that is counted.
+TEST(MemoryLedger, AllocationsPastTheCapAreBookedBySizeAndFreedBySize) {
+    LedgerOptions o;
+    o.max_tracked_allocations = 4;
+    MemoryLedger l(o);
+    constexpr std::uint64_t kCount = 10;
+    auto pinned = static_cast<std::uint8_t>(MemoryKind::kPinned);
+    for (std::uint64_t i = 0; i < kCount; ++i) {
+        l.apply(mem(EventKind::kBlockAlloc, 1 + i, 0x1000000 + i * kMiB, kMiB));
+        l.apply(mem(EventKind::kDeviceAlloc, 1 + i, 0x7f0000000000 + i * 2 * kMiB, 2 * kMiB));
+        l.apply(
+            mem(EventKind::kHostAlloc, 1 + i, 0x200000000 + i * kMiB, kMiB, kNoString, 0, pinned));
+    }
+    UntrackedAllocations u = l.untracked();
+    EXPECT_EQ(u.booked, 3 * (kCount - 4));
+    EXPECT_EQ(u.live, 3 * (kCount - 4));
+    EXPECT_EQ(u.live_bytes, (kCount - 4) * 4 * kMiB);
+    EXPECT_EQ(l.totals(0).allocated_rounded, kCount * kMiB);
+    EXPECT_EQ(l.totals(0).outside_device, kCount * 2 * kMiB);
+    EXPECT_EQ(l.totals(0).live_blocks, kCount);
+    EXPECT_EQ(l.host_totals().pinned, kCount * kMiB);
+    for (std::uint64_t i = 0; i < kCount; ++i) {
+        l.apply(mem(EventKind::kBlockFree, 20 + i, 0x1000000 + i * kMiB, kMiB));
+        l.apply(mem(EventKind::kDeviceFree, 20 + i, 0x7f0000000000 + i * 2 * kMiB, 2 * kMiB));
+        l.apply(
+            mem(EventKind::kHostFree, 20 + i, 0x200000000 + i * kMiB, kMiB, kNoString, 0, pinned));
+    }
+    u = l.untracked();
+    EXPECT_EQ(u.live, 0u);
+    EXPECT_EQ(u.live_bytes, 0u);
+    EXPECT_EQ(u.unsited_freed_bytes, (kCount - 4) * 3 * kMiB);  // host memory has no sites
+    EXPECT_EQ(l.totals(0).allocated_rounded, 0u);
+    EXPECT_EQ(l.totals(0).outside_device, 0u);
+    EXPECT_EQ(l.totals(0).live_blocks, 0u);
+    EXPECT_EQ(l.host_totals().pinned, 0u);
+    EXPECT_EQ(l.host_totals().live, 0u);
+    EXPECT_EQ(l.unmatched_frees(), 0u);
+    // With none of them live, a free of an unknown address is unmatched again.
+    l.apply(mem(EventKind::kBlockFree, 40, 0xdead000, kMiB));
+    EXPECT_EQ(l.unmatched_frees(), 1u);
+}
+
 }  // namespace
 }  // namespace gpudiag::detail
