@@ -63,6 +63,9 @@ void bind_session(py::module_& m) {
     py::class_<SessionOptions>(m, "SessionOptions")
         .def(py::init<>())
         .def_readwrite("record_path", &SessionOptions::record_path)
+        .def_readwrite("record_max_bytes", &SessionOptions::record_max_bytes)
+        .def_readwrite("record_window_s", &SessionOptions::record_window_s)
+        .def_readwrite("record_window_bytes", &SessionOptions::record_window_bytes)
         .def_readwrite("capture_gpu", &SessionOptions::capture_gpu)
         .def_readwrite("deep", &SessionOptions::deep)
         .def_readwrite("nvml_hz", &SessionOptions::nvml_hz)
@@ -132,6 +135,13 @@ void bind_session(py::module_& m) {
             py::arg("id"), py::arg("action"), py::arg("ok"), py::arg("bytes_freed"),
             py::arg("detail"))
         .def("report", [](Session& s) { return unwrap(without_gil([&] { return s.report(); })); })
+        .def(
+            "dump",
+            [](Session& s, const std::string& path) {
+                check(without_gil([&] { return s.dump(path); }));
+            },
+            py::arg("path") = std::string())
+        .def("request_dump", &Session::request_dump)
         .def("status", [](const Session& s) { return without_gil([&] { return s.status(); }); })
         .def(
             "pause_capture",

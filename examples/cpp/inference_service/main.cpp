@@ -69,12 +69,16 @@ int main(int argc, char** argv) {
 
     gpudiag::SessionOptions options;
     options.record_path = args.record;
+    options.record_window_s = 600;  // a service: keep the last 10 minutes, written at stop
     auto session = gpudiag::Session::create(options);
     if (!session) {
         std::fprintf(stderr, "gpudiag: %s\n", session.status().to_string().c_str());
         return 1;
     }
-    (void)(*session)->start();
+    if (auto started = (*session)->start(); !started.is_ok()) {
+        // The service still runs; it only goes without the diagnosis.
+        std::fprintf(stderr, "gpudiag: %s\n", started.to_string().c_str());
+    }
     (void)(*session)->watch_memory(std::size_t{1} << 30, [](std::uint64_t bytes) {
         std::printf("watch: device memory in use passed 1 GiB (%.2f GiB)\n",
                     static_cast<double>(bytes) / (1 << 30));

@@ -72,6 +72,9 @@ typedef struct gpudiag_session_options {
     uint32_t report_period_ms; /* default 0 = no periodic report */
     gpudiag_report_fn on_report;
     void* on_report_user_data;
+    uint64_t record_max_bytes;    /* default 0 = no cap on the recording file (else >= 4 MiB) */
+    double record_window_s;       /* default 0; > 0: keep only the last N s, written on demand */
+    uint64_t record_window_bytes; /* default 256 MiB: the window's memory */
 } gpudiag_session_options_t;
 
 /* The library version, e.g. "0.1.0". */
@@ -102,6 +105,11 @@ GPUDIAG_API gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* s
 /* The diagnosis so far, rendered; free *out with gpudiag_free. */
 GPUDIAG_API gpudiag_status_t gpudiag_session_report(gpudiag_session_t* session,
                                                     gpudiag_format_t format, char** out);
+/* Writes the window of recent events (record_window_s) to `path`, or to the next numbered dump
+ * beside record_path when `path` is NULL or "". */
+GPUDIAG_API gpudiag_status_t gpudiag_session_dump(gpudiag_session_t* session, const char* path);
+/* Asks for a dump at the session's next tick. Async-signal-safe: for a signal handler. */
+GPUDIAG_API void gpudiag_session_request_dump(gpudiag_session_t* session);
 /* Capture level name ("no_gpu", "nvml", "framework", "cupti_activity", "cupti_deep"), events
  * delivered and dropped. Any out-pointer may be NULL. */
 GPUDIAG_API gpudiag_status_t gpudiag_session_status(gpudiag_session_t* session, const char** level,

@@ -39,6 +39,11 @@ struct RecordingWriterOptions {
     /// Smaller chunks lose less on a crash; larger ones cost fewer system calls. Clamped to
     /// [64 KiB, 16 MiB].
     std::size_t chunk_bytes = std::size_t{2} << 20;
+    /// The file never grows past this many bytes (0 = no cap; at least 4 MiB). Events that would
+    /// take it past are dropped and counted, and the summary says from when the recording is
+    /// missing them; 1 MiB stays reserved for the summary and the index, so the file still
+    /// closes cleanly.
+    std::uint64_t max_file_bytes = 0;
 };
 
 /// What read_recording_info() learns without reading every event.

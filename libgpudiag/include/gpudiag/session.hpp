@@ -35,6 +35,16 @@ namespace gpudiag {
 struct SessionOptions {
     /// Write a .gpudiag recording here as events arrive ("" = none).
     std::string record_path;
+    /// The recording file never grows past this many bytes (0 = no cap; at least 4 MiB): later
+    /// events are counted, and the recording says from when it misses them.
+    std::uint64_t record_max_bytes = 0;
+    /// For services left on: keep only the last `record_window_s` seconds of events in memory (at
+    /// most `record_window_bytes`) instead of writing everything, and write them out when they
+    /// matter: as record_path at stop(), and as numbered files beside it (<stem>-dump-<n>-<why>)
+    /// when a memory watch fires, when an allocation fails, and on dump() / request_dump().
+    /// 0 = off. Needs record_path.
+    double record_window_s = 0;
+    std::uint64_t record_window_bytes = std::uint64_t{256} << 20;
     /// Capture GPU activity through CUPTI when available (off: framework events and NVML only).
     bool capture_gpu = true;
     /// Opt-in CUPTI callback subscriber for allocation call sites. Takes CUPTI's single
@@ -120,6 +130,15 @@ public:
 
     /// Flushes what is buffered and returns the diagnosis so far (the session keeps running).
     Result<Report> report() noexcept;
+
+    /// Writes the window of recent events (SessionOptions::record_window_s) to `path`, or to the
+    /// next numbered dump file when empty. Callback-safe: yes. Errors: kFailedPrecondition when
+    /// the session keeps no window or is not running; kIoError.
+    Status dump(std::string_view path = {}) noexcept;
+    /// Asks for a dump of the window at the worker's next tick (within flush_period_ms).
+    /// Async-signal-safe: a lock-free atomic store, for a SIGUSR1 handler. Does nothing when
+    /// the session keeps no window.
+    void request_dump() noexcept;
     /// Capture level, reasons, events and drops.
     [[nodiscard]] CaptureStatus status() const noexcept;
 

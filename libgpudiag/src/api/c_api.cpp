@@ -84,6 +84,9 @@ void gpudiag_session_options_init(gpudiag_session_options_t* o) {
     o->queue_capacity = defaults.queue_capacity;
     o->flush_period_ms = defaults.flush_period_ms;
     o->report_period_ms = defaults.report_period_ms;
+    o->record_max_bytes = defaults.record_max_bytes;
+    o->record_window_s = defaults.record_window_s;
+    o->record_window_bytes = defaults.record_window_bytes;
 }
 
 gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
@@ -105,6 +108,9 @@ gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
         options.queue_capacity = o->queue_capacity;
         options.flush_period_ms = o->flush_period_ms;
         options.report_period_ms = o->report_period_ms;
+        options.record_max_bytes = o->record_max_bytes;
+        options.record_window_s = o->record_window_s;
+        options.record_window_bytes = o->record_window_bytes;
         if (o->on_report != nullptr) {
             gpudiag_report_fn fn = o->on_report;
             void* user = o->on_report_user_data;
@@ -136,6 +142,15 @@ gpudiag_status_t gpudiag_session_start(gpudiag_session_t* s) {
 gpudiag_status_t gpudiag_session_stop(gpudiag_session_t* s) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     return guarded([&] { return to_c(s->session->stop()); });
+}
+
+gpudiag_status_t gpudiag_session_dump(gpudiag_session_t* s, const char* path) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] { return to_c(s->session->dump(path == nullptr ? "" : path)); });
+}
+
+void gpudiag_session_request_dump(gpudiag_session_t* s) {
+    if (s != nullptr && s->session) s->session->request_dump();
 }
 
 gpudiag_status_t gpudiag_session_step_begin(gpudiag_session_t* s, uint64_t step) {

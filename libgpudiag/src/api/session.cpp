@@ -16,6 +16,7 @@
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "core/input_coverage.hpp"
+#include "recording/recording_window.hpp"
 
 #include <fmt/format.h>
 #include <pthread.h>
@@ -241,8 +242,13 @@ struct Session::Impl final : detail::EventQueue {
         if (stopped_once) {
             return failed_precondition("a session runs once; create a new one to capture again");
         }
-        if (!options.record_path.empty()) {
-            writer = std::make_unique<RecordingWriter>();
+        if (!options.record_path.empty() && options.record_window_s > 0) {
+            window = std::make_unique<detail::RecordingWindow>(options.record_window_s,
+                                                               options.record_window_bytes);
+        } else if (!options.record_path.empty()) {
+            RecordingWriterOptions w;
+            w.max_file_bytes = options.record_max_bytes;
+            writer = std::make_unique<RecordingWriter>(w);
             Status opened = writer->open(options.record_path);
             if (!opened.is_ok()) {
                 writer.reset();
@@ -252,6 +258,7 @@ struct Session::Impl final : detail::EventQueue {
         analyzers = detail::make_analyzers(options.analysis);
         for (auto& a : analyzers) fanout_sinks.push_back(a.get());
         if (writer) fanout_sinks.push_back(writer.get());
+        if (window) fanout_sinks.push_back(window.get());
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
             watches.attach(memory_ledger());
@@ -339,6 +346,10 @@ struct Session::Impl final : detail::EventQueue {
         if (writer) {
             Status closed = writer->close();
             if (!closed.is_ok()) degraded_reason = closed.to_string();
+        }
+        if (window) {
+            Status written = write_window_locked(options.record_path, "stop");
+            if (!written.is_ok()) degraded_reason = written.to_string();
         }
         stopped_once = true;
         return Status::ok();
@@ -457,6 +468,7 @@ struct Session::Impl final : detail::EventQueue {
             if (ended) return;  // stopped from a callback
             drain_locked();
             due = watches.take_due();
+            if (window) dump_if_due_locked(!due.empty());
         }
         call_watches(due);
         if (options.report_period_ms > 0 && options.on_report && running.load() &&
@@ -490,11 +502,88 @@ struct Session::Impl final : detail::EventQueue {
             for (const auto& r : st.reasons) report.notes.push_back(r);
         }
         add_cap_notes(report);
+        add_window_notes(report);
         rank_findings(report.findings);
         return report;
     }
 
     bool analyzers_ready() const { return !fanout_sinks.empty(); }
+
+    // ---- the window of recent events (SessionOptions::record_window_s) ----
+
+    // A dump when asked (request_dump, from a signal handler too), when an allocation failed,
+    // or when a watch fired; automatic ones are bounded in number so a flapping watch cannot
+    // fill the disk.
+    void dump_if_due_locked(bool watch_fired) {
+        const char* why = dump_requested.exchange(false)      ? "requested"
+                          : window->take_allocation_failure() ? "oom"
+                          : watch_fired                       ? "watch"
+                                                              : nullptr;
+        if (why == nullptr) return;
+        if (dumps_written >= kMaxAutomaticDumps) {
+            ++dumps_skipped;
+            return;
+        }
+        Status s = write_window_locked(next_dump_path(why), why);
+        if (!s.is_ok()) last_dump_error = s.to_string();
+    }
+
+    // <stem>-dump-<n>-<why><extension>, beside record_path.
+    std::string next_dump_path(const char* why) const {
+        const std::string& p = options.record_path;
+        const std::size_t slash = p.find_last_of('/');
+        std::size_t dot = p.find_last_of('.');
+        if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
+            dot = p.size();
+        }
+        return fmt::format("{}-dump-{}-{}{}", p.substr(0, dot), dumps_written + dumps_failed + 1,
+                           why, p.substr(dot));
+    }
+
+    Status write_window_locked(const std::string& path, const char* why) {
+        RecordingWriterOptions w;
+        w.max_file_bytes = options.record_max_bytes;
+        Status s = window->write(path, ended ? final_summary : summary(), w);
+        if (!s.is_ok()) {
+            ++dumps_failed;
+            return s;
+        }
+        if (std::string_view(why) != "stop") ++dumps_written;
+        if (recent_dumps.size() == kDumpsListed) recent_dumps.erase(recent_dumps.begin());
+        recent_dumps.push_back(path);
+        return s;
+    }
+
+    Status dump(std::string_view path) {
+        if (forked_away()) return forked_error();
+        if (!window) {
+            return failed_precondition(
+                "the session keeps no window of recent events (set SessionOptions::"
+                "record_window_s and record_path)");
+        }
+        if (backend && running.load()) backend->flush();
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        if (ended) return failed_precondition("the session has stopped");
+        drain_locked();
+        return write_window_locked(path.empty() ? next_dump_path("requested") : std::string(path),
+                                   "requested");
+    }
+
+    void add_window_notes(Report& report) const {
+        if (!window) return;
+        std::string note = fmt::format(
+            "Recording: the last {:g} s of events are kept in memory ({} MiB held) and written to "
+            "{} at stop; {} dumps written",
+            window->seconds(), window->bytes_held() >> 20, options.record_path, dumps_written);
+        for (const auto& p : recent_dumps) note += (&p == &recent_dumps.front() ? ": " : ", ") + p;
+        note += ".";
+        if (dumps_skipped > 0) {
+            note += fmt::format(" {} more were not written: at most {} automatic dumps a session.",
+                                dumps_skipped, kMaxAutomaticDumps);
+        }
+        if (!last_dump_error.empty()) note += " The last failed dump: " + last_dump_error;
+        report.notes.push_back(std::move(note));
+    }
 
     detail::MemoryLedger* memory_ledger() {
         for (auto& a : analyzers) {
@@ -575,6 +664,17 @@ struct Session::Impl final : detail::EventQueue {
     std::uint32_t pid = static_cast<std::uint32_t>(::getpid());
     std::unique_ptr<detail::CaptureBackend> backend;
     std::unique_ptr<RecordingWriter> writer;
+    std::unique_ptr<detail::RecordingWindow> window;  // record_window_s > 0: instead of writer
+    static constexpr std::uint64_t kMaxAutomaticDumps = 16;
+    static constexpr std::size_t kDumpsListed = 4;
+    std::atomic<bool> dump_requested{false};  // set by request_dump(), from signal handlers too
+    static_assert(std::atomic<bool>::is_always_lock_free, "request_dump must be signal-safe");
+    // guarded by sink_mutex:
+    std::uint64_t dumps_written = 0;
+    std::uint64_t dumps_failed = 0;
+    std::uint64_t dumps_skipped = 0;
+    std::vector<std::string> recent_dumps;
+    std::string last_dump_error;
     std::vector<std::unique_ptr<detail::Analyzer>> analyzers;
     std::vector<EventSink*> fanout_sinks;
     SessionWatches watches;  // guarded by sink_mutex
@@ -663,6 +763,14 @@ Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcep
         }
         if (options.nvml_hz < 0 || options.nvml_hz > 1000) {
             return invalid_argument("nvml_hz must be within [0, 1000]");
+        }
+        if (!(options.record_window_s >= 0) || options.record_window_s > 1e7) {
+            return invalid_argument("record_window_s must be within [0, 1e7] seconds");
+        }
+        if (options.record_window_s > 0 && options.record_path.empty()) {
+            return invalid_argument(
+                "record_window_s needs record_path: the window is written there at stop, and "
+                "its dumps beside it");
         }
         if (options.report_period_ms > 0 && !options.on_report) {
             return invalid_argument("report_period_ms is set but on_report is empty");
@@ -791,6 +899,20 @@ Result<Report> Session::report() noexcept {
     } catch (...) {
         return internal_error("report failed");
     }
+}
+
+Status Session::dump(std::string_view path) noexcept {
+    try {
+        return impl_->dump(path);
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of memory writing the dump");
+    } catch (...) {
+        return internal_error("dump failed");
+    }
+}
+
+void Session::request_dump() noexcept {
+    impl_->dump_requested.store(true, std::memory_order_relaxed);
 }
 
 CaptureStatus Session::status() const noexcept {

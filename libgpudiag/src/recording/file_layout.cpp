@@ -19,7 +19,7 @@ T get(const unsigned char* in, std::size_t at) noexcept {
 }
 
 constexpr std::uint16_t kSourceInfoVersion = 1;
-constexpr std::uint16_t kSummaryVersion = 1;
+constexpr std::uint16_t kSummaryVersion = 2;  // 2: adds `missing`
 constexpr std::uint16_t kIndexVersion = 1;
 constexpr std::size_t kIndexHeaderBytes = 40;
 
@@ -178,11 +178,15 @@ void encode_summary(const SourceSummary& summary, std::string& out) {
     b.u8(summary.truncated ? 1 : 0);
     b.u32(static_cast<std::uint32_t>(summary.notes.size()));
     for (const auto& note : summary.notes) b.str(note);
+    // Version 2: what the source knew it missed (readers of version 1 stop before it).
+    b.u32(static_cast<std::uint32_t>(summary.missing.size()));
+    for (const auto& gap : summary.missing) b.str(gap);
 }
 
 bool decode_summary(const unsigned char* data, std::size_t size, SourceSummary& summary) {
     ByteCursor c(data, size);
-    if (c.u16() < 1) return false;
+    const std::uint16_t version = c.u16();
+    if (version < 1) return false;
     summary.events = c.u64();
     summary.dropped = c.u64();
     summary.truncated = c.u8() != 0;
@@ -190,6 +194,13 @@ bool decode_summary(const unsigned char* data, std::size_t size, SourceSummary& 
     for (std::uint32_t i = 0; i < notes && c.ok(); ++i) {
         std::string note(c.str());
         if (c.ok()) summary.notes.push_back(std::move(note));
+    }
+    if (version >= 2 && c.ok()) {
+        const std::uint32_t gaps = c.u32();
+        for (std::uint32_t i = 0; i < gaps && c.ok(); ++i) {
+            std::string gap(c.str());
+            if (c.ok()) summary.missing.push_back(std::move(gap));
+        }
     }
     return c.ok();
 }

@@ -30,6 +30,10 @@ using namespace detail::record;
 constexpr std::size_t kMinChunkBytes = std::size_t{64} << 10;
 constexpr std::size_t kMaxChunkBytes = std::size_t{16} << 20;
 constexpr std::size_t kMaxIndexEntries = 16384;  // 640 KiB of index at most
+// Kept free under RecordingWriterOptions::max_file_bytes for what close() writes: the summary,
+// the index (kMaxIndexEntries at 40 bytes) and the trailer.
+constexpr std::uint64_t kCloseReserveBytes = std::uint64_t{1} << 20;
+constexpr std::uint64_t kMinFileCapBytes = std::uint64_t{4} << 20;
 
 }  // namespace
 
@@ -37,6 +41,9 @@ struct RecordingWriter::Impl {
     explicit Impl(RecordingWriterOptions opts) : options(opts) {
         options.chunk_bytes = std::clamp(options.chunk_bytes, kMinChunkBytes, kMaxChunkBytes);
         capacity_events = options.chunk_bytes / kEventBytes;
+        if (options.max_file_bytes != 0) {
+            options.max_file_bytes = std::max(options.max_file_bytes, kMinFileCapBytes);
+        }
     }
 
     RecordingWriterOptions options;
@@ -56,6 +63,8 @@ struct RecordingWriter::Impl {
     std::uint64_t events_written = 0;
     std::uint64_t events_dropped = 0;
     std::uint64_t strings_cut = 0;
+    std::uint64_t events_capped = 0;   // dropped at max_file_bytes (also in events_dropped)
+    std::uint64_t capped_from_ns = 0;  // the first of them
     std::string scratch;
     Index index;
     std::uint32_t chunks_per_entry = 1;
@@ -184,7 +193,38 @@ struct RecordingWriter::Impl {
         entries.push_back(IndexEntry{chunk_offset, events, first, last, 1});
     }
 
+    // The bytes the next strings chunks will take (at most: their text and framing).
+    [[nodiscard]] std::uint64_t pending_string_bytes() const {
+        if (strings == nullptr) return 0;
+        std::uint64_t bytes = 0;
+        const auto end = static_cast<StringId>(strings->size());
+        for (StringId id = next_string; id < end; ++id) {
+            bytes += 8 + std::min<std::size_t>(strings->lookup(id).size(), kMaxStringBytes);
+        }
+        return bytes + (bytes / options.chunk_bytes + 1) * (kChunkHeaderBytes + 4);
+    }
+
+    // True when the buffered events (and the names they need) would take the file past
+    // max_file_bytes: from then on events are counted, not written.
+    bool over_cap() {
+        if (options.max_file_bytes == 0) return false;
+        if (events_capped == 0) {
+            const std::uint64_t need =
+                pending_string_bytes() + kChunkHeaderBytes + buffered * kEventBytes;
+            if (offset + need + kCloseReserveBytes <= options.max_file_bytes) return false;
+            capped_from_ns = ~std::uint64_t{0};
+            for (std::size_t i = 0; i < buffered; ++i) {
+                capped_from_ns = std::min(capped_from_ns, buffer[i].start_ns);
+            }
+        }
+        events_capped += buffered;
+        events_dropped += buffered;
+        buffered = 0;
+        return true;
+    }
+
     void flush_events() {
+        if (buffered > 0 && over_cap()) return;
         write_new_strings();  // names first: a reader must know them before the events
         if (io_failed) {
             events_dropped += buffered;
@@ -218,6 +258,13 @@ struct RecordingWriter::Impl {
 
     void write_summary(const SourceSummary& given) {
         SourceSummary summary = given;
+        if (events_capped > 0) {
+            summary.missing.push_back(
+                std::to_string(events_capped) + " events from " + std::to_string(capped_from_ns) +
+                " ns on (the session's clock) are not in the recording: it reached its size cap "
+                "of " +
+                std::to_string(options.max_file_bytes >> 20) + " MiB");
+        }
         if (strings_cut > 0) {
             summary.notes.push_back(std::to_string(strings_cut) +
                                     " string(s) longer than 1 MiB were cut to 1 MiB in the "

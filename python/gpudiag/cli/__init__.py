@@ -13,7 +13,6 @@ from gpudiag._errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXIT_PROGRAM_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     GpudiagError,
@@ -29,7 +28,8 @@ exit codes:
        is still printed; accept it with --allow-partial)
   {EXIT_UNAVAILABLE}    a needed capability is unavailable here (live capture not built, bundled
        demo recording missing, no recording produced)
-  {EXIT_PROGRAM_FAILED}    gpudiag run: the program exited with an error (its report is still written)
+  N    gpudiag run: the program failed with status N (128 + S when signal S ended it);
+       its report is still written
   {EXIT_INTERNAL}   internal error in gpudiag (please report it)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
 """

@@ -4,28 +4,30 @@
 A Python script or module runs in this interpreter under a session, so steps, phases, DataLoader
 waits and the PyTorch allocator are seen. Any other program (after ``--``) runs with gpudiag's
 library injected through CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH and writes its recording to
-GPUDIAG_RECORD; gpudiag then analyses that recording.
+GPUDIAG_RECORD; gpudiag then analyses that recording. SIGTERM, SIGHUP and SIGINT sent to gpudiag
+are passed on to the program, which is never killed: its own shutdown runs, then the report.
+When the program fails, gpudiag exits with the program's own status.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import runpy
+import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
+from types import FrameType
 
 from gpudiag import _core
 from gpudiag._analyze import analyze
-from gpudiag._errors import (
-    EXIT_PROGRAM_FAILED,
-    GpudiagError,
-    UnavailableError,
-)
+from gpudiag._errors import GpudiagError, UnavailableError
 from gpudiag._report import Report
 from gpudiag._session import Session
 from gpudiag.cli._common import add_report_options, emit_report
@@ -42,7 +44,11 @@ Run a program under gpudiag, write its recording and print the diagnosis.
 The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); a program whose several
 processes use CUDA (ranks, workers) leaves one per process, named <stem>-<pid>.gpudiag, analysed
 together. The report is printed (to stderr, so the program's own output stays clean) and written
-as JSON next to it."""
+as JSON next to it.
+
+SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to a program run after --, and gpudiag
+waits for it to shut down on its own (it is never killed), then writes the report. When the
+program fails, gpudiag exits with the program's status (128 + N when signal N ended it)."""
 
 INJECTION_VARIABLES = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
 
@@ -124,7 +130,7 @@ def _finish(
         print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
     if program_status != 0:
         print(f"gpudiag: the program exited with status {program_status}", file=sys.stderr)
-        return EXIT_PROGRAM_FAILED
+        return program_status
     return code
 
 
@@ -192,22 +198,66 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     env["GPUDIAG_RECORD"] = str(record)
     started = time.time() - 1.0  # file times come from a coarser clock
     try:
-        status = subprocess.run(command, env=env, check=False).returncode
+        program = subprocess.Popen(command, env=env)
     except FileNotFoundError:
         from gpudiag.cli import UsageError
 
         raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
+    status = _exit_status(_wait_passing_on_signals(program))
     recordings = _process_recordings(record, started)
     if not recordings:
-        raise UnavailableError(
+        message = (
             f"the program wrote no recording ({_per_process_name(record)}): it never initialised "
             "CUDA, or this machine has no GPU driver for the injection to load into"
-            + (f"; it exited with status {status}" if status else "")
         )
+        if status != 0:  # the program's failure is the news, and its status the exit code
+            print(f"gpudiag: {message}", file=sys.stderr)
+            print(f"gpudiag: the program exited with status {status}", file=sys.stderr)
+            return status
+        raise UnavailableError(message)
     if len(recordings) == 1:
         recordings[0].replace(record)  # one process: the recording is where it was asked for
         recordings = [record]
     return _finish(analyze(recordings), args, record, status, recordings)
+
+
+#: Signals passed on to the program: what service managers, schedulers and terminals send to stop
+#: or reload a process. gpudiag itself stays to write the report.
+PASSED_ON_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+def _terminal_sends_sigint_to_the_program() -> bool:
+    """Ctrl-C reaches every process of the terminal's foreground group: when gpudiag is in it,
+    so is the program (it shares gpudiag's group), which already got the SIGINT."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _wait_passing_on_signals(program: subprocess.Popen[bytes]) -> int:
+    """Waits for the program to end on its own; the stop and reload signals gpudiag receives
+    meanwhile are passed on to it. Returns its return code (negative: the signal that ended it)."""
+    if threading.current_thread() is not threading.main_thread():
+        return program.wait()  # signal handlers can only be set from the main thread
+
+    def pass_on(signum: int, _frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and _terminal_sends_sigint_to_the_program():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            program.send_signal(signum)
+
+    previous = {s: signal.signal(s, pass_on) for s in PASSED_ON_SIGNALS}
+    try:
+        return program.wait()  # PEP 475: the wait resumes after each handler
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _exit_status(returncode: int) -> int:
+    """A return code as a shell reports it: 128 + N for a program ended by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _per_process_name(record: Path) -> str:

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -36,6 +38,8 @@ TEST(CApi, NullHandlesAreInvalidArguments) {
     EXPECT_EQ(gpudiag_session_report(nullptr, GPUDIAG_FORMAT_TEXT, &out), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_create(nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_status(nullptr, nullptr, nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_dump(nullptr, "x.gpudiag"), GPUDIAG_INVALID_ARGUMENT);
+    gpudiag_session_request_dump(nullptr);  // fine: safe from a signal handler, does nothing
     gpudiag_session_destroy(nullptr);       // fine
     gpudiag_free(nullptr);                  // fine
     gpudiag_session_options_init(nullptr);  // fine
@@ -75,6 +79,39 @@ TEST(CApi, LifecycleMisuse) {
               GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(text, nullptr);
     gpudiag_session_destroy(s);
+}
+
+// A service written in C keeps the last minute and writes it when asked.
+TEST(CApi, AWindowIsWrittenOnDemand) {
+    const std::string base =
+        ::testing::TempDir() + "gpudiag_c_window_" + std::to_string(::getpid());
+    const std::string record = base + ".gpudiag";
+    const std::string dump = base + "-now.gpudiag";
+    gpudiag_session_options_t o;
+    gpudiag_session_options_init(&o);
+    EXPECT_EQ(o.record_window_s, 0.0);
+    EXPECT_EQ(o.record_window_bytes, std::uint64_t{256} << 20);
+    o.capture_gpu = 0;
+    o.nvml_hz = 0;
+    o.record_path = record.c_str();
+    o.record_window_s = 60;
+    gpudiag_session_t* s = nullptr;
+    ASSERT_EQ(gpudiag_session_create(&o, &s), GPUDIAG_OK) << gpudiag_last_error();
+    EXPECT_EQ(gpudiag_session_dump(s, dump.c_str()), GPUDIAG_FAILED_PRECONDITION);  // not started
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_step_begin(s, 0), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_step_end(s, 0), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_dump(s, dump.c_str()), GPUDIAG_OK) << gpudiag_last_error();
+    ASSERT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    gpudiag_session_destroy(s);
+    char* text = nullptr;
+    const char* paths[] = {dump.c_str()};
+    ASSERT_EQ(gpudiag_analyze_files(paths, 1, GPUDIAG_FORMAT_JSON, &text), GPUDIAG_OK)
+        << gpudiag_last_error();
+    EXPECT_NE(std::strstr(text, "\"events\": 2"), nullptr) << text;
+    gpudiag_free(text);
+    std::remove(dump.c_str());
+    std::remove(record.c_str());
 }
 
 TEST(CApi, DestroyWhileRunningStopsCleanly) {

@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -17,7 +21,6 @@ from gpudiag._errors import (
     EXIT_FINDINGS,
     EXIT_INPUT,
     EXIT_OK,
-    EXIT_PROGRAM_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
 )
@@ -36,7 +39,6 @@ def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         EXIT_USAGE,
         EXIT_INPUT,
         EXIT_UNAVAILABLE,
-        EXIT_PROGRAM_FAILED,
         70,
         130,
     ):
@@ -172,7 +174,7 @@ def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, 
     code = cli.main(
         ["run", "--no-torch", "--record", str(tmp_path / "t.gpudiag"), str(script), "--epochs", "1"]
     )
-    assert code == EXIT_PROGRAM_FAILED
+    assert code == 3  # the script's own status
     backend = fake_backend.last
     assert backend.options.record_path == str(tmp_path / "t.gpudiag")
     assert backend.names().count("step_begin") == 3
@@ -259,3 +261,71 @@ def test_run_program_with_several_processes_keeps_one_recording_each(
     assert len(per_process) == 3
     assert not record.exists()
     assert "3 recordings (one per process)" in capsys.readouterr().err
+
+
+def _graceful_service(tmp_path: Path) -> Path:
+    """A service that shuts down gracefully on SIGTERM/SIGHUP/SIGINT: it writes which signal it
+    got, takes a moment to drain, and exits with 0 (or 7 for SIGHUP, to see the status pass)."""
+    script = tmp_path / "service.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import pathlib, signal, sys, time
+        out = pathlib.Path({str(tmp_path / "shutdown.txt")!r})
+        def stop(signum, frame):
+            time.sleep(0.3)  # drains its queue: must not be cut short
+            out.write_text(signal.Signals(signum).name)
+            sys.exit(7 if signum == signal.SIGHUP else 0)
+        for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(s, stop)
+        pathlib.Path({str(tmp_path / "ready")!r}).write_text("")
+        while True:
+            time.sleep(0.05)
+    """)
+    )
+    return script
+
+
+@pytest.mark.parametrize(
+    ("signum", "expected"), [(signal.SIGTERM, 0), (signal.SIGHUP, 7), (signal.SIGINT, 0)]
+)
+def test_run_passes_signals_on_and_waits_for_the_programs_own_shutdown(
+    monkeypatch, tmp_path, capsys, signum, expected
+) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    monkeypatch.setattr(run_cmd, "_terminal_sends_sigint_to_the_program", lambda: False)
+    service = _graceful_service(tmp_path)
+
+    def send_when_ready() -> None:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(os.getpid(), signum)  # to gpudiag, as a service manager would
+
+    before = signal.getsignal(signum)
+    sender = threading.Thread(target=send_when_ready)
+    sender.start()
+    code = cli.main(["run", "--", sys.executable, str(service)])
+    sender.join()
+    assert (tmp_path / "shutdown.txt").read_text() == signal.Signals(signum).name
+    err = capsys.readouterr().err
+    if expected == 0:
+        # A clean shutdown without a GPU: no recording, and that is what gpudiag says.
+        assert code == EXIT_UNAVAILABLE
+        assert "wrote no recording" in err
+    else:
+        assert code == expected  # the program's own status, not gpudiag's
+        assert "exited with status 7" in err
+    assert signal.getsignal(signum) == before  # gpudiag's handlers are gone again
+
+
+def test_run_exits_with_the_status_of_a_program_ended_by_a_signal(
+    monkeypatch, tmp_path, capsys
+) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    program = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    assert cli.main(["run", "--", sys.executable, "-c", program]) == 128 + signal.SIGKILL
+    assert "exited with status 137" in capsys.readouterr().err

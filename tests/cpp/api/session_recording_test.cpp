@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: Apache-2.0
+// Recordings of a session left on for days stay bounded: a file with a size cap stops growing
+// and says from when it misses events; a window keeps only the last N seconds in bounded memory,
+// however long the run, and writes them when they matter (at stop, when asked, from a signal
+// handler too, when a watch fires, when an allocation fails).
+#include <gpudiag/gpudiag.hpp>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <unistd.h>
+
+namespace gpudiag {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+
+constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+constexpr std::uint64_t kSecond = 1'000'000'000ull;
+
+class TempDir {
+public:
+    TempDir()
+        : path_(fs::temp_directory_path() / ("gpudiag_recording_" + std::to_string(::getpid()))) {
+        fs::create_directories(path_);
+    }
+    ~TempDir() { fs::remove_all(path_); }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    [[nodiscard]] std::string file(const std::string& name) const {
+        return (path_ / name).string();
+    }
+
+private:
+    fs::path path_;
+};
+
+SessionOptions cpu_options(const std::string& record_path) {
+    SessionOptions o;
+    o.capture_gpu = false;
+    o.nvml_hz = 0;
+    o.flush_period_ms = 5;
+    o.record_path = record_path;
+    return o;
+}
+
+std::unique_ptr<Session> make(const SessionOptions& o) {
+    auto created = Session::create(o);
+    EXPECT_TRUE(created.is_ok()) << created.status().to_string();
+    return created.is_ok() ? std::move(*created) : nullptr;
+}
+
+void put(Session& s, const Event& e) {
+    while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+}
+
+Event counter_at(std::uint64_t t) {
+    Event e;
+    e.kind = EventKind::kCounter;
+    e.device = 0;
+    e.start_ns = e.end_ns = t;
+    e.counter.counter = CounterKind::kGpuUtilizationPercent;
+    e.counter.value = 50;
+    return e;
+}
+
+Event device_alloc(std::uint64_t t, std::uint64_t address, std::uint64_t bytes) {
+    Event e;
+    e.kind = EventKind::kDeviceAlloc;
+    e.device = 0;
+    e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+    e.start_ns = e.end_ns = t;
+    e.memory.address = address;
+    e.memory.bytes = bytes;
+    return e;
+}
+
+template <typename Predicate>
+bool wait_for(Predicate done) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= deadline) return false;
+        std::this_thread::sleep_for(milliseconds(2));
+    }
+    return true;
+}
+
+bool contains(const std::vector<std::string>& lines, const char* text) {
+    for (const auto& l : lines) {
+        if (l.find(text) != std::string::npos) return true;
+    }
+    return false;
+}
+
+TEST(SessionRecording, AFileWithASizeCapStopsGrowingAndSaysFromWhen) {
+    TempDir dir;
+    SessionOptions o = cpu_options(dir.file("capped.gpudiag"));
+    o.record_max_bytes = 4 * kMiB;
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    constexpr std::uint64_t kEvents = 200'000;  // 12.8 MB of events
+    for (std::uint64_t i = 0; i < kEvents; ++i) put(*s, counter_at((i + 1) * 1000));
+    ASSERT_TRUE(s->stop().is_ok());
+    EXPECT_LE(fs::file_size(o.record_path), 4 * kMiB);
+    auto info = read_recording_info(o.record_path);
+    ASSERT_TRUE(info.is_ok()) << info.status().to_string();
+    EXPECT_TRUE(info->closed_cleanly);
+    EXPECT_GT(info->events, 0u);
+    EXPECT_LT(info->events, kEvents);
+    EXPECT_TRUE(contains(info->summary.missing, "size cap of 4 MiB"))
+        << info->summary.missing.size();
+    // Analysed, the recording says it is partial rather than giving an all-clear.
+    auto r = analyze_files({o.record_path});
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r->input.complete);
+}
+
+// A 48-hour service, time-compressed: one sample every 100 ms of its clock. The window keeps the
+// last minute in at most 4 MiB, and at stop the recording holds that minute and says what it
+// does not hold.
+TEST(SessionRecording, AWindowStaysUnderItsCapForALongRunAndKeepsTheLastMinute) {
+    TempDir dir;
+    SessionOptions o = cpu_options(dir.file("window.gpudiag"));
+    o.record_window_s = 60;
+    o.record_window_bytes = 4 * kMiB;
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    constexpr std::uint64_t kStep = kSecond / 10;
+    constexpr std::uint64_t kEvents = 48 * 3600 * 10;  // 1.7 M
+    const std::uint64_t t0 = 1000 * kSecond;
+    for (std::uint64_t i = 0; i < kEvents; ++i) put(*s, counter_at(t0 + i * kStep));
+    auto live = s->report();
+    ASSERT_TRUE(live.is_ok());
+    ASSERT_TRUE(contains(live->notes, "the last 60 s of events are kept in memory"));
+    ASSERT_TRUE(s->stop().is_ok());
+    const std::uint64_t last = t0 + (kEvents - 1) * kStep;
+    auto info = read_recording_info(o.record_path);
+    ASSERT_TRUE(info.is_ok()) << info.status().to_string();
+    EXPECT_TRUE(info->closed_cleanly);
+    EXPECT_EQ(info->last_ns, last);
+    EXPECT_LE(last - info->first_ns, 60 * kSecond);  // the minute, exactly
+    EXPECT_GE(last - info->first_ns, 59 * kSecond);
+    EXPECT_EQ(info->events, 601u);
+    EXPECT_LE(fs::file_size(o.record_path), 4 * kMiB + kMiB);
+    EXPECT_TRUE(contains(info->summary.missing, "before the window"));
+}
+
+Session* g_signalled = nullptr;
+extern "C" void ask_for_dump(int) {
+    g_signalled->request_dump();
+}
+
+TEST(SessionRecording, ADumpCanBeAskedForFromASignalHandler) {
+    TempDir dir;
+    SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
+    o.record_window_s = 600;
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    for (std::uint64_t i = 0; i < 1000; ++i) put(*s, counter_at((i + 1) * 1000));
+    g_signalled = s.get();
+    struct sigaction action {};
+    action.sa_handler = &ask_for_dump;
+    struct sigaction previous {};
+    ASSERT_EQ(::sigaction(SIGUSR1, &action, &previous), 0);
+    ASSERT_EQ(::raise(SIGUSR1), 0);
+    const std::string dump = dir.file("svc-dump-1-requested.gpudiag");
+    EXPECT_TRUE(wait_for([&] { return fs::exists(dump); }));
+    ::sigaction(SIGUSR1, &previous, nullptr);
+    ASSERT_TRUE(s->stop().is_ok());
+    auto info = read_recording_info(dump);
+    ASSERT_TRUE(info.is_ok()) << info.status().to_string();
+    EXPECT_TRUE(info->closed_cleanly);
+    EXPECT_EQ(info->events, 1000u);
+    EXPECT_TRUE(info->summary.missing.empty());  // nothing evicted yet: the whole run
+    // dump() with a path writes at once; without a window it is an error, not a crash.
+    auto plain = make(cpu_options(""));
+    ASSERT_TRUE(plain->start().is_ok());
+    EXPECT_EQ(plain->dump("x.gpudiag").code(), StatusCode::kFailedPrecondition);
+    plain->request_dump();  // nothing to do
+    EXPECT_EQ(Session::create([] {
+                  SessionOptions bad;
+                  bad.record_window_s = 60;  // no record_path
+                  return bad;
+              }())
+                  .status()
+                  .code(),
+              StatusCode::kInvalidArgument);
+}
+
+TEST(SessionRecording, AWatchCrossingAndAFailedAllocationEachWriteADump) {
+    TempDir dir;
+    SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
+    o.record_window_s = 600;
+    auto s = make(o);
+    std::atomic<int> fired{0};
+    ASSERT_TRUE(s->watch_memory(std::uint64_t{1} << 30, [&](std::uint64_t) { ++fired; }).is_ok());
+    ASSERT_TRUE(s->start().is_ok());
+    put(*s, device_alloc(kSecond, 0x7000'0000, std::uint64_t{2} << 30));
+    ASSERT_TRUE(wait_for([&] { return fired.load() == 1; }));
+    EXPECT_TRUE(wait_for([&] { return fs::exists(dir.file("svc-dump-1-watch.gpudiag")); }));
+    Event oom;
+    oom.kind = EventKind::kOutOfMemory;
+    oom.start_ns = oom.end_ns = 2 * kSecond;
+    oom.oom.requested_bytes = kMiB;
+    put(*s, oom);
+    EXPECT_TRUE(wait_for([&] { return fs::exists(dir.file("svc-dump-2-oom.gpudiag")); }));
+    auto r = s->report();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_TRUE(contains(r->notes, "2 dumps written"));
+    ASSERT_TRUE(s->stop().is_ok());
+    auto info = read_recording_info(dir.file("svc-dump-2-oom.gpudiag"));
+    ASSERT_TRUE(info.is_ok());
+    EXPECT_EQ(info->events, 2u);
+    EXPECT_TRUE(fs::exists(o.record_path));  // the window, at stop
+}
+
+}  // namespace
+}  // namespace gpudiag
