@@ -11,6 +11,7 @@
 
 #include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/registry.hpp"
+#include "api/callback_thread.hpp"
 #include "capture/capture_backend.hpp"
 #include "capture/stack_verdict.hpp"
 #include "core/clock.hpp"
@@ -169,9 +170,6 @@ private:
     bool fork_handlers_registered_ = false;
 };
 
-// The session whose worker runs on this thread: API calls made from its callbacks.
-thread_local const Session::Impl* t_worker_of = nullptr;
-
 // What the worker could not take in: batches a sink failed on for lack of host memory (or for an
 // unexpected error), so the report says what it misses instead of the process going down.
 struct IntakeFailures {
@@ -190,18 +188,14 @@ struct Session::Impl final : detail::EventQueue {
 
     ~Impl() override {
         (void)stop();
-        // stop() from a callback leaves the worker to finish its loop: join it here (or, when the
-        // session is destroyed on its own worker, let it go; its loop ends at once).
-        if (worker.joinable()) {
-            if (on_worker_thread()) {
-                worker.detach();
-            } else {
-                worker.join();
-            }
-        }
+        // After stop() from a callback: the worker was joined, the callback may still be
+        // running; wait for it before any member goes.
+        if (worker.joinable()) worker.join();
+        callbacks.stop();
     }
 
-    bool on_worker_thread() const noexcept { return t_worker_of == this; }
+    // API calls made from the session's own callbacks run on its callback thread.
+    bool on_callback_thread() const noexcept { return detail::CallbackThread::on_thread_of(this); }
     bool forked_away() const noexcept { return forked_copy.load(std::memory_order_relaxed); }
 
     bool try_push(const Event& e) noexcept override {
@@ -273,6 +267,7 @@ struct Session::Impl final : detail::EventQueue {
         }
         started_ns = detail::monotonic_now_ns();
         running.store(true);
+        callbacks.start(this);
         worker = std::thread([this] { worker_loop(); });
         RunningSessions::instance().add(this);
         return Status::ok();
@@ -281,8 +276,8 @@ struct Session::Impl final : detail::EventQueue {
     Status stop() {
         if (forked_away()) return forked_error();
         std::unique_lock<std::mutex> lifecycle(lifecycle_mutex, std::defer_lock);
-        // From a callback, another thread may be inside stop() waiting for this very worker.
-        if (on_worker_thread()) {
+        // From a callback, another thread may be inside stop() waiting for this very callback.
+        if (on_callback_thread()) {
             if (!lifecycle.try_lock()) {
                 return failed_precondition("another thread is stopping or starting the session");
             }
@@ -316,28 +311,34 @@ struct Session::Impl final : detail::EventQueue {
             "parent's; create a new one here to capture this process");
     }
 
-    // From a callback (own_thread) the stop is complete when stop() returns, except that the
-    // worker's loop ends only after the callback returns; the destructor joins it.
+    // From a callback the stop is complete when stop() returns, except that the callback thread
+    // ends only after the callback returns; the destructor joins it.
     Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
-        const bool own_thread = on_worker_thread();
         if (backend) backend->stop();  // delivers its last buffers into the channel
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
             running.store(false);
         }
         wake.notify_all();
-        if (worker.joinable() && !own_thread) {
-            // At exit a worker stuck in a user callback (one waiting for a Python interpreter
-            // that is gone) must not hang the process: it is left behind.
+        if (worker.joinable()) {
+            // The worker runs no user code; at exit its wait is bounded all the same.
             if (at_exit && !worker_finished_within(std::chrono::seconds(5))) {
                 worker.detach();
             } else {
                 worker.join();
             }
-        } else if (worker.joinable() && at_exit) {
-            worker.detach();  // exit() called on the worker (a callback ending the program)
         }
+        end_sinks();
+        // After the sinks: a running callback may be waiting for them (report()). At exit a
+        // callback stuck for good (one waiting for a Python interpreter that is gone) is let go.
+        callbacks.stop(at_exit ? std::chrono::milliseconds(5000)
+                               : std::chrono::milliseconds::max());
+        stopped_once = true;
+        return Status::ok();
+    }
+
+    void end_sinks() {
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
         final_summary = summary();
@@ -351,8 +352,6 @@ struct Session::Impl final : detail::EventQueue {
             Status written = write_window_locked(options.record_path, "stop");
             if (!written.is_ok()) degraded_reason = written.to_string();
         }
-        stopped_once = true;
-        return Status::ok();
     }
 
     SourceSummary summary() const {
@@ -427,7 +426,6 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     void worker_loop() {
-        t_worker_of = this;
         run_worker();
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
@@ -470,19 +468,31 @@ struct Session::Impl final : detail::EventQueue {
             due = watches.take_due();
             if (window) dump_if_due_locked(!due.empty());
         }
-        call_watches(due);
+        for (auto& [callback, bytes] : due) {
+            (void)callbacks.post(
+                [callback = std::move(callback), bytes = bytes] { callback(bytes); });
+        }
         if (options.report_period_ms > 0 && options.on_report && running.load() &&
             std::chrono::steady_clock::now() >= next_report) {
             next_report += std::chrono::milliseconds(options.report_period_ms);
-            auto r = make_report();
-            if (r) {
-                try {
-                    options.on_report(*r);
-                } catch (...) {
-                    // A user callback must not take the worker down.
-                }
+            // One periodic report at a time: while a slow callback holds the last one, the next
+            // are skipped (counted), not queued.
+            if (report_pending.exchange(true)) {
+                reports_skipped.fetch_add(1, std::memory_order_relaxed);
+            } else if (!callbacks.post([this] { periodic_report(); })) {
+                report_pending.store(false);
             }
         }
+    }
+
+    // On the callback thread.
+    void periodic_report() {
+        struct Done {
+            std::atomic<bool>& pending;
+            ~Done() { pending.store(false); }
+        } done{report_pending};
+        auto r = make_report();
+        if (r) options.on_report(*r);
     }
 
     Result<Report> make_report() {
@@ -503,6 +513,7 @@ struct Session::Impl final : detail::EventQueue {
         }
         add_cap_notes(report);
         add_window_notes(report);
+        add_callback_notes(report);
         rank_findings(report.findings);
         return report;
     }
@@ -594,17 +605,6 @@ struct Session::Impl final : detail::EventQueue {
         return nullptr;
     }
 
-    // Runs on the worker with no lock held (see SessionWatches).
-    static void call_watches(std::vector<std::pair<SessionWatches::Callback, std::uint64_t>>& due) {
-        for (auto& [callback, bytes] : due) {
-            try {
-                callback(bytes);
-            } catch (...) {
-                // A user callback must not take the worker down.
-            }
-        }
-    }
-
     CaptureStatus status() const {
         if (forked_away()) {
             CaptureStatus s;
@@ -639,6 +639,17 @@ struct Session::Impl final : detail::EventQueue {
         return strings.intern(kOtherPhases);
     }
     static constexpr std::string_view kOtherPhases = "<other phases: past the cap on names>";
+
+    void add_callback_notes(Report& report) const {
+        const std::uint64_t skipped = reports_skipped.load(std::memory_order_relaxed);
+        const std::uint64_t dropped = callbacks.dropped();
+        if (skipped == 0 && dropped == 0) return;
+        report.notes.push_back(fmt::format(
+            "Callbacks: {} periodic reports were skipped while the previous one's callback still "
+            "ran, and {} callbacks were not run ({} at most wait; or the session stopped). Capture "
+            "went on meanwhile: callbacks run on a thread of their own.",
+            skipped, dropped, detail::CallbackThread::kMaxQueued));
+    }
 
     void add_cap_notes(Report& report) const {
         if (const auto past = phase_names_past_cap.load(std::memory_order_relaxed); past > 0) {
@@ -716,6 +727,9 @@ struct Session::Impl final : detail::EventQueue {
     std::atomic<bool> running{false};
     bool worker_finished = false;  // guarded by wake_mutex
     std::thread worker;
+    detail::CallbackThread callbacks;  // runs watch and report callbacks off the worker
+    std::atomic<bool> report_pending{false};
+    std::atomic<std::uint64_t> reports_skipped{0};
     bool stopped_once = false;
     bool ended = false;
     SourceSummary final_summary;

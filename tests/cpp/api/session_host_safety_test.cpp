@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -185,6 +186,41 @@ TEST(SessionHostSafety, EveryCallFromACallbackWorksOrSaysWhy) {
     EXPECT_FALSE(s->running());
 }
 
+// A report callback that takes 300 ms (it ships the report somewhere slow) must not stall
+// capture: callbacks run on a thread of their own, so the worker keeps draining the hand-off,
+// and stop() waits only for the callback that is running.
+TEST(SessionHostSafety, ASlowCallbackDoesNotStallCapture) {
+    SessionOptions o = cpu_options();
+    o.queue_capacity = 1u << 14;
+    o.report_period_ms = 10;
+    std::atomic<int> reports{0};
+    o.on_report = [&](const Report&) {
+        ++reports;
+        std::this_thread::sleep_for(milliseconds(300));
+    };
+    auto s = make(o);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    ASSERT_TRUE(wait_for([&] { return reports.load() >= 1; }));
+    // 1000 events every 5 ms for 0.6 s: the worker drains every 5 ms; a stalled one would let
+    // the 16 Ki-event hand-off overflow within 80 ms.
+    std::uint64_t offered = 0;
+    for (int burst = 0; burst < 120; ++burst) {
+        for (int i = 0; i < 1000; ++i, ++offered) (void)s->record(Event{});
+        std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_EQ(s->status().dropped, 0u) << "of " << offered;
+    const auto begun = std::chrono::steady_clock::now();
+    ASSERT_TRUE(s->stop().is_ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - begun, milliseconds(2000));
+    auto r = s->report();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_GE(reports.load(), 2);
+    bool said = false;
+    for (const auto& n : r->notes) said = said || n.find("periodic reports were skipped") != std::string::npos;
+    EXPECT_TRUE(said);
+}
+
 // A DataLoader worker or a service's helper process forks with capture on. The child's copy of
 // the session is off: its calls return errors or do nothing, its exit and the session's
 // destruction do not wait for threads it does not have, and the parent's recording gets nothing
@@ -230,59 +266,73 @@ TEST(SessionHostSafety, AForkedChildStartsWithCaptureOffAndLeavesTheParentsFiles
 
 // Host memory runs out while the worker takes events in (an address-space limit lowered under a
 // running session): the process lives on, the lost events are counted, and once memory is back
-// the report says it is partial and why.
+// the report says it is partial and why. The limit needs a fresh process (earlier tests leave
+// freed heap that big tables would reuse), so the test runs itself again with
+// GPUDIAG_TEST_HOST_OOM set, and that run's exit code says which expectation failed.
+#ifndef GPUDIAG_TEST_SANITIZED
+int run_out_of_host_memory() {
+    ::alarm(120);
+    SessionOptions o = cpu_options();
+    o.queue_capacity = 1u << 12;
+    auto created = Session::create(o);
+    if (!created) return 20;
+    std::unique_ptr<Session> s = std::move(*created);
+    if (!s->start().is_ok()) return 21;
+    rlimit original{};
+    ::getrlimit(RLIMIT_AS, &original);
+    // Tracking the leak's live allocations needs tables of 12 and then 24 MiB: allow 16 MiB
+    // more than now, so the second cannot be had.
+    long pages = 0;
+    if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+        std::fclose(f);
+    }
+    const auto now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+    const rlimit limited{now + (rlim_t{16} << 20), original.rlim_max};
+    if (pages == 0 || ::setrlimit(RLIMIT_AS, &limited) != 0) return 22;
+    std::uint64_t accepted = 0;
+    for (std::uint64_t i = 0; i < (std::uint64_t{1} << 20); ++i) {
+        const Event e = device_alloc(0x1'0000'0000 + i * 4096, 4096);
+        while (!s->record(e)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+        ++accepted;
+    }
+    std::this_thread::sleep_for(milliseconds(100));  // the worker takes in the rest
+    if (::setrlimit(RLIMIT_AS, &original) != 0) return 23;
+    if (!s->stop().is_ok()) return 24;
+    auto r = s->report();
+    if (!r) return 25;
+    if (r->input.complete) return 26;
+    bool said = false;
+    for (const auto& m : r->input.missing) {
+        said = said || m.find("host memory ran out") != std::string::npos;
+    }
+    if (!said) return 27;
+    if (r->capture.events != accepted) return 28;
+    return 0;
+}
+#endif
+
 TEST(SessionHostSafety, HostMemoryRunningOutInTheWorkerCostsEventsNotTheProcess) {
 #ifdef GPUDIAG_TEST_SANITIZED
     GTEST_SKIP() << "sanitizers reserve terabytes of address space: RLIMIT_AS cannot be used";
 #else
+    if (std::getenv("GPUDIAG_TEST_HOST_OOM") != nullptr) std::_Exit(run_out_of_host_memory());
     std::fflush(nullptr);
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
-        ::alarm(120);
-        SessionOptions o = cpu_options();
-        o.queue_capacity = 1u << 12;
-        auto created = Session::create(o);
-        if (!created) ::_exit(20);
-        std::unique_ptr<Session> s = std::move(*created);
-        if (!s->start().is_ok()) ::_exit(21);
-        rlimit original{};
-        ::getrlimit(RLIMIT_AS, &original);
-        // Tracking the leak's live allocations needs tables of 12 and then 24 MiB: allow 16 MiB
-        // more than now, so the second cannot be had.
-        long pages = 0;
-        if (std::FILE* f = std::fopen("/proc/self/statm", "r")) {
-            if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
-            std::fclose(f);
-        }
-        const auto now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
-        const rlimit limited{now + (rlim_t{16} << 20), original.rlim_max};
-        if (pages == 0 || ::setrlimit(RLIMIT_AS, &limited) != 0) ::_exit(22);
-        std::uint64_t accepted = 0;
-        for (std::uint64_t i = 0; i < (std::uint64_t{1} << 20); ++i) {
-            const Event e = device_alloc(0x1'0000'0000 + i * 4096, 4096);
-            while (!s->record(e)) std::this_thread::sleep_for(std::chrono::microseconds(200));
-            ++accepted;
-        }
-        std::this_thread::sleep_for(milliseconds(100));  // the worker takes in the rest
-        if (::setrlimit(RLIMIT_AS, &original) != 0) ::_exit(23);
-        if (!s->stop().is_ok()) ::_exit(24);
-        auto r = s->report();
-        if (!r) ::_exit(25);
-        if (r->input.complete) ::_exit(26);
-        bool said = false;
-        for (const auto& m : r->input.missing) {
-            said = said || m.find("host memory ran out") != std::string::npos;
-        }
-        if (!said) ::_exit(27);
-        if (r->capture.events != accepted) ::_exit(28);
-        ::_exit(0);
+        ::setenv("GPUDIAG_TEST_HOST_OOM", "1", 1);
+        const char* filter =
+            "--gtest_filter=SessionHostSafety."
+            "HostMemoryRunningOutInTheWorkerCostsEventsNotTheProcess";
+        ::execl("/proc/self/exe", "session_test", filter, static_cast<char*>(nullptr));
+        ::_exit(19);  // exec failed
     }
     int status = 0;
     ASSERT_EQ(::waitpid(child, &status, 0), child);
     ASSERT_TRUE(WIFEXITED(status))
         << "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    EXPECT_EQ(WEXITSTATUS(status), 0) << "see the exit codes in the child's branch";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "see the exit codes in run_out_of_host_memory()";
 #endif
 }
 

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "api/callback_thread.hpp"
+
+namespace gpudiag::detail {
+namespace {
+
+thread_local const void* t_callbacks_of = nullptr;
+
+}  // namespace
+
+CallbackThread::~CallbackThread() {
+    stop();
+    if (thread_.joinable()) thread_.detach();  // destroyed from its own task: it ends at once
+}
+
+void CallbackThread::start(const void* owner) {
+    owner_ = owner;
+    thread_ = std::thread([this] { run(); });
+}
+
+bool CallbackThread::post(Task task) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || queue_.size() >= kMaxQueued) {
+        ++dropped_;
+        return false;
+    }
+    queue_.push_back(std::move(task));
+    wake_.notify_one();
+    return true;
+}
+
+void CallbackThread::stop(std::chrono::milliseconds limit) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!stopping_) {
+            stopping_ = true;
+            dropped_ += queue_.size();
+            queue_.clear();
+        }
+    }
+    wake_.notify_all();
+    if (!thread_.joinable() || on_thread_of(owner_)) return;
+    if (limit != std::chrono::milliseconds::max()) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!wake_.wait_for(lock, limit, [this] { return finished_; })) {
+            lock.unlock();
+            thread_.detach();
+            return;
+        }
+    }
+    thread_.join();
+}
+
+bool CallbackThread::on_thread_of(const void* owner) noexcept {
+    return owner != nullptr && t_callbacks_of == owner;
+}
+
+std::uint64_t CallbackThread::dropped() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dropped_;
+}
+
+void CallbackThread::run() {
+    t_callbacks_of = owner_;
+    for (;;) {
+        Task task;
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+            if (stopping_) break;
+            task = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        try {
+            task();
+        } catch (...) {
+            // A user callback must not take the thread (and the process) down.
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        finished_ = true;
+    }
+    wake_.notify_all();
+}
+
+}  // namespace gpudiag::detail
