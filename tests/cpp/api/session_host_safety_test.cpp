@@ -217,7 +217,8 @@ TEST(SessionHostSafety, ASlowCallbackDoesNotStallCapture) {
     ASSERT_TRUE(r.is_ok());
     EXPECT_GE(reports.load(), 2);
     bool said = false;
-    for (const auto& n : r->notes) said = said || n.find("periodic reports were skipped") != std::string::npos;
+    for (const auto& n : r->notes)
+        said = said || n.find("periodic reports were skipped") != std::string::npos;
     EXPECT_TRUE(said);
 }
 
