@@ -29,6 +29,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gpudiag {
 
@@ -63,6 +65,15 @@ struct SessionOptions {
     /// Free-form facts about the program for the report, e.g. {"expandable_segments", "true"}.
     std::vector<std::pair<std::string, std::string>> properties;
 };
+
+/// `defaults` with the GPUDIAG_* environment variables that are set applied over them
+/// (GPUDIAG_RECORD, GPUDIAG_WINDOW_S, GPUDIAG_NVML_HZ, ...: session_environment_variables() lists
+/// them), for services that cannot change code; `gpudiag run -- ./service` reads the same. Errors:
+/// kInvalidArgument naming the variable and what it accepts (nothing is silently ignored).
+GPUDIAG_API Result<SessionOptions> session_options_from_environment(
+    SessionOptions defaults = {}) noexcept;
+/// Each variable session_options_from_environment() reads, with the option it sets.
+GPUDIAG_API std::vector<std::pair<std::string, std::string>> session_environment_variables();
 
 /// Identifies a watch registered with Session::watch_memory.
 using WatchId = std::uint64_t;

@@ -77,13 +77,17 @@ int initialise() noexcept {
     if (g_in_forked_child.load()) return 0;
     if (g_initialised.exchange(true)) return 1;  // once per process
     try {
-        SessionOptions options;
-        options.record_path =
-            per_process_record_path(env_or("GPUDIAG_RECORD", "gpudiag.gpudiag"), getpid());
-        options.deep = env_or("GPUDIAG_DEEP", "0") == "1";
-        options.nvml_hz = std::strtod(env_or("GPUDIAG_NVML_HZ", "2").c_str(), nullptr);
-        options.properties.emplace_back("capture", "cuda_injection");
-        auto session = Session::create(std::move(options));
+        SessionOptions defaults;
+        defaults.record_path = "gpudiag.gpudiag";
+        auto options = session_options_from_environment(std::move(defaults));
+        if (!options.is_ok()) {
+            std::fprintf(stderr, "gpudiag: injection disabled: %s\n",
+                         options.status().to_string().c_str());
+            return 0;
+        }
+        options->record_path = per_process_record_path(options->record_path, getpid());
+        options->properties.emplace_back("capture", "cuda_injection");
+        auto session = Session::create(std::move(*options));
         if (!session.is_ok()) {
             std::fprintf(stderr, "gpudiag: injection disabled: %s\n",
                          session.status().to_string().c_str());

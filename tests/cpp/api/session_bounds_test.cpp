@@ -25,7 +25,7 @@ namespace {
 constexpr std::uint64_t kKiB = 1024;
 constexpr std::uint64_t kMiB = kKiB * 1024;
 
-std::uint64_t resident_bytes() {
+[[maybe_unused]] std::uint64_t resident_bytes() {
     long total = 0;
     long resident = 0;
     std::FILE* f = std::fopen("/proc/self/statm", "r");
@@ -36,7 +36,7 @@ std::uint64_t resident_bytes() {
            static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-std::unique_ptr<Session> started() {
+[[maybe_unused]] std::unique_ptr<Session> started() {
     SessionOptions o;
     o.capture_gpu = false;
     o.nvml_hz = 0;
@@ -48,11 +48,11 @@ std::unique_ptr<Session> started() {
 }
 
 // The hand-off is bounded: wait for the worker rather than drop (a test needs every event).
-void put(Session& s, const Event& e) {
+[[maybe_unused]] void put(Session& s, const Event& e) {
     while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }
 
-bool has_note(const Report& r, const char* text) {
+[[maybe_unused]] bool has_note(const Report& r, const char* text) {
     for (const auto& n : r.notes) {
         if (n.find(text) != std::string::npos) return true;
     }
