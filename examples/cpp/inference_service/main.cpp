@@ -2,6 +2,7 @@
 // inference_service: a request loop on the CUDA runtime, diagnosed by gpudiag while it runs.
 //
 //   inference_service [--requests N] [--leak-kib K] [--fragment] [--record FILE] [--json]
+//                     [--replay RECORDING]
 //
 // --leak-kib K   keeps K KiB per request alive forever (the classic slow service leak)
 // --fragment     interleaves long-lived small cache entries with large working buffers in the
@@ -9,7 +10,9 @@
 //                about 3 GiB are free
 // Memory comes from DeviceArena, a small caching allocator that reports its segment and blocks to
 // gpudiag (as PyTorch's does), next to plain cudaMalloc that gpudiag sees through CUPTI.
-// Without a GPU it says so and exits 0 after showing gpudiag's capture status.
+// Without a GPU it says so, shows gpudiag's capture status, and still runs the whole loop on a
+// recording instead (--replay, by default the demo recording bundled with gpudiag's sources):
+// its events go through the session as a service's would, and the report says it was a replay.
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
 
@@ -31,6 +34,7 @@ struct Args {
     bool fragment = false;
     std::string record;
     bool json = false;
+    std::string replay = GPUDIAG_EXAMPLE_DEMO_RECORDING;
 };
 
 Args parse(int argc, char** argv) {
@@ -48,10 +52,47 @@ Args parse(int argc, char** argv) {
             a.record = next();
         else if (s == "--json")
             a.json = true;
+        else if (s == "--replay")
+            a.replay = next();
         else
             std::fprintf(stderr, "ignoring unknown argument %s\n", s.c_str());
     }
     return a;
+}
+
+int print_report(gpudiag::Session& session, bool json) {
+    auto report = session.report();
+    if (!report) {
+        std::fprintf(stderr, "gpudiag: %s\n", report.status().to_string().c_str());
+        return 1;
+    }
+    std::fputs((json ? gpudiag::render_json(*report) : gpudiag::render_text(*report)).c_str(),
+               stdout);
+    return 0;
+}
+
+// No GPU: the same session, watch and report, fed from a recording instead of CUDA.
+int replay_without_gpu(const Args& args) {
+    if (args.replay.empty()) return 0;
+    std::printf("replaying %s through the session instead (a recording, not this machine's GPU)\n",
+                args.replay.c_str());
+    gpudiag::SessionOptions options;
+    options.capture_gpu = false;
+    auto session = gpudiag::Session::create(options);
+    if (!session || !(*session)->start().is_ok()) {
+        std::fprintf(stderr, "gpudiag: cannot start a session\n");
+        return 1;
+    }
+    (void)(*session)->watch_memory(std::size_t{1} << 30, [](std::uint64_t bytes) {
+        std::printf("watch: device memory in use passed 1 GiB (%.2f GiB)\n",
+                    static_cast<double>(bytes) / (1 << 30));
+    });
+    if (auto replayed = (*session)->replay(args.replay); !replayed.is_ok()) {
+        std::fprintf(stderr, "gpudiag: %s\n", replayed.to_string().c_str());
+        return 1;
+    }
+    (void)(*session)->stop();
+    return print_report(**session, args.json);
 }
 
 }  // namespace
@@ -64,7 +105,7 @@ int main(int argc, char** argv) {
         std::printf("no CUDA device: nothing to serve. gpudiag capture level: %s\n",
                     gpudiag::capture_level_name(status.level));
         for (const auto& r : status.reasons) std::printf("  - %s\n", r.c_str());
-        return 0;
+        return replay_without_gpu(args);
     }
 
     gpudiag::SessionOptions options;
@@ -123,13 +164,7 @@ int main(int argc, char** argv) {
         if (arena.allocate(std::size_t{1} << 30, "Model::load_adapter") == nullptr) ++failures;
     }
     (void)(*session)->stop();
-    auto report = (*session)->report();
-    if (!report) {
-        std::fprintf(stderr, "gpudiag: %s\n", report.status().to_string().c_str());
-        return 1;
-    }
-    std::fputs((args.json ? gpudiag::render_json(*report) : gpudiag::render_text(*report)).c_str(),
-               stdout);
+    if (int failed = print_report(**session, args.json); failed != 0) return failed;
     cudaStreamDestroy(stream);
     if (failures > 0)
         std::printf("%d request(s) failed to allocate (see gpudiag's explanation)\n", failures);

@@ -142,6 +142,13 @@ public:
     /// Flushes what is buffered and returns the diagnosis so far (the session keeps running).
     Result<Report> report() noexcept;
 
+    /// Feeds the events of a recording through this running session, with their own
+    /// timestamps, waiting for the hand-off rather than dropping: a demonstration without a GPU
+    /// (examples/cpp/inference_service), or a past run put through live watches and dumps. The
+    /// report names the replayed file. Errors: kFailedPrecondition when not running; those of
+    /// RecordingReader::open and read.
+    Status replay(const std::string& path) noexcept;
+
     /// Writes the window of recent events (SessionOptions::record_window_s) to `path`, or to the
     /// next numbered dump file when empty. Callback-safe: yes. Errors: kFailedPrecondition when
     /// the session keeps no window or is not running; kIoError.

@@ -12,6 +12,7 @@
 #include "analysis/memory/memory_analyzer.hpp"
 #include "analysis/registry.hpp"
 #include "api/callback_thread.hpp"
+#include "api/replay_sink.hpp"
 #include "capture/capture_backend.hpp"
 #include "capture/stack_verdict.hpp"
 #include "core/clock.hpp"
@@ -514,6 +515,10 @@ struct Session::Impl final : detail::EventQueue {
         add_cap_notes(report);
         add_window_notes(report);
         add_callback_notes(report);
+        {
+            std::lock_guard<std::mutex> replay_lock(replays_mutex);
+            for (const auto& r : replays) report.notes.push_back(r);
+        }
         rank_findings(report.findings);
         return report;
     }
@@ -728,6 +733,8 @@ struct Session::Impl final : detail::EventQueue {
     bool worker_finished = false;  // guarded by wake_mutex
     std::thread worker;
     detail::CallbackThread callbacks;  // runs watch and report callbacks off the worker
+    std::mutex replays_mutex;
+    std::vector<std::string> replays;  // one note per replayed file (bounded below)
     std::atomic<bool> report_pending{false};
     std::atomic<std::uint64_t> reports_skipped{0};
     bool stopped_once = false;
@@ -922,6 +929,30 @@ Status Session::dump(std::string_view path) noexcept {
         return resource_exhausted("out of memory writing the dump");
     } catch (...) {
         return internal_error("dump failed");
+    }
+}
+
+Status Session::replay(const std::string& path) noexcept {
+    try {
+        if (!running()) return failed_precondition("replay needs a running session");
+        RecordingReader reader;
+        if (Status s = reader.open(path); !s.is_ok()) return s;
+        StringTable strings;
+        detail::ReplaySink sink(*this);
+        Status read = reader.read(sink, strings);
+        const SourceInfo& from = sink.source();
+        std::lock_guard<std::mutex> lock(impl_->replays_mutex);
+        if (impl_->replays.size() < 16) {
+            impl_->replays.push_back(fmt::format(
+                "Replayed into this session: {} ({} events{}{}), not this process's own activity.",
+                path, sink.events(), from.producer.empty() ? "" : ", recorded by " + from.producer,
+                from.simulated ? ", simulated" : ""));
+        }
+        return read;
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of memory replaying " + path);
+    } catch (...) {
+        return internal_error("replay failed");
     }
 }
 

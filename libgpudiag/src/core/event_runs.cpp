@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "core/event_runs.hpp"
 
+#include "core/event_strings.hpp"
+
 #include <gpudiag/string_table.hpp>
 
 #include <algorithm>
@@ -164,24 +166,8 @@ struct Cursor {
 }  // namespace
 
 void remap_strings(Event& e, const std::vector<StringId>& remap) noexcept {
-    auto mapped = [&remap](StringId& id) {
-        id = id < remap.size() ? remap[id] : StringTable::kOverflowString;
-    };
-    if (is_memory_event(e.kind)) {
-        mapped(e.memory.site);
-        return;
-    }
-    switch (e.kind) {
-        case EventKind::kKernel: mapped(e.kernel.name); break;
-        case EventKind::kApiCall: mapped(e.api.name); break;
-        case EventKind::kRangeBegin:
-        case EventKind::kRangeEnd:
-        case EventKind::kRange:
-        case EventKind::kStepBegin:
-        case EventKind::kStepEnd: mapped(e.range.name); break;
-        case EventKind::kOutOfMemory: mapped(e.oom.site); break;
-        case EventKind::kAnnotation: mapped(e.annotation.text); break;
-        default: break;
+    if (StringId* id = string_id_of(e)) {
+        *id = *id < remap.size() ? remap[*id] : StringTable::kOverflowString;
     }
 }
 

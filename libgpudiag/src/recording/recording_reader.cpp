@@ -15,6 +15,7 @@
 // to exist) and a 64 KiB scan window.
 #include <gpudiag/recording.hpp>
 
+#include "core/event_strings.hpp"
 #include "recording/file_layout.hpp"
 
 #include <fcntl.h>
@@ -133,28 +134,10 @@ std::string describe_chunk(const ChunkHeader& h, std::uint64_t offset) {
            " at byte " + std::to_string(offset);
 }
 
-// Rewrites the string ids of `e` through `remap` (writer id -> id in the caller's table).
+// Rewrites the string id of `e` through `remap` (writer id -> id in the caller's table).
 void remap_strings(Event& e, const std::unordered_map<StringId, StringId>& remap) {
-    auto fix = [&](StringId& id) {
-        if (auto it = remap.find(id); it != remap.end()) id = it->second;
-    };
-    if (is_memory_event(e.kind)) {
-        fix(e.memory.site);
-        return;
-    }
-    switch (e.kind) {
-        case EventKind::kKernel: fix(e.kernel.name); break;
-        case EventKind::kApiCall: fix(e.api.name); break;
-        case EventKind::kRangeBegin:
-        case EventKind::kRangeEnd:
-        case EventKind::kRange:
-        case EventKind::kStepBegin:
-        case EventKind::kStepEnd: fix(e.range.name); break;
-        case EventKind::kOutOfMemory: fix(e.oom.site); break;
-        case EventKind::kAnnotation:
-        case EventKind::kCapturePaused:
-        case EventKind::kCaptureResumed: fix(e.annotation.text); break;
-        default: break;
+    if (StringId* id = detail::string_id_of(e)) {
+        if (auto it = remap.find(*id); it != remap.end()) *id = it->second;
     }
 }
 

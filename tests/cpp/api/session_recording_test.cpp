@@ -222,5 +222,33 @@ TEST(SessionRecording, AWatchCrossingAndAFailedAllocationEachWriteADump) {
     EXPECT_TRUE(fs::exists(o.record_path));  // the window, at stop
 }
 
+// A recording replayed through a live session (the example service without a GPU) is diagnosed
+// as the offline analysis diagnoses it, and the report says it was a replay.
+TEST(SessionRecording, AReplayedRecordingIsDiagnosedAsOfflineAndSaidToBeAReplay) {
+    const std::string demo =
+        std::string(GPUDIAG_TEST_DATA_DIR) + "/../../python/gpudiag/data/demo.gpudiag";
+    if (!fs::exists(demo)) GTEST_SKIP() << "no bundled demo recording at " << demo;
+    auto offline = analyze_files({demo});
+    ASSERT_TRUE(offline.is_ok()) << offline.status().to_string();
+    SessionOptions o = cpu_options("");
+    auto s = make(o);
+    EXPECT_EQ(s->replay(demo).code(), StatusCode::kFailedPrecondition);  // not running
+    ASSERT_TRUE(s->start().is_ok());
+    EXPECT_EQ(s->replay("/nonexistent.gpudiag").code(), StatusCode::kNotFound);
+    ASSERT_TRUE(s->replay(demo).is_ok());
+    ASSERT_TRUE(s->stop().is_ok());
+    auto live = s->report();
+    ASSERT_TRUE(live.is_ok());
+    EXPECT_EQ(live->capture.events, offline->input.events);
+    EXPECT_EQ(live->capture.dropped, 0u);
+    std::vector<std::string> offline_ids;
+    std::vector<std::string> live_ids;
+    for (const auto& f : offline->findings) offline_ids.push_back(f.id);
+    for (const auto& f : live->findings) live_ids.push_back(f.id);
+    EXPECT_EQ(live_ids, offline_ids);
+    EXPECT_TRUE(contains(live->notes, "Replayed into this session")) << render_text(*live);
+    EXPECT_TRUE(contains(live->notes, "simulated"));
+}
+
 }  // namespace
 }  // namespace gpudiag
