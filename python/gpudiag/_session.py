@@ -61,6 +61,12 @@ class Session:
 
     Args:
         record: write a ``.gpudiag`` recording here (analyse it later with ``gpudiag analyze``).
+        record_max_bytes: the recording never grows past this (0 = no cap; at least 4 MiB).
+        record_window_s: for services left on: keep only the last N seconds of events in memory
+            (at most ``record_window_bytes``), written to ``record`` at stop and to numbered
+            files beside it when a memory watch fires, an allocation fails, or on
+            :meth:`dump` / :meth:`request_dump`. 0 = write everything as it comes.
+        record_window_bytes: the window's memory.
         capture_gpu: capture GPU activity through CUPTI when available.
         deep: take CUPTI's callback subscriber for allocation call sites (torch.profiler GPU
             tracing may then be unavailable in this process).
@@ -82,6 +88,9 @@ class Session:
         self,
         record: str | Path | None = None,
         *,
+        record_max_bytes: int = 0,
+        record_window_s: float = 0.0,
+        record_window_bytes: int = 256 << 20,
         capture_gpu: bool = True,
         deep: bool = False,
         nvml_hz: float = 2.0,
@@ -104,6 +113,9 @@ class Session:
         if memory_poll_s < 0:
             raise InvalidArgumentError("memory_poll_s must be >= 0 (0 = at steps only)")
         self.record_path = Path(record) if record is not None else None
+        self.record_max_bytes = int(record_max_bytes)
+        self.record_window_s = float(record_window_s)
+        self.record_window_bytes = int(record_window_bytes)
         self.capture_gpu = capture_gpu
         self.deep = deep
         self.nvml_hz = nvml_hz
@@ -128,6 +140,9 @@ class Session:
     def _options(self) -> Any:
         options = _core.SessionOptions()
         options.record_path = str(self.record_path) if self.record_path else ""
+        options.record_max_bytes = self.record_max_bytes
+        options.record_window_s = self.record_window_s
+        options.record_window_bytes = self.record_window_bytes
         options.capture_gpu = bool(self.capture_gpu)
         options.deep = bool(self.deep)
         options.nvml_hz = float(self.nvml_hz)
@@ -380,6 +395,18 @@ class Session:
         from gpudiag import torch_integration
 
         return torch_integration.snapshot_report(self, path)
+
+    def dump(self, path: str | Path | None = None) -> None:
+        """Writes the window of recent events (``record_window_s``) now: to ``path``, or to the
+        next numbered dump file beside the recording."""
+        if self._native is None:
+            raise FailedPreconditionError("the session was never started")
+        self._native.dump(str(path) if path is not None else "")
+
+    def request_dump(self) -> None:
+        """Asks for a dump of the window at the session's next tick; safe in a signal handler."""
+        if self._native is not None:
+            self._native.request_dump()
 
     # ---- results ------------------------------------------------------------------------------
     @overload
