@@ -105,6 +105,19 @@ GPUDIAG_API gpudiag_status_t gpudiag_session_unwatch_memory(gpudiag_session_t* s
 /* The diagnosis so far, rendered; free *out with gpudiag_free. */
 GPUDIAG_API gpudiag_status_t gpudiag_session_report(gpudiag_session_t* session,
                                                     gpudiag_format_t format, char** out);
+/* Device memory the program allocated or freed itself (cudaMalloc by the service, TensorRT or a
+ * library, as CUPTI would report it): `site` names the call site ("engine.cpp:88 bind_output"),
+ * NULL when unknown. GPUDIAG_RESOURCE_EXHAUSTED when the hand-off was full (the event is
+ * dropped and counted). */
+GPUDIAG_API gpudiag_status_t gpudiag_session_record_allocation(gpudiag_session_t* session,
+                                                               int device, uint64_t address,
+                                                               uint64_t bytes, const char* site);
+GPUDIAG_API gpudiag_status_t gpudiag_session_record_free(gpudiag_session_t* session, int device,
+                                                         uint64_t address, uint64_t bytes);
+/* Yields CUPTI to another tool (a profiler) and takes it back; NVML and markers go on. */
+GPUDIAG_API gpudiag_status_t gpudiag_session_pause_capture(gpudiag_session_t* session,
+                                                           const char* reason);
+GPUDIAG_API gpudiag_status_t gpudiag_session_resume_capture(gpudiag_session_t* session);
 /* Writes the window of recent events (record_window_s) to `path`, or to the next numbered dump
  * beside record_path when `path` is NULL or "". */
 GPUDIAG_API gpudiag_status_t gpudiag_session_dump(gpudiag_session_t* session, const char* path);

@@ -172,4 +172,35 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+/// A phase that ends when the scope does (an early return, an exception): for request handlers.
+///
+///     gpudiag::ScopedPhase phase(session, "handle_request");
+class ScopedPhase {
+public:
+    ScopedPhase(Session& session, std::string_view name) noexcept : session_(session) {
+        session_.phase_begin(name);
+    }
+    ~ScopedPhase() { session_.phase_end(); }
+    ScopedPhase(const ScopedPhase&) = delete;
+    ScopedPhase& operator=(const ScopedPhase&) = delete;
+
+private:
+    Session& session_;
+};
+
+/// A step that ends when the scope does: one per request, batch or iteration.
+class ScopedStep {
+public:
+    ScopedStep(Session& session, std::uint64_t step) noexcept : session_(session), step_(step) {
+        session_.step_begin(step_);
+    }
+    ~ScopedStep() { session_.step_end(step_); }
+    ScopedStep(const ScopedStep&) = delete;
+    ScopedStep& operator=(const ScopedStep&) = delete;
+
+private:
+    Session& session_;
+    std::uint64_t step_;
+};
+
 }  // namespace gpudiag

@@ -144,6 +144,56 @@ gpudiag_status_t gpudiag_session_stop(gpudiag_session_t* s) {
     return guarded([&] { return to_c(s->session->stop()); });
 }
 
+namespace {
+
+gpudiag_status_t record_memory(gpudiag_session_t* s, gpudiag::EventKind kind, int device,
+                               uint64_t address, uint64_t bytes, const char* site) {
+    if (device < 0 || device >= static_cast<int>(gpudiag::kNoDevice)) {
+        return fail(gpudiag::StatusCode::kInvalidArgument, "device must be an ordinal >= 0");
+    }
+    if (address == 0) return fail(gpudiag::StatusCode::kInvalidArgument, "address is 0");
+    gpudiag::Event e;
+    e.kind = kind;
+    e.device = static_cast<std::uint16_t>(device);
+    e.flags = static_cast<std::uint8_t>(gpudiag::MemoryKind::kDevice);
+    e.memory.address = address;
+    e.memory.bytes = bytes;
+    e.memory.site = site == nullptr ? gpudiag::kNoString : s->session->intern(site);
+    if (s->session->record(e)) return to_c(gpudiag::Status::ok());
+    return fail(gpudiag::StatusCode::kResourceExhausted,
+                "the session's hand-off is full: the event was dropped and counted");
+}
+
+}  // namespace
+
+gpudiag_status_t gpudiag_session_record_allocation(gpudiag_session_t* s, int device,
+                                                   uint64_t address, uint64_t bytes,
+                                                   const char* site) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] {
+        return record_memory(s, gpudiag::EventKind::kDeviceAlloc, device, address, bytes, site);
+    });
+}
+
+gpudiag_status_t gpudiag_session_record_free(gpudiag_session_t* s, int device, uint64_t address,
+                                             uint64_t bytes) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] {
+        return record_memory(s, gpudiag::EventKind::kDeviceFree, device, address, bytes, nullptr);
+    });
+}
+
+gpudiag_status_t gpudiag_session_pause_capture(gpudiag_session_t* s, const char* reason) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded(
+        [&] { return to_c(s->session->pause_capture(reason == nullptr ? "paused" : reason)); });
+}
+
+gpudiag_status_t gpudiag_session_resume_capture(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&] { return to_c(s->session->resume_capture()); });
+}
+
 gpudiag_status_t gpudiag_session_dump(gpudiag_session_t* s, const char* path) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     return guarded([&] { return to_c(s->session->dump(path == nullptr ? "" : path)); });

@@ -468,6 +468,7 @@ struct Session::Impl final : detail::EventQueue {
             drain_locked();
             due = watches.take_due();
             if (window) dump_if_due_locked(!due.empty());
+            flush_recording_if_due_locked();
         }
         for (auto& [callback, bytes] : due) {
             (void)callbacks.post(
@@ -524,6 +525,17 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     bool analyzers_ready() const { return !fanout_sinks.empty(); }
+
+    // A recording written whole goes to disk at least every kRecordingFlushPeriod, not only
+    // when a chunk fills: a slow service killed without warning loses seconds, not hours, and
+    // `gpudiag run --report-every` reads the run so far.
+    void flush_recording_if_due_locked() {
+        if (!writer) return;
+        const auto now = std::chrono::steady_clock::now();
+        if (now < next_recording_flush) return;
+        next_recording_flush = now + kRecordingFlushPeriod;
+        (void)writer->flush();  // a failure is sticky: close() reports it
+    }
 
     // ---- the window of recent events (SessionOptions::record_window_s) ----
 
@@ -681,6 +693,8 @@ struct Session::Impl final : detail::EventQueue {
     std::unique_ptr<detail::CaptureBackend> backend;
     std::unique_ptr<RecordingWriter> writer;
     std::unique_ptr<detail::RecordingWindow> window;  // record_window_s > 0: instead of writer
+    static constexpr std::chrono::seconds kRecordingFlushPeriod{5};
+    std::chrono::steady_clock::time_point next_recording_flush{};  // guarded by sink_mutex
     static constexpr std::uint64_t kMaxAutomaticDumps = 16;
     static constexpr std::size_t kDumpsListed = 4;
     std::atomic<bool> dump_requested{false};  // set by request_dump(), from signal handlers too

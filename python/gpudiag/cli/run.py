@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -81,6 +82,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=None,
         help="dump a torch memory snapshot here on CUDA out-of-memory",
+    )
+    p.add_argument(
+        "--report-every",
+        type=float,
+        metavar="SECONDS",
+        default=0.0,
+        help="while the program runs, print a line of the diagnosis so far this often",
     )
     add_report_options(p)
     p.add_argument(
@@ -147,12 +155,19 @@ def _run_python(
     if script is not None and not Path(script).is_file():
         raise UsageError(f"gpudiag run: no such script: {script}")
     record = Path(args.record) if args.record else _default_record(name)
+    begun = time.monotonic()
     session = Session(
         record,
         torch=False if args.no_torch else "auto",
         dataloader=not args.no_dataloader,
         memory_history=args.memory_history,
         oom_snapshot=args.oom_snapshot,
+        report_period_s=max(args.report_every, 0.0),
+        on_report=(
+            (lambda r: print(progress_line(r, time.monotonic() - begun), file=sys.stderr))
+            if args.report_every > 0
+            else None
+        ),
     )
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [name, *argv]
@@ -203,7 +218,22 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
         from gpudiag.cli import UsageError
 
         raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
-    status = _exit_status(_wait_passing_on_signals(program))
+    begun = time.monotonic()
+
+    def report_progress() -> None:
+        recordings = _process_recordings(record, started)
+        if not recordings:
+            print("gpudiag: no recording yet (the program has not used CUDA)", file=sys.stderr)
+            return
+        try:
+            line = progress_line(analyze(recordings), time.monotonic() - begun)
+        except GpudiagError as e:
+            line = f"gpudiag: the recording so far cannot be read yet ({e})"
+        print(line, file=sys.stderr)
+
+    status = _exit_status(
+        _wait_passing_on_signals(program, every_s=args.report_every, tick=report_progress)
+    )
     recordings = _process_recordings(record, started)
     if not recordings:
         message = (
@@ -235,11 +265,40 @@ def _terminal_sends_sigint_to_the_program() -> bool:
         return False
 
 
-def _wait_passing_on_signals(program: subprocess.Popen[bytes]) -> int:
-    """Waits for the program to end on its own; the stop and reload signals gpudiag receives
-    meanwhile are passed on to it. Returns its return code (negative: the signal that ended it)."""
+def progress_line(report: Report, elapsed_s: float) -> str:
+    """One line of the diagnosis so far, for --report-every."""
+    findings = report.findings
+    what = (
+        ", ".join(f"{f.id} ({f.severity})" for f in findings[:4])
+        + (f" and {len(findings) - 4} more" if len(findings) > 4 else "")
+        if findings
+        else "no finding"
+    )
+    scope = "" if report.complete else " in the part written so far"
+    return (
+        f"gpudiag: after {elapsed_s:.0f} s, {report.input.get('events', 0)} events: {what}{scope}"
+    )
+
+
+def _wait(program: subprocess.Popen[bytes], every_s: float, tick: Callable[[], None] | None) -> int:
+    while True:
+        try:
+            return program.wait(timeout=every_s if every_s > 0 and tick is not None else None)
+        except subprocess.TimeoutExpired:
+            if tick is not None:
+                tick()
+
+
+def _wait_passing_on_signals(
+    program: subprocess.Popen[bytes],
+    every_s: float = 0.0,
+    tick: Callable[[], None] | None = None,
+) -> int:
+    """Waits for the program to end on its own, calling `tick` every `every_s` seconds; the stop
+    and reload signals gpudiag receives meanwhile are passed on to it. Returns its return code
+    (negative: the signal that ended it)."""
     if threading.current_thread() is not threading.main_thread():
-        return program.wait()  # signal handlers can only be set from the main thread
+        return _wait(program, every_s, tick)  # signal handlers only from the main thread
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _terminal_sends_sigint_to_the_program():
@@ -249,7 +308,7 @@ def _wait_passing_on_signals(program: subprocess.Popen[bytes]) -> int:
 
     previous = {s: signal.signal(s, pass_on) for s in PASSED_ON_SIGNALS}
     try:
-        return program.wait()  # PEP 475: the wait resumes after each handler
+        return _wait(program, every_s, tick)  # PEP 475: the wait resumes after each handler
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

@@ -37,6 +37,13 @@ int main(void) {
     gpudiag_session_phase_begin(session, "forward");
     gpudiag_session_phase_end(session);
     gpudiag_session_step_end(session, 1);
+    if (gpudiag_session_record_allocation(session, 0, 0x70000000u, 1u << 20, "main.c:40") !=
+        GPUDIAG_OK) {
+        return fail("record_allocation");
+    }
+    if (gpudiag_session_record_free(session, 0, 0x70000000u, 1u << 20) != GPUDIAG_OK) {
+        return fail("record_free");
+    }
     if (gpudiag_session_status(session, &level, &events, NULL) != GPUDIAG_OK) return fail("status");
     if (level == NULL || strlen(level) == 0) return fail("no capture level name");
     if (gpudiag_session_report(session, GPUDIAG_FORMAT_JSON, &text) != GPUDIAG_OK) {

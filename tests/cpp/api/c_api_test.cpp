@@ -114,6 +114,38 @@ TEST(CApi, AWindowIsWrittenOnDemand) {
     std::remove(record.c_str());
 }
 
+// A C service books the device memory it allocates itself; the report shows it by site.
+TEST(CApi, AServiceRecordsItsOwnDeviceMemory) {
+    EXPECT_EQ(gpudiag_session_record_allocation(nullptr, 0, 1, 1, nullptr),
+              GPUDIAG_INVALID_ARGUMENT);
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_record_allocation(s, -1, 0x1000, 1, nullptr),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_record_allocation(s, 0, 0, 1, nullptr), GPUDIAG_INVALID_ARGUMENT);
+    constexpr uint64_t kMiB = uint64_t{1} << 20;
+    for (uint64_t i = 0; i < 100; ++i) {
+        ASSERT_EQ(gpudiag_session_record_allocation(s, 0, 0x70000000 + i * kMiB, kMiB,
+                                                    "svc.c:42 cache_put"),
+                  GPUDIAG_OK);
+    }
+    ASSERT_EQ(gpudiag_session_record_free(s, 0, 0x70000000, kMiB), GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_pause_capture(s, "profiler"), GPUDIAG_FAILED_PRECONDITION)
+        << "no CUPTI capture to pause in this session";
+    ASSERT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    char* json = nullptr;
+    ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_JSON, &json), GPUDIAG_OK);
+    const std::string text(json);
+    gpudiag_free(json);
+    EXPECT_NE(text.find("svc.c:42 cache_put"), std::string::npos);
+    const std::size_t outside = text.find("\"outside_framework_bytes\"");
+    ASSERT_NE(outside, std::string::npos);
+    EXPECT_EQ(text.find("103809024", outside), text.find("\"value\"", outside) + 9)
+        << "99 MiB outside the framework: " << text.substr(outside, 80);
+    gpudiag_session_destroy(s);
+}
+
 TEST(CApi, DestroyWhileRunningStopsCleanly) {
     gpudiag_session_t* s = make_session();
     ASSERT_NE(s, nullptr);

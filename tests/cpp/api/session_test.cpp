@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <stdexcept>
 #include <thread>
 
 namespace gpudiag {
@@ -245,6 +246,26 @@ TEST(Session, StatusNamesALevelAndReasons) {
     ASSERT_TRUE(s->start().is_ok());
     EXPECT_TRUE(s->status().capturing);
     ASSERT_TRUE(s->stop().is_ok());
+}
+
+// Request handlers mark their scope; the markers close on every way out, an exception included.
+TEST(Session, ScopedMarkersCloseThemselves) {
+    auto s = make();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    {
+        ScopedStep step(*s, 1);
+        ScopedPhase phase(*s, "handle_request");
+    }
+    try {
+        ScopedPhase phase(*s, "failing_request");
+        throw std::runtime_error("the request failed");
+    } catch (const std::runtime_error&) {
+    }
+    ASSERT_TRUE(s->stop().is_ok());
+    auto r = s->report();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->capture.events, 6u);  // every begin has its end
 }
 
 // A forked child (a worker process) that exits runs the exit handlers it inherited, but the

@@ -329,3 +329,46 @@ def test_run_exits_with_the_status_of_a_program_ended_by_a_signal(
     program = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     assert cli.main(["run", "--", sys.executable, "-c", program]) == 128 + signal.SIGKILL
     assert "exited with status 137" in capsys.readouterr().err
+
+
+def test_run_reports_the_diagnosis_so_far_while_a_python_program_runs(tmp_path, capsys) -> None:
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import time, gpudiag\nfor i in range(8):\n    gpudiag.step()\n    time.sleep(0.1)\n"
+    )
+    record = tmp_path / "slow.gpudiag"
+    code = cli.main(
+        ["run", "--no-torch", "--report-every", "0.1", "--record", str(record), str(script)]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    assert "gpudiag: after " in err  # at least one line of the diagnosis so far
+    assert " events: " in err
+
+
+def test_run_reports_while_a_launched_program_runs(monkeypatch, tmp_path, capsys) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    script = tmp_path / "service.py"
+    script.write_text(
+        textwrap.dedent("""
+        import os, time
+        import gpudiag
+        stem, ext = os.path.splitext(os.environ["GPUDIAG_RECORD"])
+        s = gpudiag.start(f"{stem}-{os.getpid()}{ext}", torch=False, capture_gpu=False,
+                          nvml_hz=0)
+        for i in range(10):
+            s.step(i)
+            time.sleep(0.1)
+        gpudiag.stop()
+    """)
+    )
+    record = tmp_path / "svc.gpudiag"
+    code = cli.main(
+        ["run", "--report-every", "0.2", "--record", str(record), "--", sys.executable, str(script)]
+    )
+    assert code == 0
+    err = capsys.readouterr().err
+    progress = [line for line in err.splitlines() if line.startswith("gpudiag: after ")]
+    assert progress, err  # the recording so far is read while the program runs
