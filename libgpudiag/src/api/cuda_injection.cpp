@@ -15,6 +15,7 @@
 #include <gpudiag/report.hpp>
 #include <gpudiag/session.hpp>
 
+#include "api/dump_signal.hpp"
 #include "api/record_path.hpp"
 
 #include <pthread.h>
@@ -99,6 +100,16 @@ int initialise() noexcept {
             return 0;
         }
         g_session = session->release();
+        if (const char* spec = std::getenv("GPUDIAG_DUMP_SIGNAL"); spec != nullptr && *spec) {
+            const int signum = parse_dump_signal(spec);
+            Status installed = signum == 0 ? invalid_argument(std::string("GPUDIAG_DUMP_SIGNAL=") +
+                                                              spec + ": not a usable signal")
+                                           : install_dump_signal(*g_session, signum);
+            if (!installed.is_ok()) {
+                std::fprintf(stderr, "gpudiag: no dump signal: %s\n",
+                             installed.to_string().c_str());
+            }
+        }
         (void)pthread_atfork(nullptr, nullptr, &on_fork_child);
         (void)std::atexit(&finish_at_exit);
         return 1;

@@ -49,7 +49,11 @@ as JSON next to it.
 
 SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to a program run after --, and gpudiag
 waits for it to shut down on its own (it is never killed), then writes the report. When the
-program fails, gpudiag exits with the program's status (128 + N when signal N ended it)."""
+program fails, gpudiag exits with the program's status (128 + N when signal N ended it).
+
+For services: --window 600 keeps only the last ten minutes of events (written at exit; SIGUSR1
+to gpudiag writes them now, as <stem>-dump-<n>-requested beside the recording), and
+--report-every 60 prints a line of the diagnosis so far each minute."""
 
 INJECTION_VARIABLES = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")
 
@@ -82,6 +86,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         default=None,
         help="dump a torch memory snapshot here on CUDA out-of-memory",
+    )
+    p.add_argument(
+        "--window",
+        type=float,
+        metavar="SECONDS",
+        default=0.0,
+        help="keep only the last SECONDS of events (for services), written at exit; "
+        "SIGUSR1 to gpudiag writes them now, beside the recording",
     )
     p.add_argument(
         "--report-every",
@@ -163,6 +175,7 @@ def _run_python(
         memory_history=args.memory_history,
         oom_snapshot=args.oom_snapshot,
         report_period_s=max(args.report_every, 0.0),
+        record_window_s=max(args.window, 0.0),
         on_report=(
             (lambda r: print(progress_line(r, time.monotonic() - begun), file=sys.stderr))
             if args.report_every > 0
@@ -171,11 +184,14 @@ def _run_python(
     )
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [name, *argv]
+    previous_usr1 = None
     if script is not None:
         sys.path.insert(0, str(Path(script).resolve().parent))
     status = 0
     try:
         with session:
+            if args.window > 0 and threading.current_thread() is threading.main_thread():
+                previous_usr1 = signal.signal(signal.SIGUSR1, lambda *_: session.request_dump())
             try:
                 if script is not None:
                     runpy.run_path(script, run_name="__main__")
@@ -189,6 +205,8 @@ def _run_python(
                 traceback.print_exc()  # notes (gpudiag's OOM explanation) are printed too
                 status = 1
     finally:
+        if previous_usr1 is not None:
+            signal.signal(signal.SIGUSR1, previous_usr1)
         sys.argv = saved_argv
         if script is not None and sys.path and saved_path0 is not None:
             sys.path.pop(0)
@@ -211,6 +229,9 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     # Every process that initialises CUDA writes its own <stem>-<pid> file (ranks and child
     # processes all read this one variable).
     env["GPUDIAG_RECORD"] = str(record)
+    if args.window > 0:
+        env["GPUDIAG_WINDOW_S"] = str(args.window)
+        env["GPUDIAG_DUMP_SIGNAL"] = "USR1"  # the injected library asks for a dump on it
     started = time.time() - 1.0  # file times come from a coarser clock
     try:
         program = subprocess.Popen(command, env=env)
@@ -252,8 +273,21 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
 
 
 #: Signals passed on to the program: what service managers, schedulers and terminals send to stop
-#: or reload a process. gpudiag itself stays to write the report.
-PASSED_ON_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+#: or reload a process, and SIGUSR1 (a dump of the window, once the program handles it). gpudiag
+#: itself stays to write the report.
+PASSED_ON_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """True when process `pid` has a handler for `signum` (Linux: SigCgt in /proc/<pid>/status).
+    SIGUSR1 kills a process without one, so it is passed on only to one that has."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool((int(line.split()[1], 16) >> (signum - 1)) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _terminal_sends_sigint_to_the_program() -> bool:
@@ -302,6 +336,13 @@ def _wait_passing_on_signals(
 
     def pass_on(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _terminal_sends_sigint_to_the_program():
+            return
+        if signum == signal.SIGUSR1 and not _catches(program.pid, signum):
+            print(
+                "gpudiag: SIGUSR1 not passed on: the program has no handler for it yet "
+                "(gpudiag's is installed when it starts using CUDA, with --window)",
+                file=sys.stderr,
+            )
             return
         with contextlib.suppress(ProcessLookupError):
             program.send_signal(signum)

@@ -5,6 +5,8 @@
 // handler too, when a watch fires, when an allocation fails).
 #include <gpudiag/gpudiag.hpp>
 
+#include "api/dump_signal.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -248,6 +250,38 @@ TEST(SessionRecording, AReplayedRecordingIsDiagnosedAsOfflineAndSaidToBeAReplay)
     EXPECT_EQ(live_ids, offline_ids);
     EXPECT_TRUE(contains(live->notes, "Replayed into this session")) << render_text(*live);
     EXPECT_TRUE(contains(live->notes, "simulated"));
+}
+
+// Under the CUDA injection a signal asks for the dump (GPUDIAG_DUMP_SIGNAL, which
+// `gpudiag run --window` sets); a program's own handler for it is left alone.
+TEST(SessionRecording, ADumpSignalAsksTheSessionForADump) {
+    EXPECT_EQ(detail::parse_dump_signal("USR2"), SIGUSR2);
+    EXPECT_EQ(detail::parse_dump_signal("sigusr1"), SIGUSR1);
+    EXPECT_EQ(detail::parse_dump_signal(std::to_string(SIGRTMIN + 1)), SIGRTMIN + 1);
+    EXPECT_EQ(detail::parse_dump_signal("KILL"), 0);
+    EXPECT_EQ(detail::parse_dump_signal("11"), 0);  // SIGSEGV is not for dumps
+    EXPECT_EQ(detail::parse_dump_signal("whenever"), 0);
+    TempDir dir;
+    SessionOptions o = cpu_options(dir.file("injected.gpudiag"));
+    o.record_window_s = 600;
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    put(*s, counter_at(kSecond));
+    struct sigaction previous {};
+    ASSERT_EQ(::sigaction(SIGUSR2, nullptr, &previous), 0);
+    ASSERT_TRUE(detail::install_dump_signal(*s, SIGUSR2).is_ok());
+    EXPECT_EQ(detail::install_dump_signal(*s, SIGKILL).code(), StatusCode::kInvalidArgument);
+    ASSERT_EQ(::raise(SIGUSR2), 0);
+    EXPECT_TRUE(
+        wait_for([&] { return fs::exists(dir.file("injected-dump-1-requested.gpudiag")); }));
+    ASSERT_EQ(::sigaction(SIGUSR2, &previous, nullptr), 0);
+    // A program that handles the signal itself keeps its handler.
+    struct sigaction own {};
+    own.sa_handler = [](int) {};
+    ASSERT_EQ(::sigaction(SIGUSR2, &own, nullptr), 0);
+    EXPECT_EQ(detail::install_dump_signal(*s, SIGUSR2).code(), StatusCode::kFailedPrecondition);
+    ASSERT_EQ(::sigaction(SIGUSR2, &previous, nullptr), 0);
+    ASSERT_TRUE(s->stop().is_ok());
 }
 
 }  // namespace

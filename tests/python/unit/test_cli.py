@@ -372,3 +372,48 @@ def test_run_reports_while_a_launched_program_runs(monkeypatch, tmp_path, capsys
     err = capsys.readouterr().err
     progress = [line for line in err.splitlines() if line.startswith("gpudiag: after ")]
     assert progress, err  # the recording so far is read while the program runs
+
+
+def _usr1_program(tmp_path: Path, handles: bool) -> Path:
+    """Runs 1 s; with `handles`, notes each SIGUSR1 (as gpudiag's injected handler would dump)."""
+    script = tmp_path / "usr1.py"
+    handler = (
+        "signal.signal(signal.SIGUSR1, lambda *_: out.write_text('dumped'))\n" if handles else ""
+    )
+    script.write_text(
+        "import pathlib, signal, time\n"
+        f"out = pathlib.Path({str(tmp_path / 'usr1.txt')!r})\n"
+        + handler
+        + f"pathlib.Path({str(tmp_path / 'ready')!r}).write_text('')\n"
+        "time.sleep(1.0)\n"
+    )
+    return script
+
+
+@pytest.mark.parametrize("handles", [True, False])
+def test_run_window_passes_sigusr1_on_only_to_a_program_that_handles_it(
+    monkeypatch, tmp_path, capsys, handles
+) -> None:
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    program = _usr1_program(tmp_path, handles)
+
+    def send_when_ready() -> None:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGUSR1)
+
+    sender = threading.Thread(target=send_when_ready)
+    sender.start()
+    code = cli.main(["run", "--window", "600", "--", sys.executable, str(program)])
+    sender.join()
+    err = capsys.readouterr().err
+    assert code == EXIT_UNAVAILABLE  # no GPU here: the program ran to its end, no recording
+    if handles:
+        assert (tmp_path / "usr1.txt").read_text() == "dumped"
+    else:
+        assert not (tmp_path / "usr1.txt").exists()
+        assert "SIGUSR1 not passed on" in err  # and the program was not killed by it
