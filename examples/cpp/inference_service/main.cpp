@@ -2,7 +2,7 @@
 // inference_service: a request loop on the CUDA runtime, diagnosed by gpudiag while it runs.
 //
 //   inference_service [--requests N] [--leak-kib K] [--fragment] [--record FILE] [--json]
-//                     [--replay RECORDING]
+//                     [--replay INPUT]
 //
 // --leak-kib K   keeps K KiB per request alive forever (the classic slow service leak)
 // --fragment     interleaves long-lived small cache entries with large working buffers in the
@@ -11,7 +11,8 @@
 // Memory comes from DeviceArena, a small caching allocator that reports its segment and blocks to
 // gpudiag (as PyTorch's does), next to plain cudaMalloc that gpudiag sees through CUPTI.
 // Without a GPU it says so, shows gpudiag's capture status, and still runs the whole loop on a
-// recording instead (--replay, by default the demo recording bundled with gpudiag's sources):
+// recording or trace instead (--replay: a .gpudiag recording, a Kineto trace, a memory snapshot;
+// by default the demo recording bundled with gpudiag's sources, which is simulated):
 // its events go through the session as a service's would, and the report says it was a replay.
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
@@ -74,8 +75,9 @@ int print_report(gpudiag::Session& session, bool json) {
 // No GPU: the same session, watch and report, fed from a recording instead of CUDA.
 int replay_without_gpu(const Args& args) {
     if (args.replay.empty()) return 0;
-    std::printf("replaying %s through the session instead (a recording, not this machine's GPU)\n",
-                args.replay.c_str());
+    std::printf(
+        "replaying %s through the session instead (recorded elsewhere: not this machine's GPU)\n",
+        args.replay.c_str());
     gpudiag::SessionOptions options;
     options.capture_gpu = false;
     auto session = gpudiag::Session::create(options);

@@ -142,11 +142,12 @@ public:
     /// Flushes what is buffered and returns the diagnosis so far (the session keeps running).
     Result<Report> report() noexcept;
 
-    /// Feeds the events of a recording through this running session, with their own
-    /// timestamps, waiting for the hand-off rather than dropping: a demonstration without a GPU
+    /// Feeds the events of an input gpudiag reads (a recording, a Kineto trace, a memory
+    /// snapshot, an Nsight export) through this running session, with their own timestamps,
+    /// waiting for the hand-off rather than dropping: a demonstration without a GPU
     /// (examples/cpp/inference_service), or a past run put through live watches and dumps. The
     /// report names the replayed file. Errors: kFailedPrecondition when not running; those of
-    /// RecordingReader::open and read.
+    /// analyze_files() for the input.
     Status replay(const std::string& path) noexcept;
 
     /// Writes the window of recent events (SessionOptions::record_window_s) to `path`, or to the

@@ -18,6 +18,7 @@
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "core/input_coverage.hpp"
+#include "importers/open_source.hpp"
 #include "recording/recording_window.hpp"
 
 #include <fmt/format.h>
@@ -949,11 +950,11 @@ Status Session::dump(std::string_view path) noexcept {
 Status Session::replay(const std::string& path) noexcept {
     try {
         if (!running()) return failed_precondition("replay needs a running session");
-        RecordingReader reader;
-        if (Status s = reader.open(path); !s.is_ok()) return s;
+        auto source = detail::open_event_source(path, impl_->options.analysis);
+        if (!source) return source.status();
         StringTable strings;
         detail::ReplaySink sink(*this);
-        Status read = reader.read(sink, strings);
+        Status read = (*source)->run(sink, strings);
         const SourceInfo& from = sink.source();
         std::lock_guard<std::mutex> lock(impl_->replays_mutex);
         if (impl_->replays.size() < 16) {

@@ -284,5 +284,28 @@ TEST(SessionRecording, ADumpSignalAsksTheSessionForADump) {
     ASSERT_TRUE(s->stop().is_ok());
 }
 
+// A real trace (HTA's inference_rank_1, from the corpus) replays through a session as well, and
+// is diagnosed as the offline analysis diagnoses it.
+TEST(SessionRecording, ARealTraceReplaysThroughASession) {
+    const std::string trace =
+        std::string(GPUDIAG_CORPUS_DIR) + "/kineto_traces/hta_inference_rank_1.json.gz";
+    if (!fs::exists(trace)) GTEST_SKIP() << "corpus not beside the checkout: " << trace;
+    auto offline = analyze_files({trace});
+    ASSERT_TRUE(offline.is_ok()) << offline.status().to_string();
+    auto s = make(cpu_options(""));
+    ASSERT_TRUE(s->start().is_ok());
+    ASSERT_TRUE(s->replay(trace).is_ok());
+    ASSERT_TRUE(s->stop().is_ok());
+    auto live = s->report();
+    ASSERT_TRUE(live.is_ok());
+    EXPECT_EQ(live->capture.events, offline->input.events);
+    std::vector<std::string> offline_ids;
+    std::vector<std::string> live_ids;
+    for (const auto& f : offline->findings) offline_ids.push_back(f.id);
+    for (const auto& f : live->findings) live_ids.push_back(f.id);
+    EXPECT_EQ(live_ids, offline_ids);
+    EXPECT_TRUE(contains(live->notes, "Replayed into this session"));
+}
+
 }  // namespace
 }  // namespace gpudiag
