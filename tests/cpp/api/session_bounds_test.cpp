@@ -22,8 +22,8 @@
 namespace gpudiag {
 namespace {
 
-constexpr std::uint64_t kKiB = 1024;
-constexpr std::uint64_t kMiB = kKiB * 1024;
+[[maybe_unused]] constexpr std::uint64_t kKiB = 1024;
+[[maybe_unused]] constexpr std::uint64_t kMiB = kKiB * 1024;
 
 [[maybe_unused]] std::uint64_t resident_bytes() {
     long total = 0;
