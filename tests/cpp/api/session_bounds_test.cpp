@@ -9,6 +9,7 @@
 #include <gpudiag/gpudiag.hpp>
 
 #include "sanitized.hpp"
+#include "session_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +22,8 @@
 
 namespace gpudiag {
 namespace {
+
+using testing::put;
 
 [[maybe_unused]] constexpr std::uint64_t kKiB = 1024;
 [[maybe_unused]] constexpr std::uint64_t kMiB = kKiB * 1024;
@@ -37,19 +40,9 @@ namespace {
 }
 
 [[maybe_unused]] std::unique_ptr<Session> started() {
-    SessionOptions o;
-    o.capture_gpu = false;
-    o.nvml_hz = 0;
-    o.flush_period_ms = 5;
-    auto s = Session::create(o);
-    EXPECT_TRUE(s.is_ok());
-    if (!s.is_ok() || !(*s)->start().is_ok()) return nullptr;
-    return std::move(*s);
-}
-
-// The hand-off is bounded: wait for the worker rather than drop (a test needs every event).
-[[maybe_unused]] void put(Session& s, const Event& e) {
-    while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    auto s = testing::make();
+    if (s == nullptr || !s->start().is_ok()) return nullptr;
+    return s;
 }
 
 [[maybe_unused]] bool has_note(const Report& r, const char* text) {

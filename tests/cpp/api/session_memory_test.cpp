@@ -5,6 +5,8 @@
 // the cache could have returned.
 #include <gpudiag/gpudiag.hpp>
 
+#include "session_test_support.hpp"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,15 +16,14 @@
 namespace gpudiag {
 namespace {
 
+using testing::put;
+
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 constexpr std::uint64_t kMinute = 60'000'000'000ull;
 
 SessionOptions cpu_options() {
-    SessionOptions o;
-    o.capture_gpu = false;  // deterministic on any machine: no CUPTI, no NVML
-    o.nvml_hz = 0;
-    o.flush_period_ms = 5;
+    SessionOptions o = testing::cpu_options();
     o.queue_capacity = 1u << 16;
     return o;
 }
@@ -38,12 +39,6 @@ Event driver(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64
     e.memory.bytes = bytes;
     e.memory.site = site;
     return e;
-}
-
-// Records without losing events: the hand-off is bounded, so the producer waits for the worker
-// when it is full (a real service would drop and count instead).
-void put(Session& s, const Event& e) {
-    while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 const Figure* figure(const Finding& f, const char* key) {

@@ -6,6 +6,7 @@
 #include <gpudiag/gpudiag.hpp>
 
 #include "api/dump_signal.hpp"
+#include "session_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,6 +22,11 @@
 
 namespace gpudiag {
 namespace {
+
+using testing::cpu_options;
+using testing::make;
+using testing::put;
+using testing::wait_for;
 
 namespace fs = std::filesystem;
 using std::chrono::milliseconds;
@@ -45,25 +51,6 @@ private:
     fs::path path_;
 };
 
-SessionOptions cpu_options(const std::string& record_path) {
-    SessionOptions o;
-    o.capture_gpu = false;
-    o.nvml_hz = 0;
-    o.flush_period_ms = 5;
-    o.record_path = record_path;
-    return o;
-}
-
-std::unique_ptr<Session> make(const SessionOptions& o) {
-    auto created = Session::create(o);
-    EXPECT_TRUE(created.is_ok()) << created.status().to_string();
-    return created.is_ok() ? std::move(*created) : nullptr;
-}
-
-void put(Session& s, const Event& e) {
-    while (!s.record(e)) std::this_thread::sleep_for(std::chrono::microseconds(100));
-}
-
 Event counter_at(std::uint64_t t) {
     Event e;
     e.kind = EventKind::kCounter;
@@ -83,16 +70,6 @@ Event device_alloc(std::uint64_t t, std::uint64_t address, std::uint64_t bytes) 
     e.memory.address = address;
     e.memory.bytes = bytes;
     return e;
-}
-
-template <typename Predicate>
-bool wait_for(Predicate done) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (!done()) {
-        if (std::chrono::steady_clock::now() >= deadline) return false;
-        std::this_thread::sleep_for(milliseconds(2));
-    }
-    return true;
 }
 
 bool contains(const std::vector<std::string>& lines, const char* text) {

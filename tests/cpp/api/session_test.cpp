@@ -4,6 +4,7 @@
 #include <gpudiag/gpudiag.hpp>
 
 #include "api/record_path.hpp"
+#include "session_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -19,19 +20,8 @@
 namespace gpudiag {
 namespace {
 
-SessionOptions cpu_options() {
-    SessionOptions o;
-    o.capture_gpu = false;  // deterministic on any machine: no CUPTI, no NVML
-    o.nvml_hz = 0;
-    o.flush_period_ms = 5;
-    return o;
-}
-
-std::unique_ptr<Session> make(SessionOptions o = cpu_options()) {
-    auto s = Session::create(std::move(o));
-    EXPECT_TRUE(s.is_ok()) << s.status().to_string();
-    return s.is_ok() ? std::move(*s) : nullptr;
-}
+using testing::cpu_options;
+using testing::make;
 
 Event block(EventKind kind, std::uint64_t address, std::uint64_t bytes, StringId site,
             std::uint64_t t) {
@@ -285,7 +275,10 @@ TEST(Session, AForkedChildLeavesItsParentsSessionAlone) {
     std::fflush(nullptr);  // the child must not print what the parent buffered
     pid_t child = fork();
     ASSERT_GE(child, 0);
-    if (child == 0) std::exit(0);  // runs the inherited exit handlers
+    if (child == 0) {
+        testing::in_forked_child = true;
+        std::exit(0);  // runs the inherited exit handlers
+    }
     int status = 0;
     ASSERT_EQ(waitpid(child, &status, 0), child);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
