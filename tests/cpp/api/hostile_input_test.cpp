@@ -11,6 +11,7 @@
 
 #include "recording/file_layout.hpp"
 #include "sanitized.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -32,27 +33,12 @@
 namespace gpudiag {
 namespace {
 
+using testing::TempDir;
+
 namespace fs = std::filesystem;
 
 constexpr long kPeakRssLimitKiB = 512L << 10;
 constexpr int kWallLimitSeconds = 120;
-
-class TempDir {
-public:
-    TempDir()
-        : path_(fs::temp_directory_path() / ("gpudiag_hostile_" + std::to_string(::getpid()))) {
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const {
-        return (path_ / name).string();
-    }
-
-private:
-    fs::path path_;
-};
 
 void write_file(const std::string& path, std::string_view bytes) {
     std::ofstream(path, std::ios::binary | std::ios::trunc)
@@ -172,7 +158,7 @@ const std::string kEvent =
     R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 2, "args": {"device": 0, "stream": 7}})";
 
 TEST(HostileInput, GzipBombIsRefusedAfterReadingLittle) {
-    TempDir dir;
+    TempDir dir("hostile");
     // 1 GiB of '[' behind a trace's start: no boundary between two events anywhere.
     const std::string bomb = dir.file("bomb.json.gz");
     write_gzip(bomb, R"({"traceEvents": [)", "[", std::uint64_t{1} << 30, "");
@@ -191,7 +177,7 @@ TEST(HostileInput, GzipBombIsRefusedAfterReadingLittle) {
 }
 
 TEST(HostileInput, SparseGigabytesBehindAJsonPrefix) {
-    TempDir dir;
+    TempDir dir("hostile");
     const std::string path = dir.file("sparse.json");
     write_file(path, R"({"traceEvents": [)" + kEvent + ",\n" + kEvent + ",\n");
     fs::resize_file(path, std::uint64_t{2} << 30);  // sparse: no disk used
@@ -213,7 +199,7 @@ TEST(HostileInput, SparseGigabytesBehindAJsonPrefix) {
 }
 
 TEST(HostileInput, DeeplyNestedJson) {
-    TempDir dir;
+    TempDir dir("hostile");
     const std::string trace = dir.file("nested.json");
     write_file(
         trace,
@@ -238,7 +224,7 @@ TEST(HostileInput, DeeplyNestedJson) {
 }
 
 TEST(HostileInput, PickleDeclaringHugeLengths) {
-    TempDir dir;
+    TempDir dir("hostile");
     struct Case {
         const char* name;
         std::string opcode_and_length;
@@ -263,7 +249,7 @@ TEST(HostileInput, PickleDeclaringHugeLengths) {
 
 TEST(HostileInput, RecordingWithForgedChunkSizes) {
     namespace rec = detail::record;
-    TempDir dir;
+    TempDir dir("hostile");
     const std::string path = dir.file("forged.gpudiag");
     StringTable strings;
     std::vector<Event> events(20000);
@@ -305,7 +291,7 @@ TEST(HostileInput, RecordingWithForgedChunkSizes) {
 }
 
 TEST(HostileInput, GigabyteOfWhitespaceInsideValidGzipJson) {
-    TempDir dir;
+    TempDir dir("hostile");
     const std::string path = dir.file("spaces.json.gz");
     write_gzip(path, R"({"traceEvents": [)" + kEvent + ",", " ", std::uint64_t{1} << 30,
                "\n" + kEvent + "]}");

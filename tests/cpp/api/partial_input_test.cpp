@@ -7,6 +7,7 @@
 #include <gpudiag/recording.hpp>
 
 #include "importers/open_source.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -21,26 +22,11 @@
 namespace gpudiag {
 namespace {
 
+using testing::TempDir;
+
 namespace fs = std::filesystem;
 
 const fs::path kCorpus = GPUDIAG_CORPUS_DIR;
-
-class TempDir {
-public:
-    TempDir()
-        : path_(fs::temp_directory_path() / ("gpudiag_partial_" + std::to_string(::getpid()))) {
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const {
-        return (path_ / name).string();
-    }
-
-private:
-    fs::path path_;
-};
 
 std::string read_bytes(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -114,7 +100,7 @@ TEST(PartialInput, KinetoGzipCutAnywhereLeadsWithWhatIsMissing) {
     ASSERT_GT(whole->input.events, 0u);
     ASSERT_GT(gpu_activities(*whole), 0u);
 
-    TempDir dir;
+    TempDir dir("partial");
     const std::string bytes = read_bytes(path);
     std::uint64_t previous = 0;
     for (const double fraction : {0.1, 0.25, 0.5, 0.75, 0.95, 0.999}) {
@@ -146,7 +132,7 @@ TEST(PartialInput, KinetoPlainJsonCutShort) {
     const std::string path = corpus_file("kineto_traces/kineto_pr1318_before_fix_trace.json");
     REQUIRE_CORPUS(path);
     const std::string bytes = read_bytes(path);
-    TempDir dir;
+    TempDir dir("partial");
     for (const double fraction : {0.3, 0.6, 0.9}) {
         const std::string cut = dir.file("cut.json");
         write_bytes(cut, std::string_view(bytes).substr(
@@ -167,7 +153,7 @@ TEST(PartialInput, KinetoPlainJsonCutShort) {
 TEST(PartialInput, RecordingCutAtEvery4KiBIsDamageNeverDrops) {
     const std::string trace = corpus_file("kineto_traces/hta_sampled_rank-0.json.gz");
     REQUIRE_CORPUS(trace);
-    TempDir dir;
+    TempDir dir("partial");
     const std::string recording = dir.file("whole.gpudiag");
     {
         auto source = detail::open_event_source(trace, {});
@@ -211,7 +197,7 @@ TEST(PartialInput, SnapshotCutShortKeepsWhatWasRead) {
     ASSERT_TRUE(whole.is_ok()) << whole.status().to_string();
     EXPECT_TRUE(whole->input.complete);
     const std::string bytes = read_bytes(path);
-    TempDir dir;
+    TempDir dir("partial");
     int partial = 0;
     for (const double fraction : {0.05, 0.3, 0.6, 0.9, 0.999}) {
         const std::string cut = dir.file("cut.pickle");

@@ -7,6 +7,7 @@
 
 #include "api/dump_signal.hpp"
 #include "session_test_support.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,8 @@
 namespace gpudiag {
 namespace {
 
+using testing::TempDir;
+
 using testing::cpu_options;
 using testing::make;
 using testing::put;
@@ -33,23 +36,6 @@ using std::chrono::milliseconds;
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 constexpr std::uint64_t kSecond = 1'000'000'000ull;
-
-class TempDir {
-public:
-    TempDir()
-        : path_(fs::temp_directory_path() / ("gpudiag_recording_" + std::to_string(::getpid()))) {
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const {
-        return (path_ / name).string();
-    }
-
-private:
-    fs::path path_;
-};
 
 Event counter_at(std::uint64_t t) {
     Event e;
@@ -80,7 +66,7 @@ bool contains(const std::vector<std::string>& lines, const char* text) {
 }
 
 TEST(SessionRecording, AFileWithASizeCapStopsGrowingAndSaysFromWhen) {
-    TempDir dir;
+    TempDir dir("recording");
     SessionOptions o = cpu_options(dir.file("capped.gpudiag"));
     o.record_max_bytes = 4 * kMiB;
     auto s = make(o);
@@ -106,7 +92,7 @@ TEST(SessionRecording, AFileWithASizeCapStopsGrowingAndSaysFromWhen) {
 // last minute in at most 4 MiB, and at stop the recording holds that minute and says what it
 // does not hold.
 TEST(SessionRecording, AWindowStaysUnderItsCapForALongRunAndKeepsTheLastMinute) {
-    TempDir dir;
+    TempDir dir("recording");
     SessionOptions o = cpu_options(dir.file("window.gpudiag"));
     o.record_window_s = 60;
     o.record_window_bytes = 4 * kMiB;
@@ -138,7 +124,7 @@ extern "C" void ask_for_dump(int) {
 }
 
 TEST(SessionRecording, ADumpCanBeAskedForFromASignalHandler) {
-    TempDir dir;
+    TempDir dir("recording");
     SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
     o.record_window_s = 600;
     auto s = make(o);
@@ -175,7 +161,7 @@ TEST(SessionRecording, ADumpCanBeAskedForFromASignalHandler) {
 }
 
 TEST(SessionRecording, AWatchCrossingAndAFailedAllocationEachWriteADump) {
-    TempDir dir;
+    TempDir dir("recording");
     SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
     o.record_window_s = 600;
     auto s = make(o);
@@ -238,7 +224,7 @@ TEST(SessionRecording, ADumpSignalAsksTheSessionForADump) {
     EXPECT_EQ(detail::parse_dump_signal("KILL"), 0);
     EXPECT_EQ(detail::parse_dump_signal("11"), 0);  // SIGSEGV is not for dumps
     EXPECT_EQ(detail::parse_dump_signal("whenever"), 0);
-    TempDir dir;
+    TempDir dir("recording");
     SessionOptions o = cpu_options(dir.file("injected.gpudiag"));
     o.record_window_s = 600;
     auto s = make(o);

@@ -5,6 +5,7 @@
 #include <gpudiag/recording.hpp>
 
 #include "recording/file_layout.hpp"
+#include "temp_dir.hpp"
 
 #include <unistd.h>
 #include <cstdint>
@@ -19,23 +20,7 @@ namespace gpudiag::testing_support {
 
 namespace fs = std::filesystem;
 
-class TempDir {
-public:
-    explicit TempDir(const std::string& tag)
-        : path_(fs::temp_directory_path() /
-                ("gpudiag_record_" + tag + "_" + std::to_string(::getpid()))) {
-        fs::create_directories(path_);
-    }
-    ~TempDir() { fs::remove_all(path_); }
-    TempDir(const TempDir&) = delete;
-    TempDir& operator=(const TempDir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const {
-        return (path_ / name).string();
-    }
-
-private:
-    fs::path path_;
-};
+using TempDir = gpudiag::testing::TempDir;
 
 inline std::string read_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -115,6 +115,15 @@ def test_demo_without_the_bundled_recording_says_so(monkeypatch, tmp_path, capsy
     assert "bundled demo recording is missing" in capsys.readouterr().err
 
 
+def fake_library(monkeypatch, tmp_path: Path) -> Path:
+    """An empty injection library in place of the packaged one: without a GPU it never loads,
+    so `gpudiag run --` tests exercise the CLI around the program."""
+    lib = tmp_path / "libgpudiag.so"
+    lib.write_bytes(b"")
+    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    return lib
+
+
 @pytest.mark.usefixtures("capsys")
 def test_run_needs_a_target() -> None:
     assert cli.main(["run"]) == EXIT_USAGE
@@ -129,9 +138,7 @@ def test_run_program_without_the_library_is_unavailable(monkeypatch, tmp_path, c
 
 
 def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsys) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    lib = fake_library(monkeypatch, tmp_path)
     env_dump = tmp_path / "env.json"
     record = tmp_path / "prog.gpudiag"
     program = (
@@ -153,9 +160,7 @@ def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsy
 
 @pytest.mark.usefixtures("capsys")
 def test_run_unknown_program_is_a_usage_error(monkeypatch, tmp_path) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     assert cli.main(["run", "--", "/no/such/program"]) == EXIT_USAGE
 
 
@@ -235,9 +240,7 @@ def _recording_program(tmp_path: Path, processes: int) -> Path:
 def test_run_program_with_one_process_leaves_the_recording_asked_for(
     monkeypatch, tmp_path, capsys
 ) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     record = tmp_path / "one.gpudiag"
     cli.main(
         ["run", "--record", str(record), "--", sys.executable, str(_recording_program(tmp_path, 1))]
@@ -250,9 +253,7 @@ def test_run_program_with_one_process_leaves_the_recording_asked_for(
 def test_run_program_with_several_processes_keeps_one_recording_each(
     monkeypatch, tmp_path, capsys
 ) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     record = tmp_path / "job.gpudiag"
     cli.main(
         ["run", "--record", str(record), "--", sys.executable, str(_recording_program(tmp_path, 3))]
@@ -291,9 +292,7 @@ def _graceful_service(tmp_path: Path) -> Path:
 def test_run_passes_signals_on_and_waits_for_the_programs_own_shutdown(
     monkeypatch, tmp_path, capsys, signum, expected
 ) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     monkeypatch.setattr(run_cmd, "_terminal_sends_sigint_to_the_program", lambda: False)
     service = _graceful_service(tmp_path)
 
@@ -323,9 +322,7 @@ def test_run_passes_signals_on_and_waits_for_the_programs_own_shutdown(
 def test_run_exits_with_the_status_of_a_program_ended_by_a_signal(
     monkeypatch, tmp_path, capsys
 ) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     program = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
     assert cli.main(["run", "--", sys.executable, "-c", program]) == 128 + signal.SIGKILL
     assert "exited with status 137" in capsys.readouterr().err
@@ -347,9 +344,7 @@ def test_run_reports_the_diagnosis_so_far_while_a_python_program_runs(tmp_path, 
 
 
 def test_run_reports_while_a_launched_program_runs(monkeypatch, tmp_path, capsys) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     script = tmp_path / "service.py"
     script.write_text(
         textwrap.dedent("""
@@ -394,9 +389,7 @@ def _usr1_program(tmp_path: Path, handles: bool) -> Path:
 def test_run_window_passes_sigusr1_on_only_to_a_program_that_handles_it(
     monkeypatch, tmp_path, capsys, handles
 ) -> None:
-    lib = tmp_path / "libgpudiag.so"
-    lib.write_bytes(b"")
-    monkeypatch.setattr(run_cmd, "library_path", lambda: lib)
+    fake_library(monkeypatch, tmp_path)
     program = _usr1_program(tmp_path, handles)
 
     def send_when_ready() -> None:
