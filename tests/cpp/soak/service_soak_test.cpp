@@ -222,10 +222,11 @@ void soak(double hours, std::uint32_t producers) {
     EXPECT_EQ(delivered, run.truth.events);
     EXPECT_EQ(run.status.events + run.status.dropped, offered);
     EXPECT_EQ(run.status.events, run.truth.events);
-    // The report says what it covers: all of the service's time, and that offers were refused.
+    // The report says what it covers: all of the service's time, and whether drops cost it.
     EXPECT_EQ(run.report.input.first_ns, run.truth.first_ns);
     EXPECT_EQ(run.report.input.last_ns, run.truth.last_ns);
-    EXPECT_EQ(run.report.input.complete, run.status.dropped == 0);
+    // (A report is partial when 1 % or more of what was offered was dropped.)
+    EXPECT_EQ(run.report.input.complete, run.status.dropped * 100 < offered);
 
     // Bounded: flat after the first service hour.
     EXPECT_LE(watch.max_after_first_hour(), watch.at_first_hour() + kGrowthBound)
@@ -247,6 +248,13 @@ void soak(double hours, std::uint32_t producers) {
     }
     const double planted = run.truth.leak_bytes_per_hour();
     EXPECT_NEAR(rate, planted, planted * 0.05) << render_text(run.report);
+    // Planted from the first request: dated from the start of the service.
+    const Figure* since = nullptr;
+    for (const auto& f : leak->figures) {
+        if (f.key == "since_ns") since = &f;
+    }
+    ASSERT_NE(since, nullptr);
+    EXPECT_LT(since->value, 0.05 * hours * 3600e9) << leak->title;
     // Periodic reports kept coming while producers kept the hand-off full (each drain takes at
     // most one hand-off's worth, so the worker cannot hold the analyses' lock for good).
     EXPECT_GT(run.reports_during_run, 0u);
