@@ -9,11 +9,12 @@
 
 namespace gpudiag::detail {
 
-std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& options) {
+std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& options,
+                                                      const AnalyzerBounds& bounds) {
     std::vector<std::unique_ptr<Analyzer>> analyzers;
     analyzers.push_back(std::make_unique<OverviewAnalyzer>());
-    analyzers.push_back(std::make_unique<TimelineAnalyzer>(options));
-    analyzers.push_back(std::make_unique<MemoryAnalyzer>());
+    analyzers.push_back(std::make_unique<TimelineAnalyzer>(options, bounds.critical_path_nodes));
+    analyzers.push_back(std::make_unique<MemoryAnalyzer>(bounds.allocator_history_ops));
     analyzers.push_back(std::make_unique<HealthAnalyzer>());
     analyzers.push_back(std::make_unique<StackAnalyzer>());
     return analyzers;

@@ -251,7 +251,7 @@ struct Session::Impl final : detail::EventQueue {
                 return opened;
             }
         }
-        analyzers = detail::make_analyzers(options.analysis);
+        analyzers = detail::make_analyzers(options.analysis, detail::AnalyzerBounds::live());
         for (auto& a : analyzers) fanout_sinks.push_back(a.get());
         if (writer) fanout_sinks.push_back(writer.get());
         if (window) fanout_sinks.push_back(window.get());
@@ -417,8 +417,15 @@ struct Session::Impl final : detail::EventQueue {
         }
     }
 
+    // At most one channel's worth per call: everything queued when the call began, never more,
+    // so producers that keep the channel full cannot hold sink_mutex for good (report(), stop()
+    // and the periodic reports would starve behind the worker).
     void drain_locked() {
-        while (channel.drain(fanout, 4096) > 0) {
+        std::size_t budget = channel.capacity();
+        while (budget > 0) {
+            const std::size_t n = channel.drain(fanout, std::min<std::size_t>(budget, 4096));
+            if (n == 0) break;
+            budget -= n;
         }
     }
 
@@ -507,7 +514,9 @@ struct Session::Impl final : detail::EventQueue {
         Report report;
         report.source = source_info();
         report.capture = ended ? final_summary : summary();
-        report.input = detail::input_coverage(report.capture, report.capture.events, 0, 0);
+        report.input =
+            detail::input_coverage(report.capture, report.capture.events,
+                                   seen_first_ns == UINT64_MAX ? 0 : seen_first_ns, seen_last_ns);
         for (auto& a : analyzers) a->contribute(report);
         if (auto st = status(); st.level < CaptureLevel::kCuptiActivity) {
             report.notes.push_back(std::string("Capture level: ") + capture_level_name(st.level) +
@@ -714,6 +723,10 @@ struct Session::Impl final : detail::EventQueue {
     struct Fanout final : EventSink {
         explicit Fanout(Impl& impl) : impl_(impl) {}
         void consume(std::span<const Event> events) override {
+            for (const Event& e : events) {
+                impl_.seen_first_ns = std::min(impl_.seen_first_ns, e.start_ns);
+                impl_.seen_last_ns = std::max(impl_.seen_last_ns, std::max(e.start_ns, e.end_ns));
+            }
             bool failed = false;
             bool out_of_memory = false;
             const char* what = "";
@@ -734,6 +747,9 @@ struct Session::Impl final : detail::EventQueue {
         }
         Impl& impl_;
     } fanout{*this};
+    // The span of the events the analyses took (guarded by sink_mutex): what the report covers.
+    std::uint64_t seen_first_ns = UINT64_MAX;
+    std::uint64_t seen_last_ns = 0;
     static constexpr std::uint64_t kDropsThatMakeAPartialReport = 100;  // 1 % or more
 
     mutable std::mutex failures_mutex;

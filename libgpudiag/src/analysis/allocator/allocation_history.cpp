@@ -29,6 +29,8 @@ bool small_pool(const Event& e) {
 }  // namespace
 
 struct AllocationHistory::Builder {
+    explicit Builder(std::size_t cap) : max_ops(cap) {}
+    std::size_t max_ops;
     DeviceHistory h;
     bool in_trace = false;
     std::map<std::uint64_t, ObservedSegment> segments;  // the recorded allocator's segments now
@@ -95,7 +97,7 @@ struct AllocationHistory::Builder {
     }
 
     void observe(const Event& e) {
-        if (h.observed.size() >= kMaxOps) {
+        if (h.observed.size() >= max_ops) {
             h.truncated = true;
             return;
         }
@@ -114,7 +116,7 @@ struct AllocationHistory::Builder {
     }
 
     void op(const HistoryOp& o) {
-        if (h.ops.size() >= kMaxOps) {
+        if (h.ops.size() >= max_ops) {
             h.truncated = true;
             return;
         }
@@ -124,7 +126,7 @@ struct AllocationHistory::Builder {
     bool has_segments = false;
 };
 
-AllocationHistory::AllocationHistory() = default;
+AllocationHistory::AllocationHistory(std::size_t max_ops) : max_ops_(max_ops) {}
 AllocationHistory::~AllocationHistory() = default;
 
 const DeviceHistory* AllocationHistory::device(std::uint16_t ordinal) const {
@@ -143,7 +145,7 @@ void AllocationHistory::begin(const SourceInfo& info, const StringTable& /*strin
 AllocationHistory::Builder& AllocationHistory::builder(std::uint16_t device) {
     auto it = by_device_.find(device);
     if (it != by_device_.end()) return *it->second;
-    builders_.push_back(std::make_unique<Builder>());
+    builders_.push_back(std::make_unique<Builder>(max_ops_));
     builders_.back()->h.device = device;
     by_device_[device] = builders_.back().get();
     return *builders_.back();

@@ -72,7 +72,9 @@ struct DeviceHistory {
 
 class AllocationHistory final : public EventSink {
 public:
-    AllocationHistory();
+    /// `max_ops`: operations (and observed allocator actions) kept per device; past it the
+    /// history is cut, and the what-if says so.
+    explicit AllocationHistory(std::size_t max_ops = kMaxOps);
     ~AllocationHistory() override;
     AllocationHistory(const AllocationHistory&) = delete;
     AllocationHistory& operator=(const AllocationHistory&) = delete;
@@ -94,6 +96,8 @@ public:
 
     /// Operations kept per device at most (32 bytes each): past it the history is truncated.
     static constexpr std::size_t kMaxOps = std::size_t{1} << 24;
+    /// This history's cap (kMaxOps unless the owner asked for less).
+    [[nodiscard]] std::size_t max_ops() const noexcept { return max_ops_; }
 
 private:
     struct Builder;
@@ -110,6 +114,7 @@ private:
     std::map<std::uint16_t, Builder*> by_device_;
     std::vector<std::unique_ptr<Builder>> builders_;
     std::vector<DeviceHistory> devices_;
+    std::size_t max_ops_;
 };
 
 }  // namespace gpudiag::detail

@@ -307,7 +307,7 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
                           " events) is not part of the replay.");
     }
     if (h.truncated) {
-        r.notes.push_back("The history was cut at " + std::to_string(AllocationHistory::kMaxOps) +
+        r.notes.push_back("The history was cut at " + std::to_string(history.max_ops()) +
                           " entries; figures cover that part.");
     }
     if (history.devices().size() > 1) {

@@ -52,7 +52,7 @@ void keep_top(std::vector<SiteLine>& v, std::size_t n) {
 
 }  // namespace
 
-MemoryAnalyzer::MemoryAnalyzer() = default;
+MemoryAnalyzer::MemoryAnalyzer(std::size_t history_ops) : history_(history_ops) {}
 
 void MemoryAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
     history_.begin(info, strings);

@@ -18,7 +18,8 @@ namespace gpudiag::detail {
 
 class MemoryAnalyzer final : public Analyzer {
 public:
-    MemoryAnalyzer();
+    /// `history_ops`: allocator operations kept for the what-if (AllocationHistory).
+    explicit MemoryAnalyzer(std::size_t history_ops = AllocationHistory::kMaxOps);
     void begin(const SourceInfo& info, const StringTable& strings) override;
     void consume(std::span<const Event> events) override;
     void end(const SourceSummary& summary) override;

@@ -174,19 +174,22 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     f.confidence = std::clamp(1.0 - t.result.p_value, 0.0, 1.0);
     const double growth = std::max(0.0, t.last_level - t.first_level);
     f.title = std::string("Memory leak: ") + trend_metric_name(t.metric) + " memory grows by " +
-              rate_text(t) + (t.per_step ? "" : " since " + seconds(t.since_s) + " into the run");
-    f.summary =
-        std::string("Across ") + basis_words(t) + ", the lowest level of " +
-        metric_words(t.metric) + " in each " +
-        (t.per_step                       ? "step"
-         : t.basis == Repetition::kPeriod ? "repetition"
-                                          : "window") +
-        " keeps rising: from " + b(t.first_level) + " to " + b(t.last_level) + " (+" + b(growth) +
-        ") since " + seconds(t.since_s) + " after the first event, over " +
-        (t.per_step
-             ? std::to_string(static_cast<long long>(t.result.x_end - t.result.x_start)) + " steps"
-             : seconds(t.span_s)) +
-        "." + until_full_text(t);
+              rate_text(t) +
+              (t.per_step      ? ""
+               : t.since_s > 0 ? " since " + seconds(t.since_s) + " into the run"
+                               : " since the start of the run");
+    f.summary = std::string("Across ") + basis_words(t) + ", the lowest level of " +
+                metric_words(t.metric) + " in each " +
+                (t.per_step                       ? "step"
+                 : t.basis == Repetition::kPeriod ? "repetition"
+                                                  : "window") +
+                " keeps rising: from " + b(t.first_level) + " to " + b(t.last_level) + " (+" +
+                b(growth) +
+                (t.since_s > 0 ? ") since " + seconds(t.since_s) + " after the first event, over "
+                               : ") from the first event on, over ") +
+                (t.per_step ? std::to_string(static_cast<long long>(t.span_steps)) + " steps"
+                            : seconds(t.span_s)) +
+                "." + until_full_text(t);
     if (!t.sites.empty()) {
         f.summary += " " + t.sites.front().site + " holds " +
                      format_percent(t.sites.front().bytes / std::max(t.sites_total, 1.0)) +

@@ -61,6 +61,7 @@ struct MemoryTrend {
     std::uint64_t since_ns = 0;     ///< onset of the growth, on the source's clock
     double since_s = 0;             ///< onset, seconds after the device's first event
     double span_s = 0;              ///< seconds the analysed points cover
+    double span_steps = 0;          ///< per-step trends: steps from the onset to the last
     double first_level = 0;         ///< level at the onset
     double last_level = 0;
     bool full_known = false;      ///< capacity known and rising

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace gpudiag::detail {
 namespace {
@@ -191,6 +193,41 @@ std::size_t knee(std::span<const TrendPoint> pts) {
     return first_of_bin[best_j];
 }
 
+double middle(std::vector<double> v) {
+    if (v.empty()) return 0;
+    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+}
+
+// The leak test sets the first tenth of the points aside as warm-up, so that start-up
+// allocations are never read as a leak. Points set aside that already lie on the leak's line
+// (within three median deviations of it, or half a point's growth) were the leak too: walking
+// back over them dates a leak that was there from the start from the start, not from the end
+// of the warm-up. A warm-up jump or a flat stretch lies off the line and stops the walk.
+std::size_t extend_back(std::span<const TrendPoint> pts, std::size_t start, std::size_t earliest,
+                        double rate) {
+    if (start <= earliest || start >= pts.size() || rate <= 0) return start;
+    std::vector<double> intercepts;
+    std::vector<double> gaps;
+    for (std::size_t i = start; i < pts.size(); ++i) {
+        intercepts.push_back(pts[i].y - rate * pts[i].x);
+        if (i > start) gaps.push_back(pts[i].x - pts[i - 1].x);
+    }
+    const double intercept = middle(intercepts);
+    std::vector<double> deviations;
+    for (std::size_t i = start; i < pts.size(); ++i) {
+        deviations.push_back(std::fabs(pts[i].y - (intercept + rate * pts[i].x)));
+    }
+    const double tolerance = std::max(3 * middle(deviations), 0.5 * rate * middle(gaps));
+    while (start > earliest) {
+        const TrendPoint& p = pts[start - 1];
+        if (std::fabs(p.y - (intercept + rate * p.x)) > tolerance) break;
+        --start;
+    }
+    return start;
+}
+
 bool site_counts_for(const SiteUsage& u, TrendMetric m) {
     switch (m) {
         case TrendMetric::kAllocated:
@@ -245,7 +282,7 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
     std::ptrdiff_t k = onset(p.pts, d.totals, trend.result);
     if (k < 0) return std::nullopt;
     const auto accepted = static_cast<std::size_t>(k) + trend.result.warmup_points;
-    const std::size_t start = accepted + knee(std::span<const TrendPoint>(p.pts).subspan(accepted));
+    std::size_t start = accepted + knee(std::span<const TrendPoint>(p.pts).subspan(accepted));
     trend.metric = m;
     trend.basis = p.basis;
     trend.per_step = p.per_step;
@@ -258,12 +295,15 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
                      ? theil_sen_slope(std::span<const TrendPoint>(p.pts).subspan(start))
                      : trend.result.slope;
     if (trend.rate <= 0) trend.rate = trend.result.slope;
+    if (start == accepted)
+        start = extend_back(p.pts, start, static_cast<std::size_t>(k), trend.rate);
     trend.floor_bytes = floor_for(trend.result, d.totals);
     trend.since_ns = p.times[std::min(start, p.times.size() - 1)];
     trend.since_s = d.first_ns != 0 && trend.since_ns > d.first_ns
                         ? static_cast<double>(trend.since_ns - d.first_ns) / 1e9
                         : 0;
     trend.span_s = static_cast<double>(p.times.back() - trend.since_ns) / 1e9;
+    if (p.per_step) trend.span_steps = p.pts.back().x - p.pts[std::min(start, p.pts.size() - 1)].x;
     trend.first_level = p.pts[std::min(start, p.pts.size() - 1)].y;
     trend.last_level = p.pts.back().y;
     trend.step_ns = d.step_ns;

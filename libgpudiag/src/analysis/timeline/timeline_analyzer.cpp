@@ -110,7 +110,8 @@ std::uint64_t TimelineAnalyzer::ClassFrontier::extend(std::uint64_t s, std::uint
     return 0;
 }
 
-TimelineAnalyzer::TimelineAnalyzer(const AnalysisOptions& options) : options_(options) {
+TimelineAnalyzer::TimelineAnalyzer(const AnalysisOptions& options, std::size_t critical_path_nodes)
+    : options_(options), critical_path_(critical_path_nodes) {
     options_.progress = nullptr;  // not ours to call
 }
 

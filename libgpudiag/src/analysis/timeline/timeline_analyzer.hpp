@@ -38,7 +38,9 @@ public:
     /// Steps tracked one by one; later ones are counted but not broken out (bounded memory).
     static constexpr std::size_t kMaxSteps = 1 << 16;
 
-    explicit TimelineAnalyzer(const AnalysisOptions& options);
+    /// `critical_path_nodes`: GPU activities kept for tracing steps back (CriticalPath).
+    explicit TimelineAnalyzer(const AnalysisOptions& options,
+                              std::size_t critical_path_nodes = CriticalPath::kMaxHistory);
     void begin(const SourceInfo& info, const StringTable& strings) override;
     void consume(std::span<const Event> events) override;
     void end(const SourceSummary& summary) override;

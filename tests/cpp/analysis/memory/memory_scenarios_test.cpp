@@ -63,6 +63,14 @@ Report run(const TrainingRun& cfg, StringTable& strings) {
     return r.is_ok() ? *r : Report{};
 }
 
+// When the leak began, as a share of the run.
+double onset_share(const Report& r, const Finding& f) {
+    for (const auto& fig : f.figures) {
+        if (fig.key == "since_ns") return fig.value / static_cast<double>(r.input.span_ns());
+    }
+    return 1;
+}
+
 TEST(MemoryScenario, PlantedLeakInNoisyTrafficIsFound) {
     StringTable strings;
     Report r = run({200, 4 * kMiB, 0, 11}, strings);
@@ -76,6 +84,9 @@ TEST(MemoryScenario, PlantedLeakInNoisyTrafficIsFound) {
         }
     }
     EXPECT_NEAR(rate, 4.0 * kMiB, 0.25 * 4 * kMiB);
+    // Planted from the first step: dated from the start, not from the end of the tenth of the
+    // steps the leak test sets aside as warm-up.
+    EXPECT_LT(onset_share(r, *f), 0.05) << f->title;
     ASSERT_FALSE(f->sites.empty());
     EXPECT_EQ(f->sites.front().location, "train.py:88 train_step");
     EXPECT_GT(f->sites.front().share, 0.9);
@@ -161,6 +172,7 @@ TEST(MemoryScenario, SteplessLeakIsFoundFromTheAllocationPattern) {
     // 4 MiB an iteration of ~181 ms.
     const double expected = 4.0 * kMiB * 3600.0 / 0.181;
     EXPECT_NEAR(per_hour, expected, 0.15 * expected);
+    EXPECT_LT(onset_share(r, *f), 0.05) << f->title;
     ASSERT_FALSE(f->sites.empty());
     EXPECT_EQ(f->sites.front().location, "train.py:88 train_step");
 }
