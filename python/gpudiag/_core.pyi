@@ -549,6 +549,11 @@ class CounterKind(_Enum):
     throttle_reasons: CounterKind
     ecc_corrected_errors: CounterKind
     ecc_uncorrected_errors: CounterKind
+    pcie_link_generation: CounterKind
+    pcie_link_generation_max: CounterKind
+    pcie_link_width: CounterKind
+    pcie_link_width_max: CounterKind
+    pcie_replays: CounterKind
     framework_allocated_bytes: CounterKind
     framework_reserved_bytes: CounterKind
     framework_alloc_retries: CounterKind
@@ -557,6 +562,14 @@ class CounterKind(_Enum):
     dropped_records: CounterKind
     capture_overhead_ns: CounterKind
     untimed_kernels: CounterKind
+    retired_pages_single_bit: CounterKind
+    retired_pages_double_bit: CounterKind
+    retired_pages_pending: CounterKind
+    remapped_rows_correctable: CounterKind
+    remapped_rows_uncorrectable: CounterKind
+    row_remap_pending: CounterKind
+    row_remap_failed: CounterKind
+    xid_error: CounterKind
 
 class MemoryCategory(_Enum):
     other: MemoryCategory

@@ -142,15 +142,28 @@ enum class CounterKind : std::uint16_t {
     kThrottleReasons = 12,  ///< NVML clock-event reason bit mask
     kEccCorrectedErrors = 13,
     kEccUncorrectedErrors = 14,
+    kPcieLinkGeneration = 15,       ///< PCIe generation the link runs at now
+    kPcieLinkGenerationMax = 16,    ///< the highest both the GPU and the system support
+    kPcieLinkWidth = 17,            ///< lanes the link runs on now
+    kPcieLinkWidthMax = 18,         ///< the most lanes both ends support
+    kPcieReplays = 19,              ///< PCIe replays since the driver loaded (link errors)
     kFrameworkAllocatedBytes = 20,  ///< torch memory_allocated
     kFrameworkReservedBytes = 21,   ///< torch memory_reserved
     kFrameworkAllocRetries = 22,
     kFrameworkOoms = 23,
     kFrameworkInactiveSplitBytes = 24,
-    kDroppedRecords = 30,     ///< capture losses reported by the source
-    kCaptureOverheadNs = 31,  ///< CUPTI's own time (its OVERHEAD records), cumulative
-    kUntimedKernels = 32,     ///< kernels CUPTI saw but could not time (device timestamp
-                              ///< buffer full), cumulative: seen, not lost
+    kDroppedRecords = 30,             ///< capture losses reported by the source
+    kCaptureOverheadNs = 31,          ///< CUPTI's own time (its OVERHEAD records), cumulative
+    kUntimedKernels = 32,             ///< kernels CUPTI saw but could not time (device timestamp
+                                      ///< buffer full), cumulative: seen, not lost
+    kRetiredPagesSingleBit = 40,      ///< pages retired for repeated corrected errors (pre-Ampere)
+    kRetiredPagesDoubleBit = 41,      ///< pages retired for an uncorrected error (pre-Ampere)
+    kRetiredPagesPending = 42,        ///< 1: a retirement waits for the next reset or driver load
+    kRemappedRowsCorrectable = 43,    ///< memory rows remapped for corrected errors (Ampere on)
+    kRemappedRowsUncorrectable = 44,  ///< rows remapped for uncorrected errors
+    kRowRemapPending = 45,            ///< 1: a remap waits for the next reset
+    kRowRemapFailed = 46,             ///< 1: a remap failed (the GPU needs service)
+    kXidError = 47,  ///< one per Xid event NVML delivered; the value is the Xid number
 };
 template <>
 GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;

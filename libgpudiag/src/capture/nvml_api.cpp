@@ -45,6 +45,18 @@ void note_gaps(NvmlApi& a) {
     lost(a.device_get_compute_running_processes == nullptr &&
              a.device_get_compute_running_processes_v1 == nullptr,
          "other processes' GPU memory", "nvmlDeviceGetComputeRunningProcesses (v1-v3)");
+    lost(a.device_get_curr_pcie_link_generation == nullptr ||
+             a.device_get_max_pcie_link_generation == nullptr ||
+             a.device_get_curr_pcie_link_width == nullptr ||
+             a.device_get_max_pcie_link_width == nullptr,
+         "PCIe link generation and width", "nvmlDeviceGetCurrPcieLinkGeneration/Width");
+    lost(a.device_get_pcie_replay_counter == nullptr, "PCIe replays",
+         "nvmlDeviceGetPcieReplayCounter");
+    lost(a.device_get_retired_pages == nullptr, "retired pages", "nvmlDeviceGetRetiredPages");
+    lost(a.device_get_remapped_rows == nullptr, "remapped rows", "nvmlDeviceGetRemappedRows");
+    lost(a.event_set_create == nullptr || a.device_register_events == nullptr ||
+             a.event_set_wait == nullptr,
+         "Xid events", "nvmlEventSetCreate, nvmlDeviceRegisterEvents or nvmlEventSetWait");
     if (a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 != nullptr) {
         a.notes.push_back(
             "nvml: memory used includes the driver's reserved memory (this NVML has "
@@ -115,6 +127,31 @@ Loaded load() {
             find_symbol<decltype(a.device_get_compute_running_processes_v1)>(
                 h, "nvmlDeviceGetComputeRunningProcesses");
     }
+    a.device_get_curr_pcie_link_generation =
+        find_symbol<decltype(a.device_get_curr_pcie_link_generation)>(
+            h, "nvmlDeviceGetCurrPcieLinkGeneration");
+    a.device_get_max_pcie_link_generation =
+        find_symbol<decltype(a.device_get_max_pcie_link_generation)>(
+            h, "nvmlDeviceGetMaxPcieLinkGeneration");
+    a.device_get_curr_pcie_link_width = find_symbol<decltype(a.device_get_curr_pcie_link_width)>(
+        h, "nvmlDeviceGetCurrPcieLinkWidth");
+    a.device_get_max_pcie_link_width =
+        find_symbol<decltype(a.device_get_max_pcie_link_width)>(h, "nvmlDeviceGetMaxPcieLinkWidth");
+    a.device_get_pcie_replay_counter = find_symbol<decltype(a.device_get_pcie_replay_counter)>(
+        h, "nvmlDeviceGetPcieReplayCounter");
+    a.device_get_retired_pages =
+        find_symbol<decltype(a.device_get_retired_pages)>(h, "nvmlDeviceGetRetiredPages");
+    a.device_get_retired_pages_pending_status =
+        find_symbol<decltype(a.device_get_retired_pages_pending_status)>(
+            h, "nvmlDeviceGetRetiredPagesPendingStatus");
+    a.device_get_remapped_rows =
+        find_symbol<decltype(a.device_get_remapped_rows)>(h, "nvmlDeviceGetRemappedRows");
+    a.event_set_create = find_symbol<decltype(a.event_set_create)>(h, "nvmlEventSetCreate");
+    a.device_register_events =
+        find_symbol<decltype(a.device_register_events)>(h, "nvmlDeviceRegisterEvents");
+    a.event_set_wait =
+        first_symbol<decltype(a.event_set_wait)>(h, {"nvmlEventSetWait_v2", "nvmlEventSetWait"});
+    a.event_set_free = find_symbol<decltype(a.event_set_free)>(h, "nvmlEventSetFree");
     if (a.init == nullptr || a.device_get_count == nullptr ||
         a.device_get_handle_by_index == nullptr) {
         r.why_not = "NVML at " + a.path +

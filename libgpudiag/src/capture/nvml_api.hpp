@@ -20,6 +20,7 @@ using Device = struct DeviceOpaque*;  // nvmlDevice_t
 constexpr Return kSuccess = 0;
 constexpr Return kErrorNotSupported = 3;
 constexpr Return kErrorInsufficientSize = 7;
+constexpr Return kErrorTimeout = 10;
 constexpr Return kErrorFunctionNotFound = 13;
 constexpr unsigned kClockSm = 1;         // NVML_CLOCK_SM
 constexpr unsigned kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
@@ -27,6 +28,18 @@ constexpr unsigned kEccCorrected = 0;    // NVML_MEMORY_ERROR_TYPE_CORRECTED
 constexpr unsigned kEccUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
 constexpr unsigned kVolatileEcc = 0;     // NVML_VOLATILE_ECC: since the last driver load
 constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
+constexpr unsigned kRetiredForSingleBit = 0;  // NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_...
+constexpr unsigned kRetiredForDoubleBit = 1;  // NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+constexpr unsigned long long kEventXidCritical = 0x8;  // nvmlEventTypeXidCriticalError
+
+using EventSet = struct EventSetOpaque*;  // nvmlEventSet_t
+struct EventData {                        // nvmlEventData_t
+    Device device;
+    unsigned long long event_type;
+    unsigned long long event_data;  // the Xid for nvmlEventTypeXidCriticalError (999: unknown)
+    unsigned gpu_instance_id;
+    unsigned compute_instance_id;
+};
 
 struct Utilization {  // nvmlUtilization_t
     unsigned gpu;     // % of time one or more kernels ran
@@ -100,6 +113,24 @@ struct NvmlApi {
     /// nvmlDeviceGetComputeRunningProcesses_v3, else _v2 (the same struct).
     nvml::Return (*device_get_compute_running_processes)(nvml::Device, unsigned*,
                                                          nvml::ProcessInfo*) = nullptr;
+    // Card health read every few seconds (each may be missing: older drivers, other boards).
+    nvml::Return (*device_get_curr_pcie_link_generation)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_max_pcie_link_generation)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_curr_pcie_link_width)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_max_pcie_link_width)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_pcie_replay_counter)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_retired_pages)(nvml::Device, unsigned, unsigned*,
+                                             unsigned long long*) = nullptr;
+    nvml::Return (*device_get_retired_pages_pending_status)(nvml::Device, int*) = nullptr;
+    nvml::Return (*device_get_remapped_rows)(nvml::Device, unsigned*, unsigned*, unsigned*,
+                                             unsigned*) = nullptr;
+    // Xid events: a set the sampler drains every round.
+    nvml::Return (*event_set_create)(nvml::EventSet*) = nullptr;
+    nvml::Return (*device_register_events)(nvml::Device, unsigned long long,
+                                           nvml::EventSet) = nullptr;
+    /// nvmlEventSetWait_v2, else nvmlEventSetWait (the same arguments).
+    nvml::Return (*event_set_wait)(nvml::EventSet, nvml::EventData*, unsigned) = nullptr;
+    nvml::Return (*event_set_free)(nvml::EventSet) = nullptr;
     /// The first version, used only when neither _v3 nor _v2 exists.
     nvml::Return (*device_get_compute_running_processes_v1)(nvml::Device, unsigned*,
                                                             nvml::ProcessInfoV1*) = nullptr;

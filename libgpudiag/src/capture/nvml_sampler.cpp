@@ -36,7 +36,17 @@ enum Metric : std::uint32_t {
     kPowerLimit = 1u << 7,
     kEcc = 1u << 8,
     kProcesses = 1u << 9,
+    kPcieLink = 1u << 10,
+    kPcieReplays = 1u << 11,
+    kRetiredPages = 1u << 12,
+    kRemappedRows = 1u << 13,
 };
+
+// Card health that changes rarely (link training, retired memory) is read every 10 s: each
+// reading is a driver call, and a change within seconds would not change the verdict.
+constexpr std::uint64_t kSlowPeriodNs = 10'000'000'000ull;
+// Xid events taken from the event set per round; more wait for the next round.
+constexpr int kMaxEventsPerRound = 64;
 
 }  // namespace
 
@@ -144,10 +154,13 @@ void NvmlSampler::resolve_devices() noexcept {
                 d.info.total_memory_bytes = mem.total;
         }
         std::lock_guard<std::mutex> lock(mutex_);
-        // Keep what NVML refused before for devices we already knew.
+        // Keep what NVML refused before, and what was done once, for devices we already knew.
         for (Device& d : found) {
             for (const Device& old : devices_) {
-                if (old.handle == d.handle) d.unsupported = old.unsupported;
+                if (old.handle != d.handle) continue;
+                d.unsupported = old.unsupported;
+                d.next_slow_ns = old.next_slow_ns;
+                d.xid_registration_tried = old.xid_registration_tried;
             }
         }
         devices_ = std::move(found);
@@ -223,6 +236,10 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         ask(kPowerLimit, [&] { return api_.device_get_enforced_power_limit(d.handle, &mw); })) {
         emit(CounterKind::kPowerLimitWatts, mw / 1000.0);
     }
+    if (now >= d.next_slow_ns) {
+        d.next_slow_ns = now + kSlowPeriodNs;
+        sample_card(d, emit, ask);
+    }
     unsigned long long reasons = 0;
     if (api_.device_get_clocks_event_reasons != nullptr &&
         ask(kReasons, [&] { return api_.device_get_clocks_event_reasons(d.handle, &reasons); })) {
@@ -273,6 +290,101 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     }
 }
 
+// PCIe link and retired memory (Device::next_slow_ns says when). Retired pages exist before
+// Ampere, remapped rows from Ampere on: each board answers one and refuses the other.
+template <typename Emit, typename Ask>
+void NvmlSampler::sample_card(Device& d, Emit& emit, Ask& ask) noexcept {
+    unsigned gen = 0, gen_max = 0, width = 0, width_max = 0;
+    if (api_.device_get_curr_pcie_link_generation != nullptr &&
+        api_.device_get_max_pcie_link_generation != nullptr &&
+        api_.device_get_curr_pcie_link_width != nullptr &&
+        api_.device_get_max_pcie_link_width != nullptr && ask(kPcieLink, [&] {
+            nvml::Return rc = api_.device_get_curr_pcie_link_generation(d.handle, &gen);
+            if (rc == nvml::kSuccess)
+                rc = api_.device_get_max_pcie_link_generation(d.handle, &gen_max);
+            if (rc == nvml::kSuccess) rc = api_.device_get_curr_pcie_link_width(d.handle, &width);
+            if (rc == nvml::kSuccess)
+                rc = api_.device_get_max_pcie_link_width(d.handle, &width_max);
+            return rc;
+        })) {
+        emit(CounterKind::kPcieLinkGeneration, gen);
+        emit(CounterKind::kPcieLinkGenerationMax, gen_max);
+        emit(CounterKind::kPcieLinkWidth, width);
+        emit(CounterKind::kPcieLinkWidthMax, width_max);
+    }
+    unsigned replays = 0;
+    if (api_.device_get_pcie_replay_counter != nullptr && ask(kPcieReplays, [&] {
+            return api_.device_get_pcie_replay_counter(d.handle, &replays);
+        })) {
+        emit(CounterKind::kPcieReplays, replays);
+    }
+    unsigned single = 0, dual = 0;
+    if (api_.device_get_retired_pages != nullptr && ask(kRetiredPages, [&] {
+            // A count only: no addresses asked for (INSUFFICIENT_SIZE then carries the count).
+            nvml::Return rc = api_.device_get_retired_pages(d.handle, nvml::kRetiredForSingleBit,
+                                                            &single, nullptr);
+            if (rc == nvml::kErrorInsufficientSize) rc = nvml::kSuccess;
+            if (rc != nvml::kSuccess) return rc;
+            rc =
+                api_.device_get_retired_pages(d.handle, nvml::kRetiredForDoubleBit, &dual, nullptr);
+            return rc == nvml::kErrorInsufficientSize ? nvml::kSuccess : rc;
+        })) {
+        emit(CounterKind::kRetiredPagesSingleBit, single);
+        emit(CounterKind::kRetiredPagesDoubleBit, dual);
+        int pending = 0;
+        if (api_.device_get_retired_pages_pending_status != nullptr &&
+            api_.device_get_retired_pages_pending_status(d.handle, &pending) == nvml::kSuccess) {
+            emit(CounterKind::kRetiredPagesPending, pending != 0 ? 1 : 0);
+        }
+    }
+    unsigned corrected = 0, uncorrected = 0, pending = 0, failed = 0;
+    if (api_.device_get_remapped_rows != nullptr && ask(kRemappedRows, [&] {
+            return api_.device_get_remapped_rows(d.handle, &corrected, &uncorrected, &pending,
+                                                 &failed);
+        })) {
+        emit(CounterKind::kRemappedRowsCorrectable, corrected);
+        emit(CounterKind::kRemappedRowsUncorrectable, uncorrected);
+        emit(CounterKind::kRowRemapPending, pending != 0 ? 1 : 0);
+        emit(CounterKind::kRowRemapFailed, failed != 0 ? 1 : 0);
+    }
+}
+
+// Registers each device for Xid events once (a device that refuses is not asked again), then
+// takes what the driver queued since the last round without waiting.
+void NvmlSampler::drain_xid_events(std::vector<Device>& devices, EventQueue& out,
+                                   std::uint64_t now) noexcept {
+    if (api_.event_set_create == nullptr || api_.device_register_events == nullptr ||
+        api_.event_set_wait == nullptr) {
+        return;
+    }
+    if (event_set_ == nullptr && !event_set_failed_) {
+        event_set_failed_ = api_.event_set_create(&event_set_) != nvml::kSuccess;
+        if (event_set_failed_) event_set_ = nullptr;
+    }
+    if (event_set_ == nullptr) return;
+    for (Device& d : devices) {
+        if (d.xid_registration_tried) continue;
+        d.xid_registration_tried = true;
+        (void)api_.device_register_events(d.handle, nvml::kEventXidCritical, event_set_);
+    }
+    for (int i = 0; i < kMaxEventsPerRound; ++i) {
+        nvml::EventData data{};
+        if (api_.event_set_wait(event_set_, &data, 0) != nvml::kSuccess) break;
+        if ((data.event_type & nvml::kEventXidCritical) == 0) continue;
+        for (const Device& d : devices) {
+            if (d.handle != data.device) continue;
+            Event e;
+            e.kind = EventKind::kCounter;
+            e.device = d.ordinal;
+            e.process = pid_;
+            e.start_ns = e.end_ns = now;
+            e.counter.counter = CounterKind::kXidError;
+            e.counter.value = static_cast<double>(data.event_data);
+            (void)out.try_push(e);
+        }
+    }
+}
+
 void NvmlSampler::sample_once(EventQueue& out) noexcept {
     resolve_devices();
     std::uint64_t now = monotonic_now_ns();
@@ -281,11 +393,15 @@ void NvmlSampler::sample_once(EventQueue& out) noexcept {
         std::lock_guard<std::mutex> lock(mutex_);
         devices = devices_;  // a handful of devices: copy rather than hold the lock over NVML
     }
+    drain_xid_events(devices, out, now);
     for (Device& d : devices) sample_device(d, out, now);
     std::lock_guard<std::mutex> lock(mutex_);
     for (Device& d : devices) {
         for (Device& mine : devices_) {
-            if (mine.handle == d.handle) mine.unsupported = d.unsupported;
+            if (mine.handle != d.handle) continue;
+            mine.unsupported = d.unsupported;
+            mine.next_slow_ns = d.next_slow_ns;
+            mine.xid_registration_tried = d.xid_registration_tried;
         }
     }
     ++samples_;
@@ -323,6 +439,12 @@ void NvmlSampler::stop() noexcept {
     }
     stop_cv_.notify_all();
     if (thread_.joinable()) thread_.join();
+    if (event_set_ != nullptr && api_.event_set_free != nullptr)
+        (void)api_.event_set_free(event_set_);
+    event_set_ = nullptr;
+    event_set_failed_ = false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Device& d : devices_) d.xid_registration_tried = false;  // a new set on the next start
 }
 
 std::vector<DeviceInfo> NvmlSampler::devices() const {

@@ -42,11 +42,17 @@ private:
     struct Device {
         nvml::Device handle = nullptr;
         std::uint16_t ordinal = 0;
-        std::uint32_t unsupported = 0;  // bit per metric that NVML refused: not asked again
+        std::uint32_t unsupported = 0;        // bit per metric that NVML refused: not asked again
+        std::uint64_t next_slow_ns = 0;       // when the PCIe and memory-health readings are due
+        bool xid_registration_tried = false;  // registered for Xid events (or refused) once
         DeviceInfo info;
     };
     void resolve_devices() noexcept;
     void sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept;
+    template <typename Emit, typename Ask>
+    void sample_card(Device& d, Emit& emit, Ask& ask) noexcept;
+    void drain_xid_events(std::vector<Device>& devices, EventQueue& out,
+                          std::uint64_t now) noexcept;
 
     const NvmlApi& api_;
     mutable std::mutex mutex_;  // devices_ (the sampler thread writes, devices() reads)
@@ -55,6 +61,8 @@ private:
     std::vector<nvml::ProcessInfo> processes_;
     std::uint64_t samples_ = 0;
     std::uint32_t pid_;
+    nvml::EventSet event_set_ = nullptr;  // Xid events (the sampler thread alone touches it)
+    bool event_set_failed_ = false;
 
     std::thread thread_;
     std::mutex stop_mutex_;

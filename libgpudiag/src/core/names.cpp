@@ -123,6 +123,11 @@ constexpr EnumName<CounterKind> kCounterKindNames[] = {
     {CounterKind::kThrottleReasons, "throttle_reasons"},
     {CounterKind::kEccCorrectedErrors, "ecc_corrected_errors"},
     {CounterKind::kEccUncorrectedErrors, "ecc_uncorrected_errors"},
+    {CounterKind::kPcieLinkGeneration, "pcie_link_generation"},
+    {CounterKind::kPcieLinkGenerationMax, "pcie_link_generation_max"},
+    {CounterKind::kPcieLinkWidth, "pcie_link_width"},
+    {CounterKind::kPcieLinkWidthMax, "pcie_link_width_max"},
+    {CounterKind::kPcieReplays, "pcie_replays"},
     {CounterKind::kFrameworkAllocatedBytes, "framework_allocated_bytes"},
     {CounterKind::kFrameworkReservedBytes, "framework_reserved_bytes"},
     {CounterKind::kFrameworkAllocRetries, "framework_alloc_retries"},
@@ -131,6 +136,14 @@ constexpr EnumName<CounterKind> kCounterKindNames[] = {
     {CounterKind::kDroppedRecords, "dropped_records"},
     {CounterKind::kCaptureOverheadNs, "capture_overhead_ns"},
     {CounterKind::kUntimedKernels, "untimed_kernels"},
+    {CounterKind::kRetiredPagesSingleBit, "retired_pages_single_bit"},
+    {CounterKind::kRetiredPagesDoubleBit, "retired_pages_double_bit"},
+    {CounterKind::kRetiredPagesPending, "retired_pages_pending"},
+    {CounterKind::kRemappedRowsCorrectable, "remapped_rows_correctable"},
+    {CounterKind::kRemappedRowsUncorrectable, "remapped_rows_uncorrectable"},
+    {CounterKind::kRowRemapPending, "row_remap_pending"},
+    {CounterKind::kRowRemapFailed, "row_remap_failed"},
+    {CounterKind::kXidError, "xid_error"},
 };
 
 constexpr EnumName<StatusCode> kStatusCodeNames[] = {

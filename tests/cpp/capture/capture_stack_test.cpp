@@ -27,6 +27,7 @@
 extern "C" {
 void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
                            unsigned limit_mw);
+void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid);
 void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own, unsigned long long foreign,
                                      int include_self);
 }
@@ -148,6 +149,18 @@ TEST_F(CaptureStackTest, NvmlOfAnOlderDriverFallsBackToTheOlderCalls) {
             "nvmlDeviceGetEnforcedPowerLimit"));
     EXPECT_TRUE(has("nvml: memory used includes the driver's reserved memory"));
     EXPECT_FALSE(has("temperature unavailable"));
+    // The card's health: what this NVML lacks is said, and the rest still works (Xid events
+    // through nvmlEventSetWait, the name before _v2).
+    EXPECT_TRUE(has("nvml: PCIe link generation and width unavailable")) << st.reasons.size();
+    EXPECT_TRUE(has("nvml: remapped rows unavailable"));
+    EXPECT_FALSE(has("Xid events unavailable"));
+    EXPECT_NE(nvml->event_set_wait, nullptr);
+    EXPECT_TRUE(queue.counters(CounterKind::kPcieLinkWidth).empty());
+    gpudiag_stub_nvml_push_xid(0, 79);
+    sampler.sample_once(queue);
+    auto xids = queue.counters(CounterKind::kXidError);
+    ASSERT_EQ(xids.size(), 1u);
+    EXPECT_EQ(xids[0].counter.value, 79);
 }
 
 TEST_F(CaptureStackTest, ACuda13TorchOnDriver535IsTooOldAndTheLiveReportSaysSo) {

@@ -65,6 +65,14 @@ void gpudiag_stub_nvml_set_ecc(int gpu, unsigned long long corrected,
                                unsigned long long uncorrected);
 void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own, unsigned long long foreign,
                                      int include_self);
+void gpudiag_stub_nvml_set_pcie(int gpu, unsigned generation, unsigned generation_max,
+                                unsigned width, unsigned width_max, unsigned replays);
+void gpudiag_stub_nvml_set_memory_health(int gpu, unsigned pages_single, unsigned pages_double,
+                                         unsigned pages_pending, unsigned rows_correctable,
+                                         unsigned rows_uncorrectable, unsigned remap_pending,
+                                         unsigned remap_failed);
+void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid);
+int gpudiag_stub_nvml_xid_registered(int gpu);
 void gpudiag_stub_nvml_reset();
 void gpudiag_stub_cuda_set_initialised(int initialised);
 }
@@ -982,6 +990,74 @@ TEST_F(CaptureStubTest, NvmlSamplerFeedsTheHealthFindings) {
     EXPECT_NE(report->finding("ecc_errors"), nullptr);
     EXPECT_NE(report->finding("foreign_process_memory"), nullptr);
     EXPECT_EQ(report->finding("power_throttle"), nullptr);
+}
+
+// The card's own health: Xid events (registered for, then drained every round), a PCIe link
+// that trained to x8 of x16, and memory rows waiting for a reset to be remapped.
+TEST_F(CaptureStubTest, NvmlCardHealthFeedsItsFindings) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_nvml_set_pcie(0, 5, 5, 8, 16, 3);
+    gpudiag_stub_nvml_set_memory_health(1, 0, 0, 0, 2, 1, 1, 0);
+    detail::NvmlSampler sampler(*nvml);
+    sampler.sample_once(queue_);
+    EXPECT_EQ(gpudiag_stub_nvml_xid_registered(0), 1);
+    EXPECT_EQ(gpudiag_stub_nvml_xid_registered(1), 1);
+    gpudiag_stub_nvml_push_xid(0, 79);
+    gpudiag_stub_nvml_push_xid(1, 13);
+    gpudiag_stub_nvml_push_xid(1, 13);
+    for (int i = 0; i < 4; ++i) sampler.sample_once(queue_);
+    auto xids = queue_.counters(CounterKind::kXidError);
+    ASSERT_EQ(xids.size(), 3u);
+    EXPECT_EQ(xids[0].device, 0);
+    EXPECT_EQ(xids[0].counter.value, 79);
+    // The link and the memory are read every 10 s, not every round: once in these five.
+    auto width = queue_.counters(CounterKind::kPcieLinkWidth);
+    ASSERT_EQ(width.size(), 2u);
+    EXPECT_EQ(width[0].counter.value, 8);
+    EXPECT_EQ(queue_.counters(CounterKind::kRowRemapPending).size(), 2u);
+
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    std::vector<const Finding*> xid;
+    for (const auto& f : report->findings) {
+        if (f.id == "xid_error") xid.push_back(&f);
+    }
+    ASSERT_EQ(xid.size(), 2u);
+    for (const Finding* f : xid) {
+        if (f->device == 0) {
+            EXPECT_EQ(f->severity, Severity::kCritical);  // fallen off the bus
+            EXPECT_NE(f->title.find("Xid 79"), std::string::npos) << f->title;
+        } else {
+            EXPECT_EQ(f->severity, Severity::kWarning);  // most often the program's own fault
+            EXPECT_NE(f->evidence[0].find("2 events"), std::string::npos) << f->evidence[0];
+        }
+    }
+    const Finding* rows = report->finding("ecc_pages_retired");
+    ASSERT_NE(rows, nullptr);
+    EXPECT_EQ(rows->device, 1);
+    EXPECT_EQ(rows->severity, Severity::kWarning);
+    EXPECT_NE(rows->title.find("3 memory rows remapped, one waiting for a reset"),
+              std::string::npos)
+        << rows->title;
+    const Finding* link = report->finding("pcie_link_degraded");
+    ASSERT_NE(link, nullptr);
+    EXPECT_EQ(link->device, 0);
+    EXPECT_NE(link->title.find("Gen 5 x8 of Gen 5 x16"), std::string::npos) << link->title;
+}
+
+// A healthy card gives no card finding: a full link, nothing retired, no Xid.
+TEST_F(CaptureStubTest, NvmlHealthyCardHasNoCardFinding) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    detail::NvmlSampler sampler(*nvml);
+    for (int i = 0; i < 3; ++i) sampler.sample_once(queue_);
+    EXPECT_FALSE(queue_.counters(CounterKind::kPcieLinkGenerationMax).empty());
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    for (const char* id : {"xid_error", "ecc_pages_retired", "pcie_link_degraded"}) {
+        EXPECT_EQ(report->finding(id), nullptr) << id;
+    }
 }
 
 TEST_F(CaptureStubTest, NvmlDevicesFollowCudaOrdinalsOnceCudaIsInitialised) {

@@ -38,6 +38,11 @@ struct Gpu {
     unsigned long long ecc_corrected = 0;
     unsigned long long ecc_uncorrected = 0;
     std::vector<ProcessInfo> processes;
+    unsigned pcie[5] = {5, 5, 16, 16, 0};  // generation, its maximum, width, its maximum, replays
+    unsigned pages[3] = {0, 0, 0};         // retired single-bit, double-bit, pending
+    unsigned rows[4] = {0, 0, 0, 0};       // remapped correctable, uncorrectable, pending, failed
+    std::vector<unsigned long long> xids;  // Xid events waiting in the event set
+    bool registered = false;               // for Xid events
 };
 
 struct State {
@@ -219,6 +224,88 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, Proce
     return 0;
 }
 
+// ------------------------------------------------------------------ card health
+#if !GPUDIAG_STUB_NVML_OLD_NAMES
+namespace {
+int pcie_value(void* device, int which, unsigned* out) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *out = st().gpus[index_of(device)].pcie[which];
+    return 0;
+}
+}  // namespace
+int nvmlDeviceGetCurrPcieLinkGeneration(void* device, unsigned* v) {
+    return pcie_value(device, 0, v);
+}
+int nvmlDeviceGetMaxPcieLinkGeneration(void* device, unsigned* v) {
+    return pcie_value(device, 1, v);
+}
+int nvmlDeviceGetCurrPcieLinkWidth(void* device, unsigned* v) {
+    return pcie_value(device, 2, v);
+}
+int nvmlDeviceGetMaxPcieLinkWidth(void* device, unsigned* v) {
+    return pcie_value(device, 3, v);
+}
+int nvmlDeviceGetPcieReplayCounter(void* device, unsigned* v) {
+    return pcie_value(device, 4, v);
+}
+// Like NVML: a count without room for addresses is INSUFFICIENT_SIZE when there are pages.
+int nvmlDeviceGetRetiredPages(void* device, unsigned cause, unsigned* count, unsigned long long*) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const unsigned n = st().gpus[index_of(device)].pages[cause == 0 ? 0 : 1];
+    const bool room = *count >= n;
+    *count = n;
+    return room ? 0 : 7;
+}
+int nvmlDeviceGetRetiredPagesPendingStatus(void* device, int* pending) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *pending = static_cast<int>(st().gpus[index_of(device)].pages[2]);
+    return 0;
+}
+int nvmlDeviceGetRemappedRows(void* device, unsigned* corrected, unsigned* uncorrected,
+                              unsigned* pending, unsigned* failed) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const unsigned* r = st().gpus[index_of(device)].rows;
+    *corrected = r[0];
+    *uncorrected = r[1];
+    *pending = r[2];
+    *failed = r[3];
+    return 0;
+}
+#endif
+int nvmlEventSetCreate(void** set) {
+    *set = reinterpret_cast<void*>(0x5e7);
+    return 0;
+}
+int nvmlDeviceRegisterEvents(void* device, unsigned long long types, void*) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[index_of(device)].registered = (types & 0x8) != 0;
+    return 0;
+}
+struct EventData {  // nvmlEventData_t
+    void* device;
+    unsigned long long type;
+    unsigned long long data;
+    unsigned gpu_instance;
+    unsigned compute_instance;
+};
+int STUB_NEW_NAME(nvmlEventSetWait_v2, nvmlEventSetWait)(void*, EventData* out, unsigned) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    for (int i = 0; i < 2; ++i) {
+        Gpu& g = st().gpus[i];
+        if (!g.registered || g.xids.empty()) continue;
+        out->device = reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1));
+        out->type = 0x8;
+        out->data = g.xids.front();
+        out->gpu_instance = out->compute_instance = 0xFFFFFFFFu;
+        g.xids.erase(g.xids.begin());
+        return 0;
+    }
+    return 10;  // NVML_ERROR_TIMEOUT
+}
+int nvmlEventSetFree(void*) {
+    return 0;
+}
+
 // ------------------------------------------------------------------ test hooks
 void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
                            unsigned limit_mw) {
@@ -244,6 +331,39 @@ void gpudiag_stub_nvml_set_processes(int gpu, unsigned long long own_bytes,
     if (include_self != 0) procs.push_back({static_cast<unsigned>(getpid()), own_bytes, 0, 0});
     if (foreign_bytes > 0)
         procs.push_back({static_cast<unsigned>(getpid()) + 100000u, foreign_bytes, 0, 0});
+}
+void gpudiag_stub_nvml_set_pcie(int gpu, unsigned generation, unsigned generation_max,
+                                unsigned width, unsigned width_max, unsigned replays) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    unsigned* p = st().gpus[gpu].pcie;
+    p[0] = generation;
+    p[1] = generation_max;
+    p[2] = width;
+    p[3] = width_max;
+    p[4] = replays;
+}
+void gpudiag_stub_nvml_set_memory_health(int gpu, unsigned pages_single, unsigned pages_double,
+                                         unsigned pages_pending, unsigned rows_correctable,
+                                         unsigned rows_uncorrectable, unsigned remap_pending,
+                                         unsigned remap_failed) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    Gpu& g = st().gpus[gpu];
+    g.pages[0] = pages_single;
+    g.pages[1] = pages_double;
+    g.pages[2] = pages_pending;
+    g.rows[0] = rows_correctable;
+    g.rows[1] = rows_uncorrectable;
+    g.rows[2] = remap_pending;
+    g.rows[3] = remap_failed;
+}
+// Queues an Xid event on `gpu` (delivered only once gpudiag registered for them).
+void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[gpu].xids.push_back(xid);
+}
+int gpudiag_stub_nvml_xid_registered(int gpu) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    return st().gpus[gpu].registered ? 1 : 0;
 }
 void gpudiag_stub_nvml_reset() {
     std::lock_guard<std::mutex> lock(st().mutex);

@@ -73,6 +73,11 @@ void HealthAnalyzer::consume(std::span<const Event> events) {
 void HealthAnalyzer::on_counter(const Event& e) {
     double v = e.counter.value;
     if (!std::isfinite(v)) return;
+    if (is_card_counter(e.counter.counter)) {
+        if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+        on_card_counter(e, devices_[e.device]);
+        return;
+    }
     switch (e.counter.counter) {
         case CounterKind::kGpuUtilizationPercent:
         case CounterKind::kTemperatureC:
@@ -357,6 +362,7 @@ void HealthAnalyzer::contribute(Report& report) {
         to_series(d.power_series, "power", "power", "W");
         to_series(d.clock_series, "sm_clock", "SM clock", "MHz");
         add_findings(report, device, d);
+        add_card_findings(report, device, d);
     }
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
     s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});

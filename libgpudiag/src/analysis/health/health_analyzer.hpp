@@ -47,9 +47,25 @@ private:
         std::uint64_t power_brake_samples = 0;
         std::uint64_t reasons_seen = 0;
         Series temperature_series, power_series, clock_series;
+        // The card: PCIe link, retired memory, Xid events.
+        Stat pcie_gen, pcie_gen_max, pcie_width, pcie_width_max, pcie_replays;
+        Stat retired_single, retired_double, retired_pending;
+        Stat rows_correctable, rows_uncorrectable, remap_pending, remap_failed;
+        std::uint64_t link_samples = 0;               // complete PCIe readings
+        std::uint64_t narrow_samples = 0;             // fewer lanes than both ends support
+        std::uint64_t busy_link_samples = 0;          // readings while the GPU was busy
+        std::uint64_t slow_busy_samples = 0;          // of them, below the highest generation
+        std::map<std::uint32_t, std::uint64_t> xids;  // Xid -> events (at most kMaxXidKinds)
     };
     void on_counter(const Event& e);
+    void on_card_counter(const Event& e, DeviceHealth& d);
     void add_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
+    // The card's own health (card_health.cpp).
+    static bool is_card_counter(CounterKind kind) noexcept;
+    void add_card_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
+    void add_xid_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    void add_memory_health_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    void add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
 
     std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
     std::uint64_t first_ns_ = 0;

@@ -148,5 +148,80 @@ TEST(HealthAnalyzerTest, RunsInTheRegisteredPipeline) {
     EXPECT_NE(r->section("health"), nullptr);
 }
 
+// PCIe readings ten seconds apart, each after a utilization sample of `util` percent.
+std::vector<Event> link_readings(int n, double util, unsigned gen, unsigned width,
+                                 double replays_per_reading = 0) {
+    std::vector<Event> ev;
+    for (int i = 0; i < n; ++i) {
+        const std::uint64_t t = 10'000'000'000ULL * (i + 1);
+        ev.push_back(counter(t, 0, CounterKind::kGpuUtilizationPercent, util));
+        ev.push_back(counter(t, 0, CounterKind::kPcieLinkGeneration, gen));
+        ev.push_back(counter(t, 0, CounterKind::kPcieLinkGenerationMax, 5));
+        ev.push_back(counter(t, 0, CounterKind::kPcieLinkWidth, width));
+        ev.push_back(counter(t, 0, CounterKind::kPcieLinkWidthMax, 16));
+        ev.push_back(counter(t, 0, CounterKind::kPcieReplays, replays_per_reading * i));
+    }
+    return ev;
+}
+
+// An idle GPU lowers its link's generation to save power: not a degraded link. Busy, it is.
+TEST(HealthAnalyzerTest, ALowerPcieGenerationCountsOnlyWhileBusy) {
+    EXPECT_EQ(analyze(link_readings(6, 0, 1, 16)).finding("pcie_link_degraded"), nullptr);
+    Report busy = analyze(link_readings(6, 90, 3, 16));
+    const Finding* f = busy.finding("pcie_link_degraded");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->title.find("Gen 3 x16 of Gen 5 x16"), std::string::npos) << f->title;
+    // One busy reading is not enough to call it.
+    EXPECT_EQ(analyze(link_readings(1, 90, 3, 16)).finding("pcie_link_degraded"), nullptr);
+}
+
+// The width does not drop to save power: fewer lanes is degraded, busy or not.
+TEST(HealthAnalyzerTest, ANarrowPcieLinkIsDegradedEvenWhenIdle) {
+    EXPECT_NE(analyze(link_readings(3, 0, 5, 8)).finding("pcie_link_degraded"), nullptr);
+    EXPECT_EQ(analyze(link_readings(3, 0, 5, 16)).finding("pcie_link_degraded"), nullptr);
+}
+
+// Replays are link errors: 100 or more during the run are reported, a few are not.
+TEST(HealthAnalyzerTest, PcieReplaysDuringTheRunAreLinkErrors) {
+    EXPECT_EQ(analyze(link_readings(5, 90, 5, 16, 10)).finding("pcie_link_degraded"), nullptr);
+    Report r = analyze(link_readings(5, 90, 5, 16, 40));  // 160 in the run
+    const Finding* f = r.finding("pcie_link_degraded");
+    ASSERT_NE(f, nullptr);
+    EXPECT_NE(f->title.find("retransmitted 160 times"), std::string::npos) << f->title;
+}
+
+// Memory set aside before the run, nothing pending: information; a failed remap: critical.
+TEST(HealthAnalyzerTest, RetiredMemorySeverityFollowsWhatItNeeds) {
+    std::vector<Event> before{counter(1, 0, CounterKind::kRemappedRowsCorrectable, 4),
+                              counter(1, 0, CounterKind::kRemappedRowsUncorrectable, 0),
+                              counter(1, 0, CounterKind::kRowRemapPending, 0),
+                              counter(1, 0, CounterKind::kRowRemapFailed, 0)};
+    Report info = analyze(before);
+    ASSERT_NE(info.finding("ecc_pages_retired"), nullptr);
+    EXPECT_EQ(info.finding("ecc_pages_retired")->severity, Severity::kInfo);
+    before.push_back(counter(2, 0, CounterKind::kRowRemapFailed, 1));
+    Report failed = analyze(before);
+    ASSERT_NE(failed.finding("ecc_pages_retired"), nullptr);
+    EXPECT_EQ(failed.finding("ecc_pages_retired")->severity, Severity::kCritical);
+    // Pre-Ampere pages that grew during the run: a warning.
+    Report grew = analyze({counter(1, 0, CounterKind::kRetiredPagesSingleBit, 1),
+                           counter(1, 0, CounterKind::kRetiredPagesDoubleBit, 0),
+                           counter(2, 0, CounterKind::kRetiredPagesSingleBit, 2),
+                           counter(2, 0, CounterKind::kRetiredPagesDoubleBit, 0)});
+    ASSERT_NE(grew.finding("ecc_pages_retired"), nullptr);
+    EXPECT_EQ(grew.finding("ecc_pages_retired")->severity, Severity::kWarning);
+    EXPECT_NE(grew.finding("ecc_pages_retired")->title.find("2 memory pages retired"),
+              std::string::npos);
+}
+
+// An Xid no table names is reported as the hardware's (critical), never dropped.
+TEST(HealthAnalyzerTest, AnUnknownXidIsReportedAsCritical) {
+    Report r = analyze({counter(5, 0, CounterKind::kXidError, 154)});
+    const Finding* f = r.finding("xid_error");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, Severity::kCritical);
+    EXPECT_NE(f->evidence[0].find("see NVIDIA's Xid catalog"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpudiag
