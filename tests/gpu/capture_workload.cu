@@ -37,6 +37,7 @@
 #    include <mutex>
 
 #    include <gpudiag/capture.hpp>
+#    include <gpudiag/names.hpp>
 #    include <gpudiag/recording.hpp>
 #    include <gpudiag/report.hpp>
 #    include <gpudiag/session.hpp>
@@ -263,6 +264,9 @@ public:
             ++counts[e.kind];
             if (e.end_ns < e.start_ns) ++inverted;
             if (e.kind == gpudiag::EventKind::kKernel) kernels.push_back(e);
+            if (e.kind == gpudiag::EventKind::kCounter && e.device == 0) {
+                last_counter[e.counter.counter] = e.counter.value;
+            }
             if (e.kind == gpudiag::EventKind::kDeviceAlloc && e.memory.site != gpudiag::kNoString) {
                 ++sited_allocs;
             }
@@ -276,6 +280,7 @@ public:
     }
     std::map<gpudiag::EventKind, std::uint64_t> counts;
     std::vector<gpudiag::Event> kernels;
+    std::map<gpudiag::CounterKind, double> last_counter;  // device 0's latest of each
     std::uint64_t inverted = 0;
     std::uint64_t sited_allocs = 0;
     gpudiag::SourceSummary summary;
@@ -305,6 +310,14 @@ bool read_back(const std::string& path, Collected& out, gpudiag::StringTable& st
         std::printf(" %s=%llu", gpudiag::event_kind_name(kind), (unsigned long long)n);
     }
     std::printf("\n");
+    // What NVML said about GPU 0, every reading it gave (the card's health included).
+    if (!out.last_counter.empty()) {
+        std::printf("NVML GPU 0:");
+        for (const auto& [kind, value] : out.last_counter) {
+            std::printf(" %s=%.6g", gpudiag::enum_name(kind), value);
+        }
+        std::printf("\n");
+    }
     return st.is_ok();
 }
 
