@@ -228,6 +228,7 @@ struct Session::Impl final : detail::EventQueue {
         // Which driver, framework, cuDNN and CUPTI this process runs on (the stack verdict).
         CaptureStatus capture = backend ? backend->status() : probe_capture();
         detail::add_stack_properties(capture.stack, info.properties);
+        if (backend) info.devices = backend->devices();  // each GPU named: model, UUID, PCI
         return info;
     }
 

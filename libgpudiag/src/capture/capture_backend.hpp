@@ -12,6 +12,7 @@
 
 #include <memory>
 #include <string_view>
+#include <vector>
 
 namespace gpudiag::detail {
 
@@ -28,6 +29,9 @@ public:
     virtual Status pause(std::string_view reason) noexcept = 0;
     virtual Status resume() noexcept = 0;
     [[nodiscard]] virtual CaptureStatus status() const noexcept = 0;
+    /// The GPUs sampled (model, UUID, PCI bus id, memory), in CUDA ordinal order; empty when
+    /// no source names them.
+    [[nodiscard]] virtual std::vector<DeviceInfo> devices() const noexcept { return {}; }
 };
 
 /// Builds the backend for `options` (defined in capture/).

@@ -219,6 +219,15 @@ public:
         return CuptiActivitySource::instance().resume();
     }
 
+    [[nodiscard]] std::vector<DeviceInfo> devices() const noexcept override {
+        if (sampler_ == nullptr) return {};
+        try {
+            return sampler_->devices();
+        } catch (...) {  // host memory ran out: the report names no GPU, nothing else is lost
+            return {};
+        }
+    }
+
     [[nodiscard]] CaptureStatus status() const noexcept override {
         try {
             CaptureFacts f = gather_static_facts();

@@ -93,6 +93,8 @@ Loaded load() {
         find_symbol<decltype(a.device_get_handle_by_uuid)>(h, "nvmlDeviceGetHandleByUUID");
     a.device_get_uuid = find_symbol<decltype(a.device_get_uuid)>(h, "nvmlDeviceGetUUID");
     a.device_get_name = find_symbol<decltype(a.device_get_name)>(h, "nvmlDeviceGetName");
+    a.device_get_pci_info = first_symbol<decltype(a.device_get_pci_info)>(
+        h, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2"});
     a.device_get_utilization_rates =
         find_symbol<decltype(a.device_get_utilization_rates)>(h, "nvmlDeviceGetUtilizationRates");
     a.device_get_memory_info_v2 =

@@ -77,6 +77,16 @@ struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t (nvmlDeviceGetComputeRunningProc
     unsigned long long used_gpu_memory;
 };
 
+struct PciInfo {  // nvmlPciInfo_t of nvmlDeviceGetPciInfo_v3 and _v2 (the same layout)
+    char bus_id_legacy[16];
+    unsigned domain;
+    unsigned bus;
+    unsigned device;
+    unsigned pci_device_id;
+    unsigned pci_subsystem_id;
+    char bus_id[32];  // "00000000:18:00.0", the form dcgm-exporter's pci_bus_id label takes
+};
+
 /// A device's memory as the sampler reports it.
 struct MemoryFigures {
     unsigned long long total = 0;
@@ -96,6 +106,8 @@ struct NvmlApi {
     nvml::Return (*device_get_handle_by_uuid)(const char*, nvml::Device*) = nullptr;
     nvml::Return (*device_get_uuid)(nvml::Device, char*, unsigned) = nullptr;
     nvml::Return (*device_get_name)(nvml::Device, char*, unsigned) = nullptr;
+    /// nvmlDeviceGetPciInfo_v3, else _v2 (v1's struct differs: not used).
+    nvml::Return (*device_get_pci_info)(nvml::Device, nvml::PciInfo*) = nullptr;
     nvml::Return (*device_get_utilization_rates)(nvml::Device, nvml::Utilization*) = nullptr;
     nvml::Return (*device_get_memory_info_v2)(nvml::Device, nvml::MemoryV2*) = nullptr;
     nvml::Return (*device_get_memory_info_v1)(nvml::Device, nvml::MemoryV1*) = nullptr;

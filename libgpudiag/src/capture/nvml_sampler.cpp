@@ -149,6 +149,12 @@ void NvmlSampler::resolve_devices() noexcept {
                 api_.device_get_uuid(d.handle, buf, sizeof buf) == nvml::kSuccess) {
                 d.info.uuid = buf;
             }
+            nvml::PciInfo pci{};
+            if (api_.device_get_pci_info != nullptr &&
+                api_.device_get_pci_info(d.handle, &pci) == nvml::kSuccess) {
+                pci.bus_id[sizeof pci.bus_id - 1] = '\0';
+                d.info.pci_bus_id = pci.bus_id;
+            }
             nvml::MemoryFigures mem;
             if (api_.memory_info(d.handle, mem) == nvml::kSuccess)
                 d.info.total_memory_bytes = mem.total;

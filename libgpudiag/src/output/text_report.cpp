@@ -176,6 +176,8 @@ void render_report(std::string& out, const Report& r, bool nested) {
                    (d.name.empty() ? std::string("model not recorded in the input") : d.name);
             if (d.total_memory_bytes)
                 out += ", " + detail::format_bytes(double(d.total_memory_bytes));
+            if (!d.uuid.empty()) out += ", " + d.uuid;
+            if (!d.pci_bus_id.empty()) out += ", PCI " + d.pci_bus_id;
             out += "\n";
         }
         out += "\n";

@@ -971,6 +971,8 @@ TEST_F(CaptureStubTest, NvmlSamplerFeedsTheHealthFindings) {
     for (int i = 0; i < 5; ++i) sampler.sample_once(queue_);
     ASSERT_EQ(sampler.devices().size(), 2u);
     EXPECT_EQ(sampler.devices()[0].name, "NVIDIA H200 (stub)");
+    EXPECT_EQ(sampler.devices()[0].pci_bus_id, "00000000:18:00.0");  // dcgm-exporter's label
+    EXPECT_EQ(sampler.devices()[1].pci_bus_id, "00000000:2A:00.0");
     auto temps = queue_.counters(CounterKind::kTemperatureC);
     ASSERT_EQ(temps.size(), 10u);
     EXPECT_EQ(temps[0].counter.value, 88);
@@ -1044,6 +1046,33 @@ TEST_F(CaptureStubTest, NvmlCardHealthFeedsItsFindings) {
     ASSERT_NE(link, nullptr);
     EXPECT_EQ(link->device, 0);
     EXPECT_NE(link->title.find("Gen 5 x8 of Gen 5 x16"), std::string::npos) << link->title;
+}
+
+// A live report names each GPU it sampled (model, UUID, PCI bus id), in text and in the labels
+// Prometheus joins with dcgm-exporter's.
+TEST_F(CaptureStubTest, ALiveReportNamesEachGpu) {
+    gpudiag_stub_nvml_set(0, 0x20 /*SW thermal*/, 88, 650000, 700000);  // a finding on GPU 0
+    SessionOptions o = options();
+    o.nvml_hz = 50;
+    auto session = Session::create(o);
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE((*session)->stop().is_ok());
+    auto report = (*session)->report();
+    ASSERT_TRUE(report.is_ok());
+    ASSERT_EQ(report->source.devices.size(), 2u);
+    const DeviceInfo& d = report->source.devices[0];
+    EXPECT_EQ(d.name, "NVIDIA H200 (stub)");
+    EXPECT_FALSE(d.uuid.empty());
+    EXPECT_EQ(d.pci_bus_id, "00000000:18:00.0");
+    const std::string text = render_text(*report);
+    EXPECT_NE(text.find("device 0: NVIDIA H200 (stub)"), std::string::npos) << text;
+    EXPECT_NE(text.find("PCI 00000000:18:00.0"), std::string::npos) << text;
+    ASSERT_NE(report->finding("thermal_throttle"), nullptr);
+    const std::string prom = render_prometheus(*report);
+    EXPECT_NE(prom.find("pci_bus_id=\"00000000:18:00.0\""), std::string::npos);
+    EXPECT_NE(prom.find("UUID=\"" + d.uuid + "\""), std::string::npos);
 }
 
 // A healthy card gives no card finding: a full link, nothing retired, no Xid.

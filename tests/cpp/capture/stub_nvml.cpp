@@ -10,6 +10,7 @@
 #endif
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -221,6 +222,19 @@ int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, Proce
 #endif
     }
     *count = static_cast<unsigned>(procs.size());
+    return 0;
+}
+
+struct PciInfo {  // nvmlPciInfo_t (v2/v3)
+    char bus_id_legacy[16];
+    unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+    char bus_id[32];
+};
+int nvmlDeviceGetPciInfo_v3(void* device, PciInfo* out) {
+    std::memset(out, 0, sizeof *out);
+    const unsigned bus = index_of(device) == 0 ? 0x18 : 0x2a;
+    std::snprintf(out->bus_id, sizeof out->bus_id, "00000000:%02X:00.0", bus);
+    out->bus = bus;
     return 0;
 }
 
