@@ -32,6 +32,8 @@ Loaded load() {
     a.device_get_count = find_symbol<int (*)(int*)>(lib.handle, "cuDeviceGetCount");
     a.device_get = find_symbol<int (*)(int*, int)>(lib.handle, "cuDeviceGet");
     a.device_get_uuid = find_symbol<decltype(a.device_get_uuid)>(lib.handle, "cuDeviceGetUuid_v2");
+    a.primary_ctx_get_state =
+        find_symbol<decltype(a.primary_ctx_get_state)>(lib.handle, "cuDevicePrimaryCtxGetState");
     if (a.driver_get_version == nullptr || a.driver_get_version(&a.driver_version) != 0) {
         r.why_not = "libcuda at " + a.path + ": cuDriverGetVersion failed";
         return r;

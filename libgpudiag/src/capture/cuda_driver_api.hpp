@@ -15,6 +15,8 @@ struct CudaDriverApi {
     int (*device_get_count)(int*) = nullptr;    // CUDA_ERROR_NOT_INITIALIZED before cuInit
     int (*device_get)(int*, int) = nullptr;
     int (*device_get_uuid)(std::array<unsigned char, 16>*, int) = nullptr;  // cuDeviceGetUuid_v2
+    /// cuDevicePrimaryCtxGetState: whether this process holds the device's primary context.
+    int (*primary_ctx_get_state)(int, unsigned*, int*) = nullptr;
     std::string path;
     int driver_version = 0;  ///< 13000 = CUDA 13.0
 

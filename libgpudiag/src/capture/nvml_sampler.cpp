@@ -7,9 +7,9 @@
 // it follows CUDA_VISIBLE_DEVICES.
 //
 // Foreign memory: NVML lists compute processes with host PIDs. Inside a PID namespace
-// (containers) our own PID does not appear, and every process would look foreign; so other
-// processes' memory is reported only in samples where our PID is in the list (which also
-// means this process holds a context on that GPU).
+// (containers) getpid() does not appear, and every process would look foreign; so other
+// processes' memory is reported only in samples where this process is found in the list (see
+// attribute_processes: by any of its PIDs, or as the only process on a GPU it computes on).
 #include "capture/nvml_sampler.hpp"
 
 #include "capture/cuda_driver_api.hpp"
@@ -17,9 +17,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace gpudiag::detail {
@@ -75,8 +78,65 @@ void parse_visible_devices(const std::string& value, std::vector<int>& indices,
     }
 }
 
+std::vector<std::uint32_t> parse_nspid(const std::string& status) {
+    std::vector<std::uint32_t> pids;
+    const std::size_t at = status.find("\nNSpid:");
+    if (at == std::string::npos) return pids;
+    std::istringstream line(status.substr(at + 7, status.find('\n', at + 1) - at - 7));
+    std::uint32_t pid = 0;
+    while (line >> pid) pids.push_back(pid);
+    return pids;
+}
+
 NvmlSampler::NvmlSampler(const NvmlApi& api) noexcept
-    : api_(api), pid_(static_cast<std::uint32_t>(getpid())) {}
+    : api_(api), pid_(static_cast<std::uint32_t>(getpid())) {
+    try {
+        own_pids_.push_back(pid_);
+        std::ifstream in("/proc/self/status");
+        std::string status((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        for (std::uint32_t p : parse_nspid("\n" + status)) own_pids_.push_back(p);
+    } catch (...) {  // getpid() alone: the rest is a refinement
+    }
+}
+
+// Whether this process holds `d`'s primary context (it computes there): known once CUDA is
+// initialised and the device matched by UUID.
+bool NvmlSampler::holds_context(const Device& d) const noexcept {
+    const CudaDriverApi* cuda = d.cu_device >= 0 ? cuda_driver_api() : nullptr;
+    if (cuda == nullptr || cuda->primary_ctx_get_state == nullptr) return false;
+    unsigned flags = 0;
+    int active = 0;
+    return cuda->primary_ctx_get_state(d.cu_device, &flags, &active) == 0 && active != 0;
+}
+
+// Our own memory and other processes'. NVML lists processes by host PID; inside a PID namespace
+// (a container) getpid() is another number. This process is found by any of its PIDs (the
+// NSpid line names the outer ones where the /proc mount shows them). When none is listed but
+// this process holds a context on the device, it is listed under a PID it cannot see: a single
+// process listed is then this one (no other process holds memory there); with several, which
+// one is ours cannot be told, and nothing is reported rather than a guess.
+void NvmlSampler::attribute_processes(Device& d,
+                                      const std::function<void(CounterKind, double)>& emit) {
+    double own = 0;
+    double foreign = 0;
+    std::size_t listed = 0;
+    bool found_self = false;
+    for (const nvml::ProcessInfo& p : processes_) {
+        if (p.used_gpu_memory == nvml::kValueNotAvailable) continue;
+        ++listed;
+        const bool mine = std::find(own_pids_.begin(), own_pids_.end(), p.pid) != own_pids_.end();
+        found_self = found_self || mine;
+        (mine ? own : foreign) += static_cast<double>(p.used_gpu_memory);
+    }
+    if (!found_self && listed == 1 && holds_context(d)) {
+        found_self = true;
+        own = foreign;
+        foreign = 0;
+    }
+    if (!found_self) return;
+    emit(CounterKind::kProcessMemoryUsedBytes, own);
+    emit(CounterKind::kForeignProcessMemoryBytes, foreign);
+}
 
 NvmlSampler::~NvmlSampler() {
     stop();
@@ -108,6 +168,7 @@ void NvmlSampler::resolve_devices() noexcept {
                     continue;
                 }
                 d.ordinal = static_cast<std::uint16_t>(ordinal);
+                d.cu_device = dev;
                 found.push_back(std::move(d));
             }
         } else {
@@ -273,24 +334,7 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
             if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
                 d.unsupported |= kProcesses;
             }
-            if (rc == nvml::kSuccess) {
-                bool found_self = false;
-                double own = 0;
-                double foreign = 0;
-                for (const nvml::ProcessInfo& p : processes_) {
-                    if (p.used_gpu_memory == nvml::kValueNotAvailable) continue;
-                    if (p.pid == pid_) {
-                        found_self = true;
-                        own += static_cast<double>(p.used_gpu_memory);
-                    } else {
-                        foreign += static_cast<double>(p.used_gpu_memory);
-                    }
-                }
-                if (found_self) {
-                    emit(CounterKind::kProcessMemoryUsedBytes, own);
-                    emit(CounterKind::kForeignProcessMemoryBytes, foreign);
-                }
-            }
+            if (rc == nvml::kSuccess) attribute_processes(d, emit);
         } catch (...) {
         }
     }

@@ -13,6 +13,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -44,6 +45,7 @@ private:
         std::uint16_t ordinal = 0;
         std::uint32_t unsupported = 0;        // bit per metric that NVML refused: not asked again
         std::uint64_t next_slow_ns = 0;       // when the PCIe and memory-health readings are due
+        int cu_device = -1;                   // the CUDA device, once matched by UUID
         bool xid_registration_tried = false;  // registered for Xid events (or refused) once
         DeviceInfo info;
     };
@@ -61,6 +63,9 @@ private:
     std::vector<nvml::ProcessInfo> processes_;
     std::uint64_t samples_ = 0;
     std::uint32_t pid_;
+    std::vector<std::uint32_t> own_pids_;  // this process' PIDs: getpid() and the NSpid line's
+    [[nodiscard]] bool holds_context(const Device& d) const noexcept;
+    void attribute_processes(Device& d, const std::function<void(CounterKind, double)>& emit);
     nvml::EventSet event_set_ = nullptr;  // Xid events (the sampler thread alone touches it)
     bool event_set_failed_ = false;
 
@@ -75,5 +80,10 @@ private:
 /// look up in `uuids` (same length; "" where an index was given). MIG entries are skipped.
 void parse_visible_devices(const std::string& value, std::vector<int>& indices,
                            std::vector<std::string>& uuids);
+
+/// The PIDs of the NSpid line of /proc/<pid>/status ("NSpid:\t4242\t17": this process in each
+/// PID namespace it belongs to, outermost first, as far as the /proc mount can see); empty when
+/// the line is missing.
+std::vector<std::uint32_t> parse_nspid(const std::string& status);
 
 }  // namespace gpudiag::detail

@@ -73,7 +73,9 @@ void gpudiag_stub_nvml_set_memory_health(int gpu, unsigned pages_single, unsigne
                                          unsigned remap_failed);
 void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid);
 int gpudiag_stub_nvml_xid_registered(int gpu);
+void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes);
 void gpudiag_stub_nvml_reset();
+void gpudiag_stub_cuda_set_context_active(int active);
 void gpudiag_stub_cuda_set_initialised(int initialised);
 }
 
@@ -120,6 +122,7 @@ protected:
         gpudiag_stub_cupti_reset();
         gpudiag_stub_nvml_reset();
         gpudiag_stub_cuda_set_initialised(0);
+        gpudiag_stub_cuda_set_context_active(0);
     }
     TestEventQueue queue_;
     StringTable strings_;
@@ -1073,6 +1076,36 @@ TEST_F(CaptureStubTest, ALiveReportNamesEachGpu) {
     const std::string prom = render_prometheus(*report);
     EXPECT_NE(prom.find("pci_bus_id=\"00000000:18:00.0\""), std::string::npos);
     EXPECT_NE(prom.find("UUID=\"" + d.uuid + "\""), std::string::npos);
+}
+
+// In a container NVML lists this process under its host PID, which getpid() is not. On a GPU
+// this process computes on, a single listed process is this one: its memory is ours and no
+// other process holds any. With two listed, which is ours cannot be told: nothing is reported.
+TEST_F(CaptureStubTest, InsideAPidNamespaceTheOnlyProcessOnOurGpuIsUs) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_cuda_set_initialised(1);                   // CUDA ordinal 0 is NVML's GPU 1
+    gpudiag_stub_nvml_set_processes(1, 0, 12ULL << 30, 0);  // listed under a PID we cannot see
+    auto sample = [&] {
+        queue_.clear();
+        detail::NvmlSampler sampler(*nvml);
+        sampler.sample_once(queue_);
+    };
+    sample();
+    EXPECT_TRUE(queue_.counters(CounterKind::kProcessMemoryUsedBytes).empty())
+        << "no context on the GPU: the process listed is another program";
+    gpudiag_stub_cuda_set_context_active(1);
+    sample();
+    auto own = queue_.counters(CounterKind::kProcessMemoryUsedBytes);
+    auto foreign = queue_.counters(CounterKind::kForeignProcessMemoryBytes);
+    ASSERT_EQ(own.size(), 1u);
+    EXPECT_EQ(own[0].counter.value, double(12ULL << 30));
+    ASSERT_EQ(foreign.size(), 1u);
+    EXPECT_EQ(foreign[0].counter.value, 0);
+    gpudiag_stub_nvml_add_process(1, 777777, 3ULL << 30);
+    sample();
+    EXPECT_TRUE(queue_.counters(CounterKind::kForeignProcessMemoryBytes).empty())
+        << "two processes, neither known to be ours: no guess";
 }
 
 // A healthy card gives no card finding: a full link, nothing retired, no Xid.

@@ -470,6 +470,14 @@ TEST(VisibleDevicesTest, FollowsCudaRules) {
     EXPECT_TRUE(idx.empty());
 }
 
+// /proc/self/status names this process in each PID namespace, outermost first.
+TEST(NamespacePidsTest, ReadsTheNSpidLine) {
+    EXPECT_EQ(detail::parse_nspid("\nName:\tpython\nNSpid:\t48213\t17\nNSpgid:\t1\n"),
+              (std::vector<std::uint32_t>{48213, 17}));
+    EXPECT_EQ(detail::parse_nspid("\nNSpid:\t9\n"), (std::vector<std::uint32_t>{9}));
+    EXPECT_TRUE(detail::parse_nspid("\nName:\tpython\nPid:\t9\n").empty());  // older kernels
+}
+
 TEST(CuptiOwnerTest, NamesKnownTools) {
     EXPECT_EQ(detail::describe_cupti_owner("CUPTI for kineto"),
               "PyTorch profiler (Kineto) ('CUPTI for kineto')");

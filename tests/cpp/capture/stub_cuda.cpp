@@ -10,7 +10,8 @@
 
 namespace {
 int g_initialised = 0;
-}
+int g_context_active = 0;
+}  // namespace
 
 extern "C" {
 
@@ -35,8 +36,19 @@ int cuDeviceGetUuid_v2(unsigned char* uuid, int device) {
     return 0;
 }
 
+// The primary context is active once the program used the device (a test says when).
+int cuDevicePrimaryCtxGetState(int device, unsigned* flags, int* active) {
+    if (g_initialised == 0 || device != 0) return 101;
+    *flags = 0;
+    *active = g_context_active;
+    return 0;
+}
+
 void gpudiag_stub_cuda_set_initialised(int initialised) {
     g_initialised = initialised;
+}
+void gpudiag_stub_cuda_set_context_active(int active) {
+    g_context_active = active;
 }
 
 }  // extern "C"

@@ -379,6 +379,10 @@ int gpudiag_stub_nvml_xid_registered(int gpu) {
     std::lock_guard<std::mutex> lock(st().mutex);
     return st().gpus[gpu].registered ? 1 : 0;
 }
+void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[gpu].processes.push_back({pid, bytes, 0, 0});
+}
 void gpudiag_stub_nvml_reset() {
     std::lock_guard<std::mutex> lock(st().mutex);
     st().gpus[0] = Gpu();
