@@ -122,6 +122,7 @@ void HealthAnalyzer::on_counter(const Event& e) {
             d.reasons_seen |= bits;
             if ((bits & clock_event_reason::kGpuIdle) != 0) break;
             ++d.active_samples;
+            if (d.sm_clock.count > 0) d.busy_clock.add(d.sm_clock.last);  // read just before
             bool hot = (bits & kThermalBits) != 0 ||
                        (d.temperature.count > 0 && d.temperature.last >= kHotCelsius);
             bool thermal = (bits & kThermalBits) != 0 ||
@@ -364,6 +365,7 @@ void HealthAnalyzer::contribute(Report& report) {
         add_findings(report, device, d);
         add_card_findings(report, device, d);
     }
+    add_outlier_findings(report);
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
     s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
     if (util_count > 0) {

@@ -38,6 +38,7 @@ private:
     };
     struct DeviceHealth {
         Stat util, temperature, power, power_limit, sm_clock, sm_clock_max;
+        Stat busy_clock;  // the SM clock of samples taken while the GPU was busy
         Stat ecc_corrected, ecc_uncorrected, foreign, total_memory, process_memory;
         std::uint64_t reason_samples = 0;
         std::uint64_t active_samples = 0;  // the GPU was not idle
@@ -66,6 +67,8 @@ private:
     void add_xid_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_memory_health_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    /// One GPU slower, hotter or more throttled than its peers (gpu_outlier.cpp).
+    void add_outlier_findings(Report& report) const;
 
     std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
     std::uint64_t first_ns_ = 0;

@@ -223,5 +223,42 @@ TEST(HealthAnalyzerTest, AnUnknownXidIsReportedAsCritical) {
     EXPECT_NE(f->evidence[0].find("see NVIDIA's Xid catalog"), std::string::npos);
 }
 
+// Busy samples of `gpus` GPUs, GPU `slow` clocking at `slow_mhz` (the others at 1980 MHz).
+std::vector<Event> node(int gpus, int slow, double slow_mhz, double slow_celsius = 70) {
+    std::vector<Event> ev;
+    for (int i = 0; i < 10; ++i) {
+        const std::uint64_t t = 1'000'000'000ULL * (i + 1);
+        for (int g = 0; g < gpus; ++g) {
+            const auto dev = static_cast<std::uint16_t>(g);
+            ev.push_back(counter(t, dev, CounterKind::kGpuUtilizationPercent, 95));
+            ev.push_back(counter(t, dev, CounterKind::kSmClockMhz, g == slow ? slow_mhz : 1980));
+            ev.push_back(
+                counter(t, dev, CounterKind::kTemperatureC, g == slow ? slow_celsius : 70));
+            ev.push_back(counter(t, dev, CounterKind::kThrottleReasons, 0));
+        }
+    }
+    return ev;
+}
+
+// One GPU of eight clocks 20 % lower under load: it sets the pace of the job.
+TEST(HealthAnalyzerTest, OneSlowGpuAmongItsPeersIsAnOutlier) {
+    Report r = analyze(node(8, 3, 1584));
+    std::vector<const Finding*> found;
+    for (const auto& f : r.findings) {
+        if (f.id == "gpu_outlier") found.push_back(&f);
+    }
+    ASSERT_EQ(found.size(), 1u);
+    EXPECT_EQ(found[0]->device, 3);
+    EXPECT_NE(found[0]->summary.find("20 % below"), std::string::npos) << found[0]->summary;
+    // Hotter by 12 C, same clock: an outlier too.
+    EXPECT_NE(analyze(node(4, 1, 1980, 82)).finding("gpu_outlier"), nullptr);
+}
+
+// Peers within a few percent, or too few to call a majority: no outlier.
+TEST(HealthAnalyzerTest, NoOutlierAmongEqualsOrWithTwoGpus) {
+    EXPECT_EQ(analyze(node(8, 3, 1900)).finding("gpu_outlier"), nullptr);  // 4 % lower
+    EXPECT_EQ(analyze(node(2, 1, 1200)).finding("gpu_outlier"), nullptr);
+}
+
 }  // namespace
 }  // namespace gpudiag
