@@ -570,6 +570,13 @@ class CounterKind(_Enum):
     row_remap_pending: CounterKind
     row_remap_failed: CounterKind
     xid_error: CounterKind
+    nvlink_links_active: CounterKind
+    nvlink_replay_errors: CounterKind
+    nvlink_recovery_errors: CounterKind
+    nvlink_crc_errors: CounterKind
+    power_limit_default_watts: CounterKind
+    persistence_mode: CounterKind
+    mig_mode: CounterKind
 
 class MemoryCategory(_Enum):
     other: MemoryCategory

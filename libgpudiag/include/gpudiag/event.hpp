@@ -163,7 +163,14 @@ enum class CounterKind : std::uint16_t {
     kRemappedRowsUncorrectable = 44,  ///< rows remapped for uncorrected errors
     kRowRemapPending = 45,            ///< 1: a remap waits for the next reset
     kRowRemapFailed = 46,             ///< 1: a remap failed (the GPU needs service)
-    kXidError = 47,  ///< one per Xid event NVML delivered; the value is the Xid number
+    kXidError = 47,              ///< one per Xid event NVML delivered; the value is the Xid number
+    kNvlinkLinksActive = 48,     ///< NVLink links up
+    kNvlinkReplayErrors = 49,    ///< summed over the active links, since the driver loaded
+    kNvlinkRecoveryErrors = 50,  ///< link recoveries (retraining), summed, since the driver loaded
+    kNvlinkCrcErrors = 51,       ///< flow-control and data CRC errors, summed
+    kPowerLimitDefaultWatts = 52,  ///< the board's default power limit
+    kPersistenceMode = 53,         ///< 1: the driver stays loaded without clients
+    kMigMode = 54,                 ///< 1: the GPU is split into MIG instances
 };
 template <>
 GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;

@@ -54,6 +54,8 @@ void note_gaps(NvmlApi& a) {
          "nvmlDeviceGetPcieReplayCounter");
     lost(a.device_get_retired_pages == nullptr, "retired pages", "nvmlDeviceGetRetiredPages");
     lost(a.device_get_remapped_rows == nullptr, "remapped rows", "nvmlDeviceGetRemappedRows");
+    lost(a.device_get_nvlink_state == nullptr || a.device_get_nvlink_error_counter == nullptr,
+         "NVLink state and errors", "nvmlDeviceGetNvLinkState or nvmlDeviceGetNvLinkErrorCounter");
     lost(a.event_set_create == nullptr || a.device_register_events == nullptr ||
              a.event_set_wait == nullptr,
          "Xid events", "nvmlEventSetCreate, nvmlDeviceRegisterEvents or nvmlEventSetWait");
@@ -148,6 +150,15 @@ Loaded load() {
             h, "nvmlDeviceGetRetiredPagesPendingStatus");
     a.device_get_remapped_rows =
         find_symbol<decltype(a.device_get_remapped_rows)>(h, "nvmlDeviceGetRemappedRows");
+    a.device_get_nvlink_state =
+        find_symbol<decltype(a.device_get_nvlink_state)>(h, "nvmlDeviceGetNvLinkState");
+    a.device_get_nvlink_error_counter = find_symbol<decltype(a.device_get_nvlink_error_counter)>(
+        h, "nvmlDeviceGetNvLinkErrorCounter");
+    a.device_get_power_default_limit = find_symbol<decltype(a.device_get_power_default_limit)>(
+        h, "nvmlDeviceGetPowerManagementDefaultLimit");
+    a.device_get_persistence_mode =
+        find_symbol<decltype(a.device_get_persistence_mode)>(h, "nvmlDeviceGetPersistenceMode");
+    a.device_get_mig_mode = find_symbol<decltype(a.device_get_mig_mode)>(h, "nvmlDeviceGetMigMode");
     a.event_set_create = find_symbol<decltype(a.event_set_create)>(h, "nvmlEventSetCreate");
     a.device_register_events =
         find_symbol<decltype(a.device_register_events)>(h, "nvmlDeviceRegisterEvents");

@@ -31,6 +31,11 @@ constexpr unsigned long long kValueNotAvailable = ~0ULL;  // NVML_VALUE_NOT_AVAI
 constexpr unsigned kRetiredForSingleBit = 0;  // NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_...
 constexpr unsigned kRetiredForDoubleBit = 1;  // NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
 constexpr unsigned long long kEventXidCritical = 0x8;  // nvmlEventTypeXidCriticalError
+constexpr unsigned kNvlinkMaxLinks = 18;               // NVML_NVLINK_MAX_LINKS
+constexpr unsigned kNvlinkReplay = 0;                  // NVML_NVLINK_ERROR_DL_REPLAY
+constexpr unsigned kNvlinkRecovery = 1;                // NVML_NVLINK_ERROR_DL_RECOVERY
+constexpr unsigned kNvlinkCrcFlit = 2;                 // NVML_NVLINK_ERROR_DL_CRC_FLIT
+constexpr unsigned kNvlinkCrcData = 3;                 // NVML_NVLINK_ERROR_DL_CRC_DATA
 
 using EventSet = struct EventSetOpaque*;  // nvmlEventSet_t
 struct EventData {                        // nvmlEventData_t
@@ -136,6 +141,12 @@ struct NvmlApi {
     nvml::Return (*device_get_retired_pages_pending_status)(nvml::Device, int*) = nullptr;
     nvml::Return (*device_get_remapped_rows)(nvml::Device, unsigned*, unsigned*, unsigned*,
                                              unsigned*) = nullptr;
+    nvml::Return (*device_get_nvlink_state)(nvml::Device, unsigned, int*) = nullptr;
+    nvml::Return (*device_get_nvlink_error_counter)(nvml::Device, unsigned, unsigned,
+                                                    unsigned long long*) = nullptr;
+    nvml::Return (*device_get_power_default_limit)(nvml::Device, unsigned*) = nullptr;  // mW
+    nvml::Return (*device_get_persistence_mode)(nvml::Device, int*) = nullptr;
+    nvml::Return (*device_get_mig_mode)(nvml::Device, unsigned*, unsigned*) = nullptr;
     // Xid events: a set the sampler drains every round.
     nvml::Return (*event_set_create)(nvml::EventSet*) = nullptr;
     nvml::Return (*device_register_events)(nvml::Device, unsigned long long,

@@ -43,6 +43,10 @@ enum Metric : std::uint32_t {
     kPcieReplays = 1u << 11,
     kRetiredPages = 1u << 12,
     kRemappedRows = 1u << 13,
+    kNvlink = 1u << 14,
+    kPowerDefault = 1u << 15,
+    kPersistence = 1u << 16,
+    kMig = 1u << 17,
 };
 
 // Card health that changes rarely (link training, retired memory) is read every 10 s: each
@@ -387,6 +391,23 @@ void NvmlSampler::sample_card(Device& d, Emit& emit, Ask& ask) noexcept {
             emit(CounterKind::kRetiredPagesPending, pending != 0 ? 1 : 0);
         }
     }
+    sample_nvlink(d, emit, ask);
+    unsigned mw = 0;
+    if (api_.device_get_power_default_limit != nullptr &&
+        ask(kPowerDefault, [&] { return api_.device_get_power_default_limit(d.handle, &mw); })) {
+        emit(CounterKind::kPowerLimitDefaultWatts, mw / 1000.0);
+    }
+    int persistence = 0;
+    if (api_.device_get_persistence_mode != nullptr && ask(kPersistence, [&] {
+            return api_.device_get_persistence_mode(d.handle, &persistence);
+        })) {
+        emit(CounterKind::kPersistenceMode, persistence != 0 ? 1 : 0);
+    }
+    unsigned mig = 0, mig_pending = 0;
+    if (api_.device_get_mig_mode != nullptr &&
+        ask(kMig, [&] { return api_.device_get_mig_mode(d.handle, &mig, &mig_pending); })) {
+        emit(CounterKind::kMigMode, mig != 0 ? 1 : 0);
+    }
     unsigned corrected = 0, uncorrected = 0, pending = 0, failed = 0;
     if (api_.device_get_remapped_rows != nullptr && ask(kRemappedRows, [&] {
             return api_.device_get_remapped_rows(d.handle, &corrected, &uncorrected, &pending,
@@ -397,6 +418,40 @@ void NvmlSampler::sample_card(Device& d, Emit& emit, Ask& ask) noexcept {
         emit(CounterKind::kRowRemapPending, pending != 0 ? 1 : 0);
         emit(CounterKind::kRowRemapFailed, failed != 0 ? 1 : 0);
     }
+}
+
+// NVLink: which links are up, and their error counters summed over those (a board without
+// NVLink refuses link 0 and is not asked again; the first refused link ends the list).
+template <typename Emit, typename Ask>
+void NvmlSampler::sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept {
+    if (api_.device_get_nvlink_state == nullptr) return;
+    int state = 0;
+    if (!ask(kNvlink, [&] { return api_.device_get_nvlink_state(d.handle, 0, &state); })) return;
+    unsigned active = 0;
+    unsigned long long replay = 0, recovery = 0, crc = 0;
+    for (unsigned link = 0; link < nvml::kNvlinkMaxLinks; ++link) {
+        if (link > 0 && api_.device_get_nvlink_state(d.handle, link, &state) != nvml::kSuccess) {
+            break;
+        }
+        if (state == 0) continue;
+        ++active;
+        if (api_.device_get_nvlink_error_counter == nullptr) continue;
+        auto count = [&](unsigned counter) -> unsigned long long {
+            unsigned long long v = 0;
+            return api_.device_get_nvlink_error_counter(d.handle, link, counter, &v) ==
+                           nvml::kSuccess
+                       ? v
+                       : 0;
+        };
+        replay += count(nvml::kNvlinkReplay);
+        recovery += count(nvml::kNvlinkRecovery);
+        crc += count(nvml::kNvlinkCrcFlit) + count(nvml::kNvlinkCrcData);
+    }
+    emit(CounterKind::kNvlinkLinksActive, active);
+    if (api_.device_get_nvlink_error_counter == nullptr) return;
+    emit(CounterKind::kNvlinkReplayErrors, static_cast<double>(replay));
+    emit(CounterKind::kNvlinkRecoveryErrors, static_cast<double>(recovery));
+    emit(CounterKind::kNvlinkCrcErrors, static_cast<double>(crc));
 }
 
 // Registers each device for Xid events once (a device that refuses is not asked again), then

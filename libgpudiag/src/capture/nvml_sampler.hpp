@@ -53,6 +53,8 @@ private:
     void sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept;
     template <typename Emit, typename Ask>
     void sample_card(Device& d, Emit& emit, Ask& ask) noexcept;
+    template <typename Emit, typename Ask>
+    void sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept;
     void drain_xid_events(std::vector<Device>& devices, EventQueue& out,
                           std::uint64_t now) noexcept;
 

@@ -144,6 +144,13 @@ constexpr EnumName<CounterKind> kCounterKindNames[] = {
     {CounterKind::kRowRemapPending, "row_remap_pending"},
     {CounterKind::kRowRemapFailed, "row_remap_failed"},
     {CounterKind::kXidError, "xid_error"},
+    {CounterKind::kNvlinkLinksActive, "nvlink_links_active"},
+    {CounterKind::kNvlinkReplayErrors, "nvlink_replay_errors"},
+    {CounterKind::kNvlinkRecoveryErrors, "nvlink_recovery_errors"},
+    {CounterKind::kNvlinkCrcErrors, "nvlink_crc_errors"},
+    {CounterKind::kPowerLimitDefaultWatts, "power_limit_default_watts"},
+    {CounterKind::kPersistenceMode, "persistence_mode"},
+    {CounterKind::kMigMode, "mig_mode"},
 };
 
 constexpr EnumName<StatusCode> kStatusCodeNames[] = {

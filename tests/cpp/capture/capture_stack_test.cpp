@@ -153,6 +153,7 @@ TEST_F(CaptureStackTest, NvmlOfAnOlderDriverFallsBackToTheOlderCalls) {
     // through nvmlEventSetWait, the name before _v2).
     EXPECT_TRUE(has("nvml: PCIe link generation and width unavailable")) << st.reasons.size();
     EXPECT_TRUE(has("nvml: remapped rows unavailable"));
+    EXPECT_TRUE(has("nvml: NVLink state and errors unavailable"));
     EXPECT_FALSE(has("Xid events unavailable"));
     EXPECT_NE(nvml->event_set_wait, nullptr);
     EXPECT_TRUE(queue.counters(CounterKind::kPcieLinkWidth).empty());

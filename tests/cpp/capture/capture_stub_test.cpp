@@ -73,6 +73,8 @@ void gpudiag_stub_nvml_set_memory_health(int gpu, unsigned pages_single, unsigne
                                          unsigned remap_failed);
 void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid);
 int gpudiag_stub_nvml_xid_registered(int gpu);
+void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long replay,
+                                  unsigned long long recovery, unsigned long long crc);
 void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes);
 void gpudiag_stub_nvml_reset();
 void gpudiag_stub_cuda_set_context_active(int active);
@@ -562,9 +564,16 @@ TEST_F(CaptureStubTest, BuffersFromManyThreadsArriveThroughCuptisWorkerAndFlushe
         });
     }
     for (auto& th : threads) th.join();
+    // Full buffers come back asynchronously, on CUPTI's worker. Give it time to run before
+    // stop() flushes whatever is left: on a loaded machine it may not have been scheduled yet.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (gpudiag_stub_cupti_worker_completions() == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_GT(gpudiag_stub_cupti_worker_completions(), 0);
     backend->stop();
     EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), std::size_t{kThreads * kPerThread});
-    EXPECT_GT(gpudiag_stub_cupti_worker_completions(), 0);  // full buffers came back asynchronously
 }
 
 // A kernel still running when the session stops: FlushAll(0) holds its buffer back, gpudiag waits
@@ -1004,6 +1013,7 @@ TEST_F(CaptureStubTest, NvmlCardHealthFeedsItsFindings) {
     ASSERT_NE(nvml, nullptr);
     gpudiag_stub_nvml_set_pcie(0, 5, 5, 8, 16, 3);
     gpudiag_stub_nvml_set_memory_health(1, 0, 0, 0, 2, 1, 1, 0);
+    gpudiag_stub_nvml_set_nvlink(0, 4, 7, 1, 5);
     detail::NvmlSampler sampler(*nvml);
     sampler.sample_once(queue_);
     EXPECT_EQ(gpudiag_stub_nvml_xid_registered(0), 1);
@@ -1021,6 +1031,14 @@ TEST_F(CaptureStubTest, NvmlCardHealthFeedsItsFindings) {
     ASSERT_EQ(width.size(), 2u);
     EXPECT_EQ(width[0].counter.value, 8);
     EXPECT_EQ(queue_.counters(CounterKind::kRowRemapPending).size(), 2u);
+    auto links = queue_.counters(CounterKind::kNvlinkLinksActive);
+    ASSERT_EQ(links.size(), 1u) << "GPU 1 has no NVLink: refused at link 0, nothing emitted";
+    EXPECT_EQ(links[0].counter.value, 4);
+    EXPECT_EQ(queue_.counters(CounterKind::kNvlinkRecoveryErrors)[0].counter.value, 1);
+    EXPECT_EQ(queue_.counters(CounterKind::kNvlinkCrcErrors)[0].counter.value, 5);
+    EXPECT_EQ(queue_.counters(CounterKind::kPowerLimitDefaultWatts)[0].counter.value, 700);
+    EXPECT_EQ(queue_.counters(CounterKind::kPersistenceMode)[0].counter.value, 1);
+    EXPECT_EQ(queue_.counters(CounterKind::kMigMode)[0].counter.value, 0);
 
     auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
     ASSERT_TRUE(report.is_ok());

@@ -44,6 +44,8 @@ struct Gpu {
     unsigned rows[4] = {0, 0, 0, 0};       // remapped correctable, uncorrectable, pending, failed
     std::vector<unsigned long long> xids;  // Xid events waiting in the event set
     bool registered = false;               // for Xid events
+    unsigned nvlinks = 0;                  // links up (0: no NVLink, as on PCIe boards)
+    unsigned long long nvlink_errors[4] = {0, 0, 0, 0};  // replay, recovery, CRC flit, CRC data
 };
 
 struct State {
@@ -285,7 +287,35 @@ int nvmlDeviceGetRemappedRows(void* device, unsigned* corrected, unsigned* uncor
     *failed = r[3];
     return 0;
 }
+// Links 0..nvlinks-1 are up; past them NVML says the link does not exist.
+int nvmlDeviceGetNvLinkState(void* device, unsigned link, int* active) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    if (g.nvlinks == 0 || link >= g.nvlinks) return 3;  // NVML_ERROR_NOT_SUPPORTED
+    *active = 1;
+    return 0;
+}
+int nvmlDeviceGetNvLinkErrorCounter(void* device, unsigned link, unsigned counter,
+                                    unsigned long long* value) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    if (link >= g.nvlinks || counter > 3) return 3;
+    *value = link == 0 ? g.nvlink_errors[counter] : 0;  // all on link 0
+    return 0;
+}
 #endif
+int nvmlDeviceGetPowerManagementDefaultLimit(void*, unsigned* mw) {
+    *mw = 700000;
+    return 0;
+}
+int nvmlDeviceGetPersistenceMode(void*, int* mode) {
+    *mode = 1;
+    return 0;
+}
+int nvmlDeviceGetMigMode(void*, unsigned* current, unsigned* pending) {
+    *current = *pending = 0;
+    return 0;
+}
 int nvmlEventSetCreate(void** set) {
     *set = reinterpret_cast<void*>(0x5e7);
     return 0;
@@ -382,6 +412,16 @@ int gpudiag_stub_nvml_xid_registered(int gpu) {
 void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes) {
     std::lock_guard<std::mutex> lock(st().mutex);
     st().gpus[gpu].processes.push_back({pid, bytes, 0, 0});
+}
+void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long replay,
+                                  unsigned long long recovery, unsigned long long crc) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    Gpu& g = st().gpus[gpu];
+    g.nvlinks = links;
+    g.nvlink_errors[0] = replay;
+    g.nvlink_errors[1] = recovery;
+    g.nvlink_errors[2] = crc;
+    g.nvlink_errors[3] = 0;
 }
 void gpudiag_stub_nvml_reset() {
     std::lock_guard<std::mutex> lock(st().mutex);

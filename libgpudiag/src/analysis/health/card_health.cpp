@@ -13,6 +13,8 @@
 //   a lower generation counts only in readings taken while the GPU was busy (utilization >=
 //   30 %), in half of them or more, with at least two such readings. 100 or more replays during
 //   the run (retransmitted packets) mean link errors, whatever its speed.
+// * NVLink: any recovery during the run (the link retrained), 100 or more replay and CRC errors
+//   during it, or fewer links up at the end than during the run.
 #include "analysis/health/health_analyzer.hpp"
 
 #include "support/format.hpp"
@@ -27,6 +29,7 @@ constexpr double kBusyUtilPercent = 30.0;
 constexpr double kDegradedShare = 0.5;
 constexpr std::uint64_t kMinBusyLinkSamples = 2;
 constexpr double kReplaysDuringRun = 100;
+constexpr double kNvlinkErrorsDuringRun = 100;
 
 struct XidMeaning {
     std::uint32_t xid;
@@ -95,6 +98,13 @@ void HealthAnalyzer::on_card_counter(const Event& e, DeviceHealth& d) {
         case CounterKind::kRemappedRowsUncorrectable: d.rows_uncorrectable.add(v); break;
         case CounterKind::kRowRemapPending: d.remap_pending.add(v); break;
         case CounterKind::kRowRemapFailed: d.remap_failed.add(v); break;
+        case CounterKind::kNvlinkLinksActive: d.nvlink_active.add(v); break;
+        case CounterKind::kNvlinkReplayErrors: d.nvlink_replay.add(v); break;
+        case CounterKind::kNvlinkRecoveryErrors: d.nvlink_recovery.add(v); break;
+        case CounterKind::kNvlinkCrcErrors: d.nvlink_crc.add(v); break;
+        case CounterKind::kPowerLimitDefaultWatts: d.power_default.add(v); break;
+        case CounterKind::kPersistenceMode: d.persistence.add(v); break;
+        case CounterKind::kMigMode: d.mig.add(v); break;
         case CounterKind::kXidError: {
             const auto xid = static_cast<std::uint32_t>(v);
             auto it = d.xids.find(xid);
@@ -123,6 +133,13 @@ bool HealthAnalyzer::is_card_counter(CounterKind kind) noexcept {
         case CounterKind::kRemappedRowsUncorrectable:
         case CounterKind::kRowRemapPending:
         case CounterKind::kRowRemapFailed:
+        case CounterKind::kNvlinkLinksActive:
+        case CounterKind::kNvlinkReplayErrors:
+        case CounterKind::kNvlinkRecoveryErrors:
+        case CounterKind::kNvlinkCrcErrors:
+        case CounterKind::kPowerLimitDefaultWatts:
+        case CounterKind::kPersistenceMode:
+        case CounterKind::kMigMode:
         case CounterKind::kXidError: return true;
         default: return false;
     }
@@ -281,11 +298,49 @@ void HealthAnalyzer::add_pcie_finding(Report& report, std::uint16_t device, cons
     report.findings.push_back(std::move(f));
 }
 
+void HealthAnalyzer::add_nvlink_finding(Report& report, std::uint16_t device,
+                                        const DeviceHealth& d) {
+    auto grown = [](const Stat& s) { return s.count > 0 ? s.last - s.first : 0.0; };
+    const double recoveries = grown(d.nvlink_recovery);
+    const double errors = grown(d.nvlink_replay) + grown(d.nvlink_crc);
+    const bool link_lost = d.nvlink_active.count > 0 && d.nvlink_active.last < d.nvlink_active.max;
+    if (recoveries < 1 && errors < kNvlinkErrorsDuringRun && !link_lost) return;
+    const std::string gpu = device_name(device);
+    Finding f;
+    f.id = "nvlink_errors";
+    f.device = device == kNoDevice ? -1 : static_cast<int>(device);
+    f.severity = Severity::kWarning;
+    f.title = gpu + "'s NVLink " +
+              (link_lost ? "lost a link: " + format_number(d.nvlink_active.last, 0) + " of " +
+                               format_number(d.nvlink_active.max, 0) + " up"
+               : recoveries >= 1 ? "retrained " + format_number(recoveries, 0) + " times"
+                                 : "reported " + format_number(errors, 0) + " errors");
+    f.summary = gpu + "'s NVLink links " +
+                (link_lost ? "went down during the run: traffic to its peers has less bandwidth, "
+                             "or goes over PCIe."
+                           : "needed error recovery during the run: each recovery stalls the "
+                             "link, and collectives over it slow down.");
+    f.figures.push_back(
+        {"nvlink_links_active", d.nvlink_active.last, "count", "NVLink links up at the end"});
+    f.figures.push_back(
+        {"nvlink_recoveries_during_run", recoveries, "count", "link recoveries during the run"});
+    f.figures.push_back(
+        {"nvlink_errors_during_run", errors, "count", "replay and CRC errors during the run"});
+    f.evidence.push_back("NVML NVLink counters summed over the active links: recoveries +" +
+                         format_number(recoveries, 0) + ", replay and CRC errors +" +
+                         format_number(errors, 0));
+    f.advice.push_back(
+        "Have the operators check the links (nvidia-smi nvlink -s and -e) and the NVSwitch "
+        "fabric; a link that keeps recovering needs the board or its cabling serviced.");
+    report.findings.push_back(std::move(f));
+}
+
 void HealthAnalyzer::add_card_findings(Report& report, std::uint16_t device,
                                        const DeviceHealth& d) {
     add_xid_finding(report, device, d);
     add_memory_health_finding(report, device, d);
     add_pcie_finding(report, device, d);
+    add_nvlink_finding(report, device, d);
 }
 
 }  // namespace gpudiag::detail

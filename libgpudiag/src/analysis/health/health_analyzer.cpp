@@ -218,6 +218,16 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
             f.advice.push_back(
                 "Report the power brake to the operators: it comes from outside "
                 "the GPU (power supply, chassis management).");
+        } else if (d.power_default.count > 0 && d.power_limit.count > 0 &&
+                   d.power_limit.last < 0.95 * d.power_default.last) {
+            f.evidence.push_back("the enforced power limit, " +
+                                 format_number(d.power_limit.last, 0) +
+                                 " W, is below the board's " +
+                                 format_number(d.power_default.last, 0) + " W default");
+            f.advice.push_back("Restore the default power limit (nvidia-smi -pl " +
+                               format_number(d.power_default.last, 0) +
+                               ") unless it was lowered on purpose: every kernel runs slower "
+                               "under the lower cap.");
         } else {
             f.advice.push_back(
                 "Check the enforced power limit (nvidia-smi -q -d POWER): a limit "
@@ -299,6 +309,28 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
     }
 }
 
+// Persistence and MIG mode, when NVML said: figures an operator checks first.
+void HealthAnalyzer::add_mode_figures(Section& s) const {
+    double seen = 0, without_persistence = 0, mig_seen = 0, in_mig = 0;
+    for (const auto& [device, d] : devices_) {
+        if (d.persistence.count > 0) {
+            ++seen;
+            if (d.persistence.last == 0) ++without_persistence;
+        }
+        if (d.mig.count > 0) {
+            ++mig_seen;
+            if (d.mig.last != 0) ++in_mig;
+        }
+    }
+    if (seen > 0) {
+        s.figures.push_back({"gpus_without_persistence_mode", without_persistence, "count",
+                             "GPUs with persistence mode off (the driver reloads per job)"});
+    }
+    if (mig_seen > 0) {
+        s.figures.push_back({"gpus_in_mig_mode", in_mig, "count", "GPUs split into MIG instances"});
+    }
+}
+
 void HealthAnalyzer::contribute(Report& report) {
     if (devices_.empty()) return;
     Section s;
@@ -366,6 +398,7 @@ void HealthAnalyzer::contribute(Report& report) {
         add_card_findings(report, device, d);
     }
     add_outlier_findings(report);
+    add_mode_figures(s);
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
     s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
     if (util_count > 0) {

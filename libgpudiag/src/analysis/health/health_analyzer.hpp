@@ -52,6 +52,8 @@ private:
         Stat pcie_gen, pcie_gen_max, pcie_width, pcie_width_max, pcie_replays;
         Stat retired_single, retired_double, retired_pending;
         Stat rows_correctable, rows_uncorrectable, remap_pending, remap_failed;
+        Stat nvlink_active, nvlink_replay, nvlink_recovery, nvlink_crc;
+        Stat power_default, persistence, mig;
         std::uint64_t link_samples = 0;               // complete PCIe readings
         std::uint64_t narrow_samples = 0;             // fewer lanes than both ends support
         std::uint64_t busy_link_samples = 0;          // readings while the GPU was busy
@@ -67,8 +69,10 @@ private:
     void add_xid_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_memory_health_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    void add_nvlink_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     /// One GPU slower, hotter or more throttled than its peers (gpu_outlier.cpp).
     void add_outlier_findings(Report& report) const;
+    void add_mode_figures(Section& s) const;
 
     std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
     std::uint64_t first_ns_ = 0;

@@ -260,5 +260,47 @@ TEST(HealthAnalyzerTest, NoOutlierAmongEqualsOrWithTwoGpus) {
     EXPECT_EQ(analyze(node(2, 1, 1200)).finding("gpu_outlier"), nullptr);
 }
 
+// NVLink counters of one GPU at two readings.
+std::vector<Event> nvlink(double links_then, double links_now, double recoveries_now,
+                          double errors_now) {
+    std::vector<Event> ev;
+    for (int i = 0; i < 2; ++i) {
+        const std::uint64_t t = 10'000'000'000ULL * (i + 1);
+        ev.push_back(
+            counter(t, 0, CounterKind::kNvlinkLinksActive, i == 0 ? links_then : links_now));
+        ev.push_back(counter(t, 0, CounterKind::kNvlinkReplayErrors, i == 0 ? 0 : errors_now));
+        ev.push_back(
+            counter(t, 0, CounterKind::kNvlinkRecoveryErrors, i == 0 ? 0 : recoveries_now));
+        ev.push_back(counter(t, 0, CounterKind::kNvlinkCrcErrors, 0));
+    }
+    return ev;
+}
+
+TEST(HealthAnalyzerTest, NvlinkRecoveriesErrorsAndLostLinksAreFindings) {
+    EXPECT_EQ(analyze(nvlink(18, 18, 0, 10)).finding("nvlink_errors"), nullptr);  // a few
+    const Report retrained = analyze(nvlink(18, 18, 2, 0));
+    ASSERT_NE(retrained.finding("nvlink_errors"), nullptr);
+    EXPECT_NE(retrained.finding("nvlink_errors")->title.find("retrained 2 times"),
+              std::string::npos);
+    EXPECT_NE(analyze(nvlink(18, 18, 0, 150)).finding("nvlink_errors"), nullptr);
+    const Report lost = analyze(nvlink(18, 17, 0, 0));
+    ASSERT_NE(lost.finding("nvlink_errors"), nullptr);
+    EXPECT_NE(lost.finding("nvlink_errors")->title.find("17 of 18 up"), std::string::npos);
+}
+
+// Throttled at a limit an operator lowered: the finding says so, with the default to restore.
+TEST(HealthAnalyzerTest, APowerLimitBelowTheDefaultIsNamed) {
+    auto ev = samples(40, [](int) { return clock_event_reason::kSwPowerCap; });
+    for (auto& e : ev) {
+        if (e.counter.counter == CounterKind::kPowerLimitWatts) e.counter.value = 500;
+    }
+    ev.push_back(counter(1, 0, CounterKind::kPowerLimitDefaultWatts, 700));
+    const Report r = analyze(ev);
+    const Finding* f = r.finding("power_throttle");
+    ASSERT_NE(f, nullptr);
+    ASSERT_FALSE(f->advice.empty());
+    EXPECT_NE(f->advice[0].find("nvidia-smi -pl 700"), std::string::npos) << f->advice[0];
+}
+
 }  // namespace
 }  // namespace gpudiag
