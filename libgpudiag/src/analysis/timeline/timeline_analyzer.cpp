@@ -133,9 +133,8 @@ void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
 void TimelineAnalyzer::add_unobserved(std::uint64_t start, std::uint64_t end) {
     // Pauses arrive in time order; past the cap the last window absorbs the new one (more is
     // excluded, never less).
-    if (!unobserved_.empty() && start <= unobserved_.back().end) {
-        unobserved_.back().end = std::max(unobserved_.back().end, end);
-    } else if (unobserved_.size() >= kMaxUnobservedWindows) {
+    const bool overlaps_last = !unobserved_.empty() && start <= unobserved_.back().end;
+    if (overlaps_last || unobserved_.size() >= kMaxUnobservedWindows) {
         unobserved_.back().end = std::max(unobserved_.back().end, end);
     } else {
         unobserved_.push_back(Span{start, end});
@@ -696,12 +695,12 @@ void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t la
     if (work == WorkClass::kCompute) {
         std::uint64_t from = std::max(start, since.last_collective_start);
         if (end <= from) return;
-        if (!since.merged.empty() && from <= since.merged.back().end) {
+        // Past the cap the last span absorbs the new one (more counts as overlap, never less).
+        const bool overlaps_last = !since.merged.empty() && from <= since.merged.back().end;
+        if (overlaps_last || since.merged.size() >= kMaxMerged) {
             since.merged.back().end = std::max(since.merged.back().end, end);
-        } else if (since.merged.size() < kMaxMerged) {
-            since.merged.push_back(Span{from, end});
         } else {
-            since.merged.back().end = std::max(since.merged.back().end, end);
+            since.merged.push_back(Span{from, end});
         }
         return;
     }
