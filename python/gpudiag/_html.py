@@ -28,6 +28,7 @@ _CSS = """
 .gpudiag th{background:#f0f0f0}.gpudiag .note{color:#666}
 .gpudiag figure{margin:8px 0}.gpudiag figcaption{font-weight:bold;margin-bottom:2px}
 .gpudiag .partial{border-left:5px solid #d62728;padding:4px 10px;margin:8px 0;background:#fff4f4}
+.gpudiag .device{color:#444}
 """
 
 # What a chart needs to know about a figure, a series or a table comes from what the report
@@ -134,32 +135,30 @@ def partition_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
     return [(title, chart) for title, chart in charts if chart]
 
 
-def _figure_text(f: dict[str, Any]) -> str:
+def _native_figure(key: str, f: dict[str, Any]) -> Any:
+    figure = _core.Figure()
+    figure.key = key
     value = f.get("value")
-    return format_figure(float("nan") if value is None else float(value), str(f.get("unit", "")))
+    figure.value = float("nan") if value is None else float(value)
+    figure.unit = str(f.get("unit", ""))
+    figure.label = str(f.get("label", ""))
+    return figure
 
 
 def _figures_table(figures: dict[str, Any]) -> str:
+    """A section's or finding's figures, each listed as the text report lists it (C++'s rule)."""
     if not figures:
         return ""
     rows = "".join(
-        f"<tr><td>{escape(str(f.get('label') or key))}</td><td>{escape(_figure_text(f))}</td></tr>"
-        for key, f in figures.items()
+        f"<tr><td>{escape(label)}</td><td>{escape(value)}</td></tr>"
+        for label, value in (_core.figure_row(_native_figure(key, f)) for key, f in figures.items())
     )
     return f"<table>{rows}</table>"
 
 
 def _saving(predicted: dict[str, Any]) -> str:
     """What fixing the finding is worth, in the text report's words (C++'s); "" when not predicted."""
-    figures = []
-    for key, f in predicted.items():
-        figure = _core.Figure()
-        figure.key = key
-        figure.value = float(f["value"])
-        figure.unit = str(f.get("unit", ""))
-        figure.label = str(f.get("label", ""))
-        figures.append(figure)
-    text = _core.describe_saving(figures)
+    text = _core.describe_saving([_native_figure(key, f) for key, f in predicted.items()])
     return f'<div class="saving"><b>{escape(text)}</b></div>' if text else ""
 
 
@@ -237,6 +236,15 @@ def _section_details(s: dict[str, Any]) -> str:
     )
 
 
+def _device_line(device: dict[str, Any]) -> str:
+    """A device as the text report names it (C++'s describe_device: never blank)."""
+    native = _core.DeviceInfo()
+    native.ordinal = int(device.get("ordinal", 0))
+    native.name = str(device.get("name", ""))
+    native.total_memory_bytes = int(device.get("total_memory_bytes", 0))
+    return f"device {native.ordinal}: {_core.describe_device(native)}"
+
+
 def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     """The report as HTML (a fragment for notebooks, or a whole page)."""
     findings = report.get("findings", [])
@@ -246,6 +254,8 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     out.append(f"<h2>{escape(title)}</h2>")
     if source.get("description"):
         out.append(f'<div class="note">{escape(str(source["description"]))}</div>')
+    for device in source.get("devices", []):
+        out.append(f'<div class="device">{escape(_device_line(device))}</div>')
     coverage = report.get("input", {})
     complete = bool(coverage.get("complete", True))
     if not complete:

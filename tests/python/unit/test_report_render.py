@@ -191,3 +191,19 @@ def test_many_steps_are_capped() -> None:
 def test_nice_byte_ticks_are_round() -> None:
     ticks = _svg.nice_byte_ticks(9.5 * 1024**3)
     assert all(t % (1024**3 // 2) == 0 for t in ticks)
+
+
+def test_html_names_devices_and_lists_figures_as_the_text_does(
+    snapshot_report: Report, starved_report: Report
+) -> None:
+    # A snapshot does not record the device's model: the page says so, as the text does.
+    assert "device 0: model not recorded in the input" in snapshot_report.to_html()
+    assert "device 0: model not recorded in the input" in snapshot_report.summary()
+    html = starved_report.to_html()
+    assert (
+        f"device 0: {escape(_core.describe_device(starved_report.native().source.devices[0]))}"
+        in html
+    )
+    # The window figure is an enum: its word, never the code and the label's legend.
+    assert "<td>window</td><td>steps</td>" in html
+    assert "0 steps, 1 hta, 2 all" not in html
