@@ -8,7 +8,6 @@ the report lacks are simply left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
 from typing import Any, Callable
 
@@ -47,32 +46,59 @@ def _formatter(unit: str) -> Callable[[float], str]:
     return lambda v: format_figure(v, unit)
 
 
-def memory_chart(report: dict[str, Any]) -> str:
-    """Device memory over time (the memory section's byte series with a time axis), with its
-    peaks (figures of kind "peak") as watermarks; "" when the report has no such series."""
+# The memory section's byte series, one chart per kind of x axis: a per-step series is never
+# drawn on the seconds axis (it would stretch a run's seconds to its step count).
+_MEMORY_CHARTS = (
+    ("s", "Device memory over time", "time"),
+    ("step", "Device memory per step", "step (counted from the first seen)"),
+)
+
+
+def memory_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Device memory as (caption, chart): over time, with the section's peaks (figures of kind
+    "peak") as watermarks, and per step (each step's peak and lowest level, where a leak shows as
+    a rising floor); charts without data are left out."""
     section = _section(report, "memory")
     if section is None:
-        return ""
-    series: list[tuple[str, Sequence[tuple[float, float]]]] = [
-        (str(s.get("title") or s.get("id")), s["points"])
-        for s in section.get("series", [])
-        if s.get("unit") == "bytes" and s.get("x_unit", "s") == "s" and s.get("points")
-    ]
-    if not series:
-        return ""
-    watermarks = [
+        return []
+    charts = []
+    for x_unit, caption, x_label in _MEMORY_CHARTS:
+        series = [
+            (str(s.get("id")), str(s.get("title") or s.get("id")), s["points"])
+            for s in section.get("series", [])
+            if s.get("unit") == "bytes" and s.get("x_unit", "s") == x_unit and s.get("points")
+        ]
+        if not series:
+            continue
+        watermarks = _peaks(section) if x_unit == "s" else []
+        chart = _svg.line_chart(
+            series,
+            title=caption,
+            y_fmt=_formatter("bytes"),
+            x_fmt=_formatter(x_unit),
+            x_label=x_label,
+            x_unit=x_unit,
+            integer_x=x_unit == "step",
+            hlines=watermarks,
+            byte_axis=True,
+        )
+        if chart:
+            charts.append((caption, chart))
+    return charts
+
+
+def _peaks(section: dict[str, Any]) -> list[tuple[str, float]]:
+    return [
         (str(f.get("label") or key), float(f["value"]))
         for key, f in section.get("figures", {}).items()
         if f.get("kind") == "peak" and f.get("unit") == "bytes" and f.get("value") is not None
     ]
-    return _svg.line_chart(
-        series,
-        title="Device memory over time",
-        y_fmt=_formatter("bytes"),
-        x_fmt=_formatter("s"),
-        hlines=watermarks[:4],
-        byte_axis=True,
-    )
+
+
+def memory_chart(report: dict[str, Any]) -> str:
+    """Device memory over time (see memory_charts); "" when the report has no such series."""
+    timed = [chart for caption, chart in memory_charts(report) if caption == _MEMORY_CHARTS[0][1]]
+    return timed[0] if timed else ""
 
 
 def _partition_tables(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,6 +137,7 @@ def partition_chart(table: dict[str, Any]) -> str:
         title=str(table.get("title", "")),
         y_fmt=_formatter(units[1]),
         x_label=_core.column_heading(columns[0], units[0]),
+        byte_axis=units[1] == "bytes",
     )
 
 
@@ -280,7 +307,7 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
             r = rank.get("source", {}).get("rank", -1)
             out.append(f"<h3>Rank {escape(str(r))}</h3>")
             out.extend(_finding(f) for f in rank_findings)
-    charts = [("Memory", memory_chart(report)), *partition_charts(report)]
+    charts = [*memory_charts(report), *partition_charts(report)]
     for caption, chart in charts:
         if chart:
             out.append(
