@@ -1023,9 +1023,9 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     const auto share = share_of;
     const GpuTimeStats& g = s.gpu;
     fig("window", static_cast<double>(s.window), "enum", "window: 0 steps, 1 hta, 2 all");
-    fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
-        "GPU kernels, copies and memsets");
-    if (s.has_gpu_activity) {
+    if (s.has_gpu_activity) {  // without, the title says so: a 0 would claim what was not seen
+        fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
+            "GPU kernels, copies and memsets");
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
         fig("device", s.device, "ordinal", "device (ordinal) these figures describe");

@@ -275,7 +275,8 @@ TEST(CorpusSections, CpuOnlyProfileHasStepsWithoutGpuZeros) {
     EXPECT_EQ(figure(r, "timeline", "steps"), 1);
     EXPECT_GT(figure(r, "timeline", "step_time_ns"), 0);
     // No GPU work, no syncs, no DataLoader: none of their figures.
-    for (const char* unseen : {"busy_ns", "idle_share", "device", "sync_calls", "input_wait_share"})
+    for (const char* unseen :
+         {"gpu_activities", "busy_ns", "idle_share", "device", "sync_calls", "input_wait_share"})
         EXPECT_EQ(s->figure(unseen), nullptr) << unseen;
     EXPECT_FALSE(has_table(*s, "step_breakdown"));  // no bars of zeros
     EXPECT_FALSE(has_series(*s, "step_idle_share"));
