@@ -269,6 +269,8 @@ def _device_line(device: dict[str, Any]) -> str:
     native.ordinal = int(device.get("ordinal", 0))
     native.name = str(device.get("name", ""))
     native.total_memory_bytes = int(device.get("total_memory_bytes", 0))
+    native.uuid = str(device.get("uuid", ""))
+    native.pci_bus_id = str(device.get("pci_bus_id", ""))
     return f"device {native.ordinal}: {_core.describe_device(native)}"
 
 

@@ -239,8 +239,9 @@ GPUDIAG_API std::string format_figure(double value, std::string_view unit) noexc
 /// the colon and the word its value stands for: ("window", "steps"). Errors: none ({} on OOM).
 GPUDIAG_API std::pair<std::string, std::string> figure_row(const Figure& figure) noexcept;
 
-/// A device as reports name it: "NVIDIA H200, 141.0 GiB"; an input that did not record the model
-/// says so ("model not recorded in the input"), never a blank. Errors: none ("" on OOM).
+/// A device as reports name it: "NVIDIA H200, 141.0 GiB, GPU-5a1c..., PCI 00000000:18:00.0" (what
+/// the input recorded of these); an input that did not record the model says so ("model not
+/// recorded in the input"), never a blank. Errors: none ("" on OOM).
 GPUDIAG_API std::string describe_device(const DeviceInfo& device) noexcept;
 
 /// A table column's key as reports head it: the words of the key without the one that restates

@@ -14,6 +14,8 @@ std::string describe_device(const DeviceInfo& device) noexcept {
         if (device.total_memory_bytes > 0) {
             out += ", " + detail::format_bytes(static_cast<double>(device.total_memory_bytes));
         }
+        if (!device.uuid.empty()) out += ", " + device.uuid;
+        if (!device.pci_bus_id.empty()) out += ", PCI " + device.pci_bus_id;
         return out;
     } catch (const std::exception&) {
         return {};
