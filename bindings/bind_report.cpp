@@ -138,6 +138,10 @@ void bind_report(py::module_& m) {
     m.def("column_heading", &column_heading, py::arg("key"), py::arg("unit"),
           "A table column's key as reports head it: column_heading('step_time_ns', 'ns') == "
           "'step time'.");
+    m.def("figure_row", &figure_row, py::arg("figure"),
+          "A figure as reports list it: (label, value in words); an enum figure shows its word.");
+    m.def("describe_device", &describe_device, py::arg("device"),
+          "A device as reports name it: 'NVIDIA H200, 141.0 GiB', never blank.");
     m.def("describe_saving", &describe_saving, py::arg("predicted_saving"),
           "What fixing a finding is worth, as the reports say it ('' when not predicted).");
 }

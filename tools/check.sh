@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Installs what gpudiag needs, builds it, and runs every test: C++ (GoogleTest via ctest), the
-# ASan+UBSan build of the C++ tests with clang (which also builds every libFuzzer target and runs
-# each for a short campaign), the TSan run of the concurrency tests, the consumers (C++20
-# and C++17 find_package, C, add_subdirectory) and the C++ example built against the installed
-# package, the GPU device check's preflight (tests/gpu/README.md), the Python suite (pytest), and
-# the lint. Any failure fails the script. This is the README's test command and .ci/run's body.
+# library's clang-tidy checks, the ASan+UBSan build of the C++ tests with clang (which also builds
+# every libFuzzer target and runs each for a short campaign), the TSan run of the concurrency
+# tests, the consumers (C++20 and C++17 find_package, C, add_subdirectory) and the C++ example
+# built against the installed package, the GPU device check's preflight (tests/gpu/README.md),
+# the Python suite (pytest), and the lint. Any failure fails the script. This is the README's
+# test command and .ci/run's body.
 #
 #   tools/check.sh            everything
 #   tools/check.sh --quick    dev build, ctest and pytest only (for iterating)
@@ -87,6 +88,10 @@ ctest --preset ci -j "$JOBS"
 mapfile -t SAME_COMPILE < <(same_compile)
 
 if [ $QUICK -eq 0 ]; then
+  # The checks .clang-tidy names, on the ci build's compile commands (about 2 minutes on 2 cores).
+  step "clang-tidy (the library's .cpp files)"
+  GPUDIAG_JOBS=$JOBS tools/clang_tidy.sh build/ci
+
   step "install + consumers (find_package C++20 and C++17, C, add_subdirectory, example)"
   cmake --install build/ci --prefix build/ci/install >/dev/null
   for consumer in tests/consumer/find_package tests/consumer/cxx17 tests/consumer/c_api \

@@ -3,7 +3,8 @@
 # Installs the Debian packages gpudiag builds and tests with (only those missing).
 #   tools/install_deps.sh          build + run
 #   tools/install_deps.sh --test   also what the test suite needs (GoogleTest, Benchmark, chromium,
-#                                  clang for the fuzz targets, tcl for the GPU bundle's SQLite,
+#                                  clang for the fuzz targets, clang-tidy 14 for the library's
+#                                  checks, tcl for the GPU bundle's SQLite,
 #                                  prometheus + promtool for the monitoring test, ccache so the
 #                                  check's gcc builds share one compile of the library)
 set -euo pipefail
@@ -11,7 +12,7 @@ PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libde
   libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv"
 if [ "${1:-}" = "--test" ]; then
   # clang: the ASan+UBSan build and the libFuzzer targets (libFuzzer ships with clang).
-  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang clang-format-14 tcl prometheus ccache"
+  PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang clang-format-14 clang-tidy-14 tcl prometheus ccache"
 fi
 command -v dpkg-query >/dev/null || { echo "not a Debian-like system: install the equivalents of: $PACKAGES"; exit 0; }
 missing=""

@@ -32,7 +32,7 @@ DEMO = ROOT / "python" / "gpudiag" / "data" / "demo.gpudiag"
 
 # case name -> input files (corpus-relative, or the demo recording). Small inputs, each chosen for
 # what it exercises: a recent Kineto trace with syncs, a 2021 trace with [memory] events and a
-# DataLoader stall, an Nsight Systems export, a torch snapshot with its allocation history, a
+# DataLoader stall, a CPU-only profile (steps, no GPU work), an Nsight Systems export, a torch snapshot with its allocation history, a
 # two-rank job, and the bundled recording (health counters, steps, phases).
 CASES: dict[str, list[str]] = {
     "kineto_pr1318": ["kineto_traces/kineto_pr1318_before_fix_trace.json"],
@@ -40,6 +40,7 @@ CASES: dict[str, list[str]] = {
     "kineto_resnet50_nw0": [
         "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
     ],
+    "kineto_cpu_only": ["kineto_traces/hta_cpu_only_rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"],
     "nsight_con_kernel": ["nsight_sqlite/extrap_con_kernel.sqlite"],
     "snapshot_silmont2000": ["memory_snapshots/silmont2000_cs336a2_mem_snapshot.pickle"],
     "job_two_ranks": [

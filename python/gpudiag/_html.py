@@ -8,7 +8,6 @@ the report lacks are simply left out.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from html import escape
 from typing import Any, Callable
 
@@ -28,6 +27,7 @@ _CSS = """
 .gpudiag th{background:#f0f0f0}.gpudiag .note{color:#666}
 .gpudiag figure{margin:8px 0}.gpudiag figcaption{font-weight:bold;margin-bottom:2px}
 .gpudiag .partial{border-left:5px solid #d62728;padding:4px 10px;margin:8px 0;background:#fff4f4}
+.gpudiag .device{color:#444}
 """
 
 # What a chart needs to know about a figure, a series or a table comes from what the report
@@ -46,32 +46,59 @@ def _formatter(unit: str) -> Callable[[float], str]:
     return lambda v: format_figure(v, unit)
 
 
-def memory_chart(report: dict[str, Any]) -> str:
-    """Device memory over time (the memory section's byte series with a time axis), with its
-    peaks (figures of kind "peak") as watermarks; "" when the report has no such series."""
+# The memory section's byte series, one chart per kind of x axis: a per-step series is never
+# drawn on the seconds axis (it would stretch a run's seconds to its step count).
+_MEMORY_CHARTS = (
+    ("s", "Device memory over time", "time"),
+    ("step", "Device memory per step", "step (counted from the first seen)"),
+)
+
+
+def memory_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Device memory as (caption, chart): over time, with the section's peaks (figures of kind
+    "peak") as watermarks, and per step (each step's peak and lowest level, where a leak shows as
+    a rising floor); charts without data are left out."""
     section = _section(report, "memory")
     if section is None:
-        return ""
-    series: list[tuple[str, Sequence[tuple[float, float]]]] = [
-        (str(s.get("title") or s.get("id")), s["points"])
-        for s in section.get("series", [])
-        if s.get("unit") == "bytes" and s.get("x_unit", "s") == "s" and s.get("points")
-    ]
-    if not series:
-        return ""
-    watermarks = [
+        return []
+    charts = []
+    for x_unit, caption, x_label in _MEMORY_CHARTS:
+        series = [
+            (str(s.get("id")), str(s.get("title") or s.get("id")), s["points"])
+            for s in section.get("series", [])
+            if s.get("unit") == "bytes" and s.get("x_unit", "s") == x_unit and s.get("points")
+        ]
+        if not series:
+            continue
+        watermarks = _peaks(section) if x_unit == "s" else []
+        chart = _svg.line_chart(
+            series,
+            title=caption,
+            y_fmt=_formatter("bytes"),
+            x_fmt=_formatter(x_unit),
+            x_label=x_label,
+            x_unit=x_unit,
+            integer_x=x_unit == "step",
+            hlines=watermarks,
+            byte_axis=True,
+        )
+        if chart:
+            charts.append((caption, chart))
+    return charts
+
+
+def _peaks(section: dict[str, Any]) -> list[tuple[str, float]]:
+    return [
         (str(f.get("label") or key), float(f["value"]))
         for key, f in section.get("figures", {}).items()
         if f.get("kind") == "peak" and f.get("unit") == "bytes" and f.get("value") is not None
     ]
-    return _svg.line_chart(
-        series,
-        title="Device memory over time",
-        y_fmt=_formatter("bytes"),
-        x_fmt=_formatter("s"),
-        hlines=watermarks[:4],
-        byte_axis=True,
-    )
+
+
+def memory_chart(report: dict[str, Any]) -> str:
+    """Device memory over time (see memory_charts); "" when the report has no such series."""
+    timed = [chart for caption, chart in memory_charts(report) if caption == _MEMORY_CHARTS[0][1]]
+    return timed[0] if timed else ""
 
 
 def _partition_tables(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -110,6 +137,7 @@ def partition_chart(table: dict[str, Any]) -> str:
         title=str(table.get("title", "")),
         y_fmt=_formatter(units[1]),
         x_label=_core.column_heading(columns[0], units[0]),
+        byte_axis=units[1] == "bytes",
     )
 
 
@@ -134,32 +162,30 @@ def partition_charts(report: dict[str, Any]) -> list[tuple[str, str]]:
     return [(title, chart) for title, chart in charts if chart]
 
 
-def _figure_text(f: dict[str, Any]) -> str:
+def _native_figure(key: str, f: dict[str, Any]) -> Any:
+    figure = _core.Figure()
+    figure.key = key
     value = f.get("value")
-    return format_figure(float("nan") if value is None else float(value), str(f.get("unit", "")))
+    figure.value = float("nan") if value is None else float(value)
+    figure.unit = str(f.get("unit", ""))
+    figure.label = str(f.get("label", ""))
+    return figure
 
 
 def _figures_table(figures: dict[str, Any]) -> str:
+    """A section's or finding's figures, each listed as the text report lists it (C++'s rule)."""
     if not figures:
         return ""
     rows = "".join(
-        f"<tr><td>{escape(str(f.get('label') or key))}</td><td>{escape(_figure_text(f))}</td></tr>"
-        for key, f in figures.items()
+        f"<tr><td>{escape(label)}</td><td>{escape(value)}</td></tr>"
+        for label, value in (_core.figure_row(_native_figure(key, f)) for key, f in figures.items())
     )
     return f"<table>{rows}</table>"
 
 
 def _saving(predicted: dict[str, Any]) -> str:
     """What fixing the finding is worth, in the text report's words (C++'s); "" when not predicted."""
-    figures = []
-    for key, f in predicted.items():
-        figure = _core.Figure()
-        figure.key = key
-        figure.value = float(f["value"])
-        figure.unit = str(f.get("unit", ""))
-        figure.label = str(f.get("label", ""))
-        figures.append(figure)
-    text = _core.describe_saving(figures)
+    text = _core.describe_saving([_native_figure(key, f) for key, f in predicted.items()])
     return f'<div class="saving"><b>{escape(text)}</b></div>' if text else ""
 
 
@@ -237,6 +263,17 @@ def _section_details(s: dict[str, Any]) -> str:
     )
 
 
+def _device_line(device: dict[str, Any]) -> str:
+    """A device as the text report names it (C++'s describe_device: never blank)."""
+    native = _core.DeviceInfo()
+    native.ordinal = int(device.get("ordinal", 0))
+    native.name = str(device.get("name", ""))
+    native.total_memory_bytes = int(device.get("total_memory_bytes", 0))
+    native.uuid = str(device.get("uuid", ""))
+    native.pci_bus_id = str(device.get("pci_bus_id", ""))
+    return f"device {native.ordinal}: {_core.describe_device(native)}"
+
+
 def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     """The report as HTML (a fragment for notebooks, or a whole page)."""
     findings = report.get("findings", [])
@@ -246,6 +283,8 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
     out.append(f"<h2>{escape(title)}</h2>")
     if source.get("description"):
         out.append(f'<div class="note">{escape(str(source["description"]))}</div>')
+    for device in source.get("devices", []):
+        out.append(f'<div class="device">{escape(_device_line(device))}</div>')
     coverage = report.get("input", {})
     complete = bool(coverage.get("complete", True))
     if not complete:
@@ -270,7 +309,7 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
             r = rank.get("source", {}).get("rank", -1)
             out.append(f"<h3>Rank {escape(str(r))}</h3>")
             out.extend(_finding(f) for f in rank_findings)
-    charts = [("Memory", memory_chart(report)), *partition_charts(report)]
+    charts = [*memory_charts(report), *partition_charts(report)]
     for caption, chart in charts:
         if chart:
             out.append(

@@ -234,6 +234,16 @@ GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports) no
 /// the text report, the HTML report and the Python layer. Errors: none ("" on OOM).
 GPUDIAG_API std::string format_figure(double value, std::string_view unit) noexcept;
 
+/// A figure as reports list it: its label (its key when it has none) and its value by its unit.
+/// An "enum" figure, whose label reads "window: 0 steps, 1 hta, 2 all", lists as the name before
+/// the colon and the word its value stands for: ("window", "steps"). Errors: none ({} on OOM).
+GPUDIAG_API std::pair<std::string, std::string> figure_row(const Figure& figure) noexcept;
+
+/// A device as reports name it: "NVIDIA H200, 141.0 GiB, GPU-5a1c..., PCI 00000000:18:00.0" (what
+/// the input recorded of these); an input that did not record the model says so ("model not
+/// recorded in the input"), never a blank. Errors: none ("" on OOM).
+GPUDIAG_API std::string describe_device(const DeviceInfo& device) noexcept;
+
 /// A table column's key as reports head it: the words of the key without the one that restates
 /// its declared unit ("step_time_ns", "ns" -> "step time"; "wait_ns_per_step" -> "wait per step";
 /// "idle_share" stays "idle share"). Errors: none ("" on OOM).

@@ -56,6 +56,7 @@ std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>&
         }
     }
     std::vector<std::vector<std::size_t>> out;
+    out.reserve(groups.size());
     for (auto& g : groups) out.push_back(std::move(g.members));
     return out;
 }
@@ -71,6 +72,7 @@ Result<Report> combine(std::vector<Report> reports, const std::vector<JobInput>&
     std::vector<Report> processes;
     for (const auto& group : group_processes(reports)) {
         std::vector<Report> parts;
+        parts.reserve(group.size());
         for (std::size_t i : group) parts.push_back(std::move(reports[i]));
         Report merged = detail::merge_process_reports(std::move(parts));
         if (options.rank >= 0 && merged.source.rank >= 0 && merged.source.rank != options.rank)

@@ -24,6 +24,8 @@
 //   FATAL_ERROR callback, which only deep mode receives.
 #include "capture/cupti_activity_source.hpp"
 
+#include <new>
+
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
 #    include "capture/activity_buffer_pool.hpp"
@@ -932,12 +934,20 @@ void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons
     }
 }
 
-CuptiActivitySource::CuptiActivitySource() : impl_(new Impl) {
+// The source and its state are built in static storage and never destroyed: CUPTI may call back
+// until the process exits, and building them cannot fail for want of memory.
+namespace {
+alignas(CuptiActivitySource::Impl) unsigned char g_source_state[sizeof(CuptiActivitySource::Impl)];
+}  // namespace
+
+CuptiActivitySource::CuptiActivitySource()
+    : impl_(::new (static_cast<void*>(g_source_state)) Impl) {
     g_impl = impl_;
 }
 
 CuptiActivitySource& CuptiActivitySource::instance() noexcept {
-    static auto* source = new CuptiActivitySource;  // leaked: CUPTI may call back until exit
+    alignas(CuptiActivitySource) static unsigned char storage[sizeof(CuptiActivitySource)];
+    static auto* source = ::new (static_cast<void*>(storage)) CuptiActivitySource;
     return *source;
 }
 
@@ -1243,7 +1253,8 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
 struct CuptiActivitySource::Impl {};
 CuptiActivitySource::CuptiActivitySource() : impl_(nullptr) {}
 CuptiActivitySource& CuptiActivitySource::instance() noexcept {
-    static auto* source = new CuptiActivitySource;
+    alignas(CuptiActivitySource) static unsigned char storage[sizeof(CuptiActivitySource)];
+    static auto* source = ::new (static_cast<void*>(storage)) CuptiActivitySource;
     return *source;
 }
 Status CuptiActivitySource::start(const CuptiSourceOptions&, EventQueue&, StringTable&) noexcept {

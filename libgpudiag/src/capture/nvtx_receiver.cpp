@@ -16,7 +16,9 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <thread>
+#include <type_traits>
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
 #    define NVTX_NO_IMPL
@@ -178,10 +180,17 @@ struct NvtxReceiver::Impl {
     }
 };
 
-NvtxReceiver::NvtxReceiver() : impl_(new Impl) {}
+// The receiver and its state are built in static storage and never destroyed: NVTX keeps calling
+// our handlers until the process exits, and building them cannot fail for want of memory.
+namespace {
+alignas(NvtxReceiver::Impl) unsigned char g_receiver_state[sizeof(NvtxReceiver::Impl)];
+}  // namespace
+
+NvtxReceiver::NvtxReceiver() : impl_(::new (static_cast<void*>(g_receiver_state)) Impl) {}
 
 NvtxReceiver& NvtxReceiver::instance() noexcept {
-    static auto* receiver = new NvtxReceiver;  // leaked: NVTX keeps calling our handlers
+    alignas(NvtxReceiver) static unsigned char storage[sizeof(NvtxReceiver)];
+    static auto* receiver = ::new (static_cast<void*>(storage)) NvtxReceiver;
     return *receiver;
 }
 
@@ -372,7 +381,7 @@ std::string_view utf8_of(const wchar_t* w) noexcept {
     std::size_t n = 0;
     if (w == nullptr) return {};
     for (; *w != 0 && n + 4 <= kMaxNameBytes; ++w) {
-        auto c = static_cast<std::uint32_t>(*w);
+        auto c = static_cast<std::uint32_t>(static_cast<std::make_unsigned_t<wchar_t>>(*w));
         if (c < 0x80) {
             buf[n++] = static_cast<char>(c);
         } else if (c < 0x800) {

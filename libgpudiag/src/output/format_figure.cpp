@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// format_figure: the one formatter of report numbers, by their declared unit (text report, HTML
-// report and the Python layer all print through it).
+// format_figure: the one formatter of report numbers, by their declared unit, and figure_row, a
+// figure as the reports list it (text report, HTML report and the Python layer all print through
+// them).
 #include <gpudiag/report.hpp>
 
 #include "support/format.hpp"
 
 #include <exception>
+#include <string>
+#include <utility>
 
 namespace gpudiag {
 namespace {
@@ -40,7 +43,37 @@ std::string format_by_unit(double value, std::string_view spelling) {
     return format_number(value, 2) + " " + std::string(spelling);
 }
 
+// An "enum" figure's label reads "name: 0 first, 1 second, ..."; the row shows the name and the
+// word the value stands for instead of the code.
+std::pair<std::string, std::string> enum_row(const Figure& f) {
+    auto colon = f.label.find(':');
+    if (colon == std::string::npos) return {f.label, format_number(f.value, 0)};
+    std::string name = f.label.substr(0, colon);
+    std::string code = format_number(f.value, 0) + " ";
+    std::size_t pos = colon + 1;
+    while (pos < f.label.size()) {
+        std::size_t comma = f.label.find(',', pos);
+        std::string item =
+            f.label.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        item.erase(0, item.find_first_not_of(' '));
+        if (item.rfind(code, 0) == 0) return {name, item.substr(code.size())};
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    return {name, format_number(f.value, 0)};
+}
+
 }  // namespace
+
+std::pair<std::string, std::string> figure_row(const Figure& figure) noexcept {
+    try {
+        if (unit_from_name(figure.unit) == Unit::kCode) return enum_row(figure);
+        return {figure.label.empty() ? figure.key : figure.label,
+                format_by_unit(figure.value, figure.unit)};
+    } catch (...) {  // only std::bad_alloc can get here
+        return {};
+    }
+}
 
 std::string format_figure(double value, std::string_view unit) noexcept {
     try {

@@ -274,6 +274,7 @@ std::string render_prometheus(const Report& report) noexcept {
 std::string render_prometheus(const std::vector<Report>& reports) noexcept {
     try {
         std::vector<const Report*> all;
+        all.reserve(reports.size());
         for (const auto& r : reports) all.push_back(&r);
         return render(all);
     } catch (...) {

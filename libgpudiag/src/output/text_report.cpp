@@ -104,36 +104,11 @@ void render_finding(std::string& out, const Finding& f) {
     out += "\n";
 }
 
-// An "enum" figure's label reads "name: 0 first, 1 second, ..."; show the name and the word
-// that the value stands for instead of the code.
-std::pair<std::string, std::string> enum_display(const Figure& f) {
-    auto colon = f.label.find(':');
-    if (colon == std::string::npos) return {f.label, detail::format_number(f.value, 0)};
-    std::string name = f.label.substr(0, colon);
-    std::string code = detail::format_number(f.value, 0) + " ";
-    std::size_t pos = colon + 1;
-    while (pos < f.label.size()) {
-        std::size_t comma = f.label.find(',', pos);
-        std::string item =
-            f.label.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        item.erase(0, item.find_first_not_of(' '));
-        if (item.rfind(code, 0) == 0) return {name, item.substr(code.size())};
-        if (comma == std::string::npos) break;
-        pos = comma + 1;
-    }
-    return {name, detail::format_number(f.value, 0)};
-}
-
 void render_section(std::string& out, const Section& s) {
     out += "  " + s.title + "\n";
     std::vector<std::pair<std::string, std::string>> rows;
-    for (const auto& f : s.figures) {
-        if (unit_from_name(f.unit) == Unit::kCode) {
-            rows.push_back(enum_display(f));
-        } else {
-            rows.emplace_back(f.label.empty() ? f.key : f.label, format_figure(f.value, f.unit));
-        }
-    }
+    rows.reserve(s.figures.size());
+    for (const auto& f : s.figures) rows.push_back(figure_row(f));
     std::size_t w = 0;
     for (const auto& [name, value] : rows) w = std::max(w, name.size());
     for (const auto& [name, value] : rows) {
@@ -172,13 +147,7 @@ void render_report(std::string& out, const Report& r, bool nested) {
                 "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
         }
         for (const auto& d : r.source.devices) {
-            out += "  device " + std::to_string(d.ordinal) + ": " +
-                   (d.name.empty() ? std::string("model not recorded in the input") : d.name);
-            if (d.total_memory_bytes)
-                out += ", " + detail::format_bytes(double(d.total_memory_bytes));
-            if (!d.uuid.empty()) out += ", " + d.uuid;
-            if (!d.pci_bus_id.empty()) out += ", PCI " + d.pci_bus_id;
-            out += "\n";
+            out += "  device " + std::to_string(d.ordinal) + ": " + describe_device(d) + "\n";
         }
         out += "\n";
     } else {

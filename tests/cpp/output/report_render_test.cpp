@@ -107,5 +107,36 @@ TEST(RenderText, LeavesDataTablesToJsonAndHeadsColumnsInWords) {
     EXPECT_NE(text.find("rank  step time  idle share"), std::string::npos);
 }
 
+// A torch snapshot does not record the device's model: every report says so rather than print a
+// blank name (the text header and the HTML, through describe_device).
+TEST(RenderText, NamesADeviceTheInputDidNotDescribe) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kSnapshot, testing::kStarvedTrace);
+    const Report& snapshot = testing::corpus_report({testing::kSnapshot});
+    ASSERT_FALSE(snapshot.source.devices.empty());
+    const DeviceInfo& unnamed = snapshot.source.devices.front();
+    ASSERT_TRUE(unnamed.name.empty());
+    EXPECT_EQ(describe_device(unnamed), "model not recorded in the input");
+    EXPECT_NE(render_text(snapshot).find("device 0: model not recorded in the input"),
+              std::string::npos);
+    const Report& trace = testing::corpus_report({testing::kStarvedTrace});
+    ASSERT_FALSE(trace.source.devices.empty());
+    EXPECT_EQ(describe_device(trace.source.devices.front()), "Tesla V100-DGXS-32GB, 31.7 GiB");
+}
+
+// An enum figure lists as its name and the word its value stands for, in every report.
+TEST(RenderText, ListsAnEnumFigureByItsWord) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kStarvedTrace);
+    const Report& trace = testing::corpus_report({testing::kStarvedTrace});
+    const Section* timeline = trace.section("timeline");
+    ASSERT_NE(timeline, nullptr);
+    const Figure* window = timeline->figure("window");
+    ASSERT_NE(window, nullptr);
+    EXPECT_EQ(figure_row(*window), (std::pair<std::string, std::string>{"window", "steps"}));
+    const Figure* busy = timeline->figure("busy_ns");
+    ASSERT_NE(busy, nullptr);
+    EXPECT_EQ(figure_row(*busy).first, busy->label);
+    EXPECT_EQ(figure_row(*busy).second, format_figure(busy->value, "ns"));
+}
+
 }  // namespace
 }  // namespace gpudiag

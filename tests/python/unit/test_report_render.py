@@ -12,7 +12,7 @@ import pytest
 
 import gpudiag
 from gpudiag import Report, _core, _svg
-from gpudiag._html import memory_chart, partition_charts, step_chart
+from gpudiag._html import memory_chart, memory_charts, partition_charts, step_chart
 
 
 def test_findings_and_figures_read_from_the_report(starved_report: Report) -> None:
@@ -124,7 +124,12 @@ def test_memory_chart_draws_the_memory_series_over_time(snapshot_report: Report)
     assert svg.count('class="series"') == len(timed)
     assert "GiB" in svg or "MiB" in svg  # a byte axis, printed by C++'s formatter
     peaks = [f for f in memory["figures"].values() if f["kind"] == "peak"]
-    assert svg.count('class="watermark"') == min(4, len(peaks))
+    # Each distinct peak is one watermark; peaks on one line (reserved and reserved + outside,
+    # when nothing lay outside) share it.
+    distinct = {round(f["value"] / 2**20) for f in peaks}
+    labels = re.findall(r'class="watermark-label"[^>]*>([^<]*)<', svg)
+    assert 1 <= len(labels) <= len(distinct)
+    assert all(any(label.startswith(escape(f["label"])) for f in peaks) for label in labels)
 
 
 def test_watermarks_are_the_figures_declared_peaks(snapshot_report: Report) -> None:
@@ -167,7 +172,7 @@ def test_charts_are_left_out_without_their_data(
     assert step_chart(snapshot_report.to_dict()) == ""  # a snapshot has no timeline
     for report in (snapshot_report, starved_report):
         data = report.to_dict()
-        drawn = [c for c in (memory_chart(data), *(c for _, c in partition_charts(data))) if c]
+        drawn = [c for _, c in (*memory_charts(data), *partition_charts(data)) if c]
         assert report.to_html().count("<svg") == len(drawn)
     # The snapshot's peak composition (a partition by site) is drawn; the step chart is not.
     assert partition_charts(snapshot_report.to_dict())
@@ -191,3 +196,19 @@ def test_many_steps_are_capped() -> None:
 def test_nice_byte_ticks_are_round() -> None:
     ticks = _svg.nice_byte_ticks(9.5 * 1024**3)
     assert all(t % (1024**3 // 2) == 0 for t in ticks)
+
+
+def test_html_names_devices_and_lists_figures_as_the_text_does(
+    snapshot_report: Report, starved_report: Report
+) -> None:
+    # A snapshot does not record the device's model: the page says so, as the text does.
+    assert "device 0: model not recorded in the input" in snapshot_report.to_html()
+    assert "device 0: model not recorded in the input" in snapshot_report.summary()
+    html = starved_report.to_html()
+    assert (
+        f"device 0: {escape(_core.describe_device(starved_report.native().source.devices[0]))}"
+        in html
+    )
+    # The window figure is an enum: its word, never the code and the label's legend.
+    assert "<td>window</td><td>steps</td>" in html
+    assert "0 steps, 1 hta, 2 all" not in html

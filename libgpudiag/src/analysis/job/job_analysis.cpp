@@ -253,6 +253,7 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
         }
         if (starts.empty()) continue;
         std::vector<double> sorted;
+        sorted.reserve(starts.size());
         for (const auto& [rank, l] : starts) sorted.push_back(l.start_us);
         std::sort(sorted.rbegin(), sorted.rend());
         const double cut = sorted[std::min(kLateRanksPerStep, sorted.size()) - 1];
@@ -267,6 +268,7 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     }
     if (t.rows.empty()) return;
     std::vector<std::int32_t> order;
+    order.reserve(late_count.size());
     for (const auto& [rank, n] : late_count) order.push_back(rank);
     std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
         if (late_count[a] != late_count[b]) return late_count[a] > late_count[b];
@@ -700,6 +702,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
 
     if (ranks.size() >= 2) {
         std::vector<double> comm;
+        comm.reserve(ranks.size());
         for (const auto& f : ranks) comm.push_back(f.comm_ns);
         // Time inside a collective is transfer plus waiting for the last rank to arrive, so the
         // rank with the least collective time is the one the others wait for. How long they wait
@@ -711,6 +714,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             [](const RankFigures& a, const RankFigures& b) { return a.comm_ns < b.comm_ns; });
         double med_comm = median(comm);
         std::vector<double> steps;
+        steps.reserve(ranks.size());
         for (const auto& f : ranks) steps.push_back(f.step_ns);
         double med_step = median(steps);
         double wait = std::max(0.0, med_comm - slowest->comm_ns);

@@ -1511,7 +1511,7 @@ std::size_t MemoryLedger::memory_bytes() const {
                         site_slots_.size() * 32 + owners_.size() * 32 + host_.memory_bytes() +
                         crossings_.size() * sizeof(WatchCrossingRecord);
     for (const auto& v : site_checkpoints_)
-        total += v.capacity() * sizeof(std::int64_t) + sizeof(v);
+        total += v.capacity() * sizeof(std::int64_t) + sizeof(std::vector<std::int64_t>);
     for (const Device* d : devices_) {
         if (d == nullptr) continue;
         total += sizeof(Device) + d->blocks.memory_bytes() + d->driver.memory_bytes() +

@@ -97,7 +97,8 @@ TrendPoints from_windows(const DeviceMemorySummary& d, TrendMetric m, double win
         }
         const bool complete = j < s.size() || s[j - 1].start_ns + bucket_ns >= start + width;
         if (complete && low != std::numeric_limits<double>::max()) {
-            out.pts.push_back({static_cast<double>(start - t0 + width / 2) / 1e9, low});
+            const std::uint64_t middle = start - t0 + width / 2;  // whole ns are exact enough
+            out.pts.push_back({static_cast<double>(middle) / 1e9, low});
             out.times.push_back(start);
         }
         i = j;

@@ -134,9 +134,8 @@ void TimelineAnalyzer::end(const SourceSummary& /*summary*/) {
 void TimelineAnalyzer::add_unobserved(std::uint64_t start, std::uint64_t end) {
     // Pauses arrive in time order; past the cap the last window absorbs the new one (more is
     // excluded, never less).
-    if (!unobserved_.empty() && start <= unobserved_.back().end) {
-        unobserved_.back().end = std::max(unobserved_.back().end, end);
-    } else if (unobserved_.size() >= kMaxUnobservedWindows) {
+    const bool overlaps_last = !unobserved_.empty() && start <= unobserved_.back().end;
+    if (overlaps_last || unobserved_.size() >= kMaxUnobservedWindows) {
         unobserved_.back().end = std::max(unobserved_.back().end, end);
     } else {
         unobserved_.push_back(Span{start, end});
@@ -697,12 +696,12 @@ void TimelineAnalyzer::note_arrival(const Event& e, bool known, std::uint64_t la
     if (work == WorkClass::kCompute) {
         std::uint64_t from = std::max(start, since.last_collective_start);
         if (end <= from) return;
-        if (!since.merged.empty() && from <= since.merged.back().end) {
+        // Past the cap the last span absorbs the new one (more counts as overlap, never less).
+        const bool overlaps_last = !since.merged.empty() && from <= since.merged.back().end;
+        if (overlaps_last || since.merged.size() >= kMaxMerged) {
             since.merged.back().end = std::max(since.merged.back().end, end);
-        } else if (since.merged.size() < kMaxMerged) {
-            since.merged.push_back(Span{from, end});
         } else {
-            since.merged.back().end = std::max(since.merged.back().end, end);
+            since.merged.push_back(Span{from, end});
         }
         return;
     }
@@ -970,9 +969,12 @@ void TimelineAnalyzer::contribute(Report& report) {
     }
     TimelineSummary s = summarize();
     // An input with no timeline (a memory snapshot) gets no section: its figures would all be
-    // zeros that were never measured.
+    // zeros that were never measured. Nor does one whose timeline events measured nothing (host
+    // ranges of a device gpudiag cannot read, no steps, no input waits, no syncs).
     if (!saw_timeline_) return;
-    build_section(s, report);
+    if (s.has_gpu_activity || s.steps > 0 || s.input_waits > 0 || s.sync_calls > 0) {
+        build_section(s, report);
+    }
     add_timeline_findings(s, report);
     if (!s.has_gpu_activity) {
         report.notes.push_back(
@@ -984,6 +986,10 @@ void TimelineAnalyzer::contribute(Report& report) {
 }
 
 namespace {
+
+double share_of(std::uint64_t part, std::uint64_t whole) {
+    return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
 
 // Per step, the GPU's time split into parts that add up to its span: busy, and idle by why. The
 // loop's input wait is host time, so it explains idle time only up to the host wait.
@@ -1010,18 +1016,17 @@ void add_step_breakdown(Table& t, const StepRecord& step, const GpuTimeStats& g)
 void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
     Section sec;
     sec.id = "timeline";
-    sec.title = "GPU timeline: busy, idle and why";
+    sec.title = s.has_gpu_activity ? "GPU timeline: busy, idle and why"
+                                   : "Host timeline (no GPU activity in the input)";
     auto fig = [&](const char* key, double value, const char* unit, const char* label) {
         sec.figures.push_back(Figure{key, value, unit, label});
     };
-    auto share = [](std::uint64_t part, std::uint64_t whole) {
-        return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0.0;
-    };
+    const auto share = share_of;
     const GpuTimeStats& g = s.gpu;
     fig("window", static_cast<double>(s.window), "enum", "window: 0 steps, 1 hta, 2 all");
-    fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
-        "GPU kernels, copies and memsets");
-    if (s.has_gpu_activity) {
+    if (s.has_gpu_activity) {  // without, the title says so: a 0 would claim what was not seen
+        fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
+            "GPU kernels, copies and memsets");
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
         fig("device", s.device, "ordinal", "device (ordinal) these figures describe");
@@ -1066,19 +1071,29 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         fig("pageable_bytes", static_cast<double>(g.pageable_bytes), "bytes",
             "pageable bytes copied");
     }
-    fig("steps", static_cast<double>(s.steps), "count", "steps in the window");
-    fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
-    fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), "ns", "longest step");
-    fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), "fraction",
-        "step time waiting for input");
-    fig("input_wait_per_step_ns",
-        s.steps > 0 ? static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps)
-                    : static_cast<double>(s.input_wait_ns),
-        "ns", "input wait per step");
-    fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns",
-        "longest input wait");
-    fig("sync_calls", static_cast<double>(s.sync_calls), "count", "host synchronizations");
-    fig("sync_ns", static_cast<double>(s.sync_ns), "ns", "time blocked in synchronizations");
+    // Host figures only where the input has what they measure: no steps, no step times; no
+    // DataLoader fetches, no input figures (a program without one waits for no input it shows);
+    // no GPU work and no syncs, no sync figures.
+    if (s.steps > 0) {
+        fig("steps", static_cast<double>(s.steps), "count", "steps in the window");
+        fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
+        fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), "ns", "longest step");
+    }
+    if (s.input_waits > 0) {
+        fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), "fraction",
+            s.steps > 0 ? "step time waiting for input" : "host time waiting for input");
+        if (s.steps > 0) {
+            fig("input_wait_per_step_ns",
+                static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps), "ns",
+                "input wait per step");
+        }
+        fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns",
+            "longest input wait");
+    }
+    if (s.has_gpu_activity || s.sync_calls > 0) {
+        fig("sync_calls", static_cast<double>(s.sync_calls), "count", "host synchronizations");
+        fig("sync_ns", static_cast<double>(s.sync_ns), "ns", "time blocked in synchronizations");
+    }
 
     if (s.has_gpu_activity) {
         Table causes;
@@ -1137,55 +1152,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         }
     }
 
-    if (!steps_.empty()) {
-        const DeviceTimeline* primary = nullptr;
-        for (const auto& d : devices_) {
-            if (d.ordinal == s.device) primary = &d;
-        }
-        Table steps;
-        steps.id = "steps";
-        steps.title = "Per step (GPU figures count work launched during the step)";
-        steps.columns = {"step",          "start_s",     "duration_ns",
-                         "gpu_busy_ns",   "gpu_idle_ns", "host_wait_ns",
-                         "input_wait_ns", "compute_ns",  "communication_ns",
-                         "memory_ns",     "sync_calls"};
-        steps.units = {"step", "s", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "count"};
-        Table breakdown = step_breakdown_table();
-        Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
-        Series time_series{"step_time", "Step time", "ns", {}};
-        std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
-        std::size_t series_stride =
-            std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
-        std::uint64_t origin = steps_.front().start_ns;
-        for (std::size_t i = 0; i < steps_.size(); ++i) {
-            const StepRecord& st = steps_[i];
-            if (st.end_ns == UINT64_MAX) continue;  // still open: no row until it ends
-            GpuTimeStats g2;
-            if (primary != nullptr) {
-                const UnionView& v = window_view(*primary);
-                if (1 + 2 * i < v.buckets.size()) g2.add(v.buckets[1 + 2 * i]);
-            }
-            double dur = static_cast<double>(st.end_ns - st.start_ns);
-            double t = static_cast<double>(st.start_ns - origin) / 1e9;
-            if (i % stride == 0) {
-                steps.rows.push_back(
-                    {static_cast<double>(st.number), t, dur, static_cast<double>(g2.busy_ns),
-                     static_cast<double>(g2.idle_ns), static_cast<double>(g2.idle_by_kind[0]),
-                     static_cast<double>(st.input_wait_ns), static_cast<double>(g2.class_ns[0]),
-                     static_cast<double>(g2.class_ns[1]), static_cast<double>(g2.class_ns[2]),
-                     static_cast<double>(st.sync_calls)});
-                add_step_breakdown(breakdown, st, g2);
-            }
-            if (i % series_stride == 0) {
-                idle_series.points.emplace_back(t, share(g2.idle_ns, g2.span_ns()));
-                time_series.points.emplace_back(t, dur);
-            }
-        }
-        sec.tables.push_back(std::move(steps));
-        sec.tables.push_back(std::move(breakdown));
-        sec.series.push_back(std::move(idle_series));
-        sec.series.push_back(std::move(time_series));
-    }
+    if (!steps_.empty()) add_step_tables(s, sec);
     add_critical_path(s, sec, report);
     if (options_.for_job) add_job_tables(sec);
     report.sections.push_back(std::move(sec));
@@ -1207,6 +1174,74 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             "attribution (" +
             std::to_string(host_spans_dropped_) + " spans).");
     }
+}
+
+// Per step: the steps' host figures, and with GPU activity what the GPU did in each (a host-only
+// input gets no GPU columns, bars or series: they would be zeros that were never measured).
+void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) const {
+    const DeviceTimeline* primary = nullptr;
+    for (const auto& d : devices_) {
+        if (d.ordinal == s.device) primary = &d;
+    }
+    const bool gpu = s.has_gpu_activity;
+    Table steps;
+    steps.id = "steps";
+    steps.title = gpu ? "Per step (GPU figures count work launched during the step)" : "Per step";
+    if (gpu) {
+        steps.columns = {"step",          "start_s",     "duration_ns",
+                         "gpu_busy_ns",   "gpu_idle_ns", "host_wait_ns",
+                         "input_wait_ns", "compute_ns",  "communication_ns",
+                         "memory_ns",     "sync_calls"};
+        steps.units = {"step", "s", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "count"};
+    } else {
+        steps.columns = {"step", "start_s", "duration_ns"};
+        steps.units = {"step", "s", "ns"};
+    }
+    const bool input = !gpu && s.input_waits > 0;  // a host-only table adds only what it saw
+    if (input) {
+        steps.columns.emplace_back("input_wait_ns");
+        steps.units.emplace_back("ns");
+    }
+    Table breakdown = step_breakdown_table();
+    Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
+    Series time_series{"step_time", "Step time", "ns", {}};
+    std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
+    std::size_t series_stride =
+        std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
+    std::uint64_t origin = steps_.front().start_ns;
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+        const StepRecord& st = steps_[i];
+        if (st.end_ns == UINT64_MAX) continue;  // still open: no row until it ends
+        GpuTimeStats g2;
+        if (primary != nullptr) {
+            const UnionView& v = window_view(*primary);
+            if (1 + 2 * i < v.buckets.size()) g2.add(v.buckets[1 + 2 * i]);
+        }
+        double dur = static_cast<double>(st.end_ns - st.start_ns);
+        double t = static_cast<double>(st.start_ns - origin) / 1e9;
+        if (i % stride == 0 && gpu) {
+            steps.rows.push_back(
+                {static_cast<double>(st.number), t, dur, static_cast<double>(g2.busy_ns),
+                 static_cast<double>(g2.idle_ns), static_cast<double>(g2.idle_by_kind[0]),
+                 static_cast<double>(st.input_wait_ns), static_cast<double>(g2.class_ns[0]),
+                 static_cast<double>(g2.class_ns[1]), static_cast<double>(g2.class_ns[2]),
+                 static_cast<double>(st.sync_calls)});
+            add_step_breakdown(breakdown, st, g2);
+        } else if (i % stride == 0) {
+            steps.rows.push_back({static_cast<double>(st.number), t, dur});
+            if (input) steps.rows.back().emplace_back(static_cast<double>(st.input_wait_ns));
+        }
+        if (i % series_stride == 0) {
+            idle_series.points.emplace_back(t, share_of(g2.idle_ns, g2.span_ns()));
+            time_series.points.emplace_back(t, dur);
+        }
+    }
+    sec.tables.push_back(std::move(steps));
+    if (gpu) {
+        sec.tables.push_back(std::move(breakdown));
+        sec.series.push_back(std::move(idle_series));
+    }
+    sec.series.push_back(std::move(time_series));
 }
 
 namespace {

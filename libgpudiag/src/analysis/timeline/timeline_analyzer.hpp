@@ -155,6 +155,7 @@ private:
     template <typename Stats>
     Stats select_window(const std::vector<Stats>& buckets, const Stats& unattributed) const;
     void build_section(const TimelineSummary& s, Report& report) const;
+    void add_step_tables(const TimelineSummary& s, Section& sec) const;
     void add_critical_path(const TimelineSummary& s, Section& sec, Report& report) const;
     void on_annotation(const Event& e);
     void feed_critical_path(const Event& e, std::uint64_t launch, bool known, WorkClass work);

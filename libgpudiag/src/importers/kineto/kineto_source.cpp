@@ -99,7 +99,8 @@ private:
         parsed.summary.notes.push_back(
             parsed.device_vendor == "mtia"
                 ? "MTIA trace: its device events (mtia_ccp_events) are not kernels or copies, "
-                  "so GPU timeline figures are not available; host-side figures still are"
+                  "so GPU timeline figures are not available (host figures are, where the trace "
+                  "has steps or DataLoader waits)"
                 : "no GPU kernels, copies or memsets in this trace (CPU-only profile?): GPU "
                   "timeline figures are not available");
     }

@@ -534,7 +534,7 @@ private:
         return v;
     }
 
-    void append_items(PickleRef list, std::size_t from, unsigned char op) {
+    void append_items(const PickleRef& list, std::size_t from, unsigned char op) {
         if (list->kind_ != PickleValue::Kind::kList) {
             fail_at(op, "APPEND to something that is not a list");
         }

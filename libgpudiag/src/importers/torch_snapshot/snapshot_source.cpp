@@ -198,7 +198,7 @@ public:
     Status run(EventSink& sink, StringTable& strings) override {
         StateCollector state;
         TorchSnapshotReader reader;
-        const Status first = reader.read(path_, strings, state);
+        Status first = reader.read(path_, strings, state);
         // A snapshot cut short still holds whole segments and trace entries before the cut: they
         // are replayed, and the report says the rest is missing.
         const bool cut_short = !first.is_ok() && reader.ended_early() &&

@@ -256,8 +256,10 @@ TEST(TimelineSynthetic, NoGpuActivityGivesASectionAndNoFindings) {
     t.range(kMs, kMs, RangeCategory::kCpuOp, "aten::add");
     auto r = t.analyze();
     ASSERT_TRUE(r.is_ok());
-    EXPECT_EQ(timeline_figure(*r, "gpu_activities"), 0);
-    EXPECT_EQ(timeline_figure(*r, "idle_share"), -1);  // not reported without GPU work
+    ASSERT_NE(r->section("timeline"), nullptr);  // the step is host time worth reporting
+    EXPECT_EQ(timeline_figure(*r, "steps"), 1);
+    EXPECT_EQ(timeline_figure(*r, "gpu_activities"), -1);  // no GPU figure without GPU work
+    EXPECT_EQ(timeline_figure(*r, "idle_share"), -1);
     EXPECT_TRUE(r->findings.empty());
 }
 
