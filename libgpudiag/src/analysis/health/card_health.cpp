@@ -64,10 +64,6 @@ const XidMeaning* meaning_of(std::uint32_t xid) {
     return nullptr;
 }
 
-std::string device_name(std::uint16_t device) {
-    return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
-}
-
 }  // namespace
 
 void HealthAnalyzer::on_card_counter(const Event& e, DeviceHealth& d) {
@@ -147,7 +143,7 @@ bool HealthAnalyzer::is_card_counter(CounterKind kind) noexcept {
 
 void HealthAnalyzer::add_xid_finding(Report& report, std::uint16_t device, const DeviceHealth& d) {
     if (d.xids.empty()) return;
-    const std::string gpu = device_name(device);
+    const std::string gpu = device_label(device);
     Finding f;
     f.id = "xid_error";
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
@@ -194,7 +190,7 @@ void HealthAnalyzer::add_memory_health_finding(Report& report, std::uint16_t dev
     const double pages = d.retired_single.last + d.retired_double.last;
     const double rows = d.rows_correctable.last + d.rows_uncorrectable.last;
     if (!failed && !pending && !growing && pages <= 0 && rows <= 0) return;
-    const std::string gpu = device_name(device);
+    const std::string gpu = device_label(device);
     Finding f;
     f.id = "ecc_pages_retired";
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
@@ -255,7 +251,7 @@ void HealthAnalyzer::add_pcie_finding(Report& report, std::uint16_t device, cons
         d.pcie_replays.count > 0 ? d.pcie_replays.last - d.pcie_replays.first : 0;
     const bool errors = replays >= kReplaysDuringRun;
     if (!narrow && !slow && !errors) return;
-    const std::string gpu = device_name(device);
+    const std::string gpu = device_label(device);
     Finding f;
     f.id = "pcie_link_degraded";
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
@@ -305,7 +301,7 @@ void HealthAnalyzer::add_nvlink_finding(Report& report, std::uint16_t device,
     const double errors = grown(d.nvlink_replay) + grown(d.nvlink_crc);
     const bool link_lost = d.nvlink_active.count > 0 && d.nvlink_active.last < d.nvlink_active.max;
     if (recoveries < 1 && errors < kNvlinkErrorsDuringRun && !link_lost) return;
-    const std::string gpu = device_name(device);
+    const std::string gpu = device_label(device);
     Finding f;
     f.id = "nvlink_errors";
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);

@@ -10,6 +10,7 @@
 #include "analysis/health/health_analyzer.hpp"
 
 #include "support/format.hpp"
+#include "support/statistics.hpp"
 
 #include <algorithm>
 #include <string>
@@ -23,12 +24,6 @@ constexpr std::size_t kMinPeers = 3;
 constexpr double kClockDeficit = 0.10;
 constexpr double kHotterCelsius = 10.0;
 constexpr double kThrottleExcess = 0.20;
-
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 

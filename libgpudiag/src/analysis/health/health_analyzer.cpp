@@ -36,11 +36,11 @@ constexpr std::uint64_t kThermalBits =
 constexpr std::uint64_t kPowerBits =
     clock_event_reason::kSwPowerCap | clock_event_reason::kHwPowerBrake;
 
+}  // namespace
+
 std::string device_label(std::uint16_t device) {
     return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
 }
-
-}  // namespace
 
 void HealthAnalyzer::Series::add(std::uint64_t t, double v) {
     if (seen++ % stride != 0) return;

@@ -8,10 +8,14 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace gpudiag::detail {
+
+/// "GPU 3", or "GPU ?" for kNoDevice: how health findings name a device.
+std::string device_label(std::uint16_t device);
 
 class HealthAnalyzer final : public Analyzer {
 public:

@@ -4,6 +4,7 @@
 // (comm_imbalance).
 #include "analysis/job/job_analysis.hpp"
 #include "support/format.hpp"
+#include "support/statistics.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -29,13 +30,6 @@ double figure_of(const Report& r, const char* section, const char* key, double f
     const Section* s = r.section(section);
     const Figure* f = s != nullptr ? s->figure(key) : nullptr;
     return f != nullptr ? f->value : fallback;
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    std::size_t n = v.size();
-    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 struct RankFigures {

@@ -2,6 +2,8 @@
 // Trend test for leak detection (the statistics are described in leak_detector.hpp).
 #include "analysis/memory/leak_detector.hpp"
 
+#include "support/statistics.hpp"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,16 +13,6 @@ namespace {
 constexpr std::size_t kMinPoints = 8;
 constexpr std::size_t kMaxBins = 256;
 constexpr double kSignificance = 0.01;
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    double hi = *mid;
-    if (v.size() % 2 == 1) return hi;
-    double lo = *std::max_element(v.begin(), mid);
-    return (lo + hi) / 2;
-}
 
 // Reduces a long series to at most kMaxBins points: mean x, median y of each bin.
 std::vector<TrendPoint> bin(std::span<const TrendPoint> p) {

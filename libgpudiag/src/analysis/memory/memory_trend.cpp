@@ -2,6 +2,8 @@
 // Memory trends (the rules are in memory_trend.hpp). Every threshold says why it is where it is.
 #include "analysis/memory/memory_trend.hpp"
 
+#include "support/statistics.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -194,13 +196,6 @@ std::size_t knee(std::span<const TrendPoint> pts) {
     return first_of_bin[best_j];
 }
 
-double middle(std::vector<double> v) {
-    if (v.empty()) return 0;
-    auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    return *mid;
-}
-
 // The leak test sets the first tenth of the points aside as warm-up, so that start-up
 // allocations are never read as a leak. Points set aside that already lie on the leak's line
 // (within three median deviations of it, or half a point's growth) were the leak too: walking
@@ -215,12 +210,12 @@ std::size_t extend_back(std::span<const TrendPoint> pts, std::size_t start, std:
         intercepts.push_back(pts[i].y - rate * pts[i].x);
         if (i > start) gaps.push_back(pts[i].x - pts[i - 1].x);
     }
-    const double intercept = middle(intercepts);
+    const double intercept = median(intercepts);
     std::vector<double> deviations;
     for (std::size_t i = start; i < pts.size(); ++i) {
         deviations.push_back(std::fabs(pts[i].y - (intercept + rate * pts[i].x)));
     }
-    const double tolerance = std::max(3 * middle(deviations), 0.5 * rate * middle(gaps));
+    const double tolerance = std::max(3 * median(deviations), 0.5 * rate * median(gaps));
     while (start > earliest) {
         const TrendPoint& p = pts[start - 1];
         if (std::fabs(p.y - (intercept + rate * p.x)) > tolerance) break;
