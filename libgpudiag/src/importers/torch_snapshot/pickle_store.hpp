@@ -198,6 +198,20 @@ public:
         if (!is_container()) return;
         for (const PickleSlot& s : store_->container(slot_.ref()).items) f(PickleView(store_, s));
     }
+    /// Calls f(digest) for each item of a container with the item's digest (see digest()), in
+    /// order, while f returns true; returns whether it went through them all.
+    template <typename F>
+    bool for_each_digest(F&& f) const {
+        if (!is_container()) return true;
+        for (const PickleSlot& s : store_->container(slot_.ref()).items) {
+            const std::uint32_t d = s.kind() == Kind::kDigest ? s.ref()
+                                    : is_container_kind(s.kind())
+                                        ? store_->container(s.ref()).digest
+                                        : 0;
+            if (!f(d)) return false;
+        }
+        return true;
+    }
     /// Calls f(key, value) for each pair of a dict, in order.
     template <typename F>
     void for_each_pair(F&& f) const {

@@ -31,6 +31,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -303,6 +304,10 @@ public:
     }
     /// Notes where the current opcode starts (its offset is worked out only for messages).
     void mark_op() { op_at_ = at_; }
+    // The buffered bytes, for a decoding loop that keeps its cursor in a register.
+    [[nodiscard]] const char* cursor() const { return at_; }
+    [[nodiscard]] const char* buffered_end() const { return end_; }
+    void set_cursor(const char* at) { at_ = at; }
     [[nodiscard]] std::uint64_t op_offset() const {
         return op_at_ != nullptr ? base_ + static_cast<std::uint64_t>(op_at_ - begin_) : op_offset_;
     }
@@ -359,6 +364,96 @@ private:
     Status error_ = Status::ok();
 };
 
+namespace {
+
+// The VM's stack, on raw pointers: every opcode touches it.
+class SlotStack {
+public:
+    [[nodiscard]] std::size_t size() const noexcept {
+        return static_cast<std::size_t>(top_ - base_);
+    }
+    [[nodiscard]] bool empty() const noexcept { return top_ == base_; }
+    PickleSlot& operator[](std::size_t i) noexcept { return base_[i]; }
+    const PickleSlot& operator[](std::size_t i) const noexcept { return base_[i]; }
+    PickleSlot& back() noexcept { return top_[-1]; }
+    PickleSlot* begin() noexcept { return base_; }
+    PickleSlot* end() noexcept { return top_; }
+    void push_back(const PickleSlot& v) {
+        if (top_ == end_) [[unlikely]]
+            grow();
+        *top_++ = v;
+    }
+    void pop_back() noexcept { --top_; }
+    /// Shrinks to `n` values (never grows).
+    void resize(std::size_t n) noexcept { top_ = base_ + n; }
+    // For a loop that keeps the top in a register: pushes up to end() need no growing.
+    PickleSlot* top() noexcept { return top_; }
+    PickleSlot* capacity_end() noexcept { return end_; }
+    void set_top(PickleSlot* top) noexcept { top_ = top; }
+
+private:
+    void grow() {
+        const std::size_t n = size();
+        const std::size_t capacity = std::max<std::size_t>(1024, 2 * n);
+        auto bigger = std::make_unique<PickleSlot[]>(capacity);
+        std::copy(base_, top_, bigger.get());
+        storage_ = std::move(bigger);
+        base_ = storage_.get();
+        top_ = base_ + n;
+        end_ = base_ + capacity;
+    }
+
+    std::unique_ptr<PickleSlot[]> storage_;
+    PickleSlot* base_ = nullptr;
+    PickleSlot* top_ = nullptr;
+    PickleSlot* end_ = nullptr;
+};
+
+// A memo entry: a value in 8 bytes. Containers, strings and digests by reference; the rare
+// memoized number (only hand-made pickles memoize them) through an index into a side table.
+struct MemoEntry {
+    static constexpr std::uint8_t kEmpty = 0xFE;
+    static constexpr std::uint8_t kReleased = 0xFF;
+    std::uint8_t code = kEmpty;  // a PickleValue::Kind, kEmpty or kReleased
+    std::uint32_t ref = 0;
+};
+
+// Memo entries numbered densely from 0, in pages that never move: growing copies nothing and
+// takes memory a page at a time.
+class DenseMemo {
+public:
+    [[nodiscard]] std::size_t size() const noexcept { return size_; }
+    MemoEntry& operator[](std::size_t i) noexcept {
+        return pages_[i >> kPageBits][i & (kPageEntries - 1)];
+    }
+    /// Indices below it have room (grow_to() adds pages).
+    [[nodiscard]] std::size_t capacity() const noexcept { return pages_.size() * kPageEntries; }
+    /// Adds `e` at index size(), which must be below capacity().
+    void append(const MemoEntry& e) noexcept {
+        (*this)[size_] = e;
+        ++size_;
+    }
+    /// Makes room for indices below `n` (new ones empty); the bytes that took.
+    std::size_t grow_to(std::size_t n) {
+        std::size_t added = 0;
+        while (pages_.size() * kPageEntries < n) {
+            pages_.push_back(std::make_unique<MemoEntry[]>(kPageEntries));
+            added += kPageEntries * sizeof(MemoEntry);
+        }
+        size_ = std::max(size_, n);
+        return added;
+    }
+
+private:
+    static constexpr unsigned kPageBits = 15;  // 32768 entries, 256 KiB
+    static constexpr std::size_t kPageEntries = std::size_t{1} << kPageBits;
+
+    std::vector<std::unique_ptr<MemoEntry[]>> pages_;
+    std::size_t size_ = 0;
+};
+
+}  // namespace
+
 class SafePickleReader::Machine {
 public:
     Machine(Input& in, const std::string& name, const PickleLimits& limits,
@@ -379,6 +474,7 @@ public:
                              " is not supported (expected 2 to 5)"));
         }
         for (;;) {
+            run_plain_ops();
             in_.mark_op();
             if (!in_.byte(op)) [[unlikely]]
                 fail_truncated("the STOP opcode");
@@ -412,14 +508,125 @@ public:
 private:
     using K = PickleValue::Kind;
 
-    // A memo entry: a value in 8 bytes. Containers, strings and digests by reference; the rare
-    // memoized number (only hand-made pickles memoize them) through boxed_.
-    struct MemoEntry {
-        std::uint8_t code = kEmpty;  // a PickleValue::Kind, kEmpty or kReleased
-        std::uint32_t ref = 0;
-    };
-    static constexpr std::uint8_t kEmpty = 0xFE;
-    static constexpr std::uint8_t kReleased = 0xFF;
+    // The opcodes most of a snapshot is (memo fetches, numbers, marks) in a tight loop, cursor
+    // and stack top in registers. It stops at any other opcode, at anything unusual (an index
+    // outside the dense memo, a memoized number, a full stack, the end of the buffered bytes)
+    // and leaves that opcode to the general path, which also reports every error.
+    void run_plain_ops() {
+        constexpr std::ptrdiff_t kLongestPlainOp = 10;  // LONG1: opcode, length, 8 bytes read
+        const char* at = in_.cursor();
+        const char* const stop = in_.buffered_end() - kLongestPlainOp;
+        PickleSlot* const base = stack_.begin();
+        PickleSlot* top = stack_.top();
+        PickleSlot* const full =
+            base + std::min<std::size_t>(limits_.max_stack_items,
+                                         static_cast<std::size_t>(stack_.capacity_end() - base));
+        std::size_t memo_size = memo_dense_.size();
+        bool plain = true;
+        while (plain && at < stop && top < full) {
+            const char* const op_at = at;
+            const auto op = static_cast<unsigned char>(*at++);
+            if (op == 'h' || op == 'j') {
+                std::uint64_t index = 0;
+                if (op == 'h') {
+                    index = static_cast<unsigned char>(*at++);
+                } else {
+                    index = load_le<std::uint32_t>(at);
+                    at += 4;
+                }
+                const MemoEntry m = index < memo_size ? memo_dense_[index] : MemoEntry{};
+                const auto kind = static_cast<K>(m.code);
+                if (is_container_kind(kind)) {
+                    ++store_.container(m.ref).refs;
+                } else if (kind != K::kString && kind != K::kDigest) {
+                    at = op_at;
+                    break;
+                }
+                *top++ = PickleSlot::of(kind, m.ref);
+                continue;
+            }
+            switch (op) {
+                case 'K':
+                    *top++ = PickleSlot::of(K::kInt, 0, load_le<std::uint8_t>(at));
+                    at += 1;
+                    break;
+                case 'M':
+                    *top++ = PickleSlot::of(K::kInt, 0, load_le<std::uint16_t>(at));
+                    at += 2;
+                    break;
+                case 'J':
+                    *top++ = PickleSlot::of(K::kInt, 0, load_le<std::int32_t>(at));
+                    at += 4;
+                    break;
+                case 0x8a: {
+                    const auto n = static_cast<unsigned char>(*at);
+                    if (n == 0 || n > 8) {
+                        plain = false;
+                        break;
+                    }
+                    // The n bytes, sign-extended from the top one (8 are read: the loop keeps
+                    // that many in the buffer).
+                    const unsigned unused = 64 - 8 * n;
+                    const auto u = load_le<std::uint64_t>(at + 1) << unused;
+                    *top++ = PickleSlot::of(K::kInt, 0, static_cast<std::int64_t>(u) >> unused);
+                    at += 1 + n;
+                    break;
+                }
+                case '(':
+                    if (marks_.size() >= limits_.max_stack_items) {
+                        plain = false;
+                        break;
+                    }
+                    marks_.push_back(static_cast<std::size_t>(top - base));
+                    continue;
+                case 0x94: {  // MEMOIZE the next index, of a string or a container
+                    const bool has_top =
+                        top != base &&
+                        (marks_.empty() || marks_.back() != static_cast<std::size_t>(top - base));
+                    const K kind = has_top ? top[-1].kind() : K::kNone;
+                    plain = (kind == K::kString || is_container_kind(kind)) &&
+                            next_memo_ == memo_size && memo_size < memo_dense_.capacity() &&
+                            memo_sparse_.empty() && memo_count_ < kMaxMemo;
+                    if (!plain) break;
+                    const std::uint32_t ref = top[-1].ref();
+                    if (is_container_kind(kind)) {
+                        PickleContainer& c = store_.container(ref);
+                        ++c.refs;
+                        if (c.memo_refs++ == 0)
+                            c.memo_index = static_cast<std::uint32_t>(memo_size);
+                    }
+                    memo_dense_.append(MemoEntry{static_cast<std::uint8_t>(kind), ref});
+                    ++memo_count_;
+                    ++next_memo_;
+                    ++memo_size;
+                    break;
+                }
+                default: plain = false; break;
+            }
+            if (!plain) at = op_at;
+        }
+        in_.set_cursor(at);
+        stack_.set_top(top);
+    }
+    // A little-endian number at `at` (any alignment).
+    template <typename T>
+    static T load_le(const char* at) {
+        if constexpr (std::endian::native == std::endian::little) {
+            T v;
+            std::memcpy(&v, at, sizeof v);
+            return v;
+        } else {
+            std::make_unsigned_t<T> v = 0;
+            for (std::size_t i = sizeof(T); i-- > 0;) {
+                v = static_cast<std::make_unsigned_t<T>>(v << 8) |
+                    static_cast<unsigned char>(at[i]);
+            }
+            return static_cast<T>(v);
+        }
+    }
+
+    static constexpr std::uint8_t kEmpty = MemoEntry::kEmpty;
+    static constexpr std::uint8_t kReleased = MemoEntry::kReleased;
 
     // ---- errors ----
     // Out of line and cold, so that the hot paths that may fail stay small.
@@ -660,8 +867,7 @@ private:
         reserve_items(target, n);
         PickleContainer& t = store_.container(target);
         t.depth = std::max(t.depth, depth);
-        t.items.insert(t.items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(from),
-                       stack_.end());
+        t.items.insert(t.items.end(), stack_.begin() + from, stack_.end());
         stack_.resize(from);
     }
 
@@ -691,6 +897,9 @@ private:
                 fail_at(op, "a streamed list is modified after being nested");
             }
             for (std::size_t i = from; i < stack_.size(); ++i) {
+                // A batch holds up to a thousand items, built long before: ask for the next
+                // ones' memory while the handler reads this one.
+                if (i + 2 < stack_.size()) prefetch(stack_[i + 2]);
                 auto index = static_cast<std::size_t>(store_.container(list.ref()).streamed++);
                 Status s = handler_->on_item(tag, index, PickleView(&store_, stack_[i]));
                 if (!s.is_ok()) fail(std::move(s));
@@ -701,6 +910,14 @@ private:
             return;
         }
         move_into(list.ref(), from, op);
+    }
+
+    void prefetch(const PickleSlot& item) const noexcept {
+        if (!is_container_kind(item.kind())) return;
+        const PickleContainer& c = store_.container(item.ref());
+        __builtin_prefetch(&c);
+        const PickleSlot* items = c.items.data();
+        for (std::size_t i = 0; i < c.items.size(); i += 4) __builtin_prefetch(items + i);
     }
 
     // Drops a streamed item: its memo entry goes (a later reference to it is an error) and its
@@ -801,11 +1018,7 @@ private:
         }
         ++memo_count_;
         if (index < memo_dense_.size() || index <= 2 * memo_count_ + 1024) {
-            if (index >= memo_dense_.size()) {
-                std::size_t before = memo_dense_.capacity();
-                memo_dense_.resize(index + 1);
-                charge((memo_dense_.capacity() - before) * sizeof(MemoEntry));
-            }
+            if (index >= memo_dense_.size()) charge(memo_dense_.grow_to(index + 1));
             return memo_dense_[index];
         }
         charge(kMemoNodeCost);
@@ -822,12 +1035,10 @@ private:
                     ++c.refs;
                     if (c.memo_refs++ == 0) c.memo_index = static_cast<std::uint32_t>(index);
                 }
-                const std::size_t before = memo_dense_.capacity();
-                memo_dense_.push_back(MemoEntry{static_cast<std::uint8_t>(v.kind()), v.ref()});
+                const MemoEntry entry{static_cast<std::uint8_t>(v.kind()), v.ref()};
+                if (const std::size_t added = memo_dense_.grow_to(index + 1)) charge(added);
+                memo_dense_[index] = entry;
                 ++memo_count_;
-                if (memo_dense_.capacity() != before) {
-                    charge((memo_dense_.capacity() - before) * sizeof(MemoEntry));
-                }
                 return;
             }
         }
@@ -1045,9 +1256,9 @@ private:
     PickleStore& store_;
     std::uint64_t live_bytes_ = 0;
     std::uint64_t next_memo_ = 0;
-    std::vector<PickleSlot> stack_;
+    SlotStack stack_;
     std::vector<std::size_t> marks_;
-    std::vector<MemoEntry> memo_dense_;
+    DenseMemo memo_dense_;
     std::unordered_map<std::uint64_t, MemoEntry> memo_sparse_;
     std::size_t memo_count_ = 0;
     std::vector<PickleSlot> boxed_;  // memoized numbers

@@ -208,16 +208,26 @@ public:
         }
         if (!frames.is_list() || frames.item_count() == 0) return FrameFacts{};
         sequence_.clear();
-        bool interned = true;
-        std::uint64_t hash = 0xcbf29ce484222325ull;
-        frames.for_each_item([&](const PickleView& item) {
-            const std::uint32_t f = interned ? frame_of(item, keys) : kFull;
-            if (f == kFull) interned = false;
-            if (f < kFull) {
-                sequence_.push_back(f);
-                hash = (hash ^ f) * 0x100000001B3ull;
-            }
+        std::uint64_t hash = kHashSeed;
+        const auto add = [&](std::uint32_t f) {
+            sequence_.push_back(f);
+            hash = (hash ^ f) * kHashPrime;
+        };
+        // Mostly every frame was seen before and carries its digest; else each is read.
+        bool interned = frames.for_each_digest([&](std::uint32_t d) {
+            if ((d & kFrameBit) != 0) add(d & ~kFrameBit);
+            return d != 0;  // a digest that is not a frame's: not a frame, skipped
         });
+        if (!interned) {
+            sequence_.clear();
+            hash = kHashSeed;
+            interned = true;
+            frames.for_each_item([&](const PickleView& item) {
+                const std::uint32_t f = interned ? frame_of(item, keys) : kFull;
+                if (f == kFull) interned = false;
+                if (f < kFull) add(f);
+            });
+        }
         std::uint32_t index = 0;
         if (interned) {
             index = facts_of_sequence(hash);
@@ -254,6 +264,8 @@ public:
 
 private:
     static constexpr std::uint32_t kFrameBit = 0x80000000u;
+    static constexpr std::uint64_t kHashSeed = 0xcbf29ce484222325ull;  // FNV-1a
+    static constexpr std::uint64_t kHashPrime = 0x100000001B3ull;
     static constexpr std::uint32_t kFull = 0xFFFFFFFEu;     // not interned: no room, or no ids
     static constexpr std::uint32_t kNoFrame = 0xFFFFFFFFu;  // not a frame: skipped
     static constexpr std::size_t kMaxFrames = std::size_t{1} << 20;
