@@ -22,6 +22,7 @@
 //  Memory: one streamed read (two past the cap on kept trace entries); held data is the state,
 //  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
 //  the annotations (capped).
+#include "core/pipelined_sink.hpp"
 #include "importers/open_source.hpp"
 #include "importers/torch_snapshot/address_map.hpp"
 #include "importers/torch_snapshot/compact_trace.hpp"
@@ -209,10 +210,13 @@ public:
         }
         prepare(state, strings);
 
-        sink_ = &sink;
+        // Pass 2 hands its events to the analyses on a second thread, which take each batch
+        // while this one replays the next.
+        PipelinedSink pipe(sink);
+        sink_ = &pipe;
         strings_ = &strings;
         state_ = &state;
-        sink.begin(info_, strings);
+        pipe.begin(info_, strings);
 
         Status status = Status::ok();
         if (!state.trace_overflow) {
@@ -252,7 +256,7 @@ public:
                 "the trace touches more addresses than tracked; the state before the trace "
                 "window is approximate");
         }
-        sink.end(summary_);
+        pipe.end(summary_);
         return status;
     }
 
