@@ -22,6 +22,7 @@
 //  Memory: one streamed read (two past the cap on kept trace entries); held data is the state,
 //  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
 //  the annotations (capped).
+#include "core/batch_pipe.hpp"
 #include "core/pipelined_sink.hpp"
 #include "importers/open_source.hpp"
 #include "importers/torch_snapshot/address_map.hpp"
@@ -30,7 +31,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <map>
+#include <new>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -144,6 +148,47 @@ public:
     bool trace_overflow = false;
 };
 
+// Pass 1 on two cores: the decoding thread hands trace entries over in batches to the state
+// collector, which takes them on a second thread (BatchPipe); segments, annotations and settings
+// touch other members of the collector and go straight to it.
+class TraceOffload final : public SnapshotVisitor {
+public:
+    explicit TraceOffload(StateCollector& state)
+        : state_(state), pipe_([&state](std::span<const TraceEntry> entries) {
+              for (const TraceEntry& e : entries) (void)state.on_trace_entry(e);
+          }) {
+        batch_.reserve(kBatch);
+    }
+    Status on_segment(SnapshotSegment& s) override { return state_.on_segment(s); }
+    Status on_trace_entry(const TraceEntry& e) override {
+        batch_.push_back(e);
+        if (batch_.size() >= kBatch) pipe_.submit(batch_);
+        return Status::ok();
+    }
+    Status on_annotation(const SnapshotAnnotation& a) override { return state_.on_annotation(a); }
+    void on_setting(const std::string& key, const std::string& value) override {
+        state_.on_setting(key, value);
+    }
+    /// Hands over the last entries and waits until the collector has them all.
+    Status finish() noexcept {
+        try {
+            pipe_.submit(batch_);
+            pipe_.drain();
+            return Status::ok();
+        } catch (const std::bad_alloc&) {
+            return resource_exhausted("out of host memory while collecting the snapshot's trace");
+        } catch (const std::exception& e) {
+            return internal_error(std::string("collecting the snapshot's trace failed: ") +
+                                  e.what());
+        }
+    }
+
+private:
+    StateCollector& state_;
+    std::vector<TraceEntry> batch_;
+    BatchPipe<TraceEntry> pipe_;  // last: its worker stops before the members it uses go
+};
+
 // The live set pass 2 has produced so far for one device, to reconcile against the final state.
 struct SimulatedDevice {
     AddressMap<std::pair<std::uint64_t, bool>> blocks;                 // size, pending
@@ -193,7 +238,9 @@ public:
     Status run(EventSink& sink, StringTable& strings) override {
         StateCollector state;
         TorchSnapshotReader reader;
-        const Status first = reader.read(path_, strings, state);
+        TraceOffload pass1(state);
+        const Status first = reader.read(path_, strings, pass1);
+        GPUDIAG_RETURN_IF_ERROR(pass1.finish());
         // A snapshot cut short still holds whole segments and trace entries before the cut: they
         // are replayed, and the report says the rest is missing.
         const bool cut_short = !first.is_ok() && reader.ended_early() &&
@@ -724,15 +771,14 @@ private:
     }
     void flush() {
         if (batch_.empty()) return;
-        sink_->consume(batch_);
         delivered_ += batch_.size();
-        batch_.clear();
+        sink_->hand_over(batch_);  // moved, not copied; comes back empty
     }
 
     std::string path_;
     SourceInfo info_;
     SourceSummary summary_;
-    EventSink* sink_ = nullptr;
+    PipelinedSink* sink_ = nullptr;
     StringTable* strings_ = nullptr;
     StateCollector* state_ = nullptr;
     std::map<std::uint16_t, std::vector<const SnapshotSegment*>> final_by_device_;
