@@ -304,6 +304,7 @@ public:
     }
     /// Notes where the current opcode starts (its offset is worked out only for messages).
     void mark_op() { op_at_ = at_; }
+    void mark_op(const char* at) { op_at_ = at; }
     // The buffered bytes, for a decoding loop that keeps its cursor in a register.
     [[nodiscard]] const char* cursor() const { return at_; }
     [[nodiscard]] const char* buffered_end() const { return end_; }
@@ -514,14 +515,31 @@ private:
     // and leaves that opcode to the general path, which also reports every error.
     void run_plain_ops() {
         constexpr std::ptrdiff_t kLongestPlainOp = 10;  // LONG1: opcode, length, 8 bytes read
-        const char* at = in_.cursor();
-        const char* const stop = in_.buffered_end() - kLongestPlainOp;
-        PickleSlot* const base = stack_.begin();
-        PickleSlot* top = stack_.top();
-        PickleSlot* const full =
-            base + std::min<std::size_t>(limits_.max_stack_items,
+        const char* at = nullptr;
+        const char* stop = nullptr;
+        PickleSlot* base = nullptr;
+        PickleSlot* top = nullptr;
+        PickleSlot* full = nullptr;
+        std::size_t memo_size = 0;
+        const auto load = [&] {
+            at = in_.cursor();
+            stop = in_.buffered_end() - kLongestPlainOp;
+            base = stack_.begin();
+            top = stack_.top();
+            full = base +
+                   std::min<std::size_t>(limits_.max_stack_items,
                                          static_cast<std::size_t>(stack_.capacity_end() - base));
-        std::size_t memo_size = memo_dense_.size();
+            memo_size = memo_dense_.size();
+        };
+        // The container opcodes call out, with the state the general path keeps.
+        const auto call_out = [&](const char* op_at, auto&& operation) {
+            in_.set_cursor(at);
+            in_.mark_op(op_at);
+            stack_.set_top(top);
+            operation();
+            load();
+        };
+        load();
         bool plain = true;
         while (plain && at < stop && top < full) {
             const char* const op_at = at;
@@ -601,6 +619,22 @@ private:
                     ++memo_size;
                     break;
                 }
+                case ']': call_out(op_at, [&] { push_container(K::kList); }); break;
+                case '}': call_out(op_at, [&] { push_container(K::kDict); }); break;
+                case 'u':
+                    call_out(op_at, [&] {
+                        const std::size_t m = pop_mark(op);
+                        if (m == 0) fail_at(op, "no dict below the MARK");
+                        set_items(m - 1, m, op);
+                    });
+                    break;
+                case 'e':
+                    call_out(op_at, [&] {
+                        const std::size_t m = pop_mark(op);
+                        if (m == 0) fail_at(op, "no list below the MARK");
+                        append_items(m - 1, m, op);
+                    });
+                    break;
                 default: plain = false; break;
             }
             if (!plain) at = op_at;
