@@ -972,55 +972,54 @@ private:
 
     // The stream role of the container at stack position `p`, worked out from what lies below
     // it: the container it will be stored into, and under which key or index. Cached on the
-    // container, since that context does not change while the container is being filled.
+    // container, since that context does not change while the container is being filled. The
+    // handler is asked only when the parent has a role (children of one without have none).
     std::uint16_t tag_of(std::size_t p) {
         if (p >= stack_.size() || !is_container_kind(stack_[p].kind())) return 0;
-        const std::uint32_t self = stack_[p].ref();
-        if (store_.container(self).tag_known) return store_.container(self).tag;
-        std::uint16_t tag = 0;
-        if (p == 0) {
-            tag = handler_->root_tag();
-        } else {
-            // The innermost mark at or below p opens the batch that holds the container, if any.
-            std::size_t q = SIZE_MAX;
-            for (std::size_t i = marks_.size(); i-- > 0;) {
-                if (marks_[i] <= p) {
-                    q = marks_[i];
-                    break;
-                }
-            }
-            bool found = false;
-            if (q != SIZE_MAX && q > 0 && is_container_kind(stack_[q - 1].kind())) {
-                const PickleSlot parent = stack_[q - 1];
-                std::size_t off = p - q;
-                if (parent.kind() == K::kList) {
-                    tag = child_tag(q - 1, {}, parent_count(parent.ref()) + off);
-                    found = true;
-                } else if (parent.kind() == K::kDict && off % 2 == 1) {
-                    tag = child_tag(q - 1, text_of(stack_[p - 1]), 0);
-                    found = true;
-                }
-            }
-            if (!found && (q == SIZE_MAX || q < p)) {
-                // Single APPEND / SETITEM pattern: the parent sits right below (or below a key).
-                const PickleSlot below = stack_[p - 1];
-                if (below.kind() == K::kList && !store_.container(below.ref()).sealed) {
-                    tag = child_tag(p - 1, {}, parent_count(below.ref()));
-                } else if (below.kind() == K::kString && p >= 2 &&
-                           stack_[p - 2].kind() == K::kDict && (q == SIZE_MAX || q < p - 1)) {
-                    tag = child_tag(p - 2, text_of(below), 0);
-                }
-            }
+        if (const PickleContainer& self = store_.container(stack_[p].ref()); self.tag_known) {
+            return self.tag;
         }
-        PickleContainer& c = store_.container(self);
+        const std::uint16_t tag = p == 0 ? handler_->root_tag() : tag_from_parent(p);
+        PickleContainer& c = store_.container(stack_[p].ref());
         c.tag = tag;
         c.tag_known = true;
         return tag;
     }
-    // The handler's role for a child of the container at stack position `parent_at`.
-    std::uint16_t child_tag(std::size_t parent_at, std::string_view key, std::size_t index) {
-        const std::uint16_t parent = tag_of(parent_at);
-        return parent == 0 ? 0 : handler_->child_tag(parent, key, index);
+    std::uint16_t tag_from_parent(std::size_t p) {
+        // The innermost mark at or below p opens the batch that holds the container, if any.
+        std::size_t q = SIZE_MAX;
+        for (std::size_t i = marks_.size(); i-- > 0;) {
+            if (marks_[i] <= p) {
+                q = marks_[i];
+                break;
+            }
+        }
+        if (q != SIZE_MAX && q > 0 && is_container_kind(stack_[q - 1].kind())) {
+            const PickleSlot parent = stack_[q - 1];
+            const std::size_t off = p - q;
+            if (parent.kind() == K::kList) {
+                const std::uint16_t role = tag_of(q - 1);
+                return role == 0 ? 0
+                                 : handler_->child_tag(role, {}, parent_count(parent.ref()) + off);
+            }
+            if (parent.kind() == K::kDict && off % 2 == 1) {
+                const std::uint16_t role = tag_of(q - 1);
+                return role == 0 ? 0 : handler_->child_tag(role, text_of(stack_[p - 1]), 0);
+            }
+        }
+        if (q != SIZE_MAX && q >= p) return 0;
+        // Single APPEND / SETITEM pattern: the parent sits right below (or below a key).
+        const PickleSlot below = stack_[p - 1];
+        if (below.kind() == K::kList && !store_.container(below.ref()).sealed) {
+            const std::uint16_t role = tag_of(p - 1);
+            return role == 0 ? 0 : handler_->child_tag(role, {}, parent_count(below.ref()));
+        }
+        if (below.kind() == K::kString && p >= 2 && stack_[p - 2].kind() == K::kDict &&
+            (q == SIZE_MAX || q < p - 1)) {
+            const std::uint16_t role = tag_of(p - 2);
+            return role == 0 ? 0 : handler_->child_tag(role, text_of(below), 0);
+        }
+        return 0;
     }
     std::size_t parent_count(std::uint32_t list) const {
         const PickleContainer& c = store_.container(list);
