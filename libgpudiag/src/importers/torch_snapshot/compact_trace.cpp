@@ -66,13 +66,16 @@ void CompactTrace::clear() noexcept {
     last_ = {};
 }
 
-// Entries never straddle chunks, so a varint ends inside the chunk it starts in.
+// Only what append() wrote is read back, and an entry never straddles chunks: every varint is
+// whole, and ends inside the chunk it starts in.
 std::uint64_t CompactTrace::Reader::varint() noexcept {
-    std::uint64_t v = 0;
-    for (unsigned shift = 0; at_ < end_ && shift < 64; shift += 7) {
-        const unsigned char b = *at_++;
-        v |= std::uint64_t{b & 0x7Fu} << shift;
-        if ((b & 0x80) == 0) break;
+    std::uint64_t b = *at_++;
+    if (b < 0x80) return b;
+    std::uint64_t v = b & 0x7F;
+    for (unsigned shift = 7; shift < 64; shift += 7) {
+        b = *at_++;
+        v |= (b & 0x7F) << shift;
+        if (b < 0x80) break;
     }
     return v;
 }
@@ -94,7 +97,7 @@ bool CompactTrace::Reader::next(TraceEntry& e) noexcept {
     if ((head & kStream) != 0) e.stream = varint();
     if ((head & kSite) != 0) {
         e.site = static_cast<StringId>(varint());
-        e.category = at_ < end_ ? static_cast<MemoryCategory>(*at_++) : MemoryCategory::kOther;
+        e.category = static_cast<MemoryCategory>(*at_++);
     }
     if ((head & kDeviceFree) != 0) e.device_free = varint();
     last_ = Last{e.time_us, e.address, e.device};
