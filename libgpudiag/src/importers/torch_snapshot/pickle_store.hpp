@@ -248,11 +248,16 @@ public:
         return find(key).as_string();
     }
 
-    /// Asks the reader to keep `digest` (non-zero) in place of this container once only the
-    /// memo holds it: later references to it then give a kDigest view. For values the handler
-    /// summarizes once (a stack's frames, a list of them) and needs only the summary of later.
+    /// The largest digest condense() takes (the memo keeps 28 bits of each entry's reference).
+    static constexpr std::uint32_t kMaxDigest = (1u << 28) - 1;
+    /// Asks the reader to keep `digest` (1 to kMaxDigest) in place of this container once only
+    /// the memo holds it: later references to it then give a kDigest view. For values the
+    /// handler summarizes once (a stack's frames, a list of them) and needs only the summary of
+    /// later. Other digests are ignored.
     void condense(std::uint32_t digest) const noexcept {
-        if (is_container() && digest != 0) store_->container(slot_.ref()).digest = digest;
+        if (is_container() && digest != 0 && digest <= kMaxDigest) {
+            store_->container(slot_.ref()).digest = digest;
+        }
     }
 
 private:

@@ -410,14 +410,46 @@ private:
     PickleSlot* end_ = nullptr;
 };
 
-// A memo entry: a value in 8 bytes. Containers, strings and digests by reference; the rare
-// memoized number (only hand-made pickles memoize them) through an index into a side table.
-struct MemoEntry {
-    static constexpr std::uint8_t kEmpty = 0xFE;
-    static constexpr std::uint8_t kReleased = 0xFF;
-    std::uint8_t code = kEmpty;  // a PickleValue::Kind, kEmpty or kReleased
-    std::uint32_t ref = 0;
+// A memo entry in 4 bytes: what it holds (4 bits: a kind, empty or released) and a reference
+// (28 bits): a string's id, a container's index, a digest, or for a number (only hand-made
+// pickles memoize numbers) its index among the memoized numbers. References stay below 2^28:
+// the memory budget runs out long before there are that many strings, containers or numbers,
+// and handlers' digests are bounded (PickleView::kMaxDigest).
+class MemoEntry {
+public:
+    static constexpr std::uint8_t kEmpty = 0;
+    static constexpr std::uint8_t kReleased = 15;
+    static constexpr std::uint32_t kMaxRef = PickleView::kMaxDigest;
+
+    MemoEntry() = default;
+    static MemoEntry of(PickleValue::Kind kind, std::uint32_t ref) noexcept {
+        return MemoEntry(static_cast<std::uint8_t>(static_cast<unsigned>(kind) + 1), ref);
+    }
+    static MemoEntry released() noexcept { return MemoEntry(kReleased, 0); }
+    [[nodiscard]] std::uint8_t code() const noexcept {
+        return static_cast<std::uint8_t>(bits_ >> 28);
+    }
+    [[nodiscard]] bool holds_value() const noexcept {
+        return code() != kEmpty && code() != kReleased;
+    }
+    /// The kind of value held (when holds_value()).
+    [[nodiscard]] PickleValue::Kind kind() const noexcept {
+        return static_cast<PickleValue::Kind>(code() - 1);
+    }
+    [[nodiscard]] std::uint32_t ref() const noexcept { return bits_ & kMaxRef; }
+    /// Whether it holds the container at index `container` of kind `kind`.
+    [[nodiscard]] bool holds(PickleValue::Kind kind, std::uint32_t container) const noexcept {
+        return holds_value() && this->kind() == kind && ref() == container;
+    }
+
+private:
+    MemoEntry(std::uint8_t code, std::uint32_t ref) noexcept
+        : bits_((std::uint32_t{code} << 28) | (ref & kMaxRef)) {}
+    std::uint32_t bits_ = 0;  // 0: empty
 };
+static_assert(sizeof(MemoEntry) == 4, "the memo keeps one of these per memoized object");
+static_assert(static_cast<unsigned>(PickleValue::Kind::kDigest) + 1 < MemoEntry::kReleased,
+              "every kind has a code");
 
 // Memo entries numbered densely from 0, in pages that never move: growing copies nothing and
 // takes memory a page at a time.
@@ -446,7 +478,7 @@ public:
     }
 
 private:
-    static constexpr unsigned kPageBits = 15;  // 32768 entries, 256 KiB
+    static constexpr unsigned kPageBits = 15;  // 32768 entries, 128 KiB
     static constexpr std::size_t kPageEntries = std::size_t{1} << kPageBits;
 
     std::vector<std::unique_ptr<MemoEntry[]>> pages_;
@@ -553,14 +585,18 @@ private:
                     at += 4;
                 }
                 const MemoEntry m = index < memo_size ? memo_dense_[index] : MemoEntry{};
-                const auto kind = static_cast<K>(m.code);
+                const auto kind = m.kind();
+                if (!m.holds_value()) {
+                    at = op_at;
+                    break;
+                }
                 if (is_container_kind(kind)) {
-                    ++store_.container(m.ref).refs;
+                    ++store_.container(m.ref()).refs;
                 } else if (kind != K::kString && kind != K::kDigest) {
                     at = op_at;
                     break;
                 }
-                *top++ = PickleSlot::of(kind, m.ref);
+                *top++ = PickleSlot::of(kind, m.ref());
                 continue;
             }
             switch (op) {
@@ -602,18 +638,19 @@ private:
                         top != base &&
                         (marks_.empty() || marks_.back() != static_cast<std::size_t>(top - base));
                     const K kind = has_top ? top[-1].kind() : K::kNone;
+                    const std::uint32_t ref = has_top ? top[-1].ref() : 0;
                     plain = (kind == K::kString || is_container_kind(kind)) &&
-                            next_memo_ == memo_size && memo_size < memo_dense_.capacity() &&
-                            memo_sparse_.empty() && memo_count_ < kMaxMemo;
+                            ref <= MemoEntry::kMaxRef && next_memo_ == memo_size &&
+                            memo_size < memo_dense_.capacity() && memo_sparse_.empty() &&
+                            memo_count_ < kMaxMemo;
                     if (!plain) break;
-                    const std::uint32_t ref = top[-1].ref();
                     if (is_container_kind(kind)) {
                         PickleContainer& c = store_.container(ref);
                         ++c.refs;
                         if (c.memo_refs++ == 0)
                             c.memo_index = static_cast<std::uint32_t>(memo_size);
                     }
-                    memo_dense_.append(MemoEntry{static_cast<std::uint8_t>(kind), ref});
+                    memo_dense_.append(MemoEntry::of(kind, ref));
                     ++memo_count_;
                     ++next_memo_;
                     ++memo_size;
@@ -658,9 +695,6 @@ private:
             return static_cast<T>(v);
         }
     }
-
-    static constexpr std::uint8_t kEmpty = MemoEntry::kEmpty;
-    static constexpr std::uint8_t kReleased = MemoEntry::kReleased;
 
     // ---- errors ----
     // Out of line and cold, so that the hot paths that may fail stay small.
@@ -735,8 +769,8 @@ private:
     void condense(std::uint32_t i) noexcept {
         PickleContainer& c = store_.container(i);
         MemoEntry* m = memo_find(c.memo_index);
-        if (m == nullptr || m->code != static_cast<std::uint8_t>(c.kind) || m->ref != i) return;
-        *m = MemoEntry{static_cast<std::uint8_t>(K::kDigest), c.digest};
+        if (m == nullptr || !m->holds(c.kind, i)) return;
+        *m = MemoEntry::of(K::kDigest, c.digest);
         c.memo_refs = 0;
         unref(i);
     }
@@ -960,9 +994,8 @@ private:
         if (is_container_kind(item.kind())) {
             PickleContainer& c = store_.container(item.ref());
             MemoEntry* m = c.memo_refs > 0 ? memo_find(c.memo_index) : nullptr;
-            if (m != nullptr && m->code == static_cast<std::uint8_t>(c.kind) &&
-                m->ref == item.ref()) {
-                *m = MemoEntry{kReleased, 0};
+            if (m != nullptr && m->holds(c.kind, item.ref())) {
+                *m = MemoEntry::released();
                 --c.memo_refs;
                 --c.refs;  // the stack still holds it: never the last reference
             }
@@ -1036,7 +1069,7 @@ private:
     // can make the vector huge. An index may sit in either: one stored in the map can fall
     // inside the vector's range once the vector has grown past it.
     MemoEntry* memo_find(std::uint64_t index) {
-        if (index < memo_dense_.size() && memo_dense_[index].code != kEmpty) {
+        if (index < memo_dense_.size() && memo_dense_[index].code() != MemoEntry::kEmpty) {
             return &memo_dense_[index];
         }
         if (memo_sparse_.empty()) return nullptr;
@@ -1062,13 +1095,14 @@ private:
         if (index == memo_dense_.size() && memo_sparse_.empty() && memo_count_ < kMaxMemo &&
             !nothing_above_mark()) [[likely]] {
             const PickleSlot& v = stack_.back();
-            if (v.kind() == K::kString || is_container_kind(v.kind())) {
+            if ((v.kind() == K::kString || is_container_kind(v.kind())) &&
+                v.ref() <= MemoEntry::kMaxRef) {
                 if (is_container_kind(v.kind())) {
                     PickleContainer& c = store_.container(v.ref());
                     ++c.refs;
                     if (c.memo_refs++ == 0) c.memo_index = static_cast<std::uint32_t>(index);
                 }
-                const MemoEntry entry{static_cast<std::uint8_t>(v.kind()), v.ref()};
+                const MemoEntry entry = MemoEntry::of(v.kind(), v.ref());
                 if (const std::size_t added = memo_dense_.grow_to(index + 1)) charge(added);
                 memo_dense_[index] = entry;
                 ++memo_count_;
@@ -1080,30 +1114,35 @@ private:
     [[gnu::noinline]] void memo_put_any(std::uint64_t index, unsigned char op) {
         const PickleSlot v = top(op);
         MemoEntry& slot = memo_slot_for(index);
-        MemoEntry entry{static_cast<std::uint8_t>(v.kind()), v.ref()};
+        std::uint32_t ref = v.ref();
         if (v.kind() == K::kInt || v.kind() == K::kBool || v.kind() == K::kFloat) {
             charge(sizeof(PickleSlot));
-            entry.ref = static_cast<std::uint32_t>(boxed_.size());
+            ref = static_cast<std::uint32_t>(boxed_.size());
             boxed_.push_back(v);
-        } else if (is_container_kind(v.kind())) {
+        }
+        if (ref > MemoEntry::kMaxRef) {
+            fail(resource_exhausted(name_ + ": more values in the memo than a reader keeps"));
+        }
+        if (is_container_kind(v.kind())) {
             PickleContainer& c = store_.container(v.ref());
             ++c.refs;
             if (c.memo_refs++ == 0) c.memo_index = static_cast<std::uint32_t>(index);
         }
         const MemoEntry old = slot;
-        slot = entry;
-        if (old.code < kEmpty && is_container_kind(static_cast<K>(old.code))) {
-            --store_.container(old.ref).memo_refs;
-            unref(old.ref);
+        slot = MemoEntry::of(v.kind(), ref);
+        if (old.holds_value() && is_container_kind(old.kind())) {
+            --store_.container(old.ref()).memo_refs;
+            unref(old.ref());
         }
     }
     [[gnu::always_inline]] void memo_get(std::uint64_t index, unsigned char op) {
         if (index < memo_dense_.size()) [[likely]] {
             const MemoEntry m = memo_dense_[index];
-            const auto kind = static_cast<K>(m.code);
-            if (is_container_kind(kind) || kind == K::kString || kind == K::kDigest) [[likely]] {
-                if (is_container_kind(kind)) ++store_.container(m.ref).refs;
-                push(PickleSlot::of(kind, m.ref));
+            const auto kind = m.kind();
+            if (m.holds_value() &&
+                (is_container_kind(kind) || kind == K::kString || kind == K::kDigest)) [[likely]] {
+                if (is_container_kind(kind)) ++store_.container(m.ref()).refs;
+                push(PickleSlot::of(kind, m.ref()));
                 return;
             }
         }
@@ -1114,14 +1153,13 @@ private:
         if (m == nullptr) {
             fail_at(op, "refers to memo entry " + std::to_string(index) + " that was never stored");
         }
-        if (m->code == kReleased)
-            fail_at(op, "refers back to a list item that was already streamed");
-        const auto kind = static_cast<K>(m->code);
+        if (!m->holds_value()) fail_at(op, "refers back to a list item that was already streamed");
+        const auto kind = m->kind();
         PickleSlot s;
         if (kind == K::kInt || kind == K::kBool || kind == K::kFloat) {
-            s = boxed_[m->ref];
+            s = boxed_[m->ref()];
         } else {
-            s = PickleSlot::of(kind, m->ref);
+            s = PickleSlot::of(kind, m->ref());
             retain(s);
         }
         push(s);

@@ -243,7 +243,7 @@ public:
             });
             index = facts_index(summarize(views_));
         }
-        frames.condense(index + 1);
+        if (index + 1 < kFrameBit) frames.condense(index + 1);  // else not condensed: kept whole
         return facts_[index];
     }
 
@@ -263,7 +263,8 @@ public:
     }
 
 private:
-    static constexpr std::uint32_t kFrameBit = 0x80000000u;
+    // Frames' digests have this bit, stacks' do not (both below PickleView::kMaxDigest).
+    static constexpr std::uint32_t kFrameBit = 1u << 27;
     static constexpr std::uint64_t kHashSeed = 0xcbf29ce484222325ull;  // FNV-1a
     static constexpr std::uint64_t kHashPrime = 0x100000001B3ull;
     static constexpr std::uint32_t kFull = 0xFFFFFFFEu;     // not interned: no room, or no ids
