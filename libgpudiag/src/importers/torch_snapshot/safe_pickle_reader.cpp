@@ -548,14 +548,14 @@ private:
     void run_plain_ops() {
         constexpr std::ptrdiff_t kLongestPlainOp = 10;  // LONG1: opcode, length, 8 bytes read
         const char* at = nullptr;
-        const char* stop = nullptr;
+        const char* end = nullptr;
         PickleSlot* base = nullptr;
         PickleSlot* top = nullptr;
         PickleSlot* full = nullptr;
         std::size_t memo_size = 0;
         const auto load = [&] {
             at = in_.cursor();
-            stop = in_.buffered_end() - kLongestPlainOp;
+            end = in_.buffered_end();
             base = stack_.begin();
             top = stack_.top();
             full = base +
@@ -573,7 +573,7 @@ private:
         };
         load();
         bool plain = true;
-        while (plain && at < stop && top < full) {
+        while (plain && end - at >= kLongestPlainOp && top < full) {
             const char* const op_at = at;
             const auto op = static_cast<unsigned char>(*at++);
             if (op == 'h' || op == 'j') {
