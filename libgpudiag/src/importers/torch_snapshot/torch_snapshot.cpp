@@ -609,14 +609,25 @@ Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
             in = gzip_stream(std::move(in));
             size = SafePickleReader::kUnknownSize;
         }
-        SnapshotHandler handler(path, strings, visitor);
-        SafePickleReader reader(limits_);
-        auto root = reader.read(*in, size, path, &handler);
-        ended_early_ = reader.ended_early();
-        bytes_read_ = reader.bytes_read();
-        return finish(root, path, visitor);
+        return read_stream(*in, size, path, strings, visitor);
     } catch (...) {
         return resource_exhausted(path + ": out of host memory while reading the snapshot");
+    }
+}
+
+Status TorchSnapshotReader::read_stream(ByteStream& in, std::uint64_t size, const std::string& name,
+                                        StringTable& strings, SnapshotVisitor& visitor) noexcept {
+    ended_early_ = false;
+    bytes_read_ = 0;
+    try {
+        SnapshotHandler handler(name, strings, visitor);
+        SafePickleReader reader(limits_);
+        auto root = reader.read(in, size, name, &handler);
+        ended_early_ = reader.ended_early();
+        bytes_read_ = reader.bytes_read();
+        return finish(root, name, visitor);
+    } catch (...) {
+        return resource_exhausted(name + ": out of host memory while reading the snapshot");
     }
 }
 

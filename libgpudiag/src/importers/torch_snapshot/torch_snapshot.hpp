@@ -97,6 +97,10 @@ public:
     /// kNotFound/kIoError for the file, kCorruptData for pickles that are not torch snapshots
     /// (with what is wrong), kResourceExhausted past the limits.
     Status read(const std::string& path, StringTable& strings, SnapshotVisitor& visitor) noexcept;
+    /// The same from a stream of the pickle's bytes (inflated already); `size`: how many it
+    /// holds, or SafePickleReader::kUnknownSize.
+    Status read_stream(ByteStream& in, std::uint64_t size, const std::string& name,
+                       StringTable& strings, SnapshotVisitor& visitor) noexcept;
     /// The same from bytes in memory (tests, fuzzing).
     Status read_bytes(std::string_view bytes, const std::string& name, StringTable& strings,
                       SnapshotVisitor& visitor) noexcept;

@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -235,6 +237,78 @@ TEST(TorchSnapshotReader, FrameListsAreCondensedSoLongTracesStayBounded) {
     EXPECT_EQ(counter.entries, 200000u);
     EXPECT_EQ(counter.with_site, 200000u);  // every list summarized (to the same site)
     EXPECT_EQ(strings.lookup(counter.site), "u/train_0.py:1 step");
+}
+
+// Everything a reader hands over, in order, as text.
+class Transcript final : public SnapshotVisitor {
+public:
+    explicit Transcript(const StringTable& strings) : strings_(strings) {}
+    Status on_segment(SnapshotSegment& s) override {
+        out << "seg " << s.device << ' ' << s.address << ' ' << s.total_size << ' '
+            << strings_.lookup(s.site) << ' ' << s.blocks.size() << '\n';
+        for (const auto& b : s.blocks) {
+            out << " blk " << b.address << ' ' << b.size << ' ' << b.requested << ' '
+                << static_cast<int>(b.state) << ' ' << strings_.lookup(b.site) << '\n';
+        }
+        return Status::ok();
+    }
+    Status on_trace_entry(const TraceEntry& e) override {
+        out << "ent " << static_cast<int>(e.action) << ' ' << e.address << ' ' << e.size << ' '
+            << e.time_us << ' ' << strings_.lookup(e.site) << ' ' << static_cast<int>(e.category)
+            << '\n';
+        return Status::ok();
+    }
+    Status on_annotation(const SnapshotAnnotation& a) override {
+        out << "ann " << a.time_us << ' ' << a.start << ' ' << strings_.lookup(a.name) << '\n';
+        return Status::ok();
+    }
+    void on_setting(const std::string& k, const std::string& v) override {
+        out << "set " << k << '=' << v << '\n';
+    }
+    std::ostringstream out;
+
+private:
+    const StringTable& strings_;
+};
+
+// A stream that hands out a few bytes at a time (1 to 13), so that every opcode and value can
+// straddle two pieces of the reader's buffer.
+class PieceStream final : public ByteStream {
+public:
+    explicit PieceStream(std::string bytes) : bytes_(std::move(bytes)) {}
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        const std::size_t take = std::min({n, bytes_.size() - at_, 1 + at_ % 13});
+        std::memcpy(dst, bytes_.data() + at_, take);
+        at_ += take;
+        return take;
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override { return at_; }
+    [[nodiscard]] std::uint64_t total() const noexcept override { return bytes_.size(); }
+
+private:
+    std::string bytes_;
+    std::size_t at_ = 0;
+};
+
+TEST(TorchSnapshotReader, TinyPiecesReadAsTheWholeFile) {
+    for (const char* name : {"decomfl_memory.pickle", "bcrafton_cs336a2_memory_snapshot.pickle"}) {
+        const std::string path = testing::corpus_snapshot(name);
+        if (!std::filesystem::exists(path)) GTEST_SKIP() << "corpus absent: " << path;
+        std::ifstream in(path, std::ios::binary);
+        std::ostringstream all;
+        all << in.rdbuf();
+        StringTable strings;
+        Transcript whole(strings), pieces(strings);
+        TorchSnapshotReader reader;
+        ASSERT_TRUE(reader.read_bytes(all.str(), name, strings, whole).is_ok());
+        PieceStream stream(all.str());
+        const Status s =
+            reader.read_stream(stream, SafePickleReader::kUnknownSize, name, strings, pieces);
+        ASSERT_TRUE(s.is_ok()) << s.to_string();
+        EXPECT_EQ(reader.bytes_read(), all.str().size());
+        EXPECT_GT(whole.out.str().size(), 100000u) << name;
+        EXPECT_EQ(whole.out.str(), pieces.out.str()) << name;
+    }
 }
 
 std::string gzip_copy(const std::string& from, const std::string& to, std::size_t keep = 0) {
