@@ -7,11 +7,11 @@
 //   containers as an index into a table of containers, reference-counted. A container's slot and
 //   its item storage are recycled when it is dropped, so decoding a long trace allocates nothing
 //   per entry once the first few have been seen.
-// * The memo keeps 8 bytes per entry. A container that the memo alone still holds once the
-//   streamed item that used it is gone can be condensed by the handler to a number (a digest, see
-//   PickleView::condense): the memo then keeps the digest and the container's memory is freed.
-//   This is how a snapshot's per-allocation frame lists, which the pickle memoizes because frees
-//   refer back to them, cost 8 bytes each instead of their frames.
+// * The memo keeps 4 bytes per entry. A memoized container that a handler has summarized can be
+//   condensed to a number (a digest, see PickleView::condense): the memo then keeps the digest,
+//   later references get the digest, and the container goes once nothing else holds it. This is
+//   how a snapshot's frames and per-allocation frame lists, which the pickle memoizes because
+//   later entries refer back to them, cost 4 bytes each and are summarized once.
 #pragma once
 
 #include "importers/torch_snapshot/pickle_value.hpp"
@@ -90,6 +90,16 @@ private:
     char* chunk_at_ = nullptr;
 };
 
+/// What condensing a container does to the memo (the reader's part of PickleView::condense).
+class PickleCondenser {
+public:
+    /// Container `i` has just been given its digest.
+    virtual void condensed(std::uint32_t i) noexcept = 0;
+
+protected:
+    ~PickleCondenser() = default;
+};
+
 /// The containers and strings of one read (the reader's; views point into it).
 class PickleStore {
 public:
@@ -111,11 +121,21 @@ public:
     /// Container slots ever made (live or free).
     [[nodiscard]] std::size_t slots() const noexcept { return containers_.size(); }
 
+    /// Gives container `i` its digest (once) and lets the reader condense it.
+    void condense(std::uint32_t i, std::uint32_t digest) noexcept {
+        PickleContainer& c = containers_[i];
+        if (c.digest != 0) return;
+        c.digest = digest;
+        if (condenser_ != nullptr) condenser_->condensed(i);
+    }
+    void set_condenser(PickleCondenser* condenser) noexcept { condenser_ = condenser; }
+
 private:
     std::vector<PickleContainer> containers_;
     std::vector<std::uint32_t> free_;
     std::uint64_t next_serial_ = 1;
     PickleStrings strings_;
+    PickleCondenser* condenser_ = nullptr;
 };
 
 /// A value the reader holds, as a stream handler sees it during PickleStreamHandler::on_item:
@@ -250,13 +270,13 @@ public:
 
     /// The largest digest condense() takes (the memo keeps 28 bits of each entry's reference).
     static constexpr std::uint32_t kMaxDigest = (1u << 28) - 1;
-    /// Asks the reader to keep `digest` (1 to kMaxDigest) in place of this container once only
-    /// the memo holds it: later references to it then give a kDigest view. For values the
-    /// handler summarizes once (a stack's frames, a list of them) and needs only the summary of
-    /// later. Other digests are ignored.
+    /// Summarizes this (memoized) container by `digest` (1 to kMaxDigest), once: from now on
+    /// the memo gives later references to it as a kDigest view, and the container goes once
+    /// what holds it now lets it go. For values the handler summarizes once (a stack's frames,
+    /// a list of them) and needs only the summary of later. Other digests are ignored.
     void condense(std::uint32_t digest) const noexcept {
         if (is_container() && digest != 0 && digest <= kMaxDigest) {
-            store_->container(slot_.ref()).digest = digest;
+            store_->condense(slot_.ref(), digest);
         }
     }
 

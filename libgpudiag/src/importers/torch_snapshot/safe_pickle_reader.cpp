@@ -487,11 +487,16 @@ private:
 
 }  // namespace
 
-class SafePickleReader::Machine {
+class SafePickleReader::Machine final : private PickleCondenser {
 public:
     Machine(Input& in, const std::string& name, const PickleLimits& limits,
             PickleStreamHandler* handler, PickleStore& store)
-        : in_(in), name_(name), limits_(limits), handler_(handler), store_(store) {}
+        : in_(in), name_(name), limits_(limits), handler_(handler), store_(store) {
+        store_.set_condenser(this);
+    }
+    ~Machine() { store_.set_condenser(nullptr); }
+    Machine(const Machine&) = delete;
+    Machine& operator=(const Machine&) = delete;
 
     PickleSlot run() {
         unsigned char op = 0;
@@ -751,7 +756,7 @@ private:
         if (left == 0) {
             destroy(i);
         } else if (left == 1 && c.digest != 0 && c.memo_refs == 1) {
-            condense(i);
+            condensed(i);  // condensed while a second memo entry held it
         }
     }
     // Items first (nesting is at most limits.max_depth deep), then the slot.
@@ -764,10 +769,12 @@ private:
         }
         store_.recycle(i);
     }
-    // Only the memo holds the container, and its handler condensed it: the memo keeps the
-    // digest instead.
-    void condense(std::uint32_t i) noexcept {
+    // The handler condensed container i: its memo entry keeps the digest instead of the
+    // container, which goes when its other holders let it go (there is one while the handler
+    // looks at it: the streamed item it came from). Only a container the memo holds once.
+    void condensed(std::uint32_t i) noexcept override {
         PickleContainer& c = store_.container(i);
+        if (c.memo_refs != 1) return;
         MemoEntry* m = memo_find(c.memo_index);
         if (m == nullptr || !m->holds(c.kind, i)) return;
         *m = MemoEntry::of(K::kDigest, c.digest);
