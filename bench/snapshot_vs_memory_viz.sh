@@ -87,10 +87,12 @@ for input in "${inputs[@]}"; do
   vw="-" vr="-"
   [ -s "$work/best_viz" ] && read -r vw vr < "$work/best_viz"
   bytes=$(stat -c %s "$input")
+  # MB and MB/s are of the pickle: a gzip'ed one counts as its plain twin.
+  case "$input" in *.gz) [ -f "${input%.gz}" ] && bytes=$(stat -c %s "${input%.gz}") ;; esac
   awk -v n="$(basename "$input")" -v b="$bytes" -v gw="$gw" -v gr="$gr" -v vw="$vw" -v vr="$vr" 'BEGIN {
     printf "%-44s %8.1f | %8.3f %8.0f %8.0f | ", n, b / 1e6, gw, gr / 1024, b / 1e6 / gw
     if (vw == "-") { printf "%8s %8s | %7s %6s\n", "-", "-", "-", "-"; exit }
     printf "%8.3f %8.0f | %6.1fx %5.2fx\n", vw, vr / 1024, vw / gw, gr / vr }'
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "(speedup: memory_viz wall / gpudiag wall; RSS: gpudiag peak / memory_viz peak)"
+echo "(MB: of the pickle, inflated; speedup: memory_viz wall / gpudiag wall; RSS: gpudiag peak / memory_viz peak)"
