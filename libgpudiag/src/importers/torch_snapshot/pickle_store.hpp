@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -28,8 +29,10 @@ namespace gpudiag::detail {
 /// One decoded value. The kind and the reference share one word, written whole: a slot built
 /// field by field and then copied as a whole stalls the CPU (store forwarding fails).
 struct PickleSlot {
-    std::uint64_t head = 0;  ///< kind (low byte); reference (high half)
-    std::int64_t num = 0;    ///< kInt and kBool value, kFloat bits
+    // No member initializers: a trivial type, so that moving slots in bulk is one memmove.
+    // PickleSlot{} is None.
+    std::uint64_t head;  ///< kind (low byte); reference (high half)
+    std::int64_t num;    ///< kInt and kBool value, kFloat bits
 
     /// `ref`: string id (kString, kBytes), container index, digest.
     static PickleSlot of(PickleValue::Kind kind, std::uint32_t ref = 0,
@@ -43,6 +46,8 @@ struct PickleSlot {
         return static_cast<std::uint32_t>(head >> 32);
     }
 };
+
+static_assert(std::is_trivial_v<PickleSlot>, "slots are copied in bulk");
 
 [[nodiscard]] inline bool is_container_kind(PickleValue::Kind k) noexcept {
     static_assert(static_cast<int>(PickleValue::Kind::kTuple) ==
@@ -282,7 +287,7 @@ public:
 
 private:
     PickleStore* store_ = nullptr;
-    PickleSlot slot_;
+    PickleSlot slot_{};
 };
 
 }  // namespace gpudiag::detail

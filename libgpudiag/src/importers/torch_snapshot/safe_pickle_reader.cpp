@@ -1162,7 +1162,7 @@ private:
         }
         if (!m->holds_value()) fail_at(op, "refers back to a list item that was already streamed");
         const auto kind = m->kind();
-        PickleSlot s;
+        PickleSlot s{};
         if (kind == K::kInt || kind == K::kBool || kind == K::kFloat) {
             s = boxed_[m->ref()];
         } else {
