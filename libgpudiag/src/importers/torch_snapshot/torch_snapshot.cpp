@@ -606,7 +606,8 @@ Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
         const bool gzip = magic.size() == 2 && magic[0] == '\x1f' && magic[1] == '\x8b';
         std::unique_ptr<ByteStream> in = prefixed_stream(std::move(magic), std::move(*file));
         if (gzip) {
-            in = gzip_stream(std::move(in));
+            // Inflated on a second thread while this one decodes.
+            in = read_ahead_stream(gzip_stream(std::move(in)));
             size = SafePickleReader::kUnknownSize;
         }
         return read_stream(*in, size, path, strings, visitor);

@@ -5,6 +5,7 @@
 #include <gpudiag/analyze.hpp>
 
 #include "corpus.hpp"
+#include "importers/byte_stream.hpp"
 #include "importers/torch_snapshot/address_map.hpp"
 #include "importers/torch_snapshot/compact_trace.hpp"
 #include "importers/torch_snapshot/torch_snapshot.hpp"
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -289,6 +291,54 @@ private:
     std::string bytes_;
     std::size_t at_ = 0;
 };
+
+// Hands out `bytes` in pieces of 1 to 13 bytes, then fails (when `fail` is set) or ends.
+class FailingStream final : public ByteStream {
+public:
+    FailingStream(std::string bytes, bool fail) : bytes_(std::move(bytes)), fail_(fail) {}
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        if (at_ == bytes_.size()) {
+            if (fail_) return io_error("disk gone");
+            return std::size_t{0};
+        }
+        const std::size_t take = std::min({n, bytes_.size() - at_, 1 + at_ % 13});
+        std::memcpy(dst, bytes_.data() + at_, take);
+        at_ += take;
+        return take;
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override { return at_; }
+    [[nodiscard]] std::uint64_t total() const noexcept override { return bytes_.size(); }
+
+private:
+    std::string bytes_;
+    bool fail_;
+    std::size_t at_ = 0;
+};
+
+TEST(ReadAheadStream, GivesTheSameBytesThenTheSameEnd) {
+    std::mt19937_64 rng(3);
+    std::string bytes(5'300'000, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    for (bool fail : {false, true}) {
+        auto ahead = read_ahead_stream(std::make_unique<FailingStream>(bytes, fail));
+        EXPECT_EQ(ahead->total(), bytes.size());
+        std::string out;
+        std::vector<char> piece(70'000);
+        Status end = Status::ok();
+        for (;;) {
+            auto got = ahead->read(piece.data(), 1 + rng() % piece.size());
+            if (!got) {
+                end = got.status();
+                break;
+            }
+            if (*got == 0) break;
+            out.append(piece.data(), *got);
+        }
+        EXPECT_TRUE(out == bytes) << "fail=" << fail << ": " << out.size() << " bytes";
+        EXPECT_EQ(end.code(), fail ? StatusCode::kIoError : StatusCode::kOk);
+        EXPECT_EQ(ahead->consumed(), bytes.size());
+    }
+}
 
 TEST(TorchSnapshotReader, TinyPiecesReadAsTheWholeFile) {
     for (const char* name : {"decomfl_memory.pickle", "bcrafton_cs336a2_memory_snapshot.pickle"}) {
