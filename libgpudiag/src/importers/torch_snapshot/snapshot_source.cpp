@@ -44,6 +44,10 @@ namespace {
 constexpr std::size_t kMaxTrackedAddresses = std::size_t{32} << 20;
 constexpr std::size_t kMaxAnnotations = std::size_t{1} << 20;
 constexpr std::size_t kBatch = 4096;
+// Batches handed to the second thread and not taken yet, at most: on a busy machine the thread
+// that takes them waits its turn for a core, and the one that makes them runs on meanwhile
+// (16 batches: 4 MiB of entries or events).
+constexpr std::size_t kBatchesAhead = 16;
 // Trace entries kept from pass 1 for pass 2 (CompactTrace, about 12 bytes each), so the file is
 // decoded once. torch's history ring holds 100 000 entries per device by default and rarely more
 // than a few million when raised; 64 MiB keeps about five million. Past it the entries are
@@ -154,9 +158,12 @@ public:
 class TraceOffload final : public SnapshotVisitor {
 public:
     explicit TraceOffload(StateCollector& state)
-        : state_(state), pipe_([&state](std::span<const TraceEntry> entries) {
-              for (const TraceEntry& e : entries) (void)state.on_trace_entry(e);
-          }) {
+        : state_(state),
+          pipe_(
+              [&state](std::span<const TraceEntry> entries) {
+                  for (const TraceEntry& e : entries) (void)state.on_trace_entry(e);
+              },
+              kBatchesAhead) {
         batch_.reserve(kBatch);
     }
     Status on_segment(SnapshotSegment& s) override { return state_.on_segment(s); }
@@ -259,7 +266,7 @@ public:
 
         // Pass 2 hands its events to the analyses on a second thread, which take each batch
         // while this one replays the next.
-        PipelinedSink pipe(sink);
+        PipelinedSink pipe(sink, kBatchesAhead);
         sink_ = &pipe;
         strings_ = &strings;
         state_ = &state;
