@@ -652,9 +652,11 @@ private:
             if (it == final_segments.end() || it->second->total_size != v.first)
                 extra.emplace_back(addr, v);
         }
-        for (const auto& [addr, v] : extra) {
+        // Highest address first: the analyses keep segments sorted by address, and freeing
+        // thousands of them from the top costs nothing to move.
+        for (auto it = extra.rbegin(); it != extra.rend(); ++it) {
             // Free the whole extent: non-expandable form frees the segment at its start.
-            emit_segment_free(device, t, addr, v.first, false, true);
+            emit_segment_free(device, t, it->first, it->second.first, false, true);
         }
         for (const SnapshotSegment* s : finals) {
             auto it = sim_.segments.find(s->address);
