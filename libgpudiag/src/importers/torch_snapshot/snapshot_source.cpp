@@ -30,6 +30,7 @@
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -84,6 +85,20 @@ public:
     Status on_segment(SnapshotSegment& s) override {
         segments.push_back(std::move(s));
         return Status::ok();
+    }
+    // A batch at once: each entry's address is asked for a few entries ahead, as the table of
+    // traced addresses is too large to stay in cache.
+    void on_trace_entries(std::span<const TraceEntry> entries) {
+        constexpr std::size_t kAhead = 8;
+        for (std::size_t i = 0; i < entries.size(); ++i) {
+            if (i + kAhead < entries.size()) {
+                const TraceEntry& next = entries[i + kAhead];
+                if (auto it = history.find(next.device); it != history.end()) {
+                    it->second.blocks.prefetch(next.address);
+                }
+            }
+            (void)on_trace_entry(entries[i]);
+        }
     }
     Status on_trace_entry(const TraceEntry& e) override {
         if (!trace_overflow && !trace.append(e, kMaxKeptTraceBytes)) {
@@ -159,11 +174,8 @@ class TraceOffload final : public SnapshotVisitor {
 public:
     explicit TraceOffload(StateCollector& state)
         : state_(state),
-          pipe_(
-              [&state](std::span<const TraceEntry> entries) {
-                  for (const TraceEntry& e : entries) (void)state.on_trace_entry(e);
-              },
-              kBatchesAhead) {
+          pipe_([&state](std::span<const TraceEntry> entries) { state.on_trace_entries(entries); },
+                kBatchesAhead) {
         batch_.reserve(kBatch);
     }
     Status on_segment(SnapshotSegment& s) override { return state_.on_segment(s); }
@@ -274,8 +286,7 @@ public:
 
         Status status = Status::ok();
         if (!state.trace_overflow) {
-            CompactTrace::Reader kept(state.trace);
-            for (TraceEntry e; kept.next(e);) trace_entry(e);
+            replay_kept(state.trace);
             state.trace.clear();
         } else {
             Emitter emitter(*this);
@@ -462,6 +473,28 @@ private:
             for (const SnapshotBlock& b : h->freed_before) {
                 emit_block_alloc(device, t0, b.address, b.size, b.requested, kNoString, 0, true);
             }
+        }
+    }
+
+    // The kept trace, read back a window at a time: the live blocks' table is too large to stay
+    // in cache, so each entry's address is asked for a few entries before it is replayed.
+    void replay_kept(const CompactTrace& trace) {
+        constexpr std::size_t kWindow = 8;
+        CompactTrace::Reader kept(trace);
+        std::array<TraceEntry, kWindow> window;
+        std::size_t filled = 0;
+        while (filled < kWindow && kept.next(window[filled])) ++filled;
+        for (std::size_t i = 0; filled > 0; i = (i + 1) % kWindow) {
+            const TraceEntry e = window[i];
+            if (kept.next(window[i])) {
+                sim_.blocks.prefetch(window[i].address);
+                if (const DeviceHistory* h = history_of(window[i].device)) {
+                    h->blocks.prefetch(window[i].address);
+                }
+            } else {
+                --filled;
+            }
+            trace_entry(e);
         }
     }
 
