@@ -12,17 +12,17 @@
 //                     + blocks whose first traced event is a free (allocated before the window)
 //    initial segments = the same rule on segment_alloc/segment_free; expandable segments start
 //                       at their final size minus the pages mapped (plus those unmapped) in it.
-//  Pass 2 replays the trace (kept in memory by pass 1 up to a cap, else read from the file
-//  again) and emits, per device: the initial state (synthetic, at the
+//  Pass 2 replays the trace (kept by pass 1 in about 12 bytes an entry up to a cap, else read
+//  from the file again) and emits, per device: the initial state (synthetic, at the
 //  first trace time), then every trace entry in order merged with the annotations by time, then
 //  a reconciliation against the final state (synthetic events) that repairs whatever the ring
-//  buffer lost. A snapshot without history is just its state at time 0.
+//  buffer lost. A snapshot without history is just its state at time 0. The analyses take the
+//  events on a second thread (PipelinedSink) while the replay goes on.
 //
 //  Devices are replayed one after another (each in time order); the ledger keeps devices apart.
 //  Memory: one streamed read (two past the cap on kept trace entries); held data is the state,
 //  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
 //  the annotations (capped).
-#include "core/batch_pipe.hpp"
 #include "core/pipelined_sink.hpp"
 #include "importers/open_source.hpp"
 #include "importers/torch_snapshot/address_map.hpp"
@@ -32,10 +32,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <exception>
 #include <map>
-#include <new>
-#include <span>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -45,9 +42,9 @@ namespace {
 constexpr std::size_t kMaxTrackedAddresses = std::size_t{32} << 20;
 constexpr std::size_t kMaxAnnotations = std::size_t{1} << 20;
 constexpr std::size_t kBatch = 4096;
-// Batches handed to the second thread and not taken yet, at most: on a busy machine the thread
-// that takes them waits its turn for a core, and the one that makes them runs on meanwhile
-// (16 batches: 4 MiB of entries or events).
+// Batches handed to the analyses' thread and not taken yet, at most: on a busy machine that
+// thread waits its turn for a core, and the replay runs on meanwhile (16 batches: 4 MiB of
+// events).
 constexpr std::size_t kBatchesAhead = 16;
 // Trace entries kept from pass 1 for pass 2 (CompactTrace, about 12 bytes each), so the file is
 // decoded once. torch's history ring holds 100 000 entries per device by default and rarely more
@@ -85,20 +82,6 @@ public:
     Status on_segment(SnapshotSegment& s) override {
         segments.push_back(std::move(s));
         return Status::ok();
-    }
-    // A batch at once: each entry's address is asked for a few entries ahead, as the table of
-    // traced addresses is too large to stay in cache.
-    void on_trace_entries(std::span<const TraceEntry> entries) {
-        constexpr std::size_t kAhead = 8;
-        for (std::size_t i = 0; i < entries.size(); ++i) {
-            if (i + kAhead < entries.size()) {
-                const TraceEntry& next = entries[i + kAhead];
-                if (auto it = history.find(next.device); it != history.end()) {
-                    it->second.blocks.prefetch(next.address);
-                }
-            }
-            (void)on_trace_entry(entries[i]);
-        }
     }
     Status on_trace_entry(const TraceEntry& e) override {
         if (!trace_overflow && !trace.append(e, kMaxKeptTraceBytes)) {
@@ -167,47 +150,6 @@ public:
     bool trace_overflow = false;
 };
 
-// Pass 1 on two cores: the decoding thread hands trace entries over in batches to the state
-// collector, which takes them on a second thread (BatchPipe); segments, annotations and settings
-// touch other members of the collector and go straight to it.
-class TraceOffload final : public SnapshotVisitor {
-public:
-    explicit TraceOffload(StateCollector& state)
-        : state_(state),
-          pipe_([&state](std::span<const TraceEntry> entries) { state.on_trace_entries(entries); },
-                kBatchesAhead) {
-        batch_.reserve(kBatch);
-    }
-    Status on_segment(SnapshotSegment& s) override { return state_.on_segment(s); }
-    Status on_trace_entry(const TraceEntry& e) override {
-        batch_.push_back(e);
-        if (batch_.size() >= kBatch) pipe_.submit(batch_);
-        return Status::ok();
-    }
-    Status on_annotation(const SnapshotAnnotation& a) override { return state_.on_annotation(a); }
-    void on_setting(const std::string& key, const std::string& value) override {
-        state_.on_setting(key, value);
-    }
-    /// Hands over the last entries and waits until the collector has them all.
-    Status finish() noexcept {
-        try {
-            pipe_.submit(batch_);
-            pipe_.drain();
-            return Status::ok();
-        } catch (const std::bad_alloc&) {
-            return resource_exhausted("out of host memory while collecting the snapshot's trace");
-        } catch (const std::exception& e) {
-            return internal_error(std::string("collecting the snapshot's trace failed: ") +
-                                  e.what());
-        }
-    }
-
-private:
-    StateCollector& state_;
-    std::vector<TraceEntry> batch_;
-    BatchPipe<TraceEntry> pipe_;  // last: its worker stops before the members it uses go
-};
-
 // The live set pass 2 has produced so far for one device, to reconcile against the final state.
 struct SimulatedDevice {
     AddressMap<std::pair<std::uint64_t, bool>> blocks;                 // size, pending
@@ -257,9 +199,7 @@ public:
     Status run(EventSink& sink, StringTable& strings) override {
         StateCollector state;
         TorchSnapshotReader reader;
-        TraceOffload pass1(state);
-        const Status first = reader.read(path_, strings, pass1);
-        GPUDIAG_RETURN_IF_ERROR(pass1.finish());
+        const Status first = reader.read(path_, strings, state);
         // A snapshot cut short still holds whole segments and trace entries before the cut: they
         // are replayed, and the report says the rest is missing.
         const bool cut_short = !first.is_ok() && reader.ended_early() &&
