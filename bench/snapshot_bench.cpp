@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
 // Torch memory snapshot reading speed (bytes of pickle per second) on the largest snapshot in
-// the corpus: the schema reader alone (one streamed decode), and the whole SnapshotSource that
-// turns a snapshot into gpudiag Events. Skipped, with a message, when the corpus is absent.
+// the corpus, or on the file GPUDIAG_SNAPSHOT names (bench/snapshot_vs_memory_viz.sh sets it to
+// its large generated snapshot): the schema reader alone (one streamed decode), the whole
+// SnapshotSource that turns a snapshot into gpudiag Events, and the whole analysis
+// (analyze_files). Skipped, with a message, when there is no snapshot.
 #include "importers/open_source.hpp"
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
+#include <gpudiag/analyze.hpp>
 #include <gpudiag/sink.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -17,9 +21,12 @@ namespace {
 using namespace gpudiag;
 using namespace gpudiag::detail;
 
-// The largest *.pickle under the corpus's memory_snapshots/, or "" when there is none.
+// GPUDIAG_SNAPSHOT, else the largest *.pickle under the corpus's memory_snapshots/, else "".
 std::string largest_snapshot() {
     namespace fs = std::filesystem;
+    if (const char* chosen = std::getenv("GPUDIAG_SNAPSHOT"); chosen != nullptr && *chosen) {
+        return chosen;
+    }
     std::error_code ec;
     fs::path dir = fs::path(GPUDIAG_CORPUS_DIR) / "memory_snapshots";
     std::string best;
@@ -112,6 +119,27 @@ void BM_SnapshotSource(benchmark::State& state) {
     state.counters["events"] = static_cast<double>(events);
 }
 BENCHMARK(BM_SnapshotSource)->Unit(benchmark::kMillisecond);
+
+// Everything `gpudiag analyze` does with the file but print: import and every analysis.
+void BM_SnapshotAnalyze(benchmark::State& state) {
+    std::string path = largest_snapshot();
+    if (path.empty()) {
+        state.SkipWithError("no corpus snapshot (GPUDIAG_CORPUS_DIR/memory_snapshots/*.pickle)");
+        return;
+    }
+    for (auto _ : state) {
+        auto report = analyze_files({path});
+        if (!report) {
+            state.SkipWithError(report.status().to_string().c_str());
+            return;
+        }
+        benchmark::DoNotOptimize(report->findings.size());
+    }
+    auto bytes = static_cast<std::int64_t>(std::filesystem::file_size(path));
+    state.SetBytesProcessed(state.iterations() * bytes);
+    state.SetLabel(std::filesystem::path(path).filename().string());
+}
+BENCHMARK(BM_SnapshotAnalyze)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -58,7 +58,9 @@ const Trace& replicated_trace() {
         std::size_t copies = 0;
         while (t.history.ops.size() < kTargetEntries) {
             for (HistoryOp op : one_copy) {
-                if (op.handle != 0) op.handle += kShift * copies;
+                if (op.kind != HistoryOp::Kind::kOom && op.handle != 0) {
+                    op.handle += kShift * copies;
+                }
                 t.history.ops.push_back(op);
             }
             ++copies;

@@ -6,8 +6,10 @@
 #include "importers/torch_snapshot/safe_pickle_reader.hpp"
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace {
@@ -73,6 +75,25 @@ public:
     MemoryLedger ledger;
 };
 
+// The bytes in pieces of a few bytes each, so every value that can straddle two pieces of a
+// streamed read does (the reader's buffer refills and its copies of straddling values).
+class PieceStream final : public ByteStream {
+public:
+    explicit PieceStream(std::string_view bytes) : bytes_(bytes) {}
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        const std::size_t take = std::min({n, bytes_.size() - at_, 1 + at_ % 13});
+        std::memcpy(dst, bytes_.data() + at_, take);
+        at_ += take;
+        return take;
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override { return at_; }
+    [[nodiscard]] std::uint64_t total() const noexcept override { return bytes_.size(); }
+
+private:
+    std::string_view bytes_;
+    std::size_t at_ = 0;
+};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -87,5 +108,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     TorchSnapshotReader reader(limits);
     (void)reader.read_bytes(bytes, "fuzz", strings, feeder);
     for (std::uint16_t d : feeder.ledger.devices()) (void)feeder.ledger.layout(d);
+    // The same bytes streamed in small pieces, their size unknown.
+    LedgerFeeder streamed;
+    PieceStream pieces(bytes);
+    (void)reader.read_stream(pieces, SafePickleReader::kUnknownSize, "fuzz", strings, streamed);
     return 0;
 }

@@ -5,8 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -149,6 +153,140 @@ private:
     std::uint64_t total_out_ = 0;
 };
 
+// A worker fills pieces from `in` while the reader empties them; a piece goes back to the worker
+// once read. Everything the two share is behind the mutex.
+class ReadAheadStream final : public ByteStream {
+public:
+    explicit ReadAheadStream(std::unique_ptr<ByteStream> in)
+        : in_(std::move(in)), pieces_(kPieces), ring_(kPieces) {
+        for (auto& p : pieces_) p.bytes.resize(kPieceBytes);
+        for (std::size_t i = 0; i < kPieces; ++i) free_.push_back(i);
+        total_ = in_->total();
+    }
+    ~ReadAheadStream() override {
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stopping_ = true;
+        }
+        changed_.notify_all();
+        if (worker_.joinable()) worker_.join();
+    }
+    ReadAheadStream(const ReadAheadStream&) = delete;
+    ReadAheadStream& operator=(const ReadAheadStream&) = delete;
+
+    void start() {
+        worker_ = std::thread([this] { fill(); });
+    }
+    /// The stream read ahead, back (before start() only).
+    std::unique_ptr<ByteStream> take_input() { return std::move(in_); }
+
+    Result<std::size_t> read(char* dst, std::size_t n) override {
+        if (current_ != kNone && at_ == pieces_[current_].size) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            free_.push_back(current_);
+            current_ = kNone;
+            changed_.notify_all();
+        }
+        if (current_ == kNone) {
+            std::unique_lock<std::mutex> lock(mutex_);
+            changed_.wait(lock, [this] { return queued_ != 0 || ended_; });
+            if (queued_ == 0) {
+                if (!error_.is_ok()) return error_;
+                return std::size_t{0};
+            }
+            current_ = ring_[head_];
+            head_ = (head_ + 1) % ring_.size();
+            --queued_;
+            at_ = 0;
+        }
+        const Piece& p = pieces_[current_];
+        const std::size_t take = std::min(n, p.size - at_);
+        std::memcpy(dst, p.bytes.data() + at_, take);
+        at_ += take;
+        return take;
+    }
+    [[nodiscard]] std::uint64_t consumed() const noexcept override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return consumed_;
+    }
+    [[nodiscard]] std::uint64_t total() const noexcept override { return total_; }
+    [[nodiscard]] bool truncated() const noexcept override {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return truncated_;
+    }
+
+private:
+    static constexpr std::size_t kPieces = 4;
+    static constexpr std::size_t kPieceBytes = std::size_t{1} << 20;
+    static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+    struct Piece {
+        std::vector<char> bytes;
+        std::size_t size = 0;
+    };
+
+    // The worker: fills free pieces until the input ends, fails or the stream goes.
+    void fill() {
+        for (;;) {
+            std::size_t b = 0;
+            {
+                std::unique_lock<std::mutex> lock(mutex_);
+                changed_.wait(lock, [this] { return !free_.empty() || stopping_; });
+                if (stopping_) return;
+                b = free_.back();
+                free_.pop_back();
+            }
+            Piece& p = pieces_[b];
+            p.size = 0;
+            Status failure = Status::ok();
+            bool end = false;
+            while (p.size < p.bytes.size()) {
+                auto got = in_->read(p.bytes.data() + p.size, p.bytes.size() - p.size);
+                if (!got) {
+                    failure = got.status();
+                    break;
+                }
+                if (*got == 0) {
+                    end = true;
+                    break;
+                }
+                p.size += *got;
+            }
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (p.size > 0) {
+                ring_[(head_ + queued_++) % ring_.size()] = b;
+            } else {
+                free_.push_back(b);
+            }
+            consumed_ = in_->consumed();
+            truncated_ = in_->truncated();
+            if (!failure.is_ok() || end) {
+                error_ = std::move(failure);
+                ended_ = true;
+            }
+            changed_.notify_all();
+            if (ended_) return;
+        }
+    }
+
+    std::unique_ptr<ByteStream> in_;
+    std::vector<Piece> pieces_;
+    mutable std::mutex mutex_;
+    std::condition_variable changed_;
+    std::vector<std::size_t> free_;  // pieces the worker may fill
+    std::vector<std::size_t> ring_;  // filled pieces, oldest first: queued_ of them from head_
+    std::size_t head_ = 0;
+    std::size_t queued_ = 0;
+    bool ended_ = false;
+    bool stopping_ = false;
+    Status error_ = Status::ok();
+    std::uint64_t consumed_ = 0;
+    std::uint64_t total_ = 0;
+    bool truncated_ = false;
+    std::size_t current_ = kNone;  // the piece the reader is emptying (the reader's alone)
+    std::size_t at_ = 0;
+    std::thread worker_;
+};
+
 class BorrowedStream final : public ByteStream {
 public:
     explicit BorrowedStream(ByteStream& in) : in_(in) {}
@@ -186,6 +324,16 @@ private:
 };
 
 }  // namespace
+
+std::unique_ptr<ByteStream> read_ahead_stream(std::unique_ptr<ByteStream> in) {
+    auto ahead = std::make_unique<ReadAheadStream>(std::move(in));
+    try {
+        ahead->start();
+    } catch (const std::system_error&) {
+        return ahead->take_input();  // no thread to be had: read the stream itself
+    }
+    return ahead;
+}
 
 std::unique_ptr<ByteStream> borrowed_stream(ByteStream& in) {
     return std::make_unique<BorrowedStream>(in);

@@ -42,6 +42,12 @@ std::unique_ptr<ByteStream> memory_stream(const void* data, std::size_t size);
 /// before the damage; one that is not gzip from the start fails with kCorruptData.
 std::unique_ptr<ByteStream> gzip_stream(std::unique_ptr<ByteStream> compressed);
 
+/// `in` read ahead on a thread of its own, in pieces of a MiB (a few at most in memory), so that
+/// what producing the bytes costs (inflating gzip) overlaps with what the caller does with them.
+/// The same bytes, errors and truncated() as `in`, in the same order; without a thread to be
+/// had, `in` itself.
+std::unique_ptr<ByteStream> read_ahead_stream(std::unique_ptr<ByteStream> in);
+
 /// Reads `in` without owning it (it must outlive the result).
 std::unique_ptr<ByteStream> borrowed_stream(ByteStream& in);
 

@@ -283,7 +283,6 @@ void AllocationHistory::trace_event(Builder& b, const Event& e) {
             HistoryOp o;
             o.kind = HistoryOp::Kind::kOom;
             o.stream = e.stream;
-            o.handle = 0;
             o.bytes = e.oom.requested_bytes;
             o.limit = b.reserved + e.oom.free_bytes;
             b.op(o);

@@ -13,6 +13,7 @@
 
 #include "analysis/allocator/allocator_model.hpp"
 #include "analysis/allocator/allocator_settings.hpp"
+#include "core/chunked_vector.hpp"
 
 #include <cstdint>
 #include <map>
@@ -27,12 +28,17 @@ struct HistoryOp {
     enum class Kind : std::uint8_t { kAlloc, kFreeRequested, kFree, kReleaseCache, kOom };
     Kind kind = Kind::kAlloc;
     std::uint32_t stream = 0;
-    std::uint64_t handle = 0;  ///< the recorded address of the allocation
-    std::uint64_t bytes = 0;   ///< requested bytes (allocations, OOMs)
-    /// OOM: the memory the allocator could reach when it failed (what it held after releasing
-    /// its cache plus what the driver reported free).
-    std::uint64_t limit = 0;
+    // An OOM has no address and only OOMs have a limit: they share 8 bytes (a long history keeps
+    // millions of these).
+    union {
+        std::uint64_t handle = 0;  ///< the recorded address of the allocation (not OOMs)
+        /// OOM: the memory the allocator could reach when it failed (what it held after
+        /// releasing its cache plus what the driver reported free).
+        std::uint64_t limit;
+    };
+    std::uint64_t bytes = 0;  ///< requested bytes (allocations, OOMs)
 };
+static_assert(sizeof(HistoryOp) == 24, "a history keeps millions of operations: 24 bytes each");
 
 /// One of the recorded allocator's device-level actions.
 struct ObservedAction {
@@ -55,7 +61,7 @@ struct StartSegment {
 struct DeviceHistory {
     std::uint16_t device = 0;
     std::vector<StartSegment> start;  ///< by address
-    std::vector<HistoryOp> ops;
+    ChunkedVector<HistoryOp> ops;     ///< in chunks: a long history grows without copying
     std::vector<ObservedAction> observed;
     std::uint64_t start_reserved = 0;
     std::uint64_t observed_peak_reserved = 0;
@@ -94,7 +100,7 @@ public:
     [[nodiscard]] const std::string& settings_problem() const { return settings_problem_; }
     [[nodiscard]] std::uint64_t outside_allocator_events() const { return outside_allocator_; }
 
-    /// Operations kept per device at most (32 bytes each): past it the history is truncated.
+    /// Operations kept per device at most (24 bytes each): past it the history is truncated.
     static constexpr std::size_t kMaxOps = std::size_t{1} << 24;
     /// This history's cap (kMaxOps unless the owner asked for less).
     [[nodiscard]] std::size_t max_ops() const noexcept { return max_ops_; }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // PickleValue: the plain data a safe pickle decodes to (None, bools, ints, floats, strings, bytes,
-// lists, tuples, dicts). Nothing in it can hold code or a reference to a Python type.
+// lists, tuples, dicts), as a tree the caller owns: what SafePickleReader::read returns. While it
+// decodes, the reader holds values in a compact form instead (pickle_store.hpp) and shows them to
+// a stream handler as PickleViews. Nothing in either can hold code or a reference to a Python
+// type.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@ public:
         kList,
         kTuple,
         kDict,
+        kDigest,  ///< a container a stream handler condensed to a number (PickleView::condense)
     };
 
     explicit PickleValue(Kind kind) noexcept : kind_(kind) {}
@@ -42,6 +46,10 @@ public:
         return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
     }
 
+    /// The number a handler condensed a container to (kDigest only).
+    [[nodiscard]] std::uint32_t digest() const noexcept {
+        return kind_ == Kind::kDigest ? static_cast<std::uint32_t>(int_) : 0;
+    }
     /// The integer value; floats are truncated, anything else gives `fallback`.
     [[nodiscard]] std::int64_t as_int(std::int64_t fallback = 0) const noexcept {
         if (kind_ == Kind::kInt || kind_ == Kind::kBool) return int_;
@@ -96,10 +104,6 @@ private:
     friend class SafePickleReader;
 
     Kind kind_;
-    bool sealed_ = false;     // inside another container: may no longer change
-    bool tag_known_ = false;  // tag_ has been worked out
-    std::uint8_t depth_ = 0;  // nesting depth below this value (0 for scalars)
-    std::uint16_t tag_ = 0;   // stream role given by the reader's handler
     std::int64_t memo_slot_ = -1;
     std::int64_t int_ = 0;
     double float_ = 0;

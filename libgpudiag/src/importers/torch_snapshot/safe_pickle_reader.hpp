@@ -7,11 +7,13 @@
 
 #include <gpudiag/status.hpp>
 
+#include "importers/byte_stream.hpp"
+#include "importers/torch_snapshot/pickle_store.hpp"
 #include "importers/torch_snapshot/pickle_value.hpp"
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -36,24 +38,28 @@ public:
     virtual std::uint16_t root_tag() = 0;
     /// Tag of a container that is the value under string `key` (dict parent; `key` may be
     /// empty for non-string keys) or item `index` (list parent) of a container tagged
-    /// `parent_tag`.
+    /// `parent_tag` (never 0: the children of a container without a role have none).
     virtual std::uint16_t child_tag(std::uint16_t parent_tag, std::string_view key,
                                     std::size_t index) = 0;
     /// True when the items of lists tagged `tag` go to on_item() and are not kept.
     virtual bool streams(std::uint16_t tag) = 0;
-    /// One complete item of a streamed list; a non-OK status stops the read with it.
-    virtual Status on_item(std::uint16_t list_tag, std::size_t index, const PickleValue& item) = 0;
+    /// One complete item of a streamed list (the view is valid during the call); a non-OK
+    /// status stops the read with it.
+    virtual Status on_item(std::uint16_t list_tag, std::size_t index, PickleView item) = 0;
 };
 
 class SafePickleReader {
 public:
     explicit SafePickleReader(PickleLimits limits = {}) : limits_(limits) {}
 
-    /// Reads one pickle from `file` (positioned at its first byte). `name` prefixes messages.
+    static constexpr std::uint64_t kUnknownSize = std::numeric_limits<std::uint64_t>::max();
+
+    /// Reads one pickle from `in`, in pieces. `size`: the bytes `in` holds when known (a plain
+    /// file), which lets a damaged length be told from a huge value. `name` prefixes messages.
     /// Returns the root value (streamed lists are left empty). Errors: kCorruptData for
     /// truncated or malformed input and for any code-running opcode; kResourceExhausted
-    /// when a limit is reached; whatever the handler returns.
-    Result<PickleRef> read(std::FILE* file, const std::string& name,
+    /// when a limit is reached; the stream's own errors; whatever the handler returns.
+    Result<PickleRef> read(ByteStream& in, std::uint64_t size, const std::string& name,
                            PickleStreamHandler* handler = nullptr) noexcept;
     /// The same from memory (tests, fuzzing).
     Result<PickleRef> read(std::string_view bytes, const std::string& name,
@@ -69,6 +75,7 @@ private:
     class Input;
     class Machine;
     Result<PickleRef> run(Input& input, const std::string& name, PickleStreamHandler* handler);
+    static PickleRef materialize(const PickleStore& store, const PickleSlot& root);
 
     PickleLimits limits_;
     std::uint64_t offset_ = 0;

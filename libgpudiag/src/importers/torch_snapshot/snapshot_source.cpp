@@ -12,20 +12,25 @@
 //                     + blocks whose first traced event is a free (allocated before the window)
 //    initial segments = the same rule on segment_alloc/segment_free; expandable segments start
 //                       at their final size minus the pages mapped (plus those unmapped) in it.
-//  Pass 2 replays the trace (kept in memory by pass 1 up to a cap, else read from the file
-//  again) and emits, per device: the initial state (synthetic, at the
+//  Pass 2 replays the trace (kept by pass 1 in about 12 bytes an entry up to a cap, else read
+//  from the file again) and emits, per device: the initial state (synthetic, at the
 //  first trace time), then every trace entry in order merged with the annotations by time, then
 //  a reconciliation against the final state (synthetic events) that repairs whatever the ring
-//  buffer lost. A snapshot without history is just its state at time 0.
+//  buffer lost. A snapshot without history is just its state at time 0. The analyses take the
+//  events on a second thread (PipelinedSink) while the replay goes on.
 //
 //  Devices are replayed one after another (each in time order); the ledger keeps devices apart.
 //  Memory: one streamed read (two past the cap on kept trace entries); held data is the state,
 //  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
 //  the annotations (capped).
+#include "core/pipelined_sink.hpp"
 #include "importers/open_source.hpp"
+#include "importers/torch_snapshot/address_map.hpp"
+#include "importers/torch_snapshot/compact_trace.hpp"
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <map>
 #include <unordered_map>
@@ -37,15 +42,20 @@ namespace {
 constexpr std::size_t kMaxTrackedAddresses = std::size_t{32} << 20;
 constexpr std::size_t kMaxAnnotations = std::size_t{1} << 20;
 constexpr std::size_t kBatch = 4096;
-// Trace entries kept from pass 1 for pass 2, so the file is decoded once. torch's history ring
-// holds 100 000 entries per device by default and rarely more than a few million when raised;
-// 64 MiB keeps over a million entries. Past it the entries are dropped and pass 2 reads the
-// file again, as memory must stay bounded whatever the file.
+// Batches handed to the analyses' thread and not taken yet, at most: on a busy machine that
+// thread waits its turn for a core, and the replay runs on meanwhile (16 batches: 4 MiB of
+// events).
+constexpr std::size_t kBatchesAhead = 16;
+// Trace entries kept from pass 1 for pass 2 (CompactTrace, about 12 bytes each), so the file is
+// decoded once. torch's history ring holds 100 000 entries per device by default and rarely more
+// than a few million when raised; 64 MiB keeps about five million. Past it the entries are
+// dropped and pass 2 reads the file again, as memory must stay bounded whatever the file.
 constexpr std::size_t kMaxKeptTraceBytes = std::size_t{64} << 20;
 
 struct TracedAddress {
     bool first_was_free = false;
-    std::uint32_t allocs = 0;  // allocations of this address in the trace
+    std::uint32_t allocs = 0;    // allocations of this address in the trace
+    std::uint32_t replayed = 0;  // of which pass 2 has replayed so far
 };
 
 // A segment whose first traced event is its free: it existed before the trace window.
@@ -59,7 +69,7 @@ struct DeviceHistory {
     std::uint64_t entries = 0;
     std::uint64_t first_ns = 0;
     std::uint64_t last_ns = 0;
-    std::unordered_map<std::uint64_t, TracedAddress> blocks;
+    AddressMap<TracedAddress> blocks;
     std::unordered_map<std::uint64_t, bool> segments;  // first event was a free
     std::vector<SnapshotBlock> freed_before;           // allocated before the window
     std::vector<SegmentFreedBefore> segments_freed_before;
@@ -74,13 +84,9 @@ public:
         return Status::ok();
     }
     Status on_trace_entry(const TraceEntry& e) override {
-        if (!trace_overflow) {
-            if ((trace.size() + 1) * sizeof(TraceEntry) > kMaxKeptTraceBytes) {
-                trace_overflow = true;
-                trace = {};
-            } else {
-                trace.push_back(e);
-            }
+        if (!trace_overflow && !trace.append(e, kMaxKeptTraceBytes)) {
+            trace_overflow = true;
+            trace.clear();
         }
         DeviceHistory& h = history[e.device];
         std::uint64_t t = e.time_us * 1000;
@@ -93,17 +99,12 @@ public:
             return Status::ok();
         }
         switch (e.action) {
-            case TraceAction::kAlloc: {
-                auto [it, fresh] = h.blocks.try_emplace(e.address);
-                ++it->second.allocs;
-                (void)fresh;
-                break;
-            }
+            case TraceAction::kAlloc: ++h.blocks[e.address].allocs; break;
             case TraceAction::kFreeRequested:
             case TraceAction::kFreeCompleted: {
-                auto [it, fresh] = h.blocks.try_emplace(e.address);
+                auto [traced, fresh] = h.blocks.try_emplace(e.address);
                 if (fresh) {
-                    it->second.first_was_free = true;
+                    traced->first_was_free = true;
                     h.freed_before.push_back(
                         SnapshotBlock{e.address, e.size, e.size, BlockState::kActive, kNoString});
                 }
@@ -145,14 +146,14 @@ public:
     std::uint64_t trace_entries = 0;
     std::uint64_t annotations_dropped = 0;
     bool tracking_capped = false;
-    std::vector<TraceEntry> trace;  // in file order; empty once past the cap
+    CompactTrace trace;  // in file order; empty once past the cap
     bool trace_overflow = false;
 };
 
 // The live set pass 2 has produced so far for one device, to reconcile against the final state.
 struct SimulatedDevice {
-    std::unordered_map<std::uint64_t, std::pair<std::uint64_t, bool>> blocks;  // size, pending
-    std::map<std::uint64_t, std::pair<std::uint64_t, bool>> segments;          // size, expandable
+    AddressMap<std::pair<std::uint64_t, bool>> blocks;                 // size, pending
+    std::map<std::uint64_t, std::pair<std::uint64_t, bool>> segments;  // size, expandable
 
     void map(std::uint64_t a, std::uint64_t n, bool expandable) {
         if (expandable) {
@@ -215,15 +216,18 @@ public:
         }
         prepare(state, strings);
 
-        sink_ = &sink;
+        // Pass 2 hands its events to the analyses on a second thread, which take each batch
+        // while this one replays the next.
+        PipelinedSink pipe(sink, kBatchesAhead);
+        sink_ = &pipe;
         strings_ = &strings;
         state_ = &state;
-        sink.begin(info_, strings);
+        pipe.begin(info_, strings);
 
         Status status = Status::ok();
         if (!state.trace_overflow) {
-            for (const TraceEntry& e : state.trace) trace_entry(e);
-            state.trace = {};
+            replay_kept(state.trace);
+            state.trace.clear();
         } else {
             Emitter emitter(*this);
             status = reader.read(path_, strings, emitter);
@@ -257,7 +261,7 @@ public:
                 "the trace touches more addresses than tracked; the state before the trace "
                 "window is approximate");
         }
-        sink.end(summary_);
+        pipe.end(summary_);
         return status;
     }
 
@@ -340,7 +344,6 @@ private:
         has_current_ = true;
         done_devices_.insert(device);
         sim_ = SimulatedDevice{};
-        alloc_seen_.clear();
         ann_pos_ = std::lower_bound(
                        state_->annotations.begin(), state_->annotations.end(), device,
                        [](const SnapshotAnnotation& a, std::uint16_t d) { return a.device < d; }) -
@@ -356,7 +359,7 @@ private:
         has_current_ = false;
     }
 
-    const DeviceHistory* history_of(std::uint16_t device) const {
+    DeviceHistory* history_of(std::uint16_t device) const {
         auto it = state_->history.find(device);
         return it == state_->history.end() ? nullptr : &it->second;
     }
@@ -398,7 +401,7 @@ private:
             for (const SnapshotSegment* s : fit->second) {
                 for (const SnapshotBlock& b : s->blocks) {
                     if (b.state == BlockState::kInactive) continue;
-                    if (h != nullptr && h->blocks.count(b.address) != 0) continue;  // traced
+                    if (h != nullptr && h->blocks.contains(b.address)) continue;  // traced
                     emit_block_alloc(device, t0, b.address, b.size, b.requested, b.site,
                                      stream_id(s->stream), true, b.category);
                     if (b.state == BlockState::kPendingFree)
@@ -410,6 +413,28 @@ private:
             for (const SnapshotBlock& b : h->freed_before) {
                 emit_block_alloc(device, t0, b.address, b.size, b.requested, kNoString, 0, true);
             }
+        }
+    }
+
+    // The kept trace, read back a window at a time: the live blocks' table is too large to stay
+    // in cache, so each entry's address is asked for a few entries before it is replayed.
+    void replay_kept(const CompactTrace& trace) {
+        constexpr std::size_t kWindow = 8;
+        CompactTrace::Reader kept(trace);
+        std::array<TraceEntry, kWindow> window;
+        std::size_t filled = 0;
+        while (filled < kWindow && kept.next(window[filled])) ++filled;
+        for (std::size_t i = 0; filled > 0; i = (i + 1) % kWindow) {
+            const TraceEntry e = window[i];
+            if (kept.next(window[i])) {
+                sim_.blocks.prefetch(window[i].address);
+                if (const DeviceHistory* h = history_of(window[i].device)) {
+                    h->blocks.prefetch(window[i].address);
+                }
+            } else {
+                --filled;
+            }
+            trace_entry(e);
         }
     }
 
@@ -430,15 +455,9 @@ private:
                 std::uint64_t requested = e.size;
                 // The trace has no requested size; the final block has it for the last
                 // allocation of an address that is still live.
-                auto& remaining = alloc_seen_[e.address];
-                const DeviceHistory* h = history_of(e.device);
-                std::uint32_t total = 0;
-                if (h != nullptr) {
-                    auto it = h->blocks.find(e.address);
-                    if (it != h->blocks.end()) total = it->second.allocs;
-                }
-                ++remaining;
-                if (remaining == total) {
+                DeviceHistory* h = history_of(e.device);
+                TracedAddress* traced = h != nullptr ? h->blocks.find(e.address) : nullptr;
+                if (traced != nullptr && ++traced->replayed == traced->allocs) {
                     if (const SnapshotBlock* fb = final_block(e.device, e.address);
                         fb != nullptr && fb->size == e.size) {
                         requested = fb->requested;
@@ -592,11 +611,12 @@ private:
         }
         // Blocks the replay holds that the final state does not.
         std::vector<std::pair<std::uint64_t, std::uint64_t>> stale;
-        for (const auto& [addr, v] : sim_.blocks) {
+        sim_.blocks.for_each([&](std::uint64_t addr, const std::pair<std::uint64_t, bool>& v) {
             auto it = final_blocks.find(addr);
             if (it == final_blocks.end() || it->second->size != v.first)
                 stale.emplace_back(addr, v.first);
-        }
+        });
+        std::sort(stale.begin(), stale.end());  // a fixed order, whatever the table's
         for (const auto& [addr, size] : stale) emit_block_free(device, t, addr, size, false, true);
         // Segments: compare extents.
         std::vector<std::pair<std::uint64_t, std::pair<std::uint64_t, bool>>> extra;
@@ -605,9 +625,11 @@ private:
             if (it == final_segments.end() || it->second->total_size != v.first)
                 extra.emplace_back(addr, v);
         }
-        for (const auto& [addr, v] : extra) {
+        // Highest address first: the analyses keep segments sorted by address, and freeing
+        // thousands of them from the top costs nothing to move.
+        for (auto it = extra.rbegin(); it != extra.rend(); ++it) {
             // Free the whole extent: non-expandable form frees the segment at its start.
-            emit_segment_free(device, t, addr, v.first, false, true);
+            emit_segment_free(device, t, it->first, it->second.first, false, true);
         }
         for (const SnapshotSegment* s : finals) {
             auto it = sim_.segments.find(s->address);
@@ -619,14 +641,13 @@ private:
         for (const SnapshotSegment* s : finals) {
             for (const SnapshotBlock& b : s->blocks) {
                 if (b.state == BlockState::kInactive) continue;
-                auto it = sim_.blocks.find(b.address);
-                if (it == sim_.blocks.end() || it->second.first != b.size) {
+                auto* live = sim_.blocks.find(b.address);
+                if (live == nullptr || live->first != b.size) {
                     emit_block_alloc(device, t, b.address, b.size, b.requested, b.site,
                                      stream_id(s->stream), true, b.category);
-                    it = sim_.blocks.find(b.address);
+                    live = sim_.blocks.find(b.address);
                 }
-                if (b.state == BlockState::kPendingFree && it != sim_.blocks.end() &&
-                    !it->second.second) {
+                if (b.state == BlockState::kPendingFree && live != nullptr && !live->second) {
                     emit_block_free(device, t, b.address, b.size, true, true);
                 }
             }
@@ -667,8 +688,7 @@ private:
         ev.memory.address = addr;
         ev.memory.bytes = size;
         if (pending) {
-            auto it = sim_.blocks.find(addr);
-            if (it != sim_.blocks.end()) it->second.second = true;
+            if (auto* live = sim_.blocks.find(addr)) live->second = true;
         } else {
             sim_.blocks.erase(addr);
         }
@@ -733,20 +753,18 @@ private:
     }
     void flush() {
         if (batch_.empty()) return;
-        sink_->consume(batch_);
         delivered_ += batch_.size();
-        batch_.clear();
+        sink_->hand_over(batch_);  // moved, not copied; comes back empty
     }
 
     std::string path_;
     SourceInfo info_;
     SourceSummary summary_;
-    EventSink* sink_ = nullptr;
+    PipelinedSink* sink_ = nullptr;
     StringTable* strings_ = nullptr;
     StateCollector* state_ = nullptr;
     std::map<std::uint16_t, std::vector<const SnapshotSegment*>> final_by_device_;
     std::unordered_set<std::uint16_t> done_devices_;
-    std::unordered_map<std::uint64_t, std::uint32_t> alloc_seen_;
     std::unordered_map<std::uint64_t, std::uint32_t> streams_;
     SimulatedDevice sim_;
     std::uint16_t current_ = 0;

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// TorchSnapshotReader: the snapshot schema on top of SafePickleReader's stream.
+// TorchSnapshotReader: the snapshot schema on top of SafePickleReader's stream. The hot path is
+// the device trace: an entry's keys are told apart by their interned ids, its frames by the
+// frames' and stacks' digests (StackFacts), so that an entry costs a few lookups and no
+// allocation.
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
 #include "core/allocation_site.hpp"
+#include "importers/byte_stream.hpp"
 
 #include <fmt/format.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <unordered_map>
+#include <vector>
 
 namespace gpudiag::detail {
 namespace {
@@ -48,10 +52,324 @@ std::uint64_t non_negative(std::int64_t v) {
     return v > 0 ? static_cast<std::uint64_t>(v) : 0;
 }
 
+// Fields of segments, blocks, trace entries and frames the reader uses, told apart by the interned
+// id of their key (one vector lookup per key instead of comparing its text).
+enum class Field : std::uint8_t {
+    kOther,
+    kAction,
+    kAddr,
+    kSize,
+    kStream,
+    kTimeUs,
+    kDeviceFree,
+    kFrames,
+    kFilename,
+    kName,
+    kLine,
+};
+
+Field field_named(std::string_view k) {
+    switch (k.size()) {
+        case 4:
+            if (k == "addr") return Field::kAddr;
+            if (k == "size") return Field::kSize;
+            if (k == "name") return Field::kName;
+            if (k == "line") return Field::kLine;
+            break;
+        case 6:
+            if (k == "action") return Field::kAction;
+            if (k == "stream") return Field::kStream;
+            if (k == "frames") return Field::kFrames;
+            break;
+        case 7:
+            if (k == "time_us") return Field::kTimeUs;
+            break;
+        case 8:
+            if (k == "filename") return Field::kFilename;
+            break;
+        case 11:
+            if (k == "device_free") return Field::kDeviceFree;
+            break;
+        default: break;
+    }
+    return Field::kOther;
+}
+
+// What the reader learns about a string once and then looks up by its id.
+class StringFacts {
+public:
+    Field field(const PickleView& key) {
+        const std::uint32_t id = key.string_id();
+        if (id < fields_.size() && fields_[id] != kUnknown) [[likely]] {
+            return static_cast<Field>(fields_[id]);
+        }
+        return static_cast<Field>(get(key, fields_, 0));
+    }
+    // The action a trace entry's "action" names; kUserDefined for record_function annotations.
+    static constexpr std::uint8_t kUserDefined = 0xFD;
+    std::uint8_t action(const PickleView& name) { return get(name, actions_, 1); }
+
+private:
+    static constexpr std::uint8_t kUnknown = 0xFF;
+    static constexpr std::size_t kMaxIds = std::size_t{1} << 24;  // past it: worked out each time
+
+    std::uint8_t get(const PickleView& s, std::vector<std::uint8_t>& memo, int what) {
+        const std::uint32_t id = s.string_id();
+        if (id == PickleView::kNoId) return what == 0 ? 0 : learn(s.as_string(), what);
+        if (id >= memo.size()) {
+            if (id >= kMaxIds) return learn(s.as_string(), what);
+            memo.resize(std::max<std::size_t>(id + 1, memo.size() * 2), kUnknown);
+        }
+        std::uint8_t& known = memo[id];
+        if (known == kUnknown) known = learn(s.as_string(), what);
+        return known;
+    }
+    static std::uint8_t learn(std::string_view text, int what) {
+        if (what == 0) return static_cast<std::uint8_t>(field_named(text));
+        if (text == "user_defined") return kUserDefined;
+        return static_cast<std::uint8_t>(parse_action(text));
+    }
+
+    std::vector<std::uint8_t> fields_;
+    std::vector<std::uint8_t> actions_;
+};
+
+// Distinct call stacks (sequences of frame indices) and what each says, in flat arrays: looked
+// up once per allocation, so a lookup is a probe and a compare, not a node walk.
+class StackTable {
+public:
+    static constexpr std::uint32_t kAbsent = 0xFFFFFFFFu;
+
+    [[nodiscard]] std::uint32_t find(std::uint64_t hash,
+                                     const std::vector<std::uint32_t>& stack) const {
+        if (slots_.empty()) return kAbsent;
+        const std::size_t mask = slots_.size() - 1;
+        for (std::size_t at = hash & mask;; at = (at + 1) & mask) {
+            const Slot& s = slots_[at];
+            if (s.hash == 0) return kAbsent;
+            if (s.hash == (hash | 1) && s.length == stack.size() &&
+                std::equal(stack.begin(), stack.end(), frames_.begin() + s.begin)) {
+                return s.facts;
+            }
+        }
+    }
+    // Remembers `stack`; nothing happens past the caps.
+    void add(std::uint64_t hash, const std::vector<std::uint32_t>& stack, std::uint32_t facts) {
+        if (size_ >= kMaxStacks || frames_.size() + stack.size() > kMaxFrames) return;
+        if ((size_ + 1) * 2 > slots_.size()) grow();
+        const std::size_t mask = slots_.size() - 1;
+        std::size_t at = hash & mask;
+        while (slots_[at].hash != 0) at = (at + 1) & mask;
+        slots_[at] = Slot{hash | 1, static_cast<std::uint32_t>(frames_.size()),
+                          static_cast<std::uint32_t>(stack.size()), facts};
+        frames_.insert(frames_.end(), stack.begin(), stack.end());
+        ++size_;
+    }
+
+private:
+    static constexpr std::size_t kMaxStacks = std::size_t{1} << 22;
+    static constexpr std::size_t kMaxFrames = std::size_t{1} << 24;  // 64 MiB of indices
+
+    struct Slot {
+        std::uint64_t hash = 0;  // the stack's hash with its low bit set; 0 is empty
+        std::uint32_t begin = 0;
+        std::uint32_t length = 0;
+        std::uint32_t facts = 0;
+    };
+    void grow() {
+        std::vector<Slot> bigger(std::max<std::size_t>(1024, slots_.size() * 2));
+        const std::size_t mask = bigger.size() - 1;
+        for (const Slot& s : slots_) {
+            if (s.hash == 0) continue;
+            std::size_t at = s.hash & mask;
+            while (bigger[at].hash != 0) at = (at + 1) & mask;
+            bigger[at] = s;
+        }
+        slots_ = std::move(bigger);
+    }
+
+    std::vector<Slot> slots_;
+    std::vector<std::uint32_t> frames_;
+    std::size_t size_ = 0;
+};
+
+// Call stacks, each distinct frame and each distinct stack summarized once. torch shares one
+// frame dict per distinct frame and one frame list between an allocation and its frees; both
+// are condensed in the reader's memo to a digest (PickleView::condense), so a later reference
+// costs a lookup and a trace of millions of allocations keeps 8 bytes per frame list.
+class StackFacts {
+public:
+    explicit StackFacts(StringTable& strings) : strings_(strings) {}
+
+    // The site and category of a frame list (nothing for anything else).
+    FrameFacts of(const PickleView& frames, StringFacts& keys) {
+        if (const std::uint32_t d = frames.digest(); d != 0) {
+            return (d & kFrameBit) == 0 && d <= facts_.size() ? facts_[d - 1] : FrameFacts{};
+        }
+        if (!frames.is_list() || frames.item_count() == 0) return FrameFacts{};
+        sequence_.clear();
+        std::uint64_t hash = kHashSeed;
+        const auto add = [&](std::uint32_t f) {
+            sequence_.push_back(f);
+            hash = (hash ^ f) * kHashPrime;
+        };
+        // Mostly every frame was seen before and carries its digest; else each is read.
+        bool interned = frames.for_each_digest([&](std::uint32_t d) {
+            if ((d & kFrameBit) != 0) add(d & ~kFrameBit);
+            return d != 0;  // a digest that is not a frame's: not a frame, skipped
+        });
+        if (!interned) {
+            sequence_.clear();
+            hash = kHashSeed;
+            interned = true;
+            frames.for_each_item([&](const PickleView& item) {
+                const std::uint32_t f = interned ? frame_of(item, keys) : kFull;
+                if (f == kFull) interned = false;
+                if (f < kFull) add(f);
+            });
+        }
+        std::uint32_t index = 0;
+        if (interned) {
+            index = facts_of_sequence(hash);
+        } else {
+            // Past the cap on distinct frames: worked out from the frames themselves.
+            views_.clear();
+            frames.for_each_item([&](const PickleView& f) {
+                if ((f.digest() & kFrameBit) != 0) {
+                    views_.push_back(view_of(f.digest()));
+                } else if (f.is_dict()) {
+                    views_.push_back(read_frame(f, keys).view);
+                }
+            });
+            index = facts_index(summarize(views_));
+        }
+        if (index + 1 < kFrameBit) frames.condense(index + 1);  // else not condensed: kept whole
+        return facts_[index];
+    }
+
+    // One frame's file name and function name (record_function annotations ride in them).
+    struct Names {
+        std::string_view filename;
+        std::string_view name;
+    };
+    std::optional<Names> names_of(const PickleView& frame, StringFacts& keys) {
+        if ((frame.digest() & kFrameBit) != 0) {
+            FrameView v = view_of(frame.digest());
+            return Names{v.filename, v.name};
+        }
+        if (!frame.is_dict()) return std::nullopt;
+        FrameView v = read_frame(frame, keys).view;
+        return Names{v.filename, v.name};
+    }
+
+private:
+    // Frames' digests have this bit, stacks' do not (both below PickleView::kMaxDigest).
+    static constexpr std::uint32_t kFrameBit = 1u << 27;
+    static constexpr std::uint64_t kHashSeed = 0xcbf29ce484222325ull;  // FNV-1a
+    static constexpr std::uint64_t kHashPrime = 0x100000001B3ull;
+    static constexpr std::uint32_t kFull = 0xFFFFFFFEu;     // not interned: no room, or no ids
+    static constexpr std::uint32_t kNoFrame = 0xFFFFFFFFu;  // not a frame: skipped
+    static constexpr std::size_t kMaxFrames = std::size_t{1} << 20;
+
+    struct Frame {
+        std::uint32_t filename = PickleView::kNoId;  // string ids of the read
+        std::uint32_t name = PickleView::kNoId;
+        std::int64_t line = 0;
+        bool operator==(const Frame&) const = default;
+    };
+    struct FrameHash {
+        std::size_t operator()(const Frame& f) const noexcept {
+            std::uint64_t h = (std::uint64_t{f.filename} << 32) ^ f.name;
+            h ^= static_cast<std::uint64_t>(f.line) * 0x9E3779B97F4A7C15ull;
+            return static_cast<std::size_t>(h * 0xBF58476D1CE4E5B9ull >> 17);
+        }
+    };
+    struct ReadFrame {
+        Frame ids;
+        FrameView view;
+    };
+
+    static ReadFrame read_frame(const PickleView& dict, StringFacts& keys) {
+        ReadFrame out;
+        dict.for_each_pair([&](const PickleView& key, const PickleView& value) {
+            switch (keys.field(key)) {
+                case Field::kFilename:
+                    out.ids.filename = value.string_id();
+                    out.view.filename = value.as_string();
+                    break;
+                case Field::kName:
+                    out.ids.name = value.string_id();
+                    out.view.name = value.as_string();
+                    break;
+                case Field::kLine: out.ids.line = out.view.line = value.as_int(0); break;
+                default: break;
+            }
+        });
+        return out;
+    }
+
+    // The frame's index; kNoFrame for an item that is not a frame, kFull past the cap.
+    std::uint32_t frame_of(const PickleView& f, StringFacts& keys) {
+        if (const std::uint32_t d = f.digest(); d != 0) {
+            return (d & kFrameBit) != 0 ? d & ~kFrameBit : kNoFrame;
+        }
+        if (!f.is_dict()) return kNoFrame;
+        ReadFrame r = read_frame(f, keys);
+        // Names that are bytes, not strings, have no id to tell frames apart by.
+        if ((r.ids.filename == PickleView::kNoId && !r.view.filename.empty()) ||
+            (r.ids.name == PickleView::kNoId && !r.view.name.empty())) {
+            return kFull;
+        }
+        auto it = frame_index_.find(r.ids);
+        if (it == frame_index_.end()) {
+            if (frames_.size() >= kMaxFrames) return kFull;
+            it = frame_index_.emplace(r.ids, static_cast<std::uint32_t>(frames_.size())).first;
+            frames_.push_back(r.view);
+        }
+        f.condense(kFrameBit | it->second);
+        return it->second;
+    }
+    FrameView view_of(std::uint32_t digest) const {
+        const std::uint32_t i = digest & ~kFrameBit;
+        return i < frames_.size() ? frames_[i] : FrameView{};
+    }
+
+    std::uint32_t facts_of_sequence(std::uint64_t hash) {
+        if (std::uint32_t known = stacks_.find(hash, sequence_); known != StackTable::kAbsent) {
+            return known;
+        }
+        views_.clear();
+        for (std::uint32_t f : sequence_) views_.push_back(frames_[f]);
+        const std::uint32_t index = facts_index(summarize(views_));
+        stacks_.add(hash, sequence_, index);
+        return index;
+    }
+    FrameFacts summarize(const std::vector<FrameView>& views) {
+        return FrameFacts{strings_.intern(allocation_site(views)), allocation_category(views)};
+    }
+    // Distinct facts are few (sites x categories): each has one index.
+    std::uint32_t facts_index(const FrameFacts& f) {
+        const std::uint64_t key =
+            (std::uint64_t{f.site} << 8) | static_cast<std::uint8_t>(f.category);
+        auto [it, fresh] = facts_index_.try_emplace(key, static_cast<std::uint32_t>(facts_.size()));
+        if (fresh) facts_.push_back(f);
+        return it->second;
+    }
+
+    StringTable& strings_;
+    std::vector<FrameView> frames_;  // views into the reader's strings, valid for the read
+    std::unordered_map<Frame, std::uint32_t, FrameHash> frame_index_;
+    StackTable stacks_;
+    std::vector<FrameFacts> facts_;
+    std::unordered_map<std::uint64_t, std::uint32_t> facts_index_;
+    std::vector<std::uint32_t> sequence_;  // scratch
+    std::vector<FrameView> views_;         // scratch
+};
+
 class SnapshotHandler final : public PickleStreamHandler {
 public:
     SnapshotHandler(const std::string& name, StringTable& strings, SnapshotVisitor& visitor)
-        : name_(name), strings_(strings), visitor_(visitor) {}
+        : name_(name), strings_(strings), visitor_(visitor), stacks_(strings) {}
 
     std::uint16_t root_tag() override { return kRootTag; }
 
@@ -74,62 +392,21 @@ public:
                tag >= kDeviceTraceTag;
     }
 
-    Status on_item(std::uint16_t tag, std::size_t /*index*/, const PickleValue& item) override {
+    Status on_item(std::uint16_t tag, std::size_t /*index*/, PickleView item) override {
         if (tag == kRootTag || tag == kSegmentsTag) return segment(item);
         if (tag == kAnnotationsTag) return external_annotation(item);
         return trace_entry(static_cast<std::uint16_t>(tag - kDeviceTraceTag), item);
     }
 
-    // The site and category of a frame list, cached: most lists repeat.
-    FrameFacts facts_of(const PickleValue* frames) {
-        if (frames == nullptr || frames->kind() != PickleValue::Kind::kList ||
-            frames->items().empty()) {
-            return FrameFacts{};
-        }
-        // Lists the pickle memoizes live until the read ends, so their address is a safe key;
-        // torch shares one frame list between an allocation and its frees.
-        if (frames->is_memoized()) {
-            auto it = site_cache_.find(frames);
-            if (it != site_cache_.end()) return it->second;
-        }
-        // Most lists are new but made of the same memoized frame dicts (one per distinct frame
-        // of the program): the same sequence of frames gives the same site, and comparing
-        // pointers is far cheaper than classifying every frame's file name again.
-        std::uint64_t hash = 0;
-        bool all_memoized = true;
-        for (const auto& f : frames->items()) {
-            all_memoized = all_memoized && f->is_memoized();
-            hash = (hash ^ reinterpret_cast<std::uintptr_t>(f.get())) * 0x100000001B3ull;
-        }
-        if (all_memoized) {
-            auto it = sequence_cache_.find(hash);
-            if (it != sequence_cache_.end() && same_frames(it->second.frames, *frames)) {
-                return it->second.facts;
-            }
-        }
-        FrameFacts id{strings_.intern(frames_to_site(*frames)), frames_to_category(*frames)};
-        if (frames->is_memoized() && site_cache_.size() < kMaxCachedSites) {
-            site_cache_.emplace(frames, id);
-        }
-        if (all_memoized && sequence_cache_.size() < kMaxCachedSites &&
-            cached_frame_pointers_ + frames->items().size() <= kMaxCachedFramePointers) {
-            FrameSequence& entry = sequence_cache_[hash];  // a colliding sequence replaces it
-            cached_frame_pointers_ -= entry.frames.size();
-            entry.frames.clear();
-            for (const auto& f : frames->items()) entry.frames.push_back(f.get());
-            cached_frame_pointers_ += entry.frames.size();
-            entry.facts = id;
-        }
-        return id;
-    }
-    StringId site_of(const PickleValue* frames) { return facts_of(frames).site; }
-
 private:
-    Status segment(const PickleValue& v) {
-        if (v.kind() != PickleValue::Kind::kDict) {
+    FrameFacts facts_of(const PickleView& frames) { return stacks_.of(frames, keys_); }
+
+    Status segment(const PickleView& v) {
+        if (!v.is_dict()) {
             return corrupt_data(name_ + ": a segment is not a dict: not a torch memory snapshot");
         }
-        if (v.find("total_size") == nullptr || v.find("blocks") == nullptr) {
+        const PickleView blocks = v.find("blocks");
+        if (!v.find("total_size").exists() || !blocks.exists()) {
             return corrupt_data(name_ +
                                 ": a segment lacks \"total_size\" or \"blocks\": not a torch "
                                 "memory snapshot");
@@ -140,36 +417,35 @@ private:
         seg.address = non_negative(v.int_at("address", 0));
         seg.total_size = non_negative(v.int_at("total_size", 0));
         seg.stream = static_cast<std::uint64_t>(v.int_at("stream", 0));
-        seg.expandable = v.find("is_expandable") != nullptr && v.find("is_expandable")->as_bool();
+        seg.expandable = v.find("is_expandable").as_bool();
         seg.small_pool = v.string_at("segment_type") == "small";
-        if (const PickleValue* pool = v.find("segment_pool_id");
-            pool != nullptr && pool->size() == 2) {
-            seg.private_pool = pool->items()[0]->as_int() != 0 || pool->items()[1]->as_int() != 0;
+        if (const PickleView pool = v.find("segment_pool_id"); pool.size() == 2) {
+            seg.private_pool = pool.item(0).as_int() != 0 || pool.item(1).as_int() != 0;
         }
-        seg.site = site_of(v.find("frames"));
-        const PickleValue* blocks = v.find("blocks");
+        seg.site = facts_of(v.find("frames")).site;
         std::uint64_t offset = 0;
-        if (blocks->kind() == PickleValue::Kind::kList) {
-            seg.blocks.reserve(blocks->size());
-            for (const auto& b : blocks->items()) {
-                if (b->kind() != PickleValue::Kind::kDict) continue;
+        if (blocks.is_list()) {
+            seg.blocks.reserve(blocks.size());
+            for (std::size_t i = 0; i < blocks.item_count(); ++i) {
+                const PickleView b = blocks.item(i);
+                if (!b.is_dict()) continue;
                 SnapshotBlock block;
-                block.size = non_negative(b->int_at("size", 0));
+                block.size = non_negative(b.int_at("size", 0));
                 // "address" is segment address + running offset in torch; compute it when absent.
-                block.address = b->find("address") != nullptr ? non_negative(b->int_at("address"))
-                                                              : seg.address + offset;
-                block.state = parse_state(b->string_at("state"));
-                if (const PickleValue* req = b->find("requested_size")) {
-                    block.requested = non_negative(req->as_int());
-                    FrameFacts f = facts_of(b->find("frames"));
+                const PickleView address = b.find("address");
+                block.address =
+                    address.exists() ? non_negative(address.as_int()) : seg.address + offset;
+                block.state = parse_state(b.string_at("state"));
+                const PickleView history = b.find("history");
+                if (const PickleView req = b.find("requested_size"); req.exists()) {
+                    block.requested = non_negative(req.as_int());
+                    FrameFacts f = facts_of(b.find("frames"));
                     block.site = f.site;
                     block.category = f.category;
-                } else if (const PickleValue* history = b->find("history");
-                           history != nullptr && history->size() > 0 &&
-                           history->items()[0]->kind() == PickleValue::Kind::kDict) {
+                } else if (history.size() > 0 && history.item(0).is_dict()) {
                     // torch 2.0: the block's most recent allocation is history[0].
-                    const PickleValue& h = *history->items()[0];
-                    block.requested = non_negative(h.int_at("real_size", b->int_at("size", 0)));
+                    const PickleView h = history.item(0);
+                    block.requested = non_negative(h.int_at("real_size", b.int_at("size", 0)));
                     FrameFacts f = facts_of(h.find("frames"));
                     block.site = f.site;
                     block.category = f.category;
@@ -184,90 +460,67 @@ private:
         return visitor_.on_segment(seg);
     }
 
-    Status trace_entry(std::uint16_t device, const PickleValue& v) {
-        if (v.kind() != PickleValue::Kind::kDict) {
+    Status trace_entry(std::uint16_t device, const PickleView& v) {
+        if (!v.is_dict()) {
             return corrupt_data(name_ + ": a device trace entry is not a dict");
         }
-        // One pass over the entry's keys: a lookup by name per field would scan them all each
-        // time, and trace entries are most of a snapshot. A later duplicate key wins, as in
-        // Python (and as PickleValue::find does).
-        const PickleValue* action = nullptr;
-        const PickleValue* addr = nullptr;
-        const PickleValue* size = nullptr;
-        const PickleValue* stream = nullptr;
-        const PickleValue* time_us = nullptr;
-        const PickleValue* device_free = nullptr;
-        const PickleValue* frames = nullptr;
-        const auto& items = v.items();
-        for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-            if (!items[i]->is_string()) continue;
-            std::string_view k = items[i]->as_string();
-            const PickleValue* value = items[i + 1].get();
-            switch (k.size()) {
-                case 4:
-                    if (k == "addr")
-                        addr = value;
-                    else if (k == "size")
-                        size = value;
-                    break;
-                case 6:
-                    if (k == "action")
-                        action = value;
-                    else if (k == "stream")
-                        stream = value;
-                    else if (k == "frames")
-                        frames = value;
-                    break;
-                case 7:
-                    if (k == "time_us") time_us = value;
-                    break;
-                case 11:
-                    if (k == "device_free") device_free = value;
-                    break;
+        // One pass over the entry's keys: trace entries are most of a snapshot. A later
+        // duplicate key wins, as in Python (and as PickleView::find does).
+        PickleView action, addr, size, stream, time_us, device_free, frames;
+        v.for_each_pair([&](const PickleView& key, const PickleView& value) {
+            switch (keys_.field(key)) {
+                case Field::kAction: action = value; break;
+                case Field::kAddr: addr = value; break;
+                case Field::kSize: size = value; break;
+                case Field::kStream: stream = value; break;
+                case Field::kTimeUs: time_us = value; break;
+                case Field::kDeviceFree: device_free = value; break;
+                case Field::kFrames: frames = value; break;
                 default: break;
             }
-        }
-        auto int_of = [](const PickleValue* p, std::int64_t fallback) {
-            return p != nullptr ? p->as_int(fallback) : fallback;
-        };
-        std::string_view action_name = action != nullptr ? action->as_string() : std::string_view();
-        if (action_name == "user_defined") {
+        });
+        const std::uint8_t kind =
+            action.exists() ? keys_.action(action) : static_cast<std::uint8_t>(TraceAction::kOther);
+        if (kind == StringFacts::kUserDefined) {
             // ~2.5 form of record_function annotations: the stage and name ride in frames[0].
-            if (frames != nullptr && frames->size() > 0 &&
-                frames->items()[0]->kind() == PickleValue::Kind::kDict) {
-                const PickleValue& f = *frames->items()[0];
-                SnapshotAnnotation a;
-                a.device = device;
-                a.time_us = non_negative(int_of(time_us, 0));
-                a.start = f.string_at("name") != "END";
-                a.name = strings_.intern(f.string_at("filename"));
-                return visitor_.on_annotation(a);
+            if (frames.is_container() && frames.item_count() > 0) {
+                if (auto names = stacks_.names_of(frames.item(0), keys_)) {
+                    SnapshotAnnotation a;
+                    a.device = device;
+                    a.time_us = non_negative(time_us.as_int(0));
+                    a.start = names->name != "END";
+                    a.name = strings_.intern(names->filename);
+                    return visitor_.on_annotation(a);
+                }
             }
             return Status::ok();
         }
         TraceEntry e;
-        e.action = parse_action(action_name);
+        e.action = static_cast<TraceAction>(kind);
         e.device = device;
-        e.address = non_negative(int_of(addr, 0));
-        e.size = non_negative(int_of(size, 0));
-        e.stream = static_cast<std::uint64_t>(int_of(stream, 0));
-        e.time_us = non_negative(int_of(time_us, 0));
+        e.address = non_negative(addr.as_int(0));
+        e.size = non_negative(size.as_int(0));
+        e.stream = static_cast<std::uint64_t>(stream.as_int(0));
+        e.time_us = non_negative(time_us.as_int(0));
         if (e.action == TraceAction::kOom) {
             // Python writes the free bytes under "device_free"; C++ kept them in addr.
-            e.device_free = non_negative(int_of(device_free, int_of(addr, 0)));
+            e.device_free = non_negative(device_free.as_int(addr.as_int(0)));
             e.address = 0;
         }
+        // Every entry's frames are summarized, so that the reader can condense them (frees
+        // mostly refer back to their allocation's list, already condensed); only allocations
+        // and OOMs carry a site.
+        const FrameFacts f = facts_of(frames);
         if (e.action == TraceAction::kAlloc || e.action == TraceAction::kSegmentAlloc ||
             e.action == TraceAction::kSegmentMap || e.action == TraceAction::kOom) {
-            FrameFacts f = facts_of(frames);
             e.site = f.site;
             e.category = f.category;
         }
         return visitor_.on_trace_entry(e);
     }
 
-    Status external_annotation(const PickleValue& v) {
-        if (v.kind() != PickleValue::Kind::kDict) return Status::ok();
+    Status external_annotation(const PickleView& v) {
+        if (!v.is_dict()) return Status::ok();
         SnapshotAnnotation a;
         a.device = static_cast<std::uint16_t>(
             std::min<std::int64_t>(std::max<std::int64_t>(v.int_at("device", 0), 0), 0xFFFE));
@@ -277,28 +530,11 @@ private:
         return visitor_.on_annotation(a);
     }
 
-    struct FrameSequence {
-        std::vector<const PickleValue*> frames;
-        FrameFacts facts;
-    };
-    static bool same_frames(const std::vector<const PickleValue*>& a, const PickleValue& list) {
-        const auto& items = list.items();
-        if (a.size() != items.size()) return false;
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            if (a[i] != items[i].get()) return false;
-        }
-        return true;
-    }
-
-    static constexpr std::size_t kMaxCachedSites = std::size_t{1} << 22;
-    static constexpr std::size_t kMaxCachedFramePointers = std::size_t{1} << 23;  // 64 MiB
-
     const std::string& name_;
     StringTable& strings_;
     SnapshotVisitor& visitor_;
-    std::unordered_map<const PickleValue*, FrameFacts> site_cache_;
-    std::unordered_map<std::uint64_t, FrameSequence> sequence_cache_;  // frame pointers' hash
-    std::size_t cached_frame_pointers_ = 0;
+    StringFacts keys_;
+    StackFacts stacks_;
 };
 
 std::string scalar_text(const PickleValue& v) {
@@ -353,46 +589,46 @@ Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVi
 
 }  // namespace
 
-std::string frames_to_site(const PickleValue& frames) {
-    std::vector<FrameView> views;
-    views.reserve(frames.items().size());
-    for (const auto& f : frames.items()) {
-        if (f->kind() != PickleValue::Kind::kDict) continue;
-        views.push_back({f->string_at("filename"), f->string_at("name"), f->int_at("line", 0)});
-    }
-    return allocation_site(views);
-}
-
-MemoryCategory frames_to_category(const PickleValue& frames) {
-    std::vector<FrameView> views;
-    views.reserve(frames.items().size());
-    for (const auto& f : frames.items()) {
-        if (f->kind() != PickleValue::Kind::kDict) continue;
-        views.push_back({f->string_at("filename"), f->string_at("name"), f->int_at("line", 0)});
-    }
-    return allocation_category(views);
-}
-
 Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
                                  SnapshotVisitor& visitor) noexcept {
     ended_early_ = false;
     bytes_read_ = 0;
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"),
-                                                         &std::fclose);
-    if (!file) {
-        if (errno == ENOENT) return not_found(path + ": no such file");
-        return io_error(path + ": cannot open (" + std::strerror(errno) + ")");
-    }
     try {
-        SnapshotHandler handler(path, strings, visitor);
-        SafePickleReader reader(limits_);
-        auto root = reader.read(file.get(), path, &handler);
-        ended_early_ = reader.ended_early() && std::ferror(file.get()) == 0;
-        bytes_read_ = reader.bytes_read();
-        if (root && std::ferror(file.get()) != 0) return io_error(path + ": read error");
-        return finish(root, path, visitor);
+        auto file = open_file_stream(path);
+        if (!file) return file.status();
+        // A plain pickle's size bounds the lengths it may claim; a gzip one is read as it
+        // inflates, whatever its size.
+        std::uint64_t size = (*file)->total();
+        std::string magic(2, '\0');
+        auto got = read_fully(**file, magic.data(), magic.size());
+        if (!got) return got.status();
+        magic.resize(*got);
+        const bool gzip = magic.size() == 2 && magic[0] == '\x1f' && magic[1] == '\x8b';
+        std::unique_ptr<ByteStream> in = prefixed_stream(std::move(magic), std::move(*file));
+        if (gzip) {
+            // Inflated on a second thread while this one decodes.
+            in = read_ahead_stream(gzip_stream(std::move(in)));
+            size = SafePickleReader::kUnknownSize;
+        }
+        return read_stream(*in, size, path, strings, visitor);
     } catch (...) {
         return resource_exhausted(path + ": out of host memory while reading the snapshot");
+    }
+}
+
+Status TorchSnapshotReader::read_stream(ByteStream& in, std::uint64_t size, const std::string& name,
+                                        StringTable& strings, SnapshotVisitor& visitor) noexcept {
+    ended_early_ = false;
+    bytes_read_ = 0;
+    try {
+        SnapshotHandler handler(name, strings, visitor);
+        SafePickleReader reader(limits_);
+        auto root = reader.read(in, size, name, &handler);
+        ended_early_ = reader.ended_early();
+        bytes_read_ = reader.bytes_read();
+        return finish(root, name, visitor);
+    } catch (...) {
+        return resource_exhausted(name + ": out of host memory while reading the snapshot");
     }
 }
 

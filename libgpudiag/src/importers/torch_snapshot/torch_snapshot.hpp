@@ -93,10 +93,14 @@ public:
 class TorchSnapshotReader {
 public:
     explicit TorchSnapshotReader(PickleLimits limits = {}) : limits_(limits) {}
-    /// Reads `path` once, calling `visitor` as it goes. Errors: kNotFound/kIoError for the
-    /// file, kCorruptData for pickles that are not torch snapshots (with what is wrong),
-    /// kResourceExhausted past the limits.
+    /// Reads `path` (plain or gzip) once, in pieces, calling `visitor` as it goes. Errors:
+    /// kNotFound/kIoError for the file, kCorruptData for pickles that are not torch snapshots
+    /// (with what is wrong), kResourceExhausted past the limits.
     Status read(const std::string& path, StringTable& strings, SnapshotVisitor& visitor) noexcept;
+    /// The same from a stream of the pickle's bytes (inflated already); `size`: how many it
+    /// holds, or SafePickleReader::kUnknownSize.
+    Status read_stream(ByteStream& in, std::uint64_t size, const std::string& name,
+                       StringTable& strings, SnapshotVisitor& visitor) noexcept;
     /// The same from bytes in memory (tests, fuzzing).
     Status read_bytes(std::string_view bytes, const std::string& name, StringTable& strings,
                       SnapshotVisitor& visitor) noexcept;
@@ -112,19 +116,8 @@ private:
     std::uint64_t bytes_read_ = 0;
 };
 
-/// The allocation site for a frame list: the innermost frame in the program's own code
-/// (not torch, not site-packages), else the innermost Python frame, else the innermost native
-/// frame outside the allocator and unwinder; formatted "dir/file.py:42 function". "" if none.
-std::string frames_to_site(const PickleValue& frames);
-
-/// What a block holds, from the framework's own frames in its stack: torch.optim code →
-/// optimizer state; autograd's engine or Tensor.backward → gradients (the backward pass);
-/// nn.Module setup (_apply/.to()/.cuda(), nn.init, Parameter, loading a state dict) →
-/// parameters; an nn.Module call (_call_impl) → activations; otherwise kOther. The strongest role
-/// wins (optimizer, then backward, then parameters, then forward).
-MemoryCategory frames_to_category(const PickleValue& frames);
-
-/// The facts a frame list gives: its site and category.
+/// The facts a frame list gives: its site (allocation_site) and category (allocation_category,
+/// from the framework's own frames: optimizer state, gradients, parameters, activations).
 struct FrameFacts {
     StringId site = kNoString;
     MemoryCategory category = MemoryCategory::kOther;

@@ -253,7 +253,7 @@ public:
     std::uint16_t root_tag() override { return 1; }
     std::uint16_t child_tag(std::uint16_t, std::string_view, std::size_t) override { return 0; }
     bool streams(std::uint16_t tag) override { return tag == 1; }
-    Status on_item(std::uint16_t, std::size_t index, const PickleValue& item) override {
+    Status on_item(std::uint16_t, std::size_t index, PickleView item) override {
         EXPECT_EQ(static_cast<std::size_t>(item.int_at("i")), index);
         ++items;
         return Status::ok();
