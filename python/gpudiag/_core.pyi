@@ -579,6 +579,11 @@ class CounterKind(_Enum):
     power_limit_default_watts: CounterKind
     persistence_mode: CounterKind
     mig_mode: CounterKind
+    sm_active_percent: CounterKind
+    sm_occupancy_percent: CounterKind
+    tensor_active_percent: CounterKind
+    dram_active_percent: CounterKind
+    fan_speed_percent: CounterKind
 
 class MemoryCategory(_Enum):
     other: MemoryCategory

@@ -171,6 +171,12 @@ enum class CounterKind : std::uint16_t {
     kPowerLimitDefaultWatts = 52,  ///< the board's default power limit
     kPersistenceMode = 53,         ///< 1: the driver stays loaded without clients
     kMigMode = 54,                 ///< 1: the GPU is split into MIG instances
+    // NVML GPU performance monitoring (GPM, Hopper on): shares of a window between two readings.
+    kSmActivePercent = 55,      ///< SMs with at least one warp resident, averaged (DCGM SM active)
+    kSmOccupancyPercent = 56,   ///< warps resident of the most the SMs can hold, averaged
+    kTensorActivePercent = 57,  ///< tensor pipes busy (any precision)
+    kDramActivePercent = 58,    ///< device memory bandwidth used, of the peak
+    kFanSpeedPercent = 59,      ///< the fan's speed, of its maximum (boards with fans)
 };
 template <>
 GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;

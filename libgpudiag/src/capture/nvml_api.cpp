@@ -59,6 +59,8 @@ void note_gaps(NvmlApi& a) {
     lost(a.event_set_create == nullptr || a.device_register_events == nullptr ||
              a.event_set_wait == nullptr,
          "Xid events", "nvmlEventSetCreate, nvmlDeviceRegisterEvents or nvmlEventSetWait");
+    lost(!a.has_gpm(), "SM activity, occupancy, tensor and DRAM activity (GPM)",
+         "nvmlGpmSampleGet or nvmlGpmMetricsGet (drivers before R525)");
     if (a.device_get_memory_info_v2 == nullptr && a.device_get_memory_info_v1 != nullptr) {
         a.notes.push_back(
             "nvml: memory used includes the driver's reserved memory (this NVML has "
@@ -159,6 +161,14 @@ Loaded load() {
     a.device_get_persistence_mode =
         find_symbol<decltype(a.device_get_persistence_mode)>(h, "nvmlDeviceGetPersistenceMode");
     a.device_get_mig_mode = find_symbol<decltype(a.device_get_mig_mode)>(h, "nvmlDeviceGetMigMode");
+    a.device_get_fan_speed =
+        find_symbol<decltype(a.device_get_fan_speed)>(h, "nvmlDeviceGetFanSpeed");
+    a.gpm_query_device_support =
+        find_symbol<decltype(a.gpm_query_device_support)>(h, "nvmlGpmQueryDeviceSupport");
+    a.gpm_sample_alloc = find_symbol<decltype(a.gpm_sample_alloc)>(h, "nvmlGpmSampleAlloc");
+    a.gpm_sample_free = find_symbol<decltype(a.gpm_sample_free)>(h, "nvmlGpmSampleFree");
+    a.gpm_sample_get = find_symbol<decltype(a.gpm_sample_get)>(h, "nvmlGpmSampleGet");
+    a.gpm_metrics_get = find_symbol<decltype(a.gpm_metrics_get)>(h, "nvmlGpmMetricsGet");
     a.event_set_create = find_symbol<decltype(a.event_set_create)>(h, "nvmlEventSetCreate");
     a.device_register_events =
         find_symbol<decltype(a.device_register_events)>(h, "nvmlDeviceRegisterEvents");

@@ -37,6 +37,38 @@ constexpr unsigned kNvlinkRecovery = 1;                // NVML_NVLINK_ERROR_DL_R
 constexpr unsigned kNvlinkCrcFlit = 2;                 // NVML_NVLINK_ERROR_DL_CRC_FLIT
 constexpr unsigned kNvlinkCrcData = 3;                 // NVML_NVLINK_ERROR_DL_CRC_DATA
 
+// GPU performance monitoring (nvmlGpm*, R525 on, Hopper and newer GPUs).
+using GpmSample = struct GpmSampleOpaque*;  // nvmlGpmSample_t
+constexpr unsigned kGpmSmActive = 2;        // NVML_GPM_METRIC_SM_UTIL
+constexpr unsigned kGpmSmOccupancy = 3;     // NVML_GPM_METRIC_SM_OCCUPANCY
+constexpr unsigned kGpmAnyTensor = 5;       // NVML_GPM_METRIC_ANY_TENSOR_UTIL
+constexpr unsigned kGpmDramBandwidth = 10;  // NVML_GPM_METRIC_DRAM_BW_UTIL
+constexpr unsigned kGpmMetricsGetVersion = 1;
+constexpr unsigned kGpmSupportVersion = 1;
+struct GpmSupport {  // nvmlGpmSupport_t
+    unsigned version;
+    unsigned is_supported_device;
+};
+struct GpmMetric {  // nvmlGpmMetric_t
+    unsigned metric_id;
+    Return result;
+    double value;
+    const char* short_name;
+    const char* long_name;
+    const char* unit;
+};
+// nvmlGpmMetricsGet_t ends in NVML_GPM_METRIC_MAX metrics, a number that grows with each driver
+// (98, then 333, ...). NVML reads only num_metrics of them, but the array is kept larger than
+// any header's maximum so that a driver that copies its whole struct stays inside ours.
+constexpr unsigned kGpmMetricSlots = 512;
+struct GpmMetricsGet {  // nvmlGpmMetricsGet_t
+    unsigned version;
+    unsigned num_metrics;
+    GpmSample sample1;
+    GpmSample sample2;
+    GpmMetric metrics[kGpmMetricSlots];
+};
+
 using EventSet = struct EventSetOpaque*;  // nvmlEventSet_t
 struct EventData {                        // nvmlEventData_t
     Device device;
@@ -147,6 +179,13 @@ struct NvmlApi {
     nvml::Return (*device_get_power_default_limit)(nvml::Device, unsigned*) = nullptr;  // mW
     nvml::Return (*device_get_persistence_mode)(nvml::Device, int*) = nullptr;
     nvml::Return (*device_get_mig_mode)(nvml::Device, unsigned*, unsigned*) = nullptr;
+    nvml::Return (*device_get_fan_speed)(nvml::Device, unsigned*) = nullptr;  // % of maximum
+    // GPU performance monitoring: two samples a window apart give the window's averages.
+    nvml::Return (*gpm_query_device_support)(nvml::Device, nvml::GpmSupport*) = nullptr;
+    nvml::Return (*gpm_sample_alloc)(nvml::GpmSample*) = nullptr;
+    nvml::Return (*gpm_sample_free)(nvml::GpmSample) = nullptr;
+    nvml::Return (*gpm_sample_get)(nvml::Device, nvml::GpmSample) = nullptr;
+    nvml::Return (*gpm_metrics_get)(nvml::GpmMetricsGet*) = nullptr;
     // Xid events: a set the sampler drains every round.
     nvml::Return (*event_set_create)(nvml::EventSet*) = nullptr;
     nvml::Return (*device_register_events)(nvml::Device, unsigned long long,
@@ -169,6 +208,12 @@ struct NvmlApi {
     /// The compute processes on `device` (v3, v2 or v1; v1 leaves the instance ids 0), into
     /// `out`, whose capacity is reused. NVML's result code.
     nvml::Return running_processes(nvml::Device device, std::vector<nvml::ProcessInfo>& out) const;
+    /// Whether this NVML has the whole GPM family (each GPU may still refuse it).
+    [[nodiscard]] bool has_gpm() const noexcept {
+        return gpm_query_device_support != nullptr && gpm_sample_alloc != nullptr &&
+               gpm_sample_free != nullptr && gpm_sample_get != nullptr &&
+               gpm_metrics_get != nullptr;
+    }
 };
 
 /// The process' NVML, loaded and initialised once ($GPUDIAG_NVML_PATH, else

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <utility>
 
 namespace gpudiag::detail {
 namespace {
@@ -47,11 +48,15 @@ enum Metric : std::uint32_t {
     kPowerDefault = 1u << 15,
     kPersistence = 1u << 16,
     kMig = 1u << 17,
+    kFan = 1u << 18,
 };
 
 // Card health that changes rarely (link training, retired memory) is read every 10 s: each
 // reading is a driver call, and a change within seconds would not change the verdict.
 constexpr std::uint64_t kSlowPeriodNs = 10'000'000'000ull;
+// GPM windows of at least 100 ms: a GPM reading collects every SM's counters, the costliest
+// call of a round, and windows shorter than that tell a step-level diagnosis nothing more.
+constexpr std::uint64_t kGpmMinWindowNs = 100'000'000ull;
 // Xid events taken from the event set per round; more wait for the next round.
 constexpr int kMaxEventsPerRound = 64;
 
@@ -265,6 +270,7 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         emit(CounterKind::kGpuUtilizationPercent, util.gpu);
         emit(CounterKind::kMemoryUtilizationPercent, util.memory);
     }
+    sample_gpm(d, emit, now);
     nvml::MemoryFigures mem;
     bool have_memory = ask(kMemory, [&] { return api_.memory_info(d.handle, mem); });
     if (have_memory) {
@@ -306,6 +312,11 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     if (api_.device_get_enforced_power_limit != nullptr &&
         ask(kPowerLimit, [&] { return api_.device_get_enforced_power_limit(d.handle, &mw); })) {
         emit(CounterKind::kPowerLimitWatts, mw / 1000.0);
+    }
+    unsigned fan = 0;
+    if (api_.device_get_fan_speed != nullptr &&
+        ask(kFan, [&] { return api_.device_get_fan_speed(d.handle, &fan); })) {
+        emit(CounterKind::kFanSpeedPercent, fan);
     }
     if (now >= d.next_slow_ns) {
         d.next_slow_ns = now + kSlowPeriodNs;
@@ -454,6 +465,69 @@ void NvmlSampler::sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept {
     emit(CounterKind::kNvlinkCrcErrors, static_cast<double>(crc));
 }
 
+// SM, tensor and DRAM activity over the window since the last GPM reading. Asked once per GPU
+// whether it has GPM (Hopper on; earlier GPUs, and MIG slices read as a whole GPU, refuse); a
+// failed reading starts a new window rather than averaging over a gap.
+template <typename Emit>
+void NvmlSampler::sample_gpm(const Device& d, Emit& emit, std::uint64_t now) noexcept {
+    if (!api_.has_gpm()) return;
+    GpmWindow* w = nullptr;
+    try {
+        w = &gpm_[d.handle];
+        if (!gpm_request_) gpm_request_ = std::make_unique<nvml::GpmMetricsGet>();
+    } catch (...) {
+        return;
+    }
+    if (w->refused || (w->started && now - w->previous_ns < kGpmMinWindowNs)) return;
+    if (w->previous == nullptr) {
+        nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
+        w->refused = api_.gpm_query_device_support(d.handle, &support) != nvml::kSuccess ||
+                     support.is_supported_device == 0 ||
+                     api_.gpm_sample_alloc(&w->previous) != nvml::kSuccess ||
+                     api_.gpm_sample_alloc(&w->current) != nvml::kSuccess;
+        if (w->refused) return;
+    }
+    if (api_.gpm_sample_get(d.handle, w->current) != nvml::kSuccess) {
+        w->started = false;
+        return;
+    }
+    if (w->started) {
+        static constexpr std::pair<unsigned, CounterKind> kMetrics[] = {
+            {nvml::kGpmSmActive, CounterKind::kSmActivePercent},
+            {nvml::kGpmSmOccupancy, CounterKind::kSmOccupancyPercent},
+            {nvml::kGpmAnyTensor, CounterKind::kTensorActivePercent},
+            {nvml::kGpmDramBandwidth, CounterKind::kDramActivePercent},
+        };
+        nvml::GpmMetricsGet& q = *gpm_request_;
+        q.version = nvml::kGpmMetricsGetVersion;
+        q.num_metrics = static_cast<unsigned>(std::size(kMetrics));
+        q.sample1 = w->previous;
+        q.sample2 = w->current;
+        for (unsigned i = 0; i < q.num_metrics; ++i) {
+            q.metrics[i] = nvml::GpmMetric{};
+            q.metrics[i].metric_id = kMetrics[i].first;
+            q.metrics[i].result = -1;
+        }
+        if (api_.gpm_metrics_get(&q) == nvml::kSuccess) {
+            for (unsigned i = 0; i < q.num_metrics; ++i) {
+                if (q.metrics[i].result == nvml::kSuccess)
+                    emit(kMetrics[i].second, q.metrics[i].value);
+            }
+        }
+    }
+    std::swap(w->previous, w->current);
+    w->previous_ns = now;
+    w->started = true;
+}
+
+void NvmlSampler::free_gpm() noexcept {
+    for (auto& [handle, w] : gpm_) {
+        if (w.previous != nullptr) (void)api_.gpm_sample_free(w.previous);
+        if (w.current != nullptr) (void)api_.gpm_sample_free(w.current);
+    }
+    gpm_.clear();
+}
+
 // Registers each device for Xid events once (a device that refuses is not asked again), then
 // takes what the driver queued since the last round without waiting.
 void NvmlSampler::drain_xid_events(std::vector<Device>& devices, EventQueue& out,
@@ -548,6 +622,7 @@ void NvmlSampler::stop() noexcept {
         (void)api_.event_set_free(event_set_);
     event_set_ = nullptr;
     event_set_failed_ = false;
+    free_gpm();
     std::lock_guard<std::mutex> lock(mutex_);
     for (Device& d : devices_) d.xid_registration_tried = false;  // a new set on the next start
 }

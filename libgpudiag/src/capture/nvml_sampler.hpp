@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // NvmlSampler: GPU health at a fixed rate from NVML (no CUPTI, no CUDA context): utilization,
 // memory, SM clock against its maximum, clock-event ("throttle") reasons, temperature, power
-// against the enforced limit, volatile ECC counts, and memory held by other processes on the
-// same GPU. Every value becomes a kCounter event (CounterKind), device = CUDA ordinal.
+// against the enforced limit, volatile ECC counts, memory held by other processes on the
+// same GPU, the card's health (PCIe, retired memory, NVLink, Xid) and, on Hopper and newer, SM,
+// tensor and DRAM activity (GPM). Every value becomes a kCounter event (CounterKind), device = CUDA
+// ordinal.
 #pragma once
 
 #include <gpudiag/source_info.hpp>
@@ -14,6 +16,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -57,6 +61,9 @@ private:
     void sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept;
     void drain_xid_events(std::vector<Device>& devices, EventQueue& out,
                           std::uint64_t now) noexcept;
+    template <typename Emit>
+    void sample_gpm(const Device& d, Emit& emit, std::uint64_t now) noexcept;
+    void free_gpm() noexcept;
 
     const NvmlApi& api_;
     mutable std::mutex mutex_;  // devices_ (the sampler thread writes, devices() reads)
@@ -70,6 +77,17 @@ private:
     void attribute_processes(Device& d, const std::function<void(CounterKind, double)>& emit);
     nvml::EventSet event_set_ = nullptr;  // Xid events (the sampler thread alone touches it)
     bool event_set_failed_ = false;
+    // GPM: a window's averages come from two readings; the later one starts the next window.
+    // The sampler thread alone touches these; stop() frees the buffers.
+    struct GpmWindow {
+        nvml::GpmSample previous = nullptr;
+        nvml::GpmSample current = nullptr;
+        std::uint64_t previous_ns = 0;
+        bool started = false;  // `previous` holds a reading
+        bool refused = false;  // this GPU has no GPM, or NVML gave no buffers
+    };
+    std::map<nvml::Device, GpmWindow> gpm_;  // by handle: as many as the GPUs
+    std::unique_ptr<nvml::GpmMetricsGet> gpm_request_;
 
     std::thread thread_;
     std::mutex stop_mutex_;

@@ -151,6 +151,11 @@ constexpr EnumName<CounterKind> kCounterKindNames[] = {
     {CounterKind::kPowerLimitDefaultWatts, "power_limit_default_watts"},
     {CounterKind::kPersistenceMode, "persistence_mode"},
     {CounterKind::kMigMode, "mig_mode"},
+    {CounterKind::kSmActivePercent, "sm_active_percent"},
+    {CounterKind::kSmOccupancyPercent, "sm_occupancy_percent"},
+    {CounterKind::kTensorActivePercent, "tensor_active_percent"},
+    {CounterKind::kDramActivePercent, "dram_active_percent"},
+    {CounterKind::kFanSpeedPercent, "fan_speed_percent"},
 };
 
 constexpr EnumName<StatusCode> kStatusCodeNames[] = {

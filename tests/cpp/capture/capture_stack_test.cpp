@@ -155,6 +155,12 @@ TEST_F(CaptureStackTest, NvmlOfAnOlderDriverFallsBackToTheOlderCalls) {
     EXPECT_TRUE(has("nvml: remapped rows unavailable"));
     EXPECT_TRUE(has("nvml: NVLink state and errors unavailable"));
     EXPECT_FALSE(has("Xid events unavailable"));
+    EXPECT_TRUE(has("nvml: SM activity, occupancy, tensor and DRAM activity (GPM) unavailable"));
+    EXPECT_FALSE(nvml->has_gpm());
+    EXPECT_TRUE(queue.counters(CounterKind::kSmActivePercent).empty());
+    auto fans = queue.counters(CounterKind::kFanSpeedPercent);  // an old call: every driver has it
+    ASSERT_EQ(fans.size(), 1u) << "GPU 0 has no fan";
+    EXPECT_EQ(fans[0].device, 1);
     EXPECT_NE(nvml->event_set_wait, nullptr);
     EXPECT_TRUE(queue.counters(CounterKind::kPcieLinkWidth).empty());
     gpudiag_stub_nvml_push_xid(0, 79);

@@ -73,6 +73,10 @@ void gpudiag_stub_nvml_set_memory_health(int gpu, unsigned pages_single, unsigne
                                          unsigned remap_failed);
 void gpudiag_stub_nvml_push_xid(int gpu, unsigned long long xid);
 int gpudiag_stub_nvml_xid_registered(int gpu);
+void gpudiag_stub_nvml_set_gpm(int gpu, double sm_active, double occupancy, double tensor,
+                               double dram);
+void gpudiag_stub_nvml_set_utilization(int gpu, unsigned util);
+int gpudiag_stub_nvml_gpm_samples_live();
 void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long replay,
                                   unsigned long long recovery, unsigned long long crc);
 void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes);
@@ -1067,6 +1071,71 @@ TEST_F(CaptureStubTest, NvmlCardHealthFeedsItsFindings) {
     ASSERT_NE(link, nullptr);
     EXPECT_EQ(link->device, 0);
     EXPECT_NE(link->title.find("Gen 5 x8 of Gen 5 x16"), std::string::npos) << link->title;
+}
+
+// GPM (GPU 0 is a Hopper, GPU 1 is not): SM, tensor and DRAM activity over windows of at
+// least 100 ms between two readings, nothing from a GPU without GPM, the buffers freed on stop.
+// Utilization near 100 % with few SMs active is "busy but not computing".
+TEST_F(CaptureStubTest, GpmActivityFeedsBusyNotComputing) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    ASSERT_TRUE(nvml->has_gpm());
+    gpudiag_stub_nvml_set_utilization(0, 97);
+    gpudiag_stub_nvml_set_gpm(0, 12, 7, 1, 4);
+    {
+        detail::NvmlSampler sampler(*nvml);
+        sampler.sample_once(queue_);  // opens the first window
+        sampler.sample_once(queue_);  // too soon: the window is not closed
+        EXPECT_TRUE(queue_.counters(CounterKind::kSmActivePercent).empty());
+        for (int i = 0; i < 6; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(110));
+            sampler.sample_once(queue_);
+        }
+        EXPECT_EQ(gpudiag_stub_nvml_gpm_samples_live(), 2) << "two buffers for GPU 0 alone";
+        sampler.stop();
+        EXPECT_EQ(gpudiag_stub_nvml_gpm_samples_live(), 0);
+    }
+    auto sm = queue_.counters(CounterKind::kSmActivePercent);
+    ASSERT_EQ(sm.size(), 6u);
+    for (const Event& e : sm) EXPECT_EQ(e.device, 0) << "GPU 1 has no GPM";
+    EXPECT_EQ(sm[0].counter.value, 12);
+    EXPECT_EQ(queue_.counters(CounterKind::kSmOccupancyPercent)[0].counter.value, 7);
+    EXPECT_EQ(queue_.counters(CounterKind::kTensorActivePercent)[0].counter.value, 1);
+    EXPECT_EQ(queue_.counters(CounterKind::kDramActivePercent)[0].counter.value, 4);
+    auto fan = queue_.counters(CounterKind::kFanSpeedPercent);
+    ASSERT_EQ(fan.size(), 8u) << "GPU 1's fan every round; GPU 0 has none (not asked again)";
+    EXPECT_EQ(fan[0].device, 1);
+    EXPECT_EQ(fan[0].counter.value, 55);
+
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    const Finding* f = report->finding("gpu_busy_not_computing");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->device, 0);
+    EXPECT_NE(f->title.find("97 % utilization"), std::string::npos) << f->title;
+    EXPECT_NE(f->title.find("only 12 % of its SMs"), std::string::npos) << f->title;
+    const Section* health = report->section("health");
+    ASSERT_NE(health, nullptr);
+    const Figure* mean_sm = health->figure("mean_sm_active_percent");
+    ASSERT_NE(mean_sm, nullptr);
+    EXPECT_EQ(mean_sm->value, 12);
+}
+
+// The same utilization with most SMs at work is a busy GPU, not a finding.
+TEST_F(CaptureStubTest, GpmActivityOfABusyGpuIsNoFinding) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_nvml_set_utilization(0, 97);
+    gpudiag_stub_nvml_set_gpm(0, 85, 40, 60, 35);
+    detail::NvmlSampler sampler(*nvml);
+    for (int i = 0; i < 7; ++i) {
+        sampler.sample_once(queue_);
+        std::this_thread::sleep_for(std::chrono::milliseconds(110));
+    }
+    ASSERT_GE(queue_.counters(CounterKind::kSmActivePercent).size(), 5u);
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_EQ(report->finding("gpu_busy_not_computing"), nullptr);
 }
 
 // A live report names each GPU it sampled (model, UUID, PCI bus id), in text and in the labels

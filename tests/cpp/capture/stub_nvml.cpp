@@ -46,12 +46,27 @@ struct Gpu {
     bool registered = false;               // for Xid events
     unsigned nvlinks = 0;                  // links up (0: no NVLink, as on PCIe boards)
     unsigned long long nvlink_errors[4] = {0, 0, 0, 0};  // replay, recovery, CRC flit, CRC data
+    bool gpm = false;                     // a Hopper: GPM metrics (GPU 0 only, by default)
+    double gpm_values[4] = {0, 0, 0, 0};  // SM active, SM occupancy, tensor, DRAM (percent)
+    int fan = -1;                         // percent; -1: no fan (NOT_SUPPORTED), as on an H200
+};
+
+// A GPM sample: the metrics as they were when it was taken (the stub's window averages are the
+// values in force at the window's end).
+struct GpmSample {
+    double values[4];
+    int gpu;
 };
 
 struct State {
+    State() {
+        gpus[0].gpm = true;
+        gpus[1].fan = 55;
+    }
     std::mutex mutex;
     Gpu gpus[2];
     int init_calls = 0;
+    int gpm_samples_live = 0;  // allocated and not yet freed
 };
 
 State& st() {
@@ -350,7 +365,93 @@ int nvmlEventSetFree(void*) {
     return 0;
 }
 
+int nvmlDeviceGetFanSpeed(void* device, unsigned* speed) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const int fan = st().gpus[index_of(device)].fan;
+    if (fan < 0) return 3;  // NVML_ERROR_NOT_SUPPORTED
+    *speed = static_cast<unsigned>(fan);
+    return 0;
+}
+
+// ------------------------------------------------------------------ GPM (new names only)
+#if !GPUDIAG_STUB_NVML_OLD_NAMES
+struct GpmSupport {
+    unsigned version;
+    unsigned supported;
+};
+struct GpmMetric {
+    unsigned id;
+    int result;
+    double value;
+    const char* names[3];
+};
+struct GpmMetricsGet {
+    unsigned version;
+    unsigned count;
+    GpmSample* sample1;
+    GpmSample* sample2;
+    GpmMetric metrics[98];  // NVML_GPM_METRIC_MAX of the first headers that had GPM
+};
+int nvmlGpmQueryDeviceSupport(void* device, GpmSupport* support) {
+    if (support == nullptr || support->version != 1) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+    std::lock_guard<std::mutex> lock(st().mutex);
+    support->supported = st().gpus[index_of(device)].gpm ? 1 : 0;
+    return 0;
+}
+int nvmlGpmSampleAlloc(GpmSample** sample) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    *sample = new GpmSample{};
+    ++st().gpm_samples_live;
+    return 0;
+}
+int nvmlGpmSampleFree(GpmSample* sample) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    delete sample;
+    --st().gpm_samples_live;
+    return 0;
+}
+int nvmlGpmSampleGet(void* device, GpmSample* sample) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    if (!g.gpm) return 3;
+    std::memcpy(sample->values, g.gpm_values, sizeof sample->values);
+    sample->gpu = index_of(device);
+    return 0;
+}
+// Like NVML: each metric gets its own result; an id it does not know is NOT_SUPPORTED.
+int nvmlGpmMetricsGet(GpmMetricsGet* q) {
+    if (q == nullptr || q->version != 1 || q->count > 98 || q->sample1 == nullptr ||
+        q->sample2 == nullptr || q->sample1->gpu != q->sample2->gpu) {
+        return 2;
+    }
+    for (unsigned i = 0; i < q->count; ++i) {
+        GpmMetric& m = q->metrics[i];
+        const int slot = m.id == 2 ? 0 : m.id == 3 ? 1 : m.id == 5 ? 2 : m.id == 10 ? 3 : -1;
+        m.result = slot < 0 ? 3 : 0;
+        m.value = slot < 0 ? 0 : q->sample2->values[slot];
+    }
+    return 0;
+}
+#endif
+
 // ------------------------------------------------------------------ test hooks
+void gpudiag_stub_nvml_set_gpm(int gpu, double sm_active, double occupancy, double tensor,
+                               double dram) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    double* v = st().gpus[gpu].gpm_values;
+    v[0] = sm_active;
+    v[1] = occupancy;
+    v[2] = tensor;
+    v[3] = dram;
+}
+void gpudiag_stub_nvml_set_utilization(int gpu, unsigned util) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[gpu].util = util;
+}
+int gpudiag_stub_nvml_gpm_samples_live() {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    return st().gpm_samples_live;
+}
 void gpudiag_stub_nvml_set(int gpu, unsigned long long reasons, int temperature, unsigned power_mw,
                            unsigned limit_mw) {
     std::lock_guard<std::mutex> lock(st().mutex);
@@ -427,6 +528,8 @@ void gpudiag_stub_nvml_reset() {
     std::lock_guard<std::mutex> lock(st().mutex);
     st().gpus[0] = Gpu();
     st().gpus[1] = Gpu();
+    st().gpus[0].gpm = true;
+    st().gpus[1].fan = 55;
 }
 
 }  // extern "C"

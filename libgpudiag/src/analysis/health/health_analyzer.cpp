@@ -78,6 +78,11 @@ void HealthAnalyzer::on_counter(const Event& e) {
         on_card_counter(e, devices_[e.device]);
         return;
     }
+    if (is_activity_counter(e.counter.counter)) {
+        if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+        on_activity_counter(e, devices_[e.device]);
+        return;
+    }
     switch (e.counter.counter) {
         case CounterKind::kGpuUtilizationPercent:
         case CounterKind::kTemperatureC:
@@ -396,9 +401,11 @@ void HealthAnalyzer::contribute(Report& report) {
         to_series(d.clock_series, "sm_clock", "SM clock", "MHz");
         add_findings(report, device, d);
         add_card_findings(report, device, d);
+        add_busy_not_computing_finding(report, device, d);
     }
     add_outlier_findings(report);
     add_mode_figures(s);
+    add_activity_figures(s);
     s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
     s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
     if (util_count > 0) {

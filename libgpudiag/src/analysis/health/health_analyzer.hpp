@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // HealthAnalyzer: GPU health from sampled NVML counters (kCounter events): thermal and power
-// throttling, ECC errors, and other processes' memory on the same GPU. Findings
-// thermal_throttle, power_throttle, ecc_errors, foreign_process_memory; section "health".
+// throttling, ECC errors, other processes' memory on the same GPU, the card's health and what the
+// SMs did. Findings thermal_throttle, power_throttle, ecc_errors, foreign_process_memory,
+// xid_error, ecc_pages_retired, pcie_link_degraded, nvlink_errors, gpu_busy_not_computing,
+// gpu_outlier; section "health".
 #pragma once
 
 #include "core/analyzer.hpp"
@@ -40,6 +42,12 @@ private:
             return count > 0 ? sum / static_cast<double>(count) : 0;
         }
     };
+    // What the SMs did (GPM), overall and in readings taken while the GPU looked busy.
+    struct Activity {
+        Stat sm_active, occupancy, tensor, dram, fan;
+        Stat busy_util, busy_sm_active, busy_occupancy, busy_tensor, busy_dram;
+        bool reading_busy = false;  // the GPM reading being received was taken while busy
+    };
     struct DeviceHealth {
         Stat util, temperature, power, power_limit, sm_clock, sm_clock_max;
         Stat busy_clock;  // the SM clock of samples taken while the GPU was busy
@@ -63,6 +71,7 @@ private:
         std::uint64_t busy_link_samples = 0;          // readings while the GPU was busy
         std::uint64_t slow_busy_samples = 0;          // of them, below the highest generation
         std::map<std::uint32_t, std::uint64_t> xids;  // Xid -> events (at most kMaxXidKinds)
+        Activity activity;
     };
     void on_counter(const Event& e);
     void on_card_counter(const Event& e, DeviceHealth& d);
@@ -74,6 +83,12 @@ private:
     void add_memory_health_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_nvlink_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    // What the SMs did (gpu_activity.cpp).
+    static bool is_activity_counter(CounterKind kind) noexcept;
+    void on_activity_counter(const Event& e, DeviceHealth& d);
+    void add_busy_not_computing_finding(Report& report, std::uint16_t device,
+                                        const DeviceHealth& d);
+    void add_activity_figures(Section& s) const;
     /// One GPU slower, hotter or more throttled than its peers (gpu_outlier.cpp).
     void add_outlier_findings(Report& report) const;
     void add_mode_figures(Section& s) const;

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: Apache-2.0
+// HealthAnalyzer, what the SMs did (NVML GPM, Hopper and newer): SM activity, occupancy, tensor
+// and DRAM activity, and the finding gpu_busy_not_computing. The threshold, and why:
+// * NVML's utilization is the share of time at least one kernel ran, however few SMs it used: a
+//   single one-block kernel at a time reads as 100 %. SM activity is the share of SMs with work,
+//   averaged over the window. In readings where utilization was >= 80 % (the GPU looked busy to
+//   anyone watching nvidia-smi), a mean SM activity under 30 % means that most of the GPU sat
+//   unused while it looked busy. At least 5 such readings (windows of >= 100 ms; with the
+//   default 2 Hz sampling, 2.5 s of looking busy), so that one odd window decides nothing.
+#include "analysis/health/health_analyzer.hpp"
+
+#include "support/format.hpp"
+
+#include <string>
+
+namespace gpudiag::detail {
+namespace {
+
+constexpr double kLooksBusyPercent = 80.0;
+constexpr double kFewSmsActivePercent = 30.0;
+constexpr std::uint64_t kMinBusyReadings = 5;
+constexpr double kMemoryBoundDramPercent = 50.0;
+
+std::string percent(double v) {
+    return format_number(v, 0) + " %";
+}
+
+}  // namespace
+
+bool HealthAnalyzer::is_activity_counter(CounterKind kind) noexcept {
+    switch (kind) {
+        case CounterKind::kSmActivePercent:
+        case CounterKind::kSmOccupancyPercent:
+        case CounterKind::kTensorActivePercent:
+        case CounterKind::kDramActivePercent:
+        case CounterKind::kFanSpeedPercent: return true;
+        default: return false;
+    }
+}
+
+// A GPM reading's metrics arrive together, SM activity first, just after the utilization of the
+// same round: the reading is judged busy or not by that utilization.
+void HealthAnalyzer::on_activity_counter(const Event& e, DeviceHealth& d) {
+    const double v = e.counter.value;
+    Activity& a = d.activity;
+    switch (e.counter.counter) {
+        case CounterKind::kSmActivePercent:
+            a.sm_active.add(v);
+            a.reading_busy = d.util.count > 0 && d.util.last >= kLooksBusyPercent;
+            if (a.reading_busy) {
+                a.busy_util.add(d.util.last);
+                a.busy_sm_active.add(v);
+            }
+            break;
+        case CounterKind::kSmOccupancyPercent:
+            a.occupancy.add(v);
+            if (a.reading_busy) a.busy_occupancy.add(v);
+            break;
+        case CounterKind::kTensorActivePercent:
+            a.tensor.add(v);
+            if (a.reading_busy) a.busy_tensor.add(v);
+            break;
+        case CounterKind::kDramActivePercent:
+            a.dram.add(v);
+            if (a.reading_busy) a.busy_dram.add(v);
+            break;
+        case CounterKind::kFanSpeedPercent: a.fan.add(v); break;
+        default: break;
+    }
+}
+
+void HealthAnalyzer::add_busy_not_computing_finding(Report& report, std::uint16_t device,
+                                                    const DeviceHealth& d) {
+    const Activity& a = d.activity;
+    if (a.busy_sm_active.count < kMinBusyReadings ||
+        a.busy_sm_active.mean() >= kFewSmsActivePercent) {
+        return;
+    }
+    const std::string gpu = device_label(device);
+    Finding f;
+    f.id = "gpu_busy_not_computing";
+    f.device = device == kNoDevice ? -1 : static_cast<int>(device);
+    f.severity = Severity::kWarning;
+    f.title = gpu + " looked busy (" + percent(a.busy_util.mean()) + " utilization) but only " +
+              percent(a.busy_sm_active.mean()) + " of its SMs had work";
+    f.summary =
+        "NVML's utilization counts the time at least one kernel ran, however few SMs it used. "
+        "In the " +
+        std::to_string(a.busy_sm_active.count) + " readings where " + gpu + " was at least " +
+        percent(kLooksBusyPercent) + " utilized, on average " + percent(a.busy_sm_active.mean()) +
+        " of its SMs had work: the GPU was occupied, not computing. Kernels too small to fill "
+        "it, launched one after another, or kernels that mostly wait look like this.";
+    const bool memory_bound =
+        a.busy_dram.count > 0 && a.busy_dram.mean() >= kMemoryBoundDramPercent;
+    f.figures.push_back(
+        {"busy_utilization_percent", a.busy_util.mean(), "percent", "NVML utilization"});
+    f.figures.push_back(
+        {"busy_sm_active_percent", a.busy_sm_active.mean(), "percent", "SMs with work"});
+    if (a.busy_occupancy.count > 0) {
+        f.figures.push_back({"busy_sm_occupancy_percent", a.busy_occupancy.mean(), "percent",
+                             "warps resident of the SMs' maximum"});
+    }
+    if (a.busy_tensor.count > 0) {
+        f.figures.push_back(
+            {"busy_tensor_active_percent", a.busy_tensor.mean(), "percent", "tensor pipes busy"});
+    }
+    if (a.busy_dram.count > 0) {
+        f.figures.push_back({"busy_dram_active_percent", a.busy_dram.mean(), "percent",
+                             "DRAM bandwidth of the peak"});
+    }
+    f.figures.push_back({"busy_readings", static_cast<double>(a.busy_sm_active.count), "count",
+                         "GPM readings while utilization >= 80 %"});
+    f.evidence.push_back("NVML GPM over the readings while " + gpu + " looked busy: SM active " +
+                         percent(a.busy_sm_active.mean()) + ", occupancy " +
+                         percent(a.busy_occupancy.mean()) + ", tensor pipes " +
+                         percent(a.busy_tensor.mean()) + ", DRAM bandwidth " +
+                         percent(a.busy_dram.mean()));
+    if (memory_bound) {
+        f.advice.push_back(
+            "The few active SMs keep DRAM " + percent(a.busy_dram.mean()) +
+            " busy: the kernels are memory-bound. Fuse element-wise kernels (torch.compile) so "
+            "data is read once, and use lower-precision activations where accuracy allows.");
+    } else {
+        f.advice.push_back(
+            "Give each kernel more work: larger batches, fused kernels (torch.compile), or CUDA "
+            "graphs for runs of small launches; the kernel table shows which kernels take the "
+            "time.");
+        f.advice.push_back(
+            "If communication kernels (NCCL) run much of the time, they hold a few SMs while "
+            "they wait for peers: see the communication and straggler findings.");
+    }
+    f.advice.push_back(
+        "Profile one step with Nsight Compute: its launch statistics compare each kernel's grid "
+        "with the GPU's SM count, and its occupancy section says what limits resident warps.");
+    report.findings.push_back(std::move(f));
+}
+
+// Mean SM, tensor and DRAM activity over the GPUs that have GPM, when any has.
+void HealthAnalyzer::add_activity_figures(Section& s) const {
+    Stat sm, tensor, dram;
+    for (const auto& [device, d] : devices_) {
+        if (d.activity.sm_active.count > 0) sm.add(d.activity.sm_active.mean());
+        if (d.activity.tensor.count > 0) tensor.add(d.activity.tensor.mean());
+        if (d.activity.dram.count > 0) dram.add(d.activity.dram.mean());
+    }
+    if (sm.count == 0) return;
+    s.figures.push_back(
+        {"mean_sm_active_percent", sm.mean(), "percent", "mean SM activity (GPM: SMs with work)"});
+    if (tensor.count > 0) {
+        s.figures.push_back(
+            {"mean_tensor_active_percent", tensor.mean(), "percent", "mean tensor-pipe activity"});
+    }
+    if (dram.count > 0) {
+        s.figures.push_back({"mean_dram_active_percent", dram.mean(), "percent",
+                             "mean DRAM bandwidth of the peak"});
+    }
+}
+
+}  // namespace gpudiag::detail
