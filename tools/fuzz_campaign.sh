@@ -8,6 +8,8 @@
 #                     preset, ASan+UBSan)
 #     --seconds N     length of each target's campaign (default 600)
 #     --runs N        stop each target after N executions instead
+#     --max-len N     mutate inputs of at most N bytes (libFuzzer -max_len; the default is the
+#                     largest seed): big seeds (whole traces) otherwise cost milliseconds each
 #     --out DIR       where campaigns live (default build/fuzz-campaign): <target>/corpus grows
 #                     from the committed seeds over as many sittings as it takes, crashes go to
 #                     <target>/crashes, and every sitting is a line of <target>/ledger.tsv
@@ -24,6 +26,7 @@ ROOT=$PWD
 BUILD=build/asan
 SECONDS_EACH=600
 RUNS=""
+MAX_LEN=""
 OUT=build/fuzz-campaign
 SMOKE=0
 MIN_EXECS=200
@@ -33,10 +36,11 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --seconds) SECONDS_EACH=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --max-len) MAX_LEN=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
     --min-execs) MIN_EXECS=$2; shift 2 ;;
-    -h|--help) sed -n '3,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,21p' "$0"; exit 0 ;;
     -*) echo "fuzz_campaign: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -51,6 +55,7 @@ COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # libFuzzer options shared by both modes: an input that takes over 10 s or 2 GiB is a finding.
 COMMON=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1)
 if [ -n "$RUNS" ]; then LENGTH=(-runs="$RUNS"); else LENGTH=(-max_total_time="$SECONDS_EACH"); fi
+[ -n "$MAX_LEN" ] && COMMON+=(-max_len="$MAX_LEN")
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
