@@ -140,6 +140,18 @@ PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
         8,
     ),
     (
+        "Busy or computing: utilization against SM activity (GPM, Hopper on)",
+        "percentunit",
+        "timeseries",
+        [
+            ("utilization {{Hostname}}", f"gpudiag_health_mean_gpu_utilization_ratio{{{SEL}}}"),
+            ("SMs with work {{Hostname}}", f"gpudiag_health_mean_sm_active_ratio{{{SEL}}}"),
+            ("tensor pipes {{Hostname}}", f"gpudiag_health_mean_tensor_active_ratio{{{SEL}}}"),
+            ("DRAM bandwidth {{Hostname}}", f"gpudiag_health_mean_dram_active_ratio{{{SEL}}}"),
+        ],
+        8,
+    ),
+    (
         "Memory held by other processes",
         "bytes",
         "timeseries",

@@ -3,10 +3,11 @@
 checked against what gpudiag's exporter really serves.
 
 - `promtool check rules` accepts the rules as shipped;
-- a real Prometheus server (Debian's package, on loopback) scrapes two exporters: one serving the
-  diagnosis of the bundled recording (input-bound, a sync per step, leaking 8 MiB per step) and one serving a real
-  Kineto trace with nothing wrong. The planted problems fire their alerts; the healthy trace fires
-  none;
+- a real Prometheus server (Debian's package, on loopback) scrapes three exporters: one serving
+  the diagnosis of the bundled recording (input-bound, a sync per step, leaking 8 MiB per step),
+  one a simulated node with a card fault on each of three GPUs (tests/data/sick_node.gpudiag),
+  and one a real Kineto trace with nothing wrong. The planted problems fire their alerts, and
+  only those; the healthy trace fires none;
 - every metric the rules and the dashboard query is in the exporter's output for real inputs.
 """
 
@@ -35,10 +36,14 @@ DASHBOARD = ROOT / "monitoring" / "grafana" / "gpudiag.json"
 CORPUS = ROOT.parent / "shared" / "corpus"
 DEMO = Path(gpudiag.__file__).parent / "data" / "demo.gpudiag"
 HEALTHY = CORPUS / "kineto_traces" / "kineto_pr1318_before_fix_trace.json"
-# Real inputs whose expositions together hold every metric the monitoring may query: the bundled
-# recording (steps, memory, health), a torch snapshot (the allocator's cache), a 2021 trace.
+# Simulated NVML readings of a 4-GPU node (tools/make_demo/make_sick_node_recording.cpp).
+SICK_NODE = ROOT / "tests" / "data" / "sick_node.gpudiag"
+# Inputs whose expositions together hold every metric the monitoring may query: the bundled
+# recording (steps, memory, health), the simulated node (the card, GPM), a torch snapshot (the
+# allocator's cache), a 2021 trace.
 INPUTS = [
     DEMO,
+    SICK_NODE,
     CORPUS / "memory_snapshots" / "silmont2000_cs336a2_mem_snapshot.pickle",
     CORPUS
     / "kineto_traces"
@@ -148,6 +153,7 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
     server_bin = _tool("prometheus")
     _need(HEALTHY)
     planted = prometheus.serve(gpudiag.analyze([str(DEMO)]), port=0)
+    sick = prometheus.serve(gpudiag.analyze([str(SICK_NODE)]), port=0)
     healthy = prometheus.serve(gpudiag.analyze([str(HEALTHY)]), port=0)
     # The rules as shipped wait minutes (`for:`) before firing; here they wait one second, so
     # the test need not. promtool has checked the shipped file itself.
@@ -162,6 +168,7 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
         f"rule_files: ['{rules}']\n"
         "scrape_configs:\n"
         f"  - job_name: planted\n    static_configs: [{{targets: ['127.0.0.1:{planted.address[1]}']}}]\n"
+        f"  - job_name: sick_node\n    static_configs: [{{targets: ['127.0.0.1:{sick.address[1]}']}}]\n"
         f"  - job_name: healthy\n    static_configs: [{{targets: ['127.0.0.1:{healthy.address[1]}']}}]\n",
         encoding="utf-8",
     )
@@ -185,33 +192,55 @@ def test_a_real_prometheus_fires_the_planted_alerts_and_none_on_a_healthy_trace(
         ("GpudiagMemoryLeak", "warning"),
         ("GpudiagMemoryLeakFullWithinAnHour", "critical"),
     }
+    # The node: GPU 1's Xid 48 with an uncorrected ECC error and a row remap waiting for a reset,
+    # GPU 2's link at x8, GPU 3 hot and slowed by the hardware (a critical throttle finding).
+    expected_sick = {
+        ("GpudiagXid", "critical", "1"),
+        ("GpudiagEccErrors", "critical", "1"),
+        ("GpudiagMemoryRetired", "warning", "1"),
+        ("GpudiagPcieLinkDegraded", "warning", "2"),
+        ("GpudiagThrottling", "critical", "3"),
+        ("GpudiagGpuOutlier", "warning", "3"),
+    }
+
+    def labelled(
+        states: tuple[str, ...],
+    ) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+        """(alert, severity, job) of every alert, and (alert, severity, gpu) of the node's."""
+        alerts = [a for a in _alerts(base) if a["state"] in states]
+        by_job = {
+            (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
+            for a in alerts
+        }
+        node = {
+            (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"].get("gpu", ""))
+            for a in alerts
+            if a["labels"]["job"] == "sick_node"
+        }
+        return by_job, node
+
     try:
         firing: set[tuple[str, str, str]] = set()
+        sick_firing: set[tuple[str, str, str]] = set()
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError):  # not listening yet
-                firing = {
-                    (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
-                    for a in _alerts(base)
-                    if a["state"] == "firing"
-                }
-            if {(n, s, "planted") for n, s in expected} <= firing:
+                firing, sick_firing = labelled(("firing",))
+            if {(n, s, "planted") for n, s in expected} <= firing and expected_sick <= sick_firing:
                 break
             time.sleep(0.5)
         time.sleep(3)  # a few more evaluations: nothing else may fire
-        firing = {
-            (a["labels"]["alertname"], a["labels"].get("severity", ""), a["labels"]["job"])
-            for a in _alerts(base)
-            if a["state"] in ("firing", "pending")
-        }
+        firing, sick_firing = labelled(("firing", "pending"))
         targets = _get_json(f"{base}/api/v1/targets")["data"]["activeTargets"]
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log_file.close()
         planted.close()
+        sick.close()
         healthy.close()
     log = (tmp_path / "prometheus.log").read_text(errors="replace")[-3000:]
     assert all(t["health"] == "up" for t in targets), (targets, log)
     assert {(n, s) for n, s, job in firing if job == "planted"} == expected, (firing, log)
+    assert sick_firing == expected_sick, (sick_firing, log)
     assert not {a for a in firing if a[2] == "healthy"}, firing
