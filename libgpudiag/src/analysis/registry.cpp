@@ -13,9 +13,11 @@ std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& opt
                                                       const AnalyzerBounds& bounds) {
     std::vector<std::unique_ptr<Analyzer>> analyzers;
     analyzers.push_back(std::make_unique<OverviewAnalyzer>());
-    analyzers.push_back(std::make_unique<TimelineAnalyzer>(options, bounds.critical_path_nodes));
+    auto timeline = std::make_unique<TimelineAnalyzer>(options, bounds.critical_path_nodes);
+    const StepIndex* steps = timeline.get();  // the health analysis weighs throttling per step
+    analyzers.push_back(std::move(timeline));
     analyzers.push_back(std::make_unique<MemoryAnalyzer>(bounds.allocator_history_ops));
-    analyzers.push_back(std::make_unique<HealthAnalyzer>());
+    analyzers.push_back(std::make_unique<HealthAnalyzer>(steps));
     analyzers.push_back(std::make_unique<StackAnalyzer>());
     return analyzers;
 }

@@ -15,12 +15,12 @@ namespace gpudiag::detail {
 /// live session runs for days inside someone else's process and reports every so often (each
 /// mid-run report copies the critical path), so it keeps less of both histories.
 struct AnalyzerBounds {
-    /// Allocator operations kept for the allocator what-if (32 bytes each, per device).
+    /// Allocator operations kept for the allocator what-if (24 bytes each, per device).
     std::size_t allocator_history_ops = std::size_t{1} << 24;
     /// GPU activities kept for tracing a step's critical path back (about 128 bytes each).
     std::size_t critical_path_nodes = std::size_t{1} << 19;
 
-    /// For a live session: 512 Ki operations (16 MiB: the first few hours of a service, the
+    /// For a live session: 512 Ki operations (12 MiB: the first few hours of a service, the
     /// warm-up and peak of a training run) and 128 Ki activities (16 MiB: steps larger than that
     /// are counted as untraced, and the report says so).
     static AnalyzerBounds live() noexcept { return {std::size_t{1} << 19, std::size_t{1} << 17}; }

@@ -136,6 +136,8 @@ void HealthAnalyzer::on_counter(const Event& e) {
                 (bits & kPowerBits) != 0 || ((bits & clock_event_reason::kHwSlowdown) != 0 && !hot);
             if (thermal) ++d.thermal_samples;
             if (power) ++d.power_samples;
+            d.busy_marks.add(e.start_ns, static_cast<std::uint8_t>((thermal ? kMarkThermal : 0) |
+                                                                   (power ? kMarkPower : 0)));
             if ((bits & clock_event_reason::kHwThermal) != 0 ||
                 ((bits & clock_event_reason::kHwSlowdown) != 0 && hot)) {
                 ++d.hw_thermal_samples;
@@ -184,6 +186,7 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         f.evidence.push_back(std::to_string(d.thermal_samples) + " of " +
                              std::to_string(d.active_samples) +
                              " busy NVML samples report a thermal clock-event reason");
+        add_step_slowdown(f, d, kMarkThermal);
         f.advice.push_back(
             "Check the cooling of this GPU (fans, airflow, inlet temperature); "
             "compare with its neighbours in the same chassis.");
@@ -219,6 +222,7 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         f.evidence.push_back(std::to_string(d.power_samples) + " of " +
                              std::to_string(d.active_samples) +
                              " busy NVML samples report a power clock-event reason");
+        add_step_slowdown(f, d, kMarkPower);
         if (brake) {
             f.advice.push_back(
                 "Report the power brake to the operators: it comes from outside "

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "core/analyzer.hpp"
+#include "core/step_index.hpp"
 
 #include <cstdint>
 #include <map>
@@ -21,6 +22,8 @@ std::string device_label(std::uint16_t device);
 
 class HealthAnalyzer final : public Analyzer {
 public:
+    /// `steps`: the program's steps (the timeline's), to weigh throttling per step; may be null.
+    explicit HealthAnalyzer(const StepIndex* steps = nullptr) noexcept : steps_(steps) {}
     void consume(std::span<const Event> events) override;
     void contribute(Report& report) override;
 
@@ -41,6 +44,25 @@ private:
         [[nodiscard]] double mean() const {
             return count > 0 ? sum / static_cast<double>(count) : 0;
         }
+    };
+    // Busy samples marked with what throttled them (kMarkThermal, kMarkPower), to be placed in
+    // the steps at the end. Every stride-th is kept; the stride doubles when full.
+    struct BusyMarks {
+        std::vector<std::pair<std::uint64_t, std::uint8_t>> marks;
+        std::uint64_t stride = 1;
+        std::uint64_t seen = 0;
+        void add(std::uint64_t t, std::uint8_t causes);
+    };
+    static constexpr std::uint8_t kMarkThermal = 1;
+    static constexpr std::uint8_t kMarkPower = 2;
+    // Steps that ran while throttled against those that ran without, among the steps a busy
+    // sample fell in (throttled_steps.cpp).
+    struct StepSlowdown {
+        std::size_t throttled = 0;  // steps with a sample throttled for the cause
+        std::size_t clean = 0;      // steps with busy samples, none throttled at all
+        std::size_t steps = 0;      // closed steps
+        double throttled_median_s = 0;
+        double clean_median_s = 0;
     };
     // What the SMs did (GPM), overall and in readings taken while the GPU looked busy.
     struct Activity {
@@ -72,6 +94,7 @@ private:
         std::uint64_t slow_busy_samples = 0;          // of them, below the highest generation
         std::map<std::uint32_t, std::uint64_t> xids;  // Xid -> events (at most kMaxXidKinds)
         Activity activity;
+        BusyMarks busy_marks;
     };
     void on_counter(const Event& e);
     void on_card_counter(const Event& e, DeviceHealth& d);
@@ -83,6 +106,10 @@ private:
     void add_memory_health_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
     void add_nvlink_finding(Report& report, std::uint16_t device, const DeviceHealth& d);
+    // Throttling weighed per step (throttled_steps.cpp).
+    [[nodiscard]] bool step_slowdown(const DeviceHealth& d, std::uint8_t cause,
+                                     StepSlowdown& out) const;
+    void add_step_slowdown(Finding& f, const DeviceHealth& d, std::uint8_t cause) const;
     // What the SMs did (gpu_activity.cpp).
     static bool is_activity_counter(CounterKind kind) noexcept;
     void on_activity_counter(const Event& e, DeviceHealth& d);
@@ -93,6 +120,7 @@ private:
     void add_outlier_findings(Report& report) const;
     void add_mode_figures(Section& s) const;
 
+    const StepIndex* steps_;
     std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
     std::uint64_t first_ns_ = 0;
 };

@@ -266,6 +266,15 @@ void TimelineAnalyzer::on_event(const Event& e) {
     }
 }
 
+std::vector<StepSpan> TimelineAnalyzer::closed_steps() const {
+    std::vector<StepSpan> out;
+    out.reserve(steps_.size());
+    for (const StepRecord& st : steps_) {
+        if (st.end_ns != UINT64_MAX) out.push_back({st.number, st.start_ns, st.end_ns});
+    }
+    return out;
+}
+
 void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::uint64_t end) {
     // The same step seen twice (a marker and a profiler range, or two threads) counts once.
     for (std::size_t k = steps_.size(), seen = 0; k > 0 && seen < 4; --k, ++seen) {

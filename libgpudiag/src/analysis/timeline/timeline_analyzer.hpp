@@ -16,6 +16,7 @@
 #include "analysis/timeline/timeline_stats.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
 #include "core/analyzer.hpp"
+#include "core/step_index.hpp"
 
 #include <compare>
 #include <cstdint>
@@ -27,7 +28,7 @@
 
 namespace gpudiag::detail {
 
-class TimelineAnalyzer final : public Analyzer {
+class TimelineAnalyzer final : public Analyzer, public StepIndex {
 public:
     /// HTA's consecutive_kernel_delay: a gap shorter than this between back-to-back kernels is
     /// launch latency ("kernel wait"), not the host falling behind. HTA keeps µs, so 30 = 30 µs.
@@ -45,6 +46,8 @@ public:
     void consume(std::span<const Event> events) override;
     void end(const SourceSummary& summary) override;
     void contribute(Report& report) override;
+
+    [[nodiscard]] std::vector<StepSpan> closed_steps() const override;
 
     /// The figures of the configured window (valid after end()).
     [[nodiscard]] TimelineSummary summarize() const;

@@ -302,5 +302,93 @@ TEST(HealthAnalyzerTest, APowerLimitBelowTheDefaultIsNamed) {
     EXPECT_NE(f->advice[0].find("nvidia-smi -pl 700"), std::string::npos) << f->advice[0];
 }
 
+// Steps of `normal` seconds, `throttled` seconds for steps [from, to), sampled twice a step;
+// the samples inside the slow steps report a software thermal slowdown.
+std::vector<Event> throttled_steps(int steps, int from, int to, double normal, double slow) {
+    std::vector<Event> ev;
+    std::uint64_t t = 1'000'000'000;
+    for (int s = 0; s < steps; ++s) {
+        const bool hot = s >= from && s < to;
+        const auto len = static_cast<std::uint64_t>((hot ? slow : normal) * 1e9);
+        Event begin;
+        begin.kind = EventKind::kStepBegin;
+        begin.start_ns = begin.end_ns = t;
+        begin.range.id = static_cast<std::uint64_t>(s);
+        ev.push_back(begin);
+        for (std::uint64_t at : {t + len / 4, t + 3 * len / 4}) {
+            ev.push_back(counter(at, 0, CounterKind::kGpuUtilizationPercent, 95));
+            ev.push_back(counter(at, 0, CounterKind::kTemperatureC, hot ? 84 : 70));
+            ev.push_back(counter(at, 0, CounterKind::kThrottleReasons,
+                                 hot ? static_cast<double>(clock_event_reason::kSwThermal) : 0));
+        }
+        Event end = begin;
+        end.kind = EventKind::kStepEnd;
+        end.start_ns = end.end_ns = t + len;
+        ev.push_back(end);
+        t += len;
+    }
+    return ev;
+}
+
+const Figure* figure(const Finding& f, const std::string& key) {
+    for (const Figure& x : f.figures) {
+        if (x.key == key) return &x;
+    }
+    return nullptr;
+}
+
+// 10 of 40 one-second steps ran hot and took 1.3 s: the throttle finding says what it cost,
+// (1.3 - 1.0) s for each of the 10 steps.
+TEST(HealthAnalyzerTest, ThrottleSaysWhatItCostTheSteps) {
+    StringTable strings;
+    auto ev = throttled_steps(40, 10, 20, 1.0, 1.3);
+    auto r = analyze_events(ev, SourceInfo{}, strings);
+    ASSERT_TRUE(r.is_ok());
+    const Finding* f = r->finding("thermal_throttle");
+    ASSERT_NE(f, nullptr);
+    ASSERT_NE(figure(*f, "throttled_step_slowdown"), nullptr);
+    EXPECT_NEAR(figure(*f, "throttled_step_slowdown")->value, 0.3, 1e-6);
+    EXPECT_NEAR(figure(*f, "throttled_step_median_s")->value, 1.3, 1e-6);
+    EXPECT_NEAR(figure(*f, "unthrottled_step_median_s")->value, 1.0, 1e-6);
+    EXPECT_NEAR(figure(*f, "step_time_lost_s")->value, 3.0, 1e-6);
+    bool said = false;
+    for (const std::string& e : f->evidence) {
+        said = said || e.find("10 ran while throttled") != std::string::npos;
+    }
+    EXPECT_TRUE(said);
+}
+
+// Throttled steps that take no longer: said, with no time lost claimed.
+TEST(HealthAnalyzerTest, ThrottleThatCostTheStepsNothingIsSaidSo) {
+    StringTable strings;
+    auto ev = throttled_steps(40, 10, 20, 1.0, 1.0);
+    auto r = analyze_events(ev, SourceInfo{}, strings);
+    ASSERT_TRUE(r.is_ok());
+    const Finding* f = r->finding("thermal_throttle");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(figure(*f, "step_time_lost_s"), nullptr);
+    ASSERT_NE(figure(*f, "throttled_step_median_s"), nullptr);
+    bool said = false;
+    for (const std::string& e : f->evidence)
+        said = said || e.find("no slower") != std::string::npos;
+    EXPECT_TRUE(said);
+}
+
+// Without steps, or with too few throttled ones seen, nothing is said about steps.
+TEST(HealthAnalyzerTest, ThrottleWithoutStepsSaysNothingAboutSteps) {
+    auto ev = samples(
+        40, [](int i) -> std::uint64_t { return i < 10 ? clock_event_reason::kSwThermal : 0; });
+    Report r = analyze(ev);
+    const Finding* f = r.finding("thermal_throttle");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(figure(*f, "throttled_step_median_s"), nullptr);
+    StringTable strings;
+    auto two = throttled_steps(40, 10, 12, 1.0, 1.3);  // 2 throttled steps: too few
+    auto r2 = analyze_events(two, SourceInfo{}, strings);
+    ASSERT_TRUE(r2.is_ok());
+    ASSERT_NE(r2->finding("thermal_throttle"), nullptr);
+    EXPECT_EQ(figure(*r2->finding("thermal_throttle"), "throttled_step_median_s"), nullptr);
+}
+
 }  // namespace
 }  // namespace gpudiag
