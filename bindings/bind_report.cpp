@@ -24,7 +24,10 @@ void bind_report(py::module_& m) {
         .def_readwrite("name", &DeviceInfo::name)
         .def_readwrite("total_memory_bytes", &DeviceInfo::total_memory_bytes)
         .def_readwrite("uuid", &DeviceInfo::uuid)
-        .def_readwrite("pci_bus_id", &DeviceInfo::pci_bus_id);
+        .def_readwrite("pci_bus_id", &DeviceInfo::pci_bus_id)
+        .def_readwrite("parent_uuid", &DeviceInfo::parent_uuid)
+        .def_readwrite("gpu_instance", &DeviceInfo::gpu_instance)
+        .def_readwrite("compute_instance", &DeviceInfo::compute_instance);
 
     py::class_<SourceInfo>(m, "SourceInfo")
         .def(py::init<>())

@@ -64,6 +64,9 @@ class DeviceInfo:
     total_memory_bytes: int
     uuid: str
     pci_bus_id: str
+    parent_uuid: str
+    gpu_instance: int
+    compute_instance: int
 
 class SourceInfo:
     producer: str

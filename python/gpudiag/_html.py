@@ -271,6 +271,9 @@ def _device_line(device: dict[str, Any]) -> str:
     native.total_memory_bytes = int(device.get("total_memory_bytes", 0))
     native.uuid = str(device.get("uuid", ""))
     native.pci_bus_id = str(device.get("pci_bus_id", ""))
+    native.parent_uuid = str(device.get("parent_uuid", ""))
+    native.gpu_instance = int(device.get("gpu_instance", -1))
+    native.compute_instance = int(device.get("compute_instance", -1))
     return f"device {native.ordinal}: {_core.describe_device(native)}"
 
 

@@ -15,6 +15,11 @@ struct DeviceInfo {
     std::uint64_t total_memory_bytes = 0;
     std::string uuid;
     std::string pci_bus_id{};  ///< e.g. "00000000:18:00.0", "" when unknown
+    /// A MIG instance: the GPU it is a slice of, and its GPU and compute instance ids there
+    /// ("" and -1 for a whole GPU). `uuid` is then the instance's ("MIG-...").
+    std::string parent_uuid{};
+    int gpu_instance = -1;
+    int compute_instance = -1;
 };
 
 /// Describes a source of events. Importers fill what the input says; capture fills what it saw.

@@ -163,6 +163,16 @@ Loaded load() {
     a.device_get_mig_mode = find_symbol<decltype(a.device_get_mig_mode)>(h, "nvmlDeviceGetMigMode");
     a.device_get_fan_speed =
         find_symbol<decltype(a.device_get_fan_speed)>(h, "nvmlDeviceGetFanSpeed");
+    a.device_is_mig_device_handle =
+        find_symbol<decltype(a.device_is_mig_device_handle)>(h, "nvmlDeviceIsMigDeviceHandle");
+    a.device_get_device_handle_from_mig_device_handle =
+        find_symbol<decltype(a.device_get_device_handle_from_mig_device_handle)>(
+            h, "nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+    a.device_get_gpu_instance_id =
+        find_symbol<decltype(a.device_get_gpu_instance_id)>(h, "nvmlDeviceGetGpuInstanceId");
+    a.device_get_compute_instance_id = find_symbol<decltype(a.device_get_compute_instance_id)>(
+        h, "nvmlDeviceGetComputeInstanceId");
+    a.gpm_mig_sample_get = find_symbol<decltype(a.gpm_mig_sample_get)>(h, "nvmlGpmMigSampleGet");
     a.gpm_query_device_support =
         find_symbol<decltype(a.gpm_query_device_support)>(h, "nvmlGpmQueryDeviceSupport");
     a.gpm_sample_alloc = find_symbol<decltype(a.gpm_sample_alloc)>(h, "nvmlGpmSampleAlloc");

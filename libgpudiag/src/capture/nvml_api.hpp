@@ -180,12 +180,20 @@ struct NvmlApi {
     nvml::Return (*device_get_persistence_mode)(nvml::Device, int*) = nullptr;
     nvml::Return (*device_get_mig_mode)(nvml::Device, unsigned*, unsigned*) = nullptr;
     nvml::Return (*device_get_fan_speed)(nvml::Device, unsigned*) = nullptr;  // % of maximum
+    // MIG: an instance's handle (from its MIG- UUID), its GPU and its instance ids.
+    nvml::Return (*device_is_mig_device_handle)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_device_handle_from_mig_device_handle)(nvml::Device,
+                                                                    nvml::Device*) = nullptr;
+    nvml::Return (*device_get_gpu_instance_id)(nvml::Device, unsigned*) = nullptr;
+    nvml::Return (*device_get_compute_instance_id)(nvml::Device, unsigned*) = nullptr;
     // GPU performance monitoring: two samples a window apart give the window's averages.
     nvml::Return (*gpm_query_device_support)(nvml::Device, nvml::GpmSupport*) = nullptr;
     nvml::Return (*gpm_sample_alloc)(nvml::GpmSample*) = nullptr;
     nvml::Return (*gpm_sample_free)(nvml::GpmSample) = nullptr;
     nvml::Return (*gpm_sample_get)(nvml::Device, nvml::GpmSample) = nullptr;
     nvml::Return (*gpm_metrics_get)(nvml::GpmMetricsGet*) = nullptr;
+    /// A MIG instance's GPM sample: the GPU's handle and the instance's GPU instance id.
+    nvml::Return (*gpm_mig_sample_get)(nvml::Device, unsigned, nvml::GpmSample) = nullptr;
     // Xid events: a set the sampler drains every round.
     nvml::Return (*event_set_create)(nvml::EventSet*) = nullptr;
     nvml::Return (*device_register_events)(nvml::Device, unsigned long long,

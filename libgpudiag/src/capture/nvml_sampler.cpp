@@ -72,12 +72,11 @@ void parse_visible_devices(const std::string& value, std::vector<int>& indices,
         while (!token.empty() && token.front() == ' ') token.erase(token.begin());
         while (!token.empty() && token.back() == ' ') token.pop_back();
         if (token.empty()) break;
-        if (token.rfind("GPU-", 0) == 0) {
-            indices.push_back(-1);
+        if (token.rfind("GPU-", 0) == 0 || token.rfind("MIG-", 0) == 0) {
+            indices.push_back(-1);  // NVML finds a MIG instance by its UUID as well
             uuids.push_back(token);
             continue;
         }
-        if (token.rfind("MIG-", 0) == 0) continue;  // MIG instances: not sampled per instance
         char* end = nullptr;
         long v = std::strtol(token.c_str(), &end, 10);
         // CUDA stops at the first invalid entry (e.g. -1 hides every later device).
@@ -147,6 +146,38 @@ void NvmlSampler::attribute_processes(Device& d,
     emit(CounterKind::kForeignProcessMemoryBytes, foreign);
 }
 
+// A MIG instance (CUDA sees one when CUDA_VISIBLE_DEVICES names a MIG- UUID): its memory,
+// processes and GPM are the instance's; clocks, temperature, power, ECC and the card's health are
+// its GPU's, read through the GPU's handle. The report names the instance and its GPU.
+void NvmlSampler::resolve_mig(Device& d) const noexcept {
+    unsigned is_mig = 0;
+    nvml::Device parent = nullptr;
+    if (api_.device_is_mig_device_handle == nullptr ||
+        api_.device_get_device_handle_from_mig_device_handle == nullptr ||
+        api_.device_is_mig_device_handle(d.handle, &is_mig) != nvml::kSuccess || is_mig == 0 ||
+        api_.device_get_device_handle_from_mig_device_handle(d.handle, &parent) != nvml::kSuccess ||
+        parent == nullptr) {
+        return;
+    }
+    d.card = parent;
+    unsigned id = 0;
+    if (api_.device_get_gpu_instance_id != nullptr &&
+        api_.device_get_gpu_instance_id(d.handle, &id) == nvml::kSuccess) {
+        d.gpu_instance = id;
+        d.info.gpu_instance = static_cast<int>(id);
+    }
+    if (api_.device_get_compute_instance_id != nullptr &&
+        api_.device_get_compute_instance_id(d.handle, &id) == nvml::kSuccess) {
+        d.info.compute_instance = static_cast<int>(id);
+    }
+    char buf[96] = {};
+    if (api_.device_get_uuid != nullptr &&
+        api_.device_get_uuid(parent, buf, sizeof buf) == nvml::kSuccess) {
+        d.info.parent_uuid = buf;
+    }
+    if (d.info.parent_uuid.empty()) d.info.parent_uuid = "GPU-?";  // still marks an instance
+}
+
 NvmlSampler::~NvmlSampler() {
     stop();
 }
@@ -174,7 +205,12 @@ void NvmlSampler::resolve_devices() noexcept {
                 d.info.uuid = format_gpu_uuid(uuid);
                 if (api_.device_get_handle_by_uuid(d.info.uuid.c_str(), &d.handle) !=
                     nvml::kSuccess) {
-                    continue;
+                    // A MIG instance: the same bytes under NVML's MIG- prefix.
+                    d.info.uuid.replace(0, 4, "MIG-");
+                    if (api_.device_get_handle_by_uuid(d.info.uuid.c_str(), &d.handle) !=
+                        nvml::kSuccess) {
+                        continue;
+                    }
                 }
                 d.ordinal = static_cast<std::uint16_t>(ordinal);
                 d.cu_device = dev;
@@ -210,6 +246,8 @@ void NvmlSampler::resolve_devices() noexcept {
         }
         for (Device& d : found) {
             d.info.ordinal = d.ordinal;
+            d.card = d.handle;
+            resolve_mig(d);
             char buf[128] = {};
             if (api_.device_get_name != nullptr &&
                 api_.device_get_name(d.handle, buf, sizeof buf) == nvml::kSuccess) {
@@ -221,7 +259,7 @@ void NvmlSampler::resolve_devices() noexcept {
             }
             nvml::PciInfo pci{};
             if (api_.device_get_pci_info != nullptr &&
-                api_.device_get_pci_info(d.handle, &pci) == nvml::kSuccess) {
+                api_.device_get_pci_info(d.card, &pci) == nvml::kSuccess) {
                 pci.bus_id[sizeof pci.bus_id - 1] = '\0';
                 d.info.pci_bus_id = pci.bus_id;
             }
@@ -280,11 +318,11 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     }
     unsigned mhz = 0;
     if (api_.device_get_clock_info != nullptr &&
-        ask(kClock, [&] { return api_.device_get_clock_info(d.handle, nvml::kClockSm, &mhz); })) {
+        ask(kClock, [&] { return api_.device_get_clock_info(d.card, nvml::kClockSm, &mhz); })) {
         emit(CounterKind::kSmClockMhz, mhz);
     }
     if (api_.device_get_max_clock_info != nullptr && ask(kMaxClock, [&] {
-            return api_.device_get_max_clock_info(d.handle, nvml::kClockSm, &mhz);
+            return api_.device_get_max_clock_info(d.card, nvml::kClockSm, &mhz);
         })) {
         emit(CounterKind::kSmClockMaxMhz, mhz);
     }
@@ -294,28 +332,28 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         nvml::TemperatureV1 t{};
         t.version = nvml::kTemperatureV1Version;
         t.sensor_type = nvml::kTemperatureGpu;
-        if (ask(kTemperature, [&] { return api_.device_get_temperature_v(d.handle, &t); })) {
+        if (ask(kTemperature, [&] { return api_.device_get_temperature_v(d.card, &t); })) {
             emit(CounterKind::kTemperatureC, t.temperature);
         }
     } else if (api_.device_get_temperature != nullptr) {
         unsigned c = 0;
         if (ask(kTemperature,
-                [&] { return api_.device_get_temperature(d.handle, nvml::kTemperatureGpu, &c); })) {
+                [&] { return api_.device_get_temperature(d.card, nvml::kTemperatureGpu, &c); })) {
             emit(CounterKind::kTemperatureC, c);
         }
     }
     unsigned mw = 0;
     if (api_.device_get_power_usage != nullptr &&
-        ask(kPower, [&] { return api_.device_get_power_usage(d.handle, &mw); })) {
+        ask(kPower, [&] { return api_.device_get_power_usage(d.card, &mw); })) {
         emit(CounterKind::kPowerWatts, mw / 1000.0);
     }
     if (api_.device_get_enforced_power_limit != nullptr &&
-        ask(kPowerLimit, [&] { return api_.device_get_enforced_power_limit(d.handle, &mw); })) {
+        ask(kPowerLimit, [&] { return api_.device_get_enforced_power_limit(d.card, &mw); })) {
         emit(CounterKind::kPowerLimitWatts, mw / 1000.0);
     }
     unsigned fan = 0;
     if (api_.device_get_fan_speed != nullptr &&
-        ask(kFan, [&] { return api_.device_get_fan_speed(d.handle, &fan); })) {
+        ask(kFan, [&] { return api_.device_get_fan_speed(d.card, &fan); })) {
         emit(CounterKind::kFanSpeedPercent, fan);
     }
     if (now >= d.next_slow_ns) {
@@ -324,7 +362,7 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
     }
     unsigned long long reasons = 0;
     if (api_.device_get_clocks_event_reasons != nullptr &&
-        ask(kReasons, [&] { return api_.device_get_clocks_event_reasons(d.handle, &reasons); })) {
+        ask(kReasons, [&] { return api_.device_get_clocks_event_reasons(d.card, &reasons); })) {
         emit(CounterKind::kThrottleReasons, static_cast<double>(reasons));
     }
     if (api_.device_get_total_ecc_errors != nullptr) {
@@ -332,11 +370,11 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
         unsigned long long uncorrected = 0;
         if (ask(kEcc,
                 [&] {
-                    return api_.device_get_total_ecc_errors(d.handle, nvml::kEccCorrected,
+                    return api_.device_get_total_ecc_errors(d.card, nvml::kEccCorrected,
                                                             nvml::kVolatileEcc, &corrected);
                 }) &&
             ask(kEcc, [&] {
-                return api_.device_get_total_ecc_errors(d.handle, nvml::kEccUncorrected,
+                return api_.device_get_total_ecc_errors(d.card, nvml::kEccUncorrected,
                                                         nvml::kVolatileEcc, &uncorrected);
             })) {
             emit(CounterKind::kEccCorrectedErrors, static_cast<double>(corrected));
@@ -364,12 +402,11 @@ void NvmlSampler::sample_card(Device& d, Emit& emit, Ask& ask) noexcept {
         api_.device_get_max_pcie_link_generation != nullptr &&
         api_.device_get_curr_pcie_link_width != nullptr &&
         api_.device_get_max_pcie_link_width != nullptr && ask(kPcieLink, [&] {
-            nvml::Return rc = api_.device_get_curr_pcie_link_generation(d.handle, &gen);
+            nvml::Return rc = api_.device_get_curr_pcie_link_generation(d.card, &gen);
             if (rc == nvml::kSuccess)
-                rc = api_.device_get_max_pcie_link_generation(d.handle, &gen_max);
-            if (rc == nvml::kSuccess) rc = api_.device_get_curr_pcie_link_width(d.handle, &width);
-            if (rc == nvml::kSuccess)
-                rc = api_.device_get_max_pcie_link_width(d.handle, &width_max);
+                rc = api_.device_get_max_pcie_link_generation(d.card, &gen_max);
+            if (rc == nvml::kSuccess) rc = api_.device_get_curr_pcie_link_width(d.card, &width);
+            if (rc == nvml::kSuccess) rc = api_.device_get_max_pcie_link_width(d.card, &width_max);
             return rc;
         })) {
         emit(CounterKind::kPcieLinkGeneration, gen);
@@ -378,50 +415,47 @@ void NvmlSampler::sample_card(Device& d, Emit& emit, Ask& ask) noexcept {
         emit(CounterKind::kPcieLinkWidthMax, width_max);
     }
     unsigned replays = 0;
-    if (api_.device_get_pcie_replay_counter != nullptr && ask(kPcieReplays, [&] {
-            return api_.device_get_pcie_replay_counter(d.handle, &replays);
-        })) {
+    if (api_.device_get_pcie_replay_counter != nullptr &&
+        ask(kPcieReplays, [&] { return api_.device_get_pcie_replay_counter(d.card, &replays); })) {
         emit(CounterKind::kPcieReplays, replays);
     }
     unsigned single = 0, dual = 0;
     if (api_.device_get_retired_pages != nullptr && ask(kRetiredPages, [&] {
             // A count only: no addresses asked for (INSUFFICIENT_SIZE then carries the count).
-            nvml::Return rc = api_.device_get_retired_pages(d.handle, nvml::kRetiredForSingleBit,
-                                                            &single, nullptr);
+            nvml::Return rc =
+                api_.device_get_retired_pages(d.card, nvml::kRetiredForSingleBit, &single, nullptr);
             if (rc == nvml::kErrorInsufficientSize) rc = nvml::kSuccess;
             if (rc != nvml::kSuccess) return rc;
-            rc =
-                api_.device_get_retired_pages(d.handle, nvml::kRetiredForDoubleBit, &dual, nullptr);
+            rc = api_.device_get_retired_pages(d.card, nvml::kRetiredForDoubleBit, &dual, nullptr);
             return rc == nvml::kErrorInsufficientSize ? nvml::kSuccess : rc;
         })) {
         emit(CounterKind::kRetiredPagesSingleBit, single);
         emit(CounterKind::kRetiredPagesDoubleBit, dual);
         int pending = 0;
         if (api_.device_get_retired_pages_pending_status != nullptr &&
-            api_.device_get_retired_pages_pending_status(d.handle, &pending) == nvml::kSuccess) {
+            api_.device_get_retired_pages_pending_status(d.card, &pending) == nvml::kSuccess) {
             emit(CounterKind::kRetiredPagesPending, pending != 0 ? 1 : 0);
         }
     }
     sample_nvlink(d, emit, ask);
     unsigned mw = 0;
     if (api_.device_get_power_default_limit != nullptr &&
-        ask(kPowerDefault, [&] { return api_.device_get_power_default_limit(d.handle, &mw); })) {
+        ask(kPowerDefault, [&] { return api_.device_get_power_default_limit(d.card, &mw); })) {
         emit(CounterKind::kPowerLimitDefaultWatts, mw / 1000.0);
     }
     int persistence = 0;
-    if (api_.device_get_persistence_mode != nullptr && ask(kPersistence, [&] {
-            return api_.device_get_persistence_mode(d.handle, &persistence);
-        })) {
+    if (api_.device_get_persistence_mode != nullptr &&
+        ask(kPersistence, [&] { return api_.device_get_persistence_mode(d.card, &persistence); })) {
         emit(CounterKind::kPersistenceMode, persistence != 0 ? 1 : 0);
     }
     unsigned mig = 0, mig_pending = 0;
     if (api_.device_get_mig_mode != nullptr &&
-        ask(kMig, [&] { return api_.device_get_mig_mode(d.handle, &mig, &mig_pending); })) {
+        ask(kMig, [&] { return api_.device_get_mig_mode(d.card, &mig, &mig_pending); })) {
         emit(CounterKind::kMigMode, mig != 0 ? 1 : 0);
     }
     unsigned corrected = 0, uncorrected = 0, pending = 0, failed = 0;
     if (api_.device_get_remapped_rows != nullptr && ask(kRemappedRows, [&] {
-            return api_.device_get_remapped_rows(d.handle, &corrected, &uncorrected, &pending,
+            return api_.device_get_remapped_rows(d.card, &corrected, &uncorrected, &pending,
                                                  &failed);
         })) {
         emit(CounterKind::kRemappedRowsCorrectable, corrected);
@@ -437,11 +471,11 @@ template <typename Emit, typename Ask>
 void NvmlSampler::sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept {
     if (api_.device_get_nvlink_state == nullptr) return;
     int state = 0;
-    if (!ask(kNvlink, [&] { return api_.device_get_nvlink_state(d.handle, 0, &state); })) return;
+    if (!ask(kNvlink, [&] { return api_.device_get_nvlink_state(d.card, 0, &state); })) return;
     unsigned active = 0;
     unsigned long long replay = 0, recovery = 0, crc = 0;
     for (unsigned link = 0; link < nvml::kNvlinkMaxLinks; ++link) {
-        if (link > 0 && api_.device_get_nvlink_state(d.handle, link, &state) != nvml::kSuccess) {
+        if (link > 0 && api_.device_get_nvlink_state(d.card, link, &state) != nvml::kSuccess) {
             break;
         }
         if (state == 0) continue;
@@ -449,8 +483,7 @@ void NvmlSampler::sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept {
         if (api_.device_get_nvlink_error_counter == nullptr) continue;
         auto count = [&](unsigned counter) -> unsigned long long {
             unsigned long long v = 0;
-            return api_.device_get_nvlink_error_counter(d.handle, link, counter, &v) ==
-                           nvml::kSuccess
+            return api_.device_get_nvlink_error_counter(d.card, link, counter, &v) == nvml::kSuccess
                        ? v
                        : 0;
         };
@@ -465,8 +498,8 @@ void NvmlSampler::sample_nvlink(Device& d, Emit& emit, Ask& ask) noexcept {
     emit(CounterKind::kNvlinkCrcErrors, static_cast<double>(crc));
 }
 
-// SM, tensor and DRAM activity over the window since the last GPM reading. Asked once per GPU
-// whether it has GPM (Hopper on; earlier GPUs, and MIG slices read as a whole GPU, refuse); a
+// SM, tensor and DRAM activity over the window since the last GPM reading: the GPU's, or a MIG
+// instance's own (nvmlGpmMigSampleGet). Asked once per GPU whether it has GPM (Hopper on); a
 // failed reading starts a new window rather than averaging over a gap.
 template <typename Emit>
 void NvmlSampler::sample_gpm(const Device& d, Emit& emit, std::uint64_t now) noexcept {
@@ -481,13 +514,17 @@ void NvmlSampler::sample_gpm(const Device& d, Emit& emit, std::uint64_t now) noe
     if (w->refused || (w->started && now - w->previous_ns < kGpmMinWindowNs)) return;
     if (w->previous == nullptr) {
         nvml::GpmSupport support{nvml::kGpmSupportVersion, 0};
-        w->refused = api_.gpm_query_device_support(d.handle, &support) != nvml::kSuccess ||
+        w->refused = (d.card != d.handle && api_.gpm_mig_sample_get == nullptr) ||
+                     api_.gpm_query_device_support(d.card, &support) != nvml::kSuccess ||
                      support.is_supported_device == 0 ||
                      api_.gpm_sample_alloc(&w->previous) != nvml::kSuccess ||
                      api_.gpm_sample_alloc(&w->current) != nvml::kSuccess;
         if (w->refused) return;
     }
-    if (api_.gpm_sample_get(d.handle, w->current) != nvml::kSuccess) {
+    const nvml::Return got = d.card != d.handle
+                                 ? api_.gpm_mig_sample_get(d.card, d.gpu_instance, w->current)
+                                 : api_.gpm_sample_get(d.handle, w->current);
+    if (got != nvml::kSuccess) {
         w->started = false;
         return;
     }
@@ -544,14 +581,14 @@ void NvmlSampler::drain_xid_events(std::vector<Device>& devices, EventQueue& out
     for (Device& d : devices) {
         if (d.xid_registration_tried) continue;
         d.xid_registration_tried = true;
-        (void)api_.device_register_events(d.handle, nvml::kEventXidCritical, event_set_);
+        (void)api_.device_register_events(d.card, nvml::kEventXidCritical, event_set_);
     }
     for (int i = 0; i < kMaxEventsPerRound; ++i) {
         nvml::EventData data{};
         if (api_.event_set_wait(event_set_, &data, 0) != nvml::kSuccess) break;
         if ((data.event_type & nvml::kEventXidCritical) == 0) continue;
         for (const Device& d : devices) {
-            if (d.handle != data.device) continue;
+            if (d.card != data.device) continue;
             Event e;
             e.kind = EventKind::kCounter;
             e.device = d.ordinal;

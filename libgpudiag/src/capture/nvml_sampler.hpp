@@ -45,7 +45,9 @@ public:
 
 private:
     struct Device {
-        nvml::Device handle = nullptr;
+        nvml::Device handle = nullptr;  // the GPU, or the MIG instance CUDA sees
+        nvml::Device card = nullptr;    // the whole GPU (a MIG instance's parent): its health
+        unsigned gpu_instance = ~0u;    // a MIG instance's GPU instance id (GPM per instance)
         std::uint16_t ordinal = 0;
         std::uint32_t unsupported = 0;        // bit per metric that NVML refused: not asked again
         std::uint64_t next_slow_ns = 0;       // when the PCIe and memory-health readings are due
@@ -54,6 +56,7 @@ private:
         DeviceInfo info;
     };
     void resolve_devices() noexcept;
+    void resolve_mig(Device& d) const noexcept;
     void sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept;
     template <typename Emit, typename Ask>
     void sample_card(Device& d, Emit& emit, Ask& ask) noexcept;
@@ -95,9 +98,9 @@ private:
     bool stop_requested_ = false;
 };
 
-/// NVML devices as CUDA would number them, from CUDA_VISIBLE_DEVICES (indices or full
-/// GPU-UUIDs); "" selects every device in NVML order. Returns NVML indices, or the UUIDs to
-/// look up in `uuids` (same length; "" where an index was given). MIG entries are skipped.
+/// NVML devices as CUDA would number them, from CUDA_VISIBLE_DEVICES (indices, or full GPU- or
+/// MIG- UUIDs); "" selects every device in NVML order. Returns NVML indices, or the UUIDs to
+/// look up in `uuids` (same length; "" where an index was given).
 void parse_visible_devices(const std::string& value, std::vector<int>& indices,
                            std::vector<std::string>& uuids);
 

@@ -16,6 +16,10 @@ std::string describe_device(const DeviceInfo& device) noexcept {
         }
         if (!device.uuid.empty()) out += ", " + device.uuid;
         if (!device.pci_bus_id.empty()) out += ", PCI " + device.pci_bus_id;
+        if (!device.parent_uuid.empty()) {
+            out += ", MIG instance GI " + std::to_string(device.gpu_instance) + " CI " +
+                   std::to_string(device.compute_instance) + " of " + device.parent_uuid;
+        }
         return out;
     } catch (const std::exception&) {
         return {};

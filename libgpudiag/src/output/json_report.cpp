@@ -33,6 +33,10 @@ void write_source(JsonWriter& w, const SourceInfo& s) {
         w.field("ordinal", static_cast<unsigned>(d.ordinal)).field("name", d.name);
         w.field("total_memory_bytes", d.total_memory_bytes).field("uuid", d.uuid);
         w.field("pci_bus_id", d.pci_bus_id);
+        if (!d.parent_uuid.empty()) {  // a MIG instance
+            w.field("parent_uuid", d.parent_uuid);
+            w.field("gpu_instance", d.gpu_instance).field("compute_instance", d.compute_instance);
+        }
         w.end_object();
     }
     w.end_array();

@@ -162,7 +162,10 @@ private:
         return object(e, path, o) && integer(o, "ordinal", path, d.ordinal) &&
                text(o, "name", path, d.name) &&
                integer(o, "total_memory_bytes", path, d.total_memory_bytes) &&
-               text(o, "uuid", path, d.uuid) && text(o, "pci_bus_id", path, d.pci_bus_id);
+               text(o, "uuid", path, d.uuid) && text(o, "pci_bus_id", path, d.pci_bus_id) &&
+               text(o, "parent_uuid", path, d.parent_uuid) &&
+               integer(o, "gpu_instance", path, d.gpu_instance) &&
+               integer(o, "compute_instance", path, d.compute_instance);
     }
 
     bool source(dom::element e, const std::string& path, SourceInfo& s) {

@@ -142,9 +142,12 @@ Labels gpu_labels(const SourceInfo& source, int device) {
     out.emplace_back("gpu", std::to_string(device));
     for (const auto& d : source.devices) {
         if (d.ordinal != device) continue;
-        if (!d.uuid.empty()) out.emplace_back("UUID", d.uuid);
+        // A MIG instance is labelled as dcgm-exporter labels it: its GPU's UUID and GPU_I_ID.
+        const std::string& uuid = d.parent_uuid.empty() ? d.uuid : d.parent_uuid;
+        if (!uuid.empty()) out.emplace_back("UUID", uuid);
         if (!d.pci_bus_id.empty()) out.emplace_back("pci_bus_id", d.pci_bus_id);
         if (!d.name.empty()) out.emplace_back("modelName", d.name);
+        if (d.gpu_instance >= 0) out.emplace_back("GPU_I_ID", std::to_string(d.gpu_instance));
     }
     return out;
 }

@@ -138,6 +138,14 @@ void encode_source_info(const SourceInfo& info, std::string& out) {
         b.str(key);
         b.str(value);
     }
+    // Since gpudiag 0.2: each device's PCI bus id and MIG placement, after the fields readers
+    // before it know (they stop at the properties), in the devices' order.
+    for (const DeviceInfo& d : info.devices) {
+        b.str(d.pci_bus_id);
+        b.str(d.parent_uuid);
+        b.i32(d.gpu_instance);
+        b.i32(d.compute_instance);
+    }
 }
 
 bool decode_source_info(const unsigned char* data, std::size_t size, SourceInfo& info) {
@@ -166,6 +174,14 @@ bool decode_source_info(const unsigned char* data, std::size_t size, SourceInfo&
         std::string key(c.str());
         std::string value(c.str());
         if (c.ok()) info.properties.emplace_back(std::move(key), std::move(value));
+    }
+    // Recordings written before these fields end here.
+    for (DeviceInfo& d : info.devices) {
+        if (!c.ok() || c.left() == 0) break;
+        d.pci_bus_id = c.str();
+        d.parent_uuid = c.str();
+        d.gpu_instance = c.i32();
+        d.compute_instance = c.i32();
     }
     return c.ok();
 }

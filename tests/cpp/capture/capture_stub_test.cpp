@@ -77,6 +77,7 @@ void gpudiag_stub_nvml_set_gpm(int gpu, double sm_active, double occupancy, doub
                                double dram);
 void gpudiag_stub_nvml_set_utilization(int gpu, unsigned util);
 int gpudiag_stub_nvml_gpm_samples_live();
+int gpudiag_stub_nvml_card_calls_on_mig();
 void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long replay,
                                   unsigned long long recovery, unsigned long long crc);
 void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes);
@@ -1119,6 +1120,60 @@ TEST_F(CaptureStubTest, GpmActivityFeedsBusyNotComputing) {
     const Figure* mean_sm = health->figure("mean_sm_active_percent");
     ASSERT_NE(mean_sm, nullptr);
     EXPECT_EQ(mean_sm->value, 12);
+}
+
+// CUDA_VISIBLE_DEVICES names a MIG instance of GPU 0: the instance is sampled (its memory, its
+// processes, its own GPM), the card's readings come through its GPU's handle, and the device is
+// named as an instance of that GPU.
+TEST_F(CaptureStubTest, AMigInstanceIsSampledAsOne) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    setenv("CUDA_VISIBLE_DEVICES", "MIG-11111111-2222-4333-8444-555555555555", 1);
+    struct Unset {
+        ~Unset() { unsetenv("CUDA_VISIBLE_DEVICES"); }
+    } unset;
+    gpudiag_stub_nvml_set(0, 0, 77, 650000, 700000);
+    gpudiag_stub_nvml_set_gpm(0, 30, 20, 10, 5);
+    detail::NvmlSampler sampler(*nvml);
+    sampler.sample_once(queue_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(110));
+    sampler.sample_once(queue_);
+    auto devices = sampler.devices();
+    ASSERT_EQ(devices.size(), 1u);
+    EXPECT_EQ(devices[0].uuid, "MIG-11111111-2222-4333-8444-555555555555");
+    EXPECT_EQ(devices[0].parent_uuid, "GPU-00000000-0000-0000-0000-000000000000");
+    EXPECT_EQ(devices[0].gpu_instance, 3);
+    EXPECT_EQ(devices[0].compute_instance, 0);
+    EXPECT_EQ(devices[0].pci_bus_id, "00000000:18:00.0");  // the GPU's
+    EXPECT_EQ(devices[0].total_memory_bytes, 18ULL << 30);
+    EXPECT_NE(describe_device(devices[0]).find("MIG instance GI 3 CI 0 of GPU-0000"),
+              std::string::npos)
+        << describe_device(devices[0]);
+    auto first = [&](CounterKind kind) {
+        auto v = queue_.counters(kind);
+        return v.empty() ? -1.0 : v[0].counter.value;
+    };
+    EXPECT_EQ(first(CounterKind::kDeviceMemoryTotalBytes), double(18ULL << 30));
+    EXPECT_EQ(first(CounterKind::kTemperatureC), 77);  // the GPU's, through its handle
+    EXPECT_EQ(first(CounterKind::kPowerWatts), 650);
+    EXPECT_EQ(first(CounterKind::kSmActivePercent), 70) << "the instance's own GPM";
+    EXPECT_EQ(first(CounterKind::kProcessMemoryUsedBytes), double(3ULL << 30));
+    EXPECT_EQ(first(CounterKind::kGpuUtilizationPercent), -1) << "NVML has none for an instance";
+    EXPECT_EQ(gpudiag_stub_nvml_card_calls_on_mig(), 0);
+    // The report's Prometheus samples carry dcgm-exporter's MIG labels: the GPU's UUID and
+    // the GPU instance id.
+    SourceInfo info;
+    info.devices = devices;
+    gpudiag_stub_nvml_set(0, 0x20 /*SW thermal*/, 88, 650000, 700000);
+    for (int i = 0; i < 4; ++i) sampler.sample_once(queue_);  // a finding on the instance
+    ASSERT_EQ(sampler.devices().size(), 1u);
+    auto report = analyze_events(queue_.events(), info, strings_);
+    ASSERT_TRUE(report.is_ok());
+    ASSERT_NE(report->finding("thermal_throttle"), nullptr);
+    const std::string prom = render_prometheus(*report);
+    EXPECT_NE(prom.find("UUID=\"GPU-00000000-0000-0000-0000-000000000000\""), std::string::npos)
+        << prom;
+    EXPECT_NE(prom.find("GPU_I_ID=\"3\""), std::string::npos);
 }
 
 // The same utilization with most SMs at work is a busy GPU, not a finding.

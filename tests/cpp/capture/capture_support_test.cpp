@@ -462,10 +462,11 @@ TEST(VisibleDevicesTest, FollowsCudaRules) {
     EXPECT_EQ(idx, (std::vector<int>{2, 0}));
     detail::parse_visible_devices("1,-1,3", idx, uuids);
     EXPECT_EQ(idx, (std::vector<int>{1}));  // CUDA stops at the first invalid entry
-    detail::parse_visible_devices("GPU-aaaa-bbbb,MIG-1/2/3,0", idx, uuids);
-    ASSERT_EQ(idx.size(), 2u);
+    detail::parse_visible_devices("GPU-aaaa-bbbb,MIG-1111-2222,0", idx, uuids);
+    ASSERT_EQ(idx.size(), 3u);
     EXPECT_EQ(uuids[0], "GPU-aaaa-bbbb");
-    EXPECT_EQ(idx[1], 0);
+    EXPECT_EQ(uuids[1], "MIG-1111-2222");  // an instance: found by its UUID, sampled as one
+    EXPECT_EQ(idx[2], 0);
     detail::parse_visible_devices("", idx, uuids);
     EXPECT_TRUE(idx.empty());
 }

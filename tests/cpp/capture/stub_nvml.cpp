@@ -10,6 +10,7 @@
 #endif
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -74,7 +75,22 @@ State& st() {
     return s;
 }
 
+// GPU 0 is split into MIG instances; CUDA_VISIBLE_DEVICES=MIG-... shows the one below. Its
+// handle answers what NVML answers for an instance (memory, processes, GPM, ids); every other
+// call made with it is counted (the card's readings must go through the GPU's handle).
+constexpr uintptr_t kMigHandle = 0x100;
+constexpr const char* kMigUuid = "MIG-11111111-2222-4333-8444-555555555555";
+std::atomic<int> card_calls_on_mig{0};
+
+bool is_mig(void* device) {
+    return reinterpret_cast<uintptr_t>(device) == kMigHandle;
+}
+
 int index_of(void* device) {
+    if (is_mig(device)) {
+        ++card_calls_on_mig;
+        return 0;
+    }
     return static_cast<int>(reinterpret_cast<uintptr_t>(device)) - 1;
 }
 
@@ -122,9 +138,17 @@ int nvmlDeviceGetHandleByUUID(const char* uuid, void** device) {
         *device = reinterpret_cast<void*>(uintptr_t{2});
         return 0;
     }
+    if (u == kMigUuid) {
+        *device = reinterpret_cast<void*>(kMigHandle);
+        return 0;
+    }
     return 6;  // NVML_ERROR_NOT_FOUND
 }
 int nvmlDeviceGetUUID(void* device, char* out, unsigned len) {
+    if (is_mig(device)) {
+        std::strncpy(out, kMigUuid, len);
+        return 0;
+    }
     std::strncpy(out,
                  index_of(device) == 0 ? "GPU-00000000-0000-0000-0000-000000000000"
                                        : "GPU-01010101-0101-0101-0101-010101010101",
@@ -136,6 +160,7 @@ int nvmlDeviceGetName(void*, char* out, unsigned len) {
     return 0;
 }
 int nvmlDeviceGetUtilizationRates(void* device, unsigned* util) {
+    if (is_mig(device)) return 3;  // NVML: not supported on a MIG instance
     std::lock_guard<std::mutex> lock(st().mutex);
     util[0] = st().gpus[index_of(device)].util;
     util[1] = st().gpus[index_of(device)].mem_util;
@@ -154,6 +179,11 @@ int nvmlDeviceGetMemoryInfo(void* device, unsigned long long* mem) {  // nvmlMem
 #else
 int nvmlDeviceGetMemoryInfo_v2(void* device, unsigned* mem) {
     if (mem[0] != (40u | (2u << 24))) return 2;  // wrong struct version
+    if (is_mig(device)) {  // the instance's own memory: 18 GiB, 4 GiB of it used
+        unsigned long long values[4] = {18ULL << 30, 0, 14ULL << 30, 4ULL << 30};
+        std::memcpy(mem + 2, values, sizeof values);
+        return 0;
+    }
     std::lock_guard<std::mutex> lock(st().mutex);
     const Gpu& g = st().gpus[index_of(device)];
     unsigned long long values[4] = {g.total, 1ULL << 29, g.total - g.used, g.used};
@@ -226,7 +256,9 @@ int nvmlDeviceGetComputeRunningProcesses(void* device, unsigned* count, ProcessI
 int nvmlDeviceGetComputeRunningProcesses_v3(void* device, unsigned* count, ProcessInfo* out) {
 #endif
     std::lock_guard<std::mutex> lock(st().mutex);
-    const auto& procs = st().gpus[index_of(device)].processes;
+    static const std::vector<ProcessInfo> in_instance = {
+        {static_cast<unsigned>(getpid()), 3ULL << 30, 3, 0}};
+    const auto& procs = is_mig(device) ? in_instance : st().gpus[index_of(device)].processes;
     if (*count < procs.size() || out == nullptr) {
         *count = static_cast<unsigned>(procs.size());
         return procs.empty() ? 0 : 7;  // NVML_ERROR_INSUFFICIENT_SIZE
@@ -373,6 +405,30 @@ int nvmlDeviceGetFanSpeed(void* device, unsigned* speed) {
     return 0;
 }
 
+// ------------------------------------------------------------------ MIG
+int nvmlDeviceIsMigDeviceHandle(void* device, unsigned* mig) {
+    *mig = is_mig(device) ? 1 : 0;
+    return 0;
+}
+int nvmlDeviceGetDeviceHandleFromMigDeviceHandle(void* device, void** parent) {
+    if (!is_mig(device)) return 2;
+    *parent = reinterpret_cast<void*>(uintptr_t{1});
+    return 0;
+}
+int nvmlDeviceGetGpuInstanceId(void* device, unsigned* id) {
+    if (!is_mig(device)) return 2;
+    *id = 3;
+    return 0;
+}
+int nvmlDeviceGetComputeInstanceId(void* device, unsigned* id) {
+    if (!is_mig(device)) return 2;
+    *id = 0;
+    return 0;
+}
+int gpudiag_stub_nvml_card_calls_on_mig() {
+    return card_calls_on_mig.load();
+}
+
 // ------------------------------------------------------------------ GPM (new names only)
 #if !GPUDIAG_STUB_NVML_OLD_NAMES
 struct GpmSupport {
@@ -417,6 +473,14 @@ int nvmlGpmSampleGet(void* device, GpmSample* sample) {
     std::memcpy(sample->values, g.gpm_values, sizeof sample->values);
     sample->gpu = index_of(device);
     return 0;
+}
+// An instance's sample: its GPU's handle and the instance's GPU instance id; the instance is
+// busier than the whole GPU (its SM activity is the GPU's plus 40 points).
+int nvmlGpmMigSampleGet(void* device, unsigned gpu_instance, GpmSample* sample) {
+    if (is_mig(device) || gpu_instance != 3) return 2;
+    const int rc = nvmlGpmSampleGet(device, sample);
+    sample->values[0] += 40;
+    return rc;
 }
 // Like NVML: each metric gets its own result; an id it does not know is NOT_SUPPORTED.
 int nvmlGpmMetricsGet(GpmMetricsGet* q) {
@@ -525,6 +589,7 @@ void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long re
     g.nvlink_errors[3] = 0;
 }
 void gpudiag_stub_nvml_reset() {
+    card_calls_on_mig = 0;
     std::lock_guard<std::mutex> lock(st().mutex);
     st().gpus[0] = Gpu();
     st().gpus[1] = Gpu();

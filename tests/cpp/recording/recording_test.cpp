@@ -2,6 +2,7 @@
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/recording.hpp>
 
+#include "recording/file_layout.hpp"
 #include "recording_test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -67,14 +68,41 @@ TEST(Recording, RoundTripKeepsEverything) {
     EXPECT_EQ(got.wall_clock_offset_ns, info.wall_clock_offset_ns);
     ASSERT_EQ(got.devices.size(), 2u);
     EXPECT_EQ(got.devices[1].ordinal, 1);
-    EXPECT_EQ(got.devices[1].name, "NVIDIA H200");
+    EXPECT_EQ(got.devices[1].name, "NVIDIA H200 MIG 3g.71gb");
     EXPECT_EQ(got.devices[1].total_memory_bytes, 150'000'000'000ull);
-    EXPECT_EQ(got.devices[1].uuid, "GPU-def");
+    EXPECT_EQ(got.devices[1].uuid, "MIG-def");
+    EXPECT_EQ(got.devices[1].pci_bus_id, "00000000:2a:00.0");
+    EXPECT_EQ(got.devices[1].parent_uuid, "GPU-parent");
+    EXPECT_EQ(got.devices[1].gpu_instance, 2);
+    EXPECT_EQ(got.devices[1].compute_instance, 1);
+    EXPECT_EQ(got.devices[0].gpu_instance, -1);
     EXPECT_EQ(got.properties, info.properties);
     EXPECT_EQ(sink.summary.events, all.size());
     EXPECT_EQ(sink.summary.dropped, 17u);
     EXPECT_FALSE(sink.summary.truncated);
     EXPECT_EQ(sink.summary.notes, summary.notes);
+}
+
+// The devices' PCI bus ids and MIG placement follow the fields that readers before them know, so
+// a recording written without them (gpudiag 0.1) still reads, with those fields unknown.
+TEST(Recording, SourceInfoWithoutDeviceExtrasStillReads) {
+    const SourceInfo info = sample_source();
+    std::string bytes;
+    detail::record::encode_source_info(info, bytes);
+    std::size_t extras = 0;
+    for (const DeviceInfo& d : info.devices)
+        extras += 4 + d.pci_bus_id.size() + 4 + d.parent_uuid.size() + 8;
+    ASSERT_GT(bytes.size(), extras);
+    const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+    SourceInfo old;
+    ASSERT_TRUE(detail::record::decode_source_info(data, bytes.size() - extras, old));
+    ASSERT_EQ(old.devices.size(), 2u);
+    EXPECT_EQ(old.devices[1].uuid, "MIG-def");
+    EXPECT_EQ(old.devices[1].pci_bus_id, "");
+    EXPECT_EQ(old.devices[1].gpu_instance, -1);
+    EXPECT_EQ(old.properties, info.properties);
+    SourceInfo cut;  // cut inside the extras: damage, said as such
+    EXPECT_FALSE(detail::record::decode_source_info(data, bytes.size() - 3, cut));
 }
 
 TEST(Recording, InfoFromIndexMatchesContent) {

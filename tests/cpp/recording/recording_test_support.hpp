@@ -116,7 +116,8 @@ inline SourceInfo sample_source() {
     info.hostname = "node-17";
     info.wall_clock_offset_ns = 1'700'000'000'000'000'000;
     info.devices.push_back({0, "NVIDIA H200", 150'000'000'000ull, "GPU-abc"});
-    info.devices.push_back({1, "NVIDIA H200", 150'000'000'000ull, "GPU-def"});
+    info.devices.push_back({1, "NVIDIA H200 MIG 3g.71gb", 150'000'000'000ull, "MIG-def",
+                            "00000000:2a:00.0", "GPU-parent", 2, 1});
     info.properties.emplace_back("expandable_segments", "true");
     info.properties.emplace_back("torch", "2.11");
     return info;
