@@ -48,7 +48,8 @@ void OverviewAnalyzer::contribute(Report& report) {
                       : 0.0;
     s.figures.push_back({"events", static_cast<double>(total), "count", "events"});
     s.figures.push_back({"span_ns", span, "ns", "time span"});
-    s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "devices"});
+    s.figures.push_back(
+        {"devices", static_cast<double>(devices_.size()), "count", "devices with events"});
     s.figures.push_back({"gpu_streams", static_cast<double>(streams_.size()), "count",
                          "GPU streams with activity"});
     s.figures.push_back(

@@ -510,12 +510,27 @@ void read_rank(const std::vector<std::pair<std::string, std::string>>& capture, 
     }
 }
 
+// Nsight writes a GPU's UUID bare and its PCI address with a 4-digit domain; NVML, nvidia-smi
+// and dcgm-exporter write "GPU-<uuid>" and an 8-digit domain. Reports use NVML's forms so that
+// one GPU reads the same whatever the input. An all-zero UUID is none.
+std::string nvml_uuid(std::string uuid) {
+    if (uuid.empty() || uuid.find_first_not_of("0-") == std::string::npos) return {};
+    return uuid.rfind("GPU-", 0) == 0 || uuid.rfind("MIG-", 0) == 0 ? uuid : "GPU-" + uuid;
+}
+std::string nvml_bus_id(std::string bus) {
+    const std::size_t colon = bus.find(':');
+    if (colon == std::string::npos || colon >= 8 || bus.find(':', colon + 1) == std::string::npos)
+        return bus;  // no domain given: left as written
+    return std::string(8 - colon, '0') + bus;
+}
+
 void read_devices(SqliteDb& db, SourceInfo& info) {
     Columns c(db, "TARGET_INFO_GPU");
     if (!c.has("id")) return;
-    auto stmt = db.prepare("SELECT id, " + c.pick({"name"}, "''") + ", " +
-                           c.pick({"totalMemory"}, "0") + ", " + c.pick({"uuid"}, "''") + ", " +
-                           c.pick({"smCount"}, "1") + " FROM TARGET_INFO_GPU ORDER BY id");
+    auto stmt =
+        db.prepare("SELECT id, " + c.pick({"name"}, "''") + ", " + c.pick({"totalMemory"}, "0") +
+                   ", " + c.pick({"uuid"}, "''") + ", " + c.pick({"smCount"}, "1") + ", " +
+                   c.pick({"busLocation"}, "''") + " FROM TARGET_INFO_GPU ORDER BY id");
     if (!stmt) return;
     std::string scratch;
     while (stmt->step() && info.devices.size() < 256) {
@@ -526,7 +541,8 @@ void read_devices(SqliteDb& db, SourceInfo& info) {
         d.name = std::string(valid_utf8(stmt->text_at(1), scratch));
         d.total_memory_bytes =
             static_cast<std::uint64_t>(std::max<std::int64_t>(stmt->int_at(2), 0));
-        d.uuid = std::string(valid_utf8(stmt->text_at(3), scratch));
+        d.uuid = nvml_uuid(std::string(valid_utf8(stmt->text_at(3), scratch)));
+        d.pci_bus_id = nvml_bus_id(std::string(valid_utf8(stmt->text_at(5), scratch)));
         info.devices.push_back(std::move(d));
     }
 }

@@ -155,6 +155,23 @@ TEST_P(CorpusExport, CountsBytesAndTimesEqualDirectSql) {
     EXPECT_EQ(
         static_cast<std::int64_t>(s.info.devices.size()),
         sql_int(path, "SELECT count(*) FROM TARGET_INFO_GPU WHERE totalMemory > 0 OR smCount > 0"));
+    // Each GPU named as NVML names it: "GPU-<uuid>" (or none for Nsight's all-zero UUID) and
+    // the PCI address with an 8-digit domain, as the database gives them otherwise.
+    for (const DeviceInfo& d : s.info.devices) {
+        if (!d.uuid.empty()) {
+            EXPECT_EQ(d.uuid.rfind("GPU-", 0), 0u) << d.uuid;
+            EXPECT_NE(d.uuid.find_first_not_of("GPU0-"), std::string::npos) << d.uuid;
+            EXPECT_EQ(sql_int(path, "SELECT count(*) FROM TARGET_INFO_GPU WHERE uuid = '" +
+                                        d.uuid.substr(4) + "'"),
+                      1);
+        }
+        if (!d.pci_bus_id.empty()) {
+            ASSERT_EQ(d.pci_bus_id.size(), 16u) << d.pci_bus_id;
+            EXPECT_EQ(sql_int(path, "SELECT count(*) FROM TARGET_INFO_GPU WHERE busLocation = '" +
+                                        d.pci_bus_id.substr(4) + "'"),
+                      1);
+        }
+    }
     EXPECT_EQ(s.info.producer, "nsight-systems");
     EXPECT_NE(s.info.pid, 0u);
     EXPECT_GT(s.info.wall_clock_offset_ns, 0);
