@@ -513,7 +513,7 @@ void read_rank(const std::vector<std::pair<std::string, std::string>>& capture, 
 // Nsight writes a GPU's UUID bare and its PCI address with a 4-digit domain; NVML, nvidia-smi
 // and dcgm-exporter write "GPU-<uuid>" and an 8-digit domain. Reports use NVML's forms so that
 // one GPU reads the same whatever the input. An all-zero UUID is none.
-std::string nvml_uuid(std::string uuid) {
+std::string nvml_uuid(const std::string& uuid) {
     if (uuid.empty() || uuid.find_first_not_of("0-") == std::string::npos) return {};
     return uuid.rfind("GPU-", 0) == 0 || uuid.rfind("MIG-", 0) == 0 ? uuid : "GPU-" + uuid;
 }
