@@ -587,6 +587,8 @@ class CounterKind(_Enum):
     tensor_active_percent: CounterKind
     dram_active_percent: CounterKind
     fan_speed_percent: CounterKind
+    other_process_memory_bytes: CounterKind
+    foreign_process_sm_percent: CounterKind
 
 class MemoryCategory(_Enum):
     other: MemoryCategory

@@ -177,6 +177,9 @@ enum class CounterKind : std::uint16_t {
     kTensorActivePercent = 57,  ///< tensor pipes busy (any precision)
     kDramActivePercent = 58,    ///< device memory bandwidth used, of the peak
     kFanSpeedPercent = 59,      ///< the fan's speed, of its maximum (boards with fans)
+    kOtherProcessMemoryBytes = 60,  ///< one other process' memory; Event::process = its PID
+                                    ///< as NVML lists it (the host's, outside a container)
+    kForeignProcessSmPercent = 61,  ///< SM time other processes used since the last sample
 };
 template <>
 GPUDIAG_API EnumNames<CounterKind> enum_names<CounterKind>() noexcept;

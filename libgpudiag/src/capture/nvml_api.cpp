@@ -161,6 +161,8 @@ Loaded load() {
     a.device_get_persistence_mode =
         find_symbol<decltype(a.device_get_persistence_mode)>(h, "nvmlDeviceGetPersistenceMode");
     a.device_get_mig_mode = find_symbol<decltype(a.device_get_mig_mode)>(h, "nvmlDeviceGetMigMode");
+    a.device_get_process_utilization = find_symbol<decltype(a.device_get_process_utilization)>(
+        h, "nvmlDeviceGetProcessUtilization");
     a.device_get_fan_speed =
         find_symbol<decltype(a.device_get_fan_speed)>(h, "nvmlDeviceGetFanSpeed");
     a.device_is_mig_device_handle =

@@ -19,6 +19,7 @@ using Return = int;                   // nvmlReturn_t
 using Device = struct DeviceOpaque*;  // nvmlDevice_t
 constexpr Return kSuccess = 0;
 constexpr Return kErrorNotSupported = 3;
+constexpr Return kErrorNotFound = 6;
 constexpr Return kErrorInsufficientSize = 7;
 constexpr Return kErrorTimeout = 10;
 constexpr Return kErrorFunctionNotFound = 13;
@@ -109,6 +110,14 @@ struct ProcessInfo {  // nvmlProcessInfo_t (_v3) = nvmlProcessInfo_v2_t (_v2): s
     unsigned gpu_instance_id;
     unsigned compute_instance_id;
 };
+struct ProcessUtilizationSample {  // nvmlProcessUtilizationSample_t
+    unsigned pid;
+    unsigned long long timestamp;  // CPU time, microseconds
+    unsigned sm_util;              // percent of the SMs' time
+    unsigned mem_util;
+    unsigned enc_util;
+    unsigned dec_util;
+};
 struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t (nvmlDeviceGetComputeRunningProcesses)
     unsigned pid;
     unsigned long long used_gpu_memory;
@@ -180,6 +189,9 @@ struct NvmlApi {
     nvml::Return (*device_get_persistence_mode)(nvml::Device, int*) = nullptr;
     nvml::Return (*device_get_mig_mode)(nvml::Device, unsigned*, unsigned*) = nullptr;
     nvml::Return (*device_get_fan_speed)(nvml::Device, unsigned*) = nullptr;  // % of maximum
+    /// Each process' share of the SMs, per NVML sample newer than the timestamp given (µs).
+    nvml::Return (*device_get_process_utilization)(nvml::Device, nvml::ProcessUtilizationSample*,
+                                                   unsigned*, unsigned long long) = nullptr;
     // MIG: an instance's handle (from its MIG- UUID), its GPU and its instance ids.
     nvml::Return (*device_is_mig_device_handle)(nvml::Device, unsigned*) = nullptr;
     nvml::Return (*device_get_device_handle_from_mig_device_handle)(nvml::Device,

@@ -49,7 +49,14 @@ enum Metric : std::uint32_t {
     kPersistence = 1u << 16,
     kMig = 1u << 17,
     kFan = 1u << 18,
+    kProcessUtil = 1u << 19,
 };
+
+// Other processes named one by one per sample, the largest first: enough to name the culprits,
+// bounded whatever runs on a shared GPU.
+constexpr std::size_t kMaxOtherProcesses = 8;
+// Process-utilization samples read per round at most (NVML keeps about a second of them).
+constexpr std::size_t kMaxUtilizationSamples = 1024;
 
 // Card health that changes rarely (link training, retired memory) is read every 10 s: each
 // reading is a driver call, and a change within seconds would not change the verdict.
@@ -123,8 +130,7 @@ bool NvmlSampler::holds_context(const Device& d) const noexcept {
 // this process holds a context on the device, it is listed under a PID it cannot see: a single
 // process listed is then this one (no other process holds memory there); with several, which
 // one is ours cannot be told, and nothing is reported rather than a guess.
-void NvmlSampler::attribute_processes(Device& d,
-                                      const std::function<void(CounterKind, double)>& emit) {
+void NvmlSampler::attribute_processes(Device& d, const EmitAs& emit_as) {
     double own = 0;
     double foreign = 0;
     std::size_t listed = 0;
@@ -132,18 +138,87 @@ void NvmlSampler::attribute_processes(Device& d,
     for (const nvml::ProcessInfo& p : processes_) {
         if (p.used_gpu_memory == nvml::kValueNotAvailable) continue;
         ++listed;
-        const bool mine = std::find(own_pids_.begin(), own_pids_.end(), p.pid) != own_pids_.end();
+        const bool mine = is_own(p.pid);
         found_self = found_self || mine;
         (mine ? own : foreign) += static_cast<double>(p.used_gpu_memory);
     }
+    std::uint32_t listed_self = 0;  // this process under a PID it cannot see
     if (!found_self && listed == 1 && holds_context(d)) {
         found_self = true;
         own = foreign;
         foreign = 0;
+        for (const nvml::ProcessInfo& p : processes_) {
+            if (p.used_gpu_memory != nvml::kValueNotAvailable) listed_self = p.pid;
+        }
     }
     if (!found_self) return;
-    emit(CounterKind::kProcessMemoryUsedBytes, own);
-    emit(CounterKind::kForeignProcessMemoryBytes, foreign);
+    emit_as(CounterKind::kProcessMemoryUsedBytes, own, pid_);
+    emit_as(CounterKind::kForeignProcessMemoryBytes, foreign, pid_);
+    others_.clear();
+    for (const nvml::ProcessInfo& p : processes_) {
+        if (p.used_gpu_memory == nvml::kValueNotAvailable || is_own(p.pid) ||
+            p.pid == listed_self) {
+            continue;
+        }
+        others_.push_back(p);
+    }
+    const std::size_t named = std::min(others_.size(), kMaxOtherProcesses);
+    std::partial_sort(others_.begin(), others_.begin() + static_cast<std::ptrdiff_t>(named),
+                      others_.end(), [](const nvml::ProcessInfo& a, const nvml::ProcessInfo& b) {
+                          return a.used_gpu_memory > b.used_gpu_memory;
+                      });
+    for (std::size_t i = 0; i < named; ++i) {
+        emit_as(CounterKind::kOtherProcessMemoryBytes,
+                static_cast<double>(others_[i].used_gpu_memory), others_[i].pid);
+    }
+    sample_foreign_compute(d, listed_self, emit_as);
+}
+
+bool NvmlSampler::is_own(std::uint32_t pid) const noexcept {
+    return std::find(own_pids_.begin(), own_pids_.end(), pid) != own_pids_.end();
+}
+
+// The SM time other processes used since the last round (NVML's per-process utilization: a
+// sample per process and NVML period; a process' share is the mean of its samples, the others'
+// shares are summed). Asked only once this process was found in the list, so that "other" is
+// known. No sample since the last round: no process ran kernels, 0.
+void NvmlSampler::sample_foreign_compute(Device& d, std::uint32_t listed_self,
+                                         const EmitAs& emit_as) {
+    if (api_.device_get_process_utilization == nullptr || (d.unsupported & kProcessUtil) != 0)
+        return;
+    unsigned n = 0;
+    nvml::Return rc = api_.device_get_process_utilization(d.handle, nullptr, &n, d.util_last_seen);
+    if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
+        d.unsupported |= kProcessUtil;
+        return;
+    }
+    if (rc == nvml::kErrorNotFound) {
+        emit_as(CounterKind::kForeignProcessSmPercent, 0, pid_);
+        return;
+    }
+    if (rc != nvml::kErrorInsufficientSize && rc != nvml::kSuccess) return;
+    util_samples_.resize(std::min<std::size_t>(std::size_t{n} + 8, kMaxUtilizationSamples));
+    n = static_cast<unsigned>(util_samples_.size());
+    if (api_.device_get_process_utilization(d.handle, util_samples_.data(), &n, d.util_last_seen) !=
+        nvml::kSuccess) {
+        return;
+    }
+    n = std::min(n, static_cast<unsigned>(util_samples_.size()));
+    // Per process: the sum and count of its samples (a handful of processes: a flat list).
+    share_.clear();
+    for (unsigned i = 0; i < n; ++i) {
+        const nvml::ProcessUtilizationSample& s = util_samples_[i];
+        d.util_last_seen = std::max(d.util_last_seen, s.timestamp);
+        if (is_own(s.pid) || s.pid == listed_self) continue;
+        auto it = std::find_if(share_.begin(), share_.end(),
+                               [&](const ProcessShare& x) { return x.pid == s.pid; });
+        if (it == share_.end()) it = share_.insert(share_.end(), ProcessShare{s.pid, 0, 0});
+        it->sum += s.sm_util;
+        ++it->samples;
+    }
+    double foreign = 0;
+    for (const ProcessShare& x : share_) foreign += x.sum / static_cast<double>(x.samples);
+    emit_as(CounterKind::kForeignProcessSmPercent, std::min(foreign, 100.0), pid_);
 }
 
 // A MIG instance (CUDA sees one when CUDA_VISIBLE_DEVICES names a MIG- UUID): its memory,
@@ -275,6 +350,7 @@ void NvmlSampler::resolve_devices() noexcept {
                 d.unsupported = old.unsupported;
                 d.next_slow_ns = old.next_slow_ns;
                 d.xid_registration_tried = old.xid_registration_tried;
+                d.util_last_seen = old.util_last_seen;
             }
         }
         devices_ = std::move(found);
@@ -284,16 +360,17 @@ void NvmlSampler::resolve_devices() noexcept {
 }
 
 void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) noexcept {
-    auto emit = [&](CounterKind kind, double value) {
+    auto emit_as = [&](CounterKind kind, double value, std::uint32_t process) {
         Event e;
         e.kind = EventKind::kCounter;
         e.device = d.ordinal;
-        e.process = pid_;
+        e.process = process;
         e.start_ns = e.end_ns = now;
         e.counter.counter = kind;
         e.counter.value = value;
         (void)out.try_push(e);
     };
+    auto emit = [&](CounterKind kind, double value) { emit_as(kind, value, pid_); };
     // Calls `fn`; remembers a device that does not support the metric.
     auto ask = [&](Metric m, auto&& fn) -> bool {
         if ((d.unsupported & m) != 0) return false;
@@ -387,7 +464,7 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
             if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
                 d.unsupported |= kProcesses;
             }
-            if (rc == nvml::kSuccess) attribute_processes(d, emit);
+            if (rc == nvml::kSuccess) attribute_processes(d, emit_as);
         } catch (...) {
         }
     }
@@ -618,6 +695,7 @@ void NvmlSampler::sample_once(EventQueue& out) noexcept {
             mine.unsupported = d.unsupported;
             mine.next_slow_ns = d.next_slow_ns;
             mine.xid_registration_tried = d.xid_registration_tried;
+            mine.util_last_seen = d.util_last_seen;
         }
     }
     ++samples_;

@@ -49,10 +49,11 @@ private:
         nvml::Device card = nullptr;    // the whole GPU (a MIG instance's parent): its health
         unsigned gpu_instance = ~0u;    // a MIG instance's GPU instance id (GPM per instance)
         std::uint16_t ordinal = 0;
-        std::uint32_t unsupported = 0;        // bit per metric that NVML refused: not asked again
-        std::uint64_t next_slow_ns = 0;       // when the PCIe and memory-health readings are due
-        int cu_device = -1;                   // the CUDA device, once matched by UUID
-        bool xid_registration_tried = false;  // registered for Xid events (or refused) once
+        std::uint32_t unsupported = 0;          // bit per metric that NVML refused: not asked again
+        std::uint64_t next_slow_ns = 0;         // when the PCIe and memory-health readings are due
+        int cu_device = -1;                     // the CUDA device, once matched by UUID
+        bool xid_registration_tried = false;    // registered for Xid events (or refused) once
+        unsigned long long util_last_seen = 0;  // newest process-utilization sample read (µs)
         DeviceInfo info;
     };
     void resolve_devices() noexcept;
@@ -77,7 +78,18 @@ private:
     std::uint32_t pid_;
     std::vector<std::uint32_t> own_pids_;  // this process' PIDs: getpid() and the NSpid line's
     [[nodiscard]] bool holds_context(const Device& d) const noexcept;
-    void attribute_processes(Device& d, const std::function<void(CounterKind, double)>& emit);
+    [[nodiscard]] bool is_own(std::uint32_t pid) const noexcept;
+    using EmitAs = std::function<void(CounterKind, double, std::uint32_t)>;  // value, process
+    void attribute_processes(Device& d, const EmitAs& emit_as);
+    void sample_foreign_compute(Device& d, std::uint32_t listed_self, const EmitAs& emit_as);
+    std::vector<nvml::ProcessInfo> others_;  // scratch: other processes of one sample
+    std::vector<nvml::ProcessUtilizationSample> util_samples_;
+    struct ProcessShare {
+        std::uint32_t pid;
+        double sum;
+        std::uint32_t samples;
+    };
+    std::vector<ProcessShare> share_;
     nvml::EventSet event_set_ = nullptr;  // Xid events (the sampler thread alone touches it)
     bool event_set_failed_ = false;
     // GPM: a window's averages come from two readings; the later one starts the next window.

@@ -156,6 +156,8 @@ constexpr EnumName<CounterKind> kCounterKindNames[] = {
     {CounterKind::kTensorActivePercent, "tensor_active_percent"},
     {CounterKind::kDramActivePercent, "dram_active_percent"},
     {CounterKind::kFanSpeedPercent, "fan_speed_percent"},
+    {CounterKind::kOtherProcessMemoryBytes, "other_process_memory_bytes"},
+    {CounterKind::kForeignProcessSmPercent, "foreign_process_sm_percent"},
 };
 
 constexpr EnumName<StatusCode> kStatusCodeNames[] = {

@@ -78,6 +78,7 @@ void gpudiag_stub_nvml_set_gpm(int gpu, double sm_active, double occupancy, doub
 void gpudiag_stub_nvml_set_utilization(int gpu, unsigned util);
 int gpudiag_stub_nvml_gpm_samples_live();
 int gpudiag_stub_nvml_card_calls_on_mig();
+void gpudiag_stub_nvml_set_process_sm(int gpu, unsigned pid, unsigned sm);
 void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long replay,
                                   unsigned long long recovery, unsigned long long crc);
 void gpudiag_stub_nvml_add_process(int gpu, unsigned pid, unsigned long long bytes);
@@ -1174,6 +1175,46 @@ TEST_F(CaptureStubTest, AMigInstanceIsSampledAsOne) {
     EXPECT_NE(prom.find("UUID=\"GPU-00000000-0000-0000-0000-000000000000\""), std::string::npos)
         << prom;
     EXPECT_NE(prom.find("GPU_I_ID=\"3\""), std::string::npos);
+}
+
+// Other processes on GPU 0 are named by their PIDs, the largest first, and their share of the
+// SMs is measured apart from this process' own.
+TEST_F(CaptureStubTest, OtherProcessesAreNamedWithTheirComputeShare) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    const auto self = static_cast<unsigned>(getpid());
+    gpudiag_stub_nvml_set_processes(0, 10ULL << 30, 0, 1);
+    gpudiag_stub_nvml_add_process(0, 777001, 20ULL << 30);
+    gpudiag_stub_nvml_add_process(0, 777002, 2ULL << 30);
+    gpudiag_stub_nvml_set_process_sm(0, self, 50);
+    gpudiag_stub_nvml_set_process_sm(0, 777001, 35);
+    gpudiag_stub_nvml_set_process_sm(0, 777002, 10);
+    detail::NvmlSampler sampler(*nvml);
+    for (int i = 0; i < 3; ++i) sampler.sample_once(queue_);
+    std::vector<std::pair<std::uint32_t, double>> others;
+    for (const Event& e : queue_.counters(CounterKind::kOtherProcessMemoryBytes)) {
+        if (e.device == 0) others.emplace_back(e.process, e.counter.value);
+    }
+    ASSERT_EQ(others.size(), 6u);  // two processes, three rounds
+    EXPECT_EQ(others[0], (std::pair<std::uint32_t, double>{777001, double(20ULL << 30)}));
+    EXPECT_EQ(others[1].first, 777002u);
+    auto sm = queue_.counters(CounterKind::kForeignProcessSmPercent);
+    ASSERT_FALSE(sm.empty());
+    EXPECT_EQ(sm[0].device, 0);
+    EXPECT_EQ(sm[0].counter.value, 45) << "35 + 10, not this process' 50";
+    auto report = analyze_events(queue_.events(), SourceInfo{}, strings_);
+    ASSERT_TRUE(report.is_ok());
+    const Finding* f = report->finding("foreign_process_memory");
+    ASSERT_NE(f, nullptr);
+    bool named = false;
+    for (const std::string& e : f->evidence) {
+        named = named || e.find("PID 777001 20.0 GiB, PID 777002 2.0 GiB") != std::string::npos;
+    }
+    EXPECT_TRUE(named) << f->evidence[0];
+    bool share = false;
+    for (const Figure& x : f->figures)
+        share = share || (x.key == "foreign_sm_percent_mean" && x.value == 45);
+    EXPECT_TRUE(share);
 }
 
 // The same utilization with most SMs at work is a busy GPU, not a finding.

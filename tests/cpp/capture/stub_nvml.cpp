@@ -50,6 +50,7 @@ struct Gpu {
     bool gpm = false;                     // a Hopper: GPM metrics (GPU 0 only, by default)
     double gpm_values[4] = {0, 0, 0, 0};  // SM active, SM occupancy, tensor, DRAM (percent)
     int fan = -1;                         // percent; -1: no fan (NOT_SUPPORTED), as on an H200
+    std::vector<std::pair<unsigned, unsigned>> sm;  // PID -> its share of the SMs (percent)
 };
 
 // A GPM sample: the metrics as they were when it was taken (the stub's window averages are the
@@ -67,7 +68,8 @@ struct State {
     std::mutex mutex;
     Gpu gpus[2];
     int init_calls = 0;
-    int gpm_samples_live = 0;  // allocated and not yet freed
+    int gpm_samples_live = 0;           // allocated and not yet freed
+    unsigned long long util_clock = 0;  // process-utilization timestamps (µs)
 };
 
 State& st() {
@@ -405,6 +407,39 @@ int nvmlDeviceGetFanSpeed(void* device, unsigned* speed) {
     return 0;
 }
 
+// One utilization sample per listed process and call, newer than every earlier one; NOT_FOUND
+// when there is none newer than `last_seen`, as NVML says when no process ran.
+struct UtilizationSample {
+    unsigned pid;
+    unsigned long long timestamp;
+    unsigned sm, mem, enc, dec;
+};
+int nvmlDeviceGetProcessUtilization(void* device, UtilizationSample* out, unsigned* count,
+                                    unsigned long long last_seen) {
+    if (is_mig(device)) return 3;  // NVML has no per-process utilization in MIG mode
+    std::lock_guard<std::mutex> lock(st().mutex);
+    const Gpu& g = st().gpus[index_of(device)];
+    if (g.processes.empty() || st().util_clock < last_seen) return 6;
+    if (out == nullptr || *count < g.processes.size()) {
+        *count = static_cast<unsigned>(g.processes.size());
+        return 7;
+    }
+    st().util_clock = std::max(st().util_clock, last_seen) + 1000;
+    for (std::size_t i = 0; i < g.processes.size(); ++i) {
+        unsigned sm = 0;
+        for (const auto& [pid, share] : g.sm) {
+            if (pid == g.processes[i].pid) sm = share;
+        }
+        out[i] = {g.processes[i].pid, st().util_clock, sm, 0, 0, 0};
+    }
+    *count = static_cast<unsigned>(g.processes.size());
+    return 0;
+}
+void gpudiag_stub_nvml_set_process_sm(int gpu, unsigned pid, unsigned sm) {
+    std::lock_guard<std::mutex> lock(st().mutex);
+    st().gpus[gpu].sm.emplace_back(pid, sm);
+}
+
 // ------------------------------------------------------------------ MIG
 int nvmlDeviceIsMigDeviceHandle(void* device, unsigned* mig) {
     *mig = is_mig(device) ? 1 : 0;
@@ -591,6 +626,7 @@ void gpudiag_stub_nvml_set_nvlink(int gpu, unsigned links, unsigned long long re
 void gpudiag_stub_nvml_reset() {
     card_calls_on_mig = 0;
     std::lock_guard<std::mutex> lock(st().mutex);
+    st().util_clock = 0;
     st().gpus[0] = Gpu();
     st().gpus[1] = Gpu();
     st().gpus[0].gpm = true;

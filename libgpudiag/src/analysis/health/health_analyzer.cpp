@@ -30,6 +30,8 @@ constexpr double kForeignBytes = 1024.0 * 1024 * 1024;
 constexpr double kForeignShare = 0.05;
 constexpr double kHotCelsius = 85.0;
 constexpr std::size_t kSeriesPoints = 512;
+constexpr std::size_t kMaxOtherProcesses = 64;
+constexpr std::size_t kOtherProcessesNamed = 3;
 
 constexpr std::uint64_t kThermalBits =
     clock_event_reason::kSwThermal | clock_event_reason::kHwThermal;
@@ -94,6 +96,8 @@ void HealthAnalyzer::on_counter(const Event& e) {
         case CounterKind::kEccCorrectedErrors:
         case CounterKind::kEccUncorrectedErrors:
         case CounterKind::kForeignProcessMemoryBytes:
+        case CounterKind::kOtherProcessMemoryBytes:
+        case CounterKind::kForeignProcessSmPercent:
         case CounterKind::kDeviceMemoryTotalBytes:
         case CounterKind::kProcessMemoryUsedBytes: break;
         default: return;
@@ -119,6 +123,16 @@ void HealthAnalyzer::on_counter(const Event& e) {
         case CounterKind::kEccCorrectedErrors: d.ecc_corrected.add(v); break;
         case CounterKind::kEccUncorrectedErrors: d.ecc_uncorrected.add(v); break;
         case CounterKind::kForeignProcessMemoryBytes: d.foreign.add(v); break;
+        case CounterKind::kOtherProcessMemoryBytes: {
+            auto it = d.other_processes.find(e.process);
+            if (it != d.other_processes.end()) {
+                it->second = std::max(it->second, v);
+            } else if (d.other_processes.size() < kMaxOtherProcesses) {
+                d.other_processes.emplace(e.process, v);
+            }
+            break;
+        }
+        case CounterKind::kForeignProcessSmPercent: d.foreign_sm.add(v); break;
         case CounterKind::kDeviceMemoryTotalBytes: d.total_memory.add(v); break;
         case CounterKind::kProcessMemoryUsedBytes: d.process_memory.add(v); break;
         case CounterKind::kThrottleReasons: {
@@ -150,6 +164,23 @@ void HealthAnalyzer::on_counter(const Event& e) {
         }
         default: break;
     }
+}
+
+// "PID 4242 held 12.0 GiB, PID 5151 3.0 GiB": the largest other processes, by the PIDs NVML
+// lists (the host's: inside a container, `nvidia-smi` on the host names them).
+std::string HealthAnalyzer::largest_others(const DeviceHealth& d) {
+    std::vector<std::pair<double, std::uint32_t>> by_size;
+    for (const auto& [pid, bytes] : d.other_processes) by_size.emplace_back(bytes, pid);
+    std::sort(by_size.rbegin(), by_size.rend());
+    std::string out = "largest other processes (PIDs as NVML lists them): ";
+    for (std::size_t i = 0; i < by_size.size() && i < kOtherProcessesNamed; ++i) {
+        out += (i > 0 ? ", PID " : "PID ") + std::to_string(by_size[i].second) + " " +
+               format_bytes(by_size[i].first);
+    }
+    if (by_size.size() > kOtherProcessesNamed) {
+        out += " and " + std::to_string(by_size.size() - kOtherProcessesNamed) + " more";
+    }
+    return out;
 }
 
 void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const DeviceHealth& d) {
@@ -309,6 +340,17 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         }
         f.evidence.push_back("NVML's compute-process list for " + gpu +
                              " shows memory held by other PIDs");
+        if (!d.other_processes.empty()) f.evidence.push_back(largest_others(d));
+        if (d.foreign_sm.count > 0) {
+            f.figures.push_back({"foreign_sm_percent_mean", d.foreign_sm.mean(), "percent",
+                                 "SM time other processes used (mean)"});
+            f.figures.push_back({"foreign_sm_percent_max", d.foreign_sm.max, "percent",
+                                 "SM time other processes used (max)"});
+            f.evidence.push_back("NVML's per-process utilization: other processes used " +
+                                 format_number(d.foreign_sm.mean(), 0) + " % of " + gpu +
+                                 "'s SM time on average, " + format_number(d.foreign_sm.max, 0) +
+                                 " % at most");
+        }
         f.advice.push_back(
             "Find them with nvidia-smi; stop stale jobs or notebooks holding the GPU.");
         f.advice.push_back(

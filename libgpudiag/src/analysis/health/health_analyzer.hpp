@@ -95,10 +95,13 @@ private:
         std::map<std::uint32_t, std::uint64_t> xids;  // Xid -> events (at most kMaxXidKinds)
         Activity activity;
         BusyMarks busy_marks;
+        std::map<std::uint32_t, double> other_processes;  // PID -> most memory seen (<= 64)
+        Stat foreign_sm;  // SM time other processes used, per sample (percent)
     };
     void on_counter(const Event& e);
     void on_card_counter(const Event& e, DeviceHealth& d);
     void add_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
+    static std::string largest_others(const DeviceHealth& d);
     // The card's own health (card_health.cpp).
     static bool is_card_counter(CounterKind kind) noexcept;
     void add_card_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
