@@ -29,7 +29,6 @@ constexpr std::uint64_t kMinBusySamples = 3;
 constexpr double kForeignBytes = 1024.0 * 1024 * 1024;
 constexpr double kForeignShare = 0.05;
 constexpr double kHotCelsius = 85.0;
-constexpr std::size_t kSeriesPoints = 512;
 constexpr std::size_t kMaxOtherProcesses = 64;
 constexpr std::size_t kOtherProcessesNamed = 3;
 
@@ -42,17 +41,6 @@ constexpr std::uint64_t kPowerBits =
 
 std::string device_label(std::uint16_t device) {
     return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
-}
-
-void HealthAnalyzer::Series::add(std::uint64_t t, double v) {
-    if (seen++ % stride != 0) return;
-    points.emplace_back(t, v);
-    if (points.size() >= kSeriesPoints) {  // keep every other point, sample half as often
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < points.size(); i += 2) points[kept++] = points[i];
-        points.resize(kept);
-        stride *= 2;
-    }
 }
 
 void HealthAnalyzer::Stat::add(double v) {
@@ -76,12 +64,12 @@ void HealthAnalyzer::on_counter(const Event& e) {
     double v = e.counter.value;
     if (!std::isfinite(v)) return;
     if (is_card_counter(e.counter.counter)) {
-        if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+        note_time(e);
         on_card_counter(e, devices_[e.device]);
         return;
     }
     if (is_activity_counter(e.counter.counter)) {
-        if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+        note_time(e);
         on_activity_counter(e, devices_[e.device]);
         return;
     }
@@ -102,7 +90,7 @@ void HealthAnalyzer::on_counter(const Event& e) {
         case CounterKind::kProcessMemoryUsedBytes: break;
         default: return;
     }
-    if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+    note_time(e);
     DeviceHealth& d = devices_[e.device];
     switch (e.counter.counter) {
         case CounterKind::kGpuUtilizationPercent: d.util.add(v); break;

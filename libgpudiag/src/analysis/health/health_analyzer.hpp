@@ -28,12 +28,24 @@ public:
     void contribute(Report& report) override;
 
 private:
-    struct Series {
-        std::vector<std::pair<std::uint64_t, double>> points;
-        std::uint64_t stride = 1;  // keep every stride-th sample; doubles when full
+    // Timed values kept in bounded memory however long the run: every stride-th is kept, and
+    // when `Capacity` are held every other one is dropped and the stride doubles.
+    template <typename Value, std::size_t Capacity>
+    struct Thinned {
+        std::vector<std::pair<std::uint64_t, Value>> points;
+        std::uint64_t stride = 1;
         std::uint64_t seen = 0;
-        void add(std::uint64_t t, double v);
+        void add(std::uint64_t t, Value v) {
+            if (seen++ % stride != 0) return;
+            points.emplace_back(t, v);
+            if (points.size() < Capacity) return;
+            std::size_t kept = 0;
+            for (std::size_t i = 0; i < points.size(); i += 2) points[kept++] = points[i];
+            points.resize(kept);
+            stride *= 2;
+        }
     };
+    using Series = Thinned<double, 512>;
     struct Stat {
         double sum = 0;
         double max = 0;
@@ -46,13 +58,8 @@ private:
         }
     };
     // Busy samples marked with what throttled them (kMarkThermal, kMarkPower), to be placed in
-    // the steps at the end. Every stride-th is kept; the stride doubles when full.
-    struct BusyMarks {
-        std::vector<std::pair<std::uint64_t, std::uint8_t>> marks;
-        std::uint64_t stride = 1;
-        std::uint64_t seen = 0;
-        void add(std::uint64_t t, std::uint8_t causes);
-    };
+    // the steps at the end.
+    using BusyMarks = Thinned<std::uint8_t, 8192>;
     static constexpr std::uint8_t kMarkThermal = 1;
     static constexpr std::uint8_t kMarkPower = 2;
     // Steps that ran while throttled against those that ran without, among the steps a busy
@@ -99,6 +106,9 @@ private:
         Stat foreign_sm;  // SM time other processes used, per sample (percent)
     };
     void on_counter(const Event& e);
+    void note_time(const Event& e) noexcept {  // the first sample's time: series start there
+        if (first_ns_ == 0 || (e.start_ns != 0 && e.start_ns < first_ns_)) first_ns_ = e.start_ns;
+    }
     void on_card_counter(const Event& e, DeviceHealth& d);
     void add_findings(Report& report, std::uint16_t device, const DeviceHealth& d);
     static std::string largest_others(const DeviceHealth& d);

@@ -15,32 +15,20 @@
 namespace gpudiag::detail {
 namespace {
 
-constexpr std::size_t kMaxBusyMarks = 8192;
 constexpr std::size_t kMinStepsEach = 3;
 constexpr double kNoiseShare = 0.02;
 
 }  // namespace
 
-void HealthAnalyzer::BusyMarks::add(std::uint64_t t, std::uint8_t causes) {
-    if (seen++ % stride != 0) return;
-    marks.emplace_back(t, causes);
-    if (marks.size() >= kMaxBusyMarks) {  // keep every other mark, take half as many
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < marks.size(); i += 2) marks[kept++] = marks[i];
-        marks.resize(kept);
-        stride *= 2;
-    }
-}
-
 bool HealthAnalyzer::step_slowdown(const DeviceHealth& d, std::uint8_t cause,
                                    StepSlowdown& out) const {
-    if (steps_ == nullptr || d.busy_marks.marks.empty()) return false;
+    if (steps_ == nullptr || d.busy_marks.points.empty()) return false;
     const std::vector<StepSpan> steps = steps_->closed_steps();
     if (steps.size() < 2 * kMinStepsEach) return false;
     // Per step: 0 no busy sample, 1 only unthrottled ones, 2 one throttled for `cause`,
     // 3 throttled for the other cause only (in neither group).
     std::vector<std::uint8_t> seen(steps.size(), 0);
-    for (const auto& [t, causes] : d.busy_marks.marks) {
+    for (const auto& [t, causes] : d.busy_marks.points) {
         auto it =
             std::upper_bound(steps.begin(), steps.end(), t,
                              [](std::uint64_t v, const StepSpan& s) { return v < s.start_ns; });
