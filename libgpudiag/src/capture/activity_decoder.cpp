@@ -308,6 +308,10 @@ void ActivityDecoder::on_memory(const MemoryView& r) {
     e.memory.extra = r.correlationId;
     push(e);
     note_device(e.device, r.contextId);
+    if (own_memory_ != nullptr && book == Book::kDevice && !pooled) {
+        const auto bytes = static_cast<std::int64_t>(r.bytes);
+        own_memory_->add(e.device, alloc ? bytes : -bytes);
+    }
     if (alloc && book == Book::kDevice) {
         if (auto it = call_threads_.find(r.correlationId); it != call_threads_.end()) {
             join_thread_device(r.correlationId, it->second, e.device);
@@ -325,12 +329,7 @@ void ActivityDecoder::note_pool_size(const Event& like, std::uint64_t pool, std:
                                      std::uint64_t utilized, std::uint32_t correlation) {
     auto it = pool_sizes_.find(pool);
     if (it != pool_sizes_.end() && it->second == size) return;
-    if (it == pool_sizes_.end()) {
-        if (pool_sizes_.size() >= kMaxPools) pool_sizes_.clear();
-        pool_sizes_.emplace(pool, size);
-    } else {
-        it->second = size;
-    }
+    resize_pool(like.device, pool, size);
     Event e;
     e.kind = EventKind::kPoolResize;
     e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
@@ -358,11 +357,30 @@ void ActivityDecoder::on_memory_pool(const MemoryPool2View& r, bool managed) {
     e.memory.aux = destroyed ? 0 : r.utilizedSize;
     e.memory.extra = r.correlationId;
     push(e);
-    if (destroyed) {
-        pool_sizes_.erase(r.address);
+    resize_pool(e.device, r.address, destroyed ? 0 : r.size);
+    if (destroyed) pool_sizes_.erase(r.address);
+}
+
+// A pool's new size, and its change in this process' own device memory. Forgetting the sizes
+// (too many pools) leaves the own total unknown rather than wrong.
+void ActivityDecoder::resize_pool(std::uint16_t device, std::uint64_t pool, std::uint64_t size) {
+    auto it = pool_sizes_.find(pool);
+    const std::uint64_t before = it != pool_sizes_.end() ? it->second : 0;
+    if (it != pool_sizes_.end()) {
+        it->second = size;
     } else {
-        if (pool_sizes_.size() >= kMaxPools) pool_sizes_.clear();
-        pool_sizes_[r.address] = r.size;
+        if (pool_sizes_.size() >= kMaxPools) {
+            pool_sizes_.clear();
+            for (std::uint16_t d = 0; own_memory_ != nullptr && d < OwnDeviceMemory::kMaxDevices;
+                 ++d) {
+                own_memory_->forget(d);
+            }
+        }
+        pool_sizes_.emplace(pool, size);
+    }
+    if (own_memory_ != nullptr) {
+        own_memory_->add(device,
+                         static_cast<std::int64_t>(size) - static_cast<std::int64_t>(before));
     }
 }
 

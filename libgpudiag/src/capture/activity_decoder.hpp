@@ -13,6 +13,7 @@
 
 #    include "capture/clock_calibration.hpp"
 #    include "capture/cupti_record_layouts.hpp"
+#    include "capture/own_device_memory.hpp"
 #    include "core/event_queue.hpp"
 
 #    include <cupti_activity.h>
@@ -68,6 +69,9 @@ public:
     /// set when the whole runtime API kind had to be enabled.
     void keep_whitelisted_api_only(bool on) noexcept { whitelisted_api_only_ = on; }
     [[nodiscard]] const CuptiRecordLayout& layout() const noexcept { return layout_; }
+    /// Keeps `own` at the device memory the decoded records hold (allocations outside pools,
+    /// pools' sizes); none by default.
+    void count_own_memory(OwnDeviceMemory* own) noexcept { own_memory_ = own; }
 
     /// Decodes every record of one completed buffer (`valid` bytes) with `next_record`.
     /// `forced`: the buffer came back through a forced flush, so records may still be in flight.
@@ -105,6 +109,7 @@ private:
     [[nodiscard]] std::uint32_t stream_of(std::uint32_t id) const noexcept;
     void note_pool_size(const Event& like, std::uint64_t pool, std::uint64_t size,
                         std::uint64_t utilized, std::uint32_t correlation);
+    void resize_pool(std::uint16_t device, std::uint64_t pool, std::uint64_t size);
     StringId kernel_name(const char* mangled);
     StringId api_name(ApiDomain domain, std::uint32_t cbid);
     struct CallInfo {
@@ -135,6 +140,7 @@ private:
     const CuptiRecordLayout& layout_;
     std::uint32_t pid_;
     bool whitelisted_api_only_ = false;
+    OwnDeviceMemory* own_memory_ = nullptr;
     DecoderCounters counters_;
     bool forced_ = false;  // the buffer being decoded came from a forced flush
 

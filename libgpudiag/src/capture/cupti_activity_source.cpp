@@ -989,6 +989,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         (void)s.clock.sample(&read_cupti_clock);
         s.last_pair_ns = monotonic_now_ns();
         s.decoder = std::make_unique<ActivityDecoder>(out, strings, s.clock, s.api->version);
+        s.decoder->count_own_memory(&own_device_memory());
         // Without per-call enables the whole runtime kind is on (enable_whole_runtime_api).
         s.decoder->keep_whitelisted_api_only(s.api->enable_runtime_api == nullptr ||
                                              s.api->enable_driver_api == nullptr);

@@ -136,7 +136,7 @@ public:
             nvtx_attached_ = NvtxReceiver::instance().attach(counting_, strings);
             if (nvml_hz_ > 0.0) {
                 if (const NvmlApi* nvml = nvml_api(); nvml != nullptr) {
-                    auto sampler = std::make_unique<NvmlSampler>(*nvml);
+                    auto sampler = std::make_unique<NvmlSampler>(*nvml, &own_device_memory());
                     Status st = sampler->start(nvml_hz_, counting_);
                     std::lock_guard<std::mutex> lock(state_mutex_);
                     if (st.is_ok()) {
@@ -247,6 +247,9 @@ public:
             for (const auto& r : cupti.reasons) f.activity_reasons.push_back(r);
             for (const auto& n : cupti.notes) f.activity_reasons.push_back(n);
             for (const auto& n : notes_) f.activity_reasons.push_back(n);
+            if (sampler_ != nullptr) {
+                for (auto& n : sampler_->notes()) f.nvml_notes.push_back(std::move(n));
+            }
             f.nvtx_attached = nvtx_attached_ || !running_;
             CaptureStatus st = compute_capture_status(f);
             st.capturing = running_;

@@ -9,7 +9,8 @@
 // Foreign memory: NVML lists compute processes with host PIDs. Inside a PID namespace
 // (containers) getpid() does not appear, and every process would look foreign; so other
 // processes' memory is reported only in samples where this process is found in the list (see
-// attribute_processes: by any of its PIDs, or as the only process on a GPU it computes on).
+// attribute_processes: by any of its PIDs, as the only process on a GPU it computes on, or by
+// the steps of its own memory, OwnPidFinder).
 #include "capture/nvml_sampler.hpp"
 
 #include "capture/cuda_driver_api.hpp"
@@ -103,8 +104,8 @@ std::vector<std::uint32_t> parse_nspid(const std::string& status) {
     return pids;
 }
 
-NvmlSampler::NvmlSampler(const NvmlApi& api) noexcept
-    : api_(api), pid_(static_cast<std::uint32_t>(getpid())) {
+NvmlSampler::NvmlSampler(const NvmlApi& api, const OwnDeviceMemory* own) noexcept
+    : api_(api), pid_(static_cast<std::uint32_t>(getpid())), own_memory_(own) {
     try {
         own_pids_.push_back(pid_);
         std::ifstream in("/proc/self/status");
@@ -129,8 +130,10 @@ bool NvmlSampler::holds_context(const Device& d) const noexcept {
 // NSpid line names the outer ones where the /proc mount shows them). When none is listed but
 // this process holds a context on the device, it is listed under a PID it cannot see: a single
 // process listed is then this one (no other process holds memory there); with several, which
-// one is ours cannot be told, and nothing is reported rather than a guess.
-void NvmlSampler::attribute_processes(Device& d, const EmitAs& emit_as) {
+// one is ours cannot be told until OwnPidFinder recognises it by its own memory's steps; till
+// then nothing is reported rather than a guess.
+void NvmlSampler::attribute_processes(Device& d, std::uint64_t now, const EmitAs& emit_as) {
+    recognise_self(d, now);
     double own = 0;
     double foreign = 0;
     std::size_t listed = 0;
@@ -151,7 +154,13 @@ void NvmlSampler::attribute_processes(Device& d, const EmitAs& emit_as) {
             if (p.used_gpu_memory != nvml::kValueNotAvailable) listed_self = p.pid;
         }
     }
-    if (!found_self) return;
+    if (!found_self) {
+        if (listed > 1 && holds_context(d)) {
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++unattributed_rounds_;
+        }
+        return;
+    }
     emit_as(CounterKind::kProcessMemoryUsedBytes, own, pid_);
     emit_as(CounterKind::kForeignProcessMemoryBytes, foreign, pid_);
     others_.clear();
@@ -172,6 +181,43 @@ void NvmlSampler::attribute_processes(Device& d, const EmitAs& emit_as) {
                 static_cast<double>(others_[i].used_gpu_memory), others_[i].pid);
     }
     sample_foreign_compute(d, listed_self, emit_as);
+}
+
+// Feeds OwnPidFinder while this process is not listed under any PID it knows, and takes the host
+// PID it recognises as one of this process' PIDs (the same on every GPU).
+void NvmlSampler::recognise_self(const Device& d, std::uint64_t now) {
+    if (own_memory_ == nullptr || recognised_pid_ != 0) return;
+    for (const nvml::ProcessInfo& p : processes_) {
+        if (is_own(p.pid)) return;
+    }
+    finder_.observe(d.ordinal, own_memory_->read(d.ordinal), now, processes_);
+    if (const std::uint32_t pid = finder_.pid(); pid != 0) {
+        own_pids_.push_back(pid);
+        std::lock_guard<std::mutex> lock(mutex_);
+        recognised_pid_ = pid;
+        recognised_matches_ = finder_.matches();
+    }
+}
+
+std::vector<std::string> NvmlSampler::notes() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::string> out;
+    if (recognised_pid_ != 0) {
+        out.push_back("nvml: this process is PID " + std::to_string(recognised_pid_) +
+                      " in NVML's process list (a PID namespace hides that PID here): recognised "
+                      "by " +
+                      std::to_string(recognised_matches_) +
+                      " steps of its own memory that only that process' memory followed");
+    }
+    if (unattributed_rounds_ > 0) {
+        out.push_back(
+            "nvml: other processes' memory not reported in " +
+            std::to_string(unattributed_rounds_) +
+            " samples: NVML listed several processes under PIDs a PID namespace hides, and which "
+            "one is this process was not known yet (it is recognised once its own memory has "
+            "moved by 256 MiB or more twice, with that process' alone moving alike)");
+    }
+    return out;
 }
 
 bool NvmlSampler::is_own(std::uint32_t pid) const noexcept {
@@ -464,7 +510,7 @@ void NvmlSampler::sample_device(Device& d, EventQueue& out, std::uint64_t now) n
             if (rc == nvml::kErrorNotSupported || rc == nvml::kErrorFunctionNotFound) {
                 d.unsupported |= kProcesses;
             }
-            if (rc == nvml::kSuccess) attribute_processes(d, emit_as);
+            if (rc == nvml::kSuccess) attribute_processes(d, now, emit_as);
         } catch (...) {
         }
     }
@@ -679,8 +725,11 @@ void NvmlSampler::drain_xid_events(std::vector<Device>& devices, EventQueue& out
 }
 
 void NvmlSampler::sample_once(EventQueue& out) noexcept {
+    sample_once(out, monotonic_now_ns());
+}
+
+void NvmlSampler::sample_once(EventQueue& out, std::uint64_t now) noexcept {
     resolve_devices();
-    std::uint64_t now = monotonic_now_ns();
     std::vector<Device> devices;
     {
         std::lock_guard<std::mutex> lock(mutex_);

@@ -11,6 +11,8 @@
 #include <gpudiag/status.hpp>
 
 #include "capture/nvml_api.hpp"
+#include "capture/own_device_memory.hpp"
+#include "capture/own_pid_finder.hpp"
 #include "core/event_queue.hpp"
 
 #include <condition_variable>
@@ -27,7 +29,9 @@ namespace gpudiag::detail {
 
 class NvmlSampler {
 public:
-    explicit NvmlSampler(const NvmlApi& api) noexcept;
+    /// `own`: this process' device memory as CUPTI sees it, which recognises this process in
+    /// NVML's list inside a PID namespace (none: only its PIDs do).
+    explicit NvmlSampler(const NvmlApi& api, const OwnDeviceMemory* own = nullptr) noexcept;
     ~NvmlSampler();
     NvmlSampler(const NvmlSampler&) = delete;
     NvmlSampler& operator=(const NvmlSampler&) = delete;
@@ -38,10 +42,15 @@ public:
     void stop() noexcept;
     /// One round over every device (the thread's body; tests call it directly).
     void sample_once(EventQueue& out) noexcept;
+    /// The same at a given time on the session clock (tests step time without sleeping).
+    void sample_once(EventQueue& out, std::uint64_t now_ns) noexcept;
 
     /// Devices sampled, in CUDA ordinal order. Thread-safety: safe.
     [[nodiscard]] std::vector<DeviceInfo> devices() const;
     [[nodiscard]] std::uint64_t samples() const noexcept;
+    /// Plain-language lines on what the sampler could not attribute, or how it did (this
+    /// process recognised under a host PID). Thread-safety: safe.
+    [[nodiscard]] std::vector<std::string> notes() const;
 
 private:
     struct Device {
@@ -80,7 +89,13 @@ private:
     [[nodiscard]] bool holds_context(const Device& d) const noexcept;
     [[nodiscard]] bool is_own(std::uint32_t pid) const noexcept;
     using EmitAs = std::function<void(CounterKind, double, std::uint32_t)>;  // value, process
-    void attribute_processes(Device& d, const EmitAs& emit_as);
+    void attribute_processes(Device& d, std::uint64_t now, const EmitAs& emit_as);
+    void recognise_self(const Device& d, std::uint64_t now);
+    const OwnDeviceMemory* own_memory_;
+    OwnPidFinder finder_;                    // the sampler thread alone touches it
+    std::uint32_t recognised_pid_ = 0;       // under mutex_: this process' host PID, once known
+    std::uint32_t recognised_matches_ = 0;   // under mutex_: the steps that recognised it
+    std::uint64_t unattributed_rounds_ = 0;  // under mutex_: several listed, none known ours
     void sample_foreign_compute(Device& d, std::uint32_t listed_self, const EmitAs& emit_as);
     std::vector<nvml::ProcessInfo> others_;  // scratch: other processes of one sample
     std::vector<nvml::ProcessUtilizationSample> util_samples_;

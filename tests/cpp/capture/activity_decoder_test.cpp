@@ -30,6 +30,7 @@ protected:
     void SetUp() override {
         if (const char* why = test::load_real_cupti(cupti_)) GTEST_SKIP() << why;
         clock_.add_pair(kBase, 5'000);  // monotonic = cupti - kBase + 5000
+        decoder_.count_own_memory(&own_);
     }
     std::uint64_t mono(std::uint64_t cupti_ns) const { return cupti_ns - kBase + 5'000; }
 
@@ -42,6 +43,7 @@ protected:
     TestEventQueue queue_;
     StringTable strings_;
     ActivityDecoder decoder_{queue_, strings_, clock_};
+    detail::OwnDeviceMemory own_;
 };
 
 TEST_F(ActivityDecoderCupti13Test, MemoryRecordsBecomeDeviceAndPoolEvents) {
@@ -84,6 +86,12 @@ TEST_F(ActivityDecoderCupti13Test, MemoryRecordsBecomeDeviceAndPoolEvents) {
     EXPECT_EQ(resizes[0].memory.aux, 4096u);
     EXPECT_EQ(decoder_.counters().records, 4u);
     EXPECT_EQ(decoder_.counters().corrupt_buffers, 0u);
+    // AND this process' own device memory is the pool's size: the cudaMalloc was freed, a pooled
+    // allocation takes nothing beyond its pool, and pinned memory is the host's
+    const detail::OwnDeviceMemory::Reading own = own_.read(0);
+    EXPECT_EQ(own.bytes, 32 << 20);
+    EXPECT_EQ(own.changes, 3u);
+    EXPECT_TRUE(own.known);
 }
 
 // What cudaMalloc, a __device__ variable, a CUDA array, cudaMallocHost, cudaHostRegister of
@@ -190,6 +198,7 @@ TEST_F(ActivityDecoderCupti13Test, PoolResizeOnlyWhenThePoolSizeChanges) {
     EXPECT_EQ(resizes[1].memory.bytes, 4u << 20);
     EXPECT_EQ(resizes[2].memory.bytes, 1u << 20);
     EXPECT_EQ(resizes[2].memory.aux, 128u);
+    EXPECT_EQ(own_.read(0).bytes, 1 << 20) << "the pool's last size: grown, then trimmed";
 }
 
 TEST_F(ActivityDecoderCupti13Test, KernelsAreNamedAndZeroTimestampsAreCountedNotEmitted) {

@@ -1291,6 +1291,58 @@ TEST_F(CaptureStubTest, InsideAPidNamespaceTheOnlyProcessOnOurGpuIsUs) {
         << "two processes, neither known to be ours: no guess";
 }
 
+// Inside a PID namespace with another program on the same GPU: this process is recognised under
+// its host PID once its own memory (from its memory records) took two steps that only that PID's
+// memory followed; from then on the other program is reported, by its PID.
+TEST_F(CaptureStubTest, InsideAPidNamespaceThisProcessIsRecognisedByItsMemorySteps) {
+    const detail::NvmlApi* nvml = detail::nvml_api();
+    ASSERT_NE(nvml, nullptr);
+    gpudiag_stub_cuda_set_initialised(1);  // CUDA ordinal 0 is NVML's GPU 1
+    gpudiag_stub_cuda_set_context_active(1);
+    detail::OwnDeviceMemory own;
+    detail::NvmlSampler sampler(*nvml, &own);
+    std::uint64_t now = 1'000'000'000;
+    const unsigned long long context = 500ULL << 20;
+    auto list = [](unsigned long long ours) {  // both under PIDs this process cannot see
+        gpudiag_stub_nvml_set_processes(1, 0, 0, 0);
+        gpudiag_stub_nvml_add_process(1, 777001, ours);
+        gpudiag_stub_nvml_add_process(1, 777002, 3ULL << 30);
+    };
+    auto watch = [&] {  // two seconds at 10 Hz
+        for (int i = 0; i < 20; ++i) {
+            sampler.sample_once(queue_, now);
+            now += 100'000'000;
+        }
+    };
+    auto mentions = [&](const std::string& what) {
+        for (const std::string& n : sampler.notes()) {
+            if (n.find(what) != std::string::npos) return true;
+        }
+        return false;
+    };
+    list(context);
+    watch();
+    own.add(0, 6LL << 30);
+    list(context + (6ULL << 30));
+    watch();
+    EXPECT_TRUE(queue_.counters(CounterKind::kForeignProcessMemoryBytes).empty())
+        << "one step: not recognised yet";
+    EXPECT_TRUE(mentions("other processes' memory not reported in"));
+    own.add(0, 2LL << 30);
+    list(context + (8ULL << 30));
+    watch();
+    auto foreign = queue_.counters(CounterKind::kForeignProcessMemoryBytes);
+    ASSERT_FALSE(foreign.empty());
+    EXPECT_EQ(foreign.back().counter.value, double(3ULL << 30));
+    auto mine = queue_.counters(CounterKind::kProcessMemoryUsedBytes);
+    ASSERT_FALSE(mine.empty());
+    EXPECT_EQ(mine.back().counter.value, double(context + (8ULL << 30)));
+    auto others = queue_.counters(CounterKind::kOtherProcessMemoryBytes);
+    ASSERT_FALSE(others.empty());
+    EXPECT_EQ(others.back().process, 777002u);
+    EXPECT_TRUE(mentions("this process is PID 777001 in NVML's process list"));
+}
+
 // A healthy card gives no card finding: a full link, nothing retired, no Xid.
 TEST_F(CaptureStubTest, NvmlHealthyCardHasNoCardFinding) {
     const detail::NvmlApi* nvml = detail::nvml_api();
