@@ -247,7 +247,11 @@ public:
             size_ = whole.size();
         } else {
             stream_ = &in;
-            buffer_.resize(kBufferBytes);
+            // Not zeroed: each refill writes what it hands out. A stream known to be small gets
+            // a buffer its size (a pickle inside a zip member of a few KiB).
+            buffer_bytes_ = static_cast<std::size_t>(std::min<std::uint64_t>(
+                kBufferBytes, std::max<std::uint64_t>(size, kMinBufferBytes)));
+            buffer_ = std::make_unique_for_overwrite<char[]>(buffer_bytes_);
         }
     }
     Input(std::string_view bytes, std::uint64_t& offset)
@@ -323,6 +327,7 @@ public:
 
 private:
     static constexpr std::size_t kBufferBytes = std::size_t{1} << 20;
+    static constexpr std::size_t kMinBufferBytes = 4096;
 
     bool read_slow(void* out, std::size_t n) {
         auto* dst = static_cast<char*>(out);
@@ -338,7 +343,7 @@ private:
     }
     bool refill() {
         if (stream_ == nullptr || !error_.is_ok()) return false;
-        auto got = stream_->read(buffer_.data(), buffer_.size());
+        auto got = stream_->read(buffer_.get(), buffer_bytes_);
         if (!got) {
             error_ = got.status();
             return false;
@@ -347,13 +352,14 @@ private:
         if (op_at_ != nullptr) op_offset_ = op_offset();  // before the buffer changes
         op_at_ = nullptr;
         base_ += static_cast<std::uint64_t>(end_ - begin_);
-        at_ = begin_ = buffer_.data();
+        at_ = begin_ = buffer_.get();
         end_ = at_ + *got;
         return true;
     }
 
     ByteStream* stream_ = nullptr;
-    std::vector<char> buffer_;
+    std::unique_ptr<char[]> buffer_;
+    std::size_t buffer_bytes_ = 0;
     const char* at_ = nullptr;
     const char* begin_ = nullptr;
     const char* end_ = nullptr;
@@ -478,7 +484,9 @@ public:
     }
 
 private:
-    static constexpr unsigned kPageBits = 15;  // 32768 entries, 128 KiB
+    // 4096 entries, 16 KiB: a small pickle zeroes one small page; a snapshot's millions of
+    // entries cost a pointer per page.
+    static constexpr unsigned kPageBits = 12;
     static constexpr std::size_t kPageEntries = std::size_t{1} << kPageBits;
 
     std::vector<std::unique_ptr<MemoEntry[]>> pages_;
