@@ -117,26 +117,31 @@ private:
         out_ += '\n';
         out_.append(first_.size() * 2, ' ');
     }
+    // Runs of characters that need no escape are appended whole.
     void string_literal(std::string_view s) {
         out_ += '"';
-        for (unsigned char ch : s) {
-            switch (ch) {
-                case '"': out_ += "\\\""; break;
-                case '\\': out_ += "\\\\"; break;
-                case '\n': out_ += "\\n"; break;
-                case '\r': out_ += "\\r"; break;
-                case '\t': out_ += "\\t"; break;
-                case '\b': out_ += "\\b"; break;
-                case '\f': out_ += "\\f"; break;
-                default:
-                    if (ch < 0x20) {
-                        fmt::format_to(std::back_inserter(out_), "\\u{:04x}", ch);
-                    } else {
-                        out_ += static_cast<char>(ch);
-                    }
-            }
+        std::size_t plain = 0;  // the first character not appended yet
+        for (std::size_t i = 0; i < s.size(); ++i) {
+            const auto ch = static_cast<unsigned char>(s[i]);
+            if (ch >= 0x20 && ch != '"' && ch != '\\') continue;
+            out_.append(s.data() + plain, i - plain);
+            plain = i + 1;
+            escape(ch);
         }
+        out_.append(s.data() + plain, s.size() - plain);
         out_ += '"';
+    }
+    void escape(unsigned char ch) {
+        switch (ch) {
+            case '"': out_ += "\\\""; break;
+            case '\\': out_ += "\\\\"; break;
+            case '\n': out_ += "\\n"; break;
+            case '\r': out_ += "\\r"; break;
+            case '\t': out_ += "\\t"; break;
+            case '\b': out_ += "\\b"; break;
+            case '\f': out_ += "\\f"; break;
+            default: fmt::format_to(std::back_inserter(out_), "\\u{:04x}", ch);
+        }
     }
 
     std::string& out_;
