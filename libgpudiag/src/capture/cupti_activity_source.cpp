@@ -323,9 +323,17 @@ struct CuptiActivitySource::Impl {
                     const void* prop;
                     unsigned long long flags;
                 };
+                struct Prop {  // CUmemAllocationProp's leading fields
+                    std::int32_t type;
+                    std::int32_t requested_handle_types;
+                    std::int32_t location_type;  // CUmemLocationType: 1 is a device
+                    std::int32_t location_id;
+                };
                 const auto* p = static_cast<const CreateParams*>(cd->functionParams);
                 call.size = p->size;
                 call.handle = (call.return_code == 0 && p->handle != nullptr) ? *p->handle : 0;
+                const auto* prop = static_cast<const Prop*>(p->prop);
+                if (prop != nullptr && prop->location_type == 1) call.location = prop->location_id;
             } else if (cbid == kCbidCuMemMap) {
                 struct MapParams {  // cuMemMap(ptr, size, offset, handle, flags)
                     unsigned long long ptr;
@@ -886,7 +894,10 @@ void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons
             reasons.push_back("cupti_deep: libcupti lacks cuptiSubscribe/cuptiEnableCallback");
             return;
         }
-        if (deep_recorder == nullptr) deep_recorder = std::make_unique<DeepCallRecorder>();
+        if (deep_recorder == nullptr) {
+            deep_recorder = std::make_unique<DeepCallRecorder>();
+            deep_recorder->count_own_memory(&own_device_memory());
+        }
         void* warm[2];
         (void)backtrace(warm, 2);  // loads libgcc_s now, not inside the first callback
         char old_name[128] = {};

@@ -74,14 +74,25 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
     if (api->role != ApiRole::kVmm || c.return_code != 0) return;
     switch (c.cbid) {
         case kCbidCuMemCreate:
-            if (handles_.size() >= kMaxTracked) handles_.clear();
-            handles_[c.handle] = c.size;
+            note_created(c.handle, c.size,
+                         c.location >= 0 && c.location < kNoDevice
+                             ? static_cast<std::uint16_t>(c.location)
+                             : e.device);
             break;
-        case kCbidCuMemRelease: handles_.erase(c.handle); break;
+        case kCbidCuMemRelease:
+            if (auto it = handles_.find(c.handle); it != handles_.end()) {
+                if (own_memory_ != nullptr) {
+                    own_memory_->add(it->second.device,
+                                     -static_cast<std::int64_t>(it->second.bytes));
+                }
+                handles_.erase(it);
+            }  // else made before capture started: never counted
+            break;
         case kCbidCuMemMap: {
             std::uint64_t physical = c.size;
             if (auto it = handles_.find(c.handle); it != handles_.end()) {
-                std::uint64_t available = it->second > c.offset ? it->second - c.offset : 0;
+                const std::uint64_t made = it->second.bytes;
+                std::uint64_t available = made > c.offset ? made - c.offset : 0;
                 physical = c.size < available ? c.size : available;
             }
             if (mappings_.size() >= kMaxTracked) mappings_.clear();
@@ -122,6 +133,19 @@ void DeepCallRecorder::process(const DeepCall& c, EventQueue& out, StringTable& 
         }
         default: break;
     }
+}
+
+// Forgetting the handles (too many) leaves this process' own memory unknown rather than wrong.
+void DeepCallRecorder::note_created(std::uint64_t handle, std::uint64_t bytes,
+                                    std::uint16_t device) {
+    if (handles_.size() >= kMaxTracked) {
+        handles_.clear();
+        for (std::uint16_t d = 0; own_memory_ != nullptr && d < OwnDeviceMemory::kMaxDevices; ++d) {
+            own_memory_->forget(d);
+        }
+    }
+    handles_[handle] = Physical{bytes, device};
+    if (own_memory_ != nullptr) own_memory_->add(device, static_cast<std::int64_t>(bytes));
 }
 
 }  // namespace gpudiag::detail

@@ -13,6 +13,7 @@
 #include <gpudiag/string_table.hpp>
 
 #include "capture/call_site_symbolizer.hpp"
+#include "capture/own_device_memory.hpp"
 #include "core/event_queue.hpp"
 
 #include <array>
@@ -34,11 +35,12 @@ struct DeepCall {
     ApiDomain domain = ApiDomain::kUnknown;
     std::int32_t return_code = 0;
     std::uint32_t thread = 0;
-    std::uint32_t context = 0;  ///< CUPTI's context id (records carry it as contextId)
-    std::uint64_t size = 0;     ///< requested / mapped bytes
-    std::uint64_t address = 0;  ///< mapped virtual address (cuMemMap/cuMemUnmap)
-    std::uint64_t offset = 0;   ///< offset into the physical allocation (cuMemMap)
-    std::uint64_t handle = 0;   ///< CUmemGenericAllocationHandle
+    std::uint32_t context = 0;   ///< CUPTI's context id (records carry it as contextId)
+    std::uint64_t size = 0;      ///< requested / mapped bytes
+    std::uint64_t address = 0;   ///< mapped virtual address (cuMemMap/cuMemUnmap)
+    std::int32_t location = -1;  ///< the device cuMemCreate placed the memory on, -1 unknown
+    std::uint64_t offset = 0;    ///< offset into the physical allocation (cuMemMap)
+    std::uint64_t handle = 0;    ///< CUmemGenericAllocationHandle
     std::uint32_t frame_count = 0;
     std::array<void*, kMaxFrames> frames{};
 };
@@ -62,6 +64,10 @@ public:
     void drain(EventQueue& out, StringTable& strings, const NoteSite& note_site,
                const DeviceOf& device_of = {}) noexcept;
 
+    /// Keeps `own` at the physical memory cuMemCreate made and cuMemRelease has not released
+    /// (CUPTI's memory records do not report it); none by default. Before drain().
+    void count_own_memory(OwnDeviceMemory* own) noexcept { own_memory_ = own; }
+
     [[nodiscard]] std::uint64_t dropped() const noexcept;
     /// Physical bytes mapped through cuMemMap and not yet unmapped.
     [[nodiscard]] std::uint64_t mapped_physical_bytes() const noexcept { return mapped_physical_; }
@@ -69,6 +75,7 @@ public:
 private:
     void process(const DeepCall& c, EventQueue& out, StringTable& strings,
                  const NoteSite& note_site, const DeviceOf& device_of);
+    void note_created(std::uint64_t handle, std::uint64_t bytes, std::uint16_t device);
 
     struct Mapping {
         std::uint64_t bytes;
@@ -81,7 +88,12 @@ private:
     std::uint64_t dropped_ = 0;
     // Control thread only.
     CallSiteSymbolizer symbolizer_;
-    std::unordered_map<std::uint64_t, std::uint64_t> handles_;  // handle -> physical bytes
+    struct Physical {
+        std::uint64_t bytes;
+        std::uint16_t device;
+    };
+    std::unordered_map<std::uint64_t, Physical> handles_;  // cuMemCreate's handle -> its memory
+    OwnDeviceMemory* own_memory_ = nullptr;
     std::map<std::uint64_t, Mapping> mappings_;  // address -> mapping (ordered: unmap takes ranges)
     std::uint64_t mapped_physical_ = 0;
 };

@@ -444,7 +444,8 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
     ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_RUNTIME_API, 20, &cd), 1);
     // ... and an expandable-segment chunk: cuMemCreate 2 MiB, cuMemMap it
     unsigned long long handle = 0x77;
-    CreateParams create{&handle, 2 << 20, nullptr, 0};
+    const std::int32_t prop[8] = {1 /*pinned*/, 0, 1 /*on a device*/, 0 /*device 0*/};
+    CreateParams create{&handle, 2 << 20, prop, 0};
     cd.functionParams = &create;
     cd.correlationId = 301;
     ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_DRIVER_API, 549, &cd), 1);
@@ -453,11 +454,14 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
     cd.correlationId = 302;
     ASSERT_EQ(gpudiag_stub_cupti_invoke_callback(CUPTI_CB_DOMAIN_DRIVER_API, 551, &cd), 1);
     // WHEN the allocation's activity record arrives
+    const detail::OwnDeviceMemory::Reading own_before = detail::own_device_memory().read(0);
     RecordBuffer buf;
     buf.add(test::memory_record(true, 0xD000, 1 << 20, 300, gpudiag_stub_cupti_now()));
     gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
     backend->flush();
-    // THEN it carries the call site, and the mapping its physical bytes
+    // THEN this process' own memory counts both: the cudaMalloc and the chunk cuMemCreate made
+    EXPECT_EQ(detail::own_device_memory().read(0).bytes - own_before.bytes, 3 << 20);
+    // AND the allocation carries the call site, and the mapping its physical bytes
     auto allocs = queue_.of_kind(EventKind::kDeviceAlloc);
     ASSERT_EQ(allocs.size(), 1u);
     EXPECT_NE(allocs[0].memory.site, kNoString);
