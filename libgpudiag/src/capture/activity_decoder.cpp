@@ -371,10 +371,7 @@ void ActivityDecoder::resize_pool(std::uint16_t device, std::uint64_t pool, std:
     } else {
         if (pool_sizes_.size() >= kMaxPools) {
             pool_sizes_.clear();
-            for (std::uint16_t d = 0; own_memory_ != nullptr && d < OwnDeviceMemory::kMaxDevices;
-                 ++d) {
-                own_memory_->forget(d);
-            }
+            if (own_memory_ != nullptr) own_memory_->forget_all();
         }
         pool_sizes_.emplace(pool, size);
     }

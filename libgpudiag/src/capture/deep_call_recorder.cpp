@@ -140,9 +140,7 @@ void DeepCallRecorder::note_created(std::uint64_t handle, std::uint64_t bytes,
                                     std::uint16_t device) {
     if (handles_.size() >= kMaxTracked) {
         handles_.clear();
-        for (std::uint16_t d = 0; own_memory_ != nullptr && d < OwnDeviceMemory::kMaxDevices; ++d) {
-            own_memory_->forget(d);
-        }
+        if (own_memory_ != nullptr) own_memory_->forget_all();
     }
     handles_[handle] = Physical{bytes, device};
     if (own_memory_ != nullptr) own_memory_->add(device, static_cast<std::int64_t>(bytes));

@@ -12,11 +12,12 @@ void OwnDeviceMemory::add(std::uint16_t device, std::int64_t delta) noexcept {
     ++r.changes;
 }
 
-void OwnDeviceMemory::forget(std::uint16_t device) noexcept {
-    if (device >= kMaxDevices) return;
+void OwnDeviceMemory::forget_all() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    devices_[device].known = false;
-    ++devices_[device].changes;
+    for (Reading& r : devices_) {
+        r.known = false;
+        ++r.changes;
+    }
 }
 
 OwnDeviceMemory::Reading OwnDeviceMemory::read(std::uint16_t device) const noexcept {

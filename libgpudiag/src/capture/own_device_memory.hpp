@@ -23,8 +23,8 @@ public:
 
     /// Thread-safety: safe (the decoder writes, the sampler reads).
     void add(std::uint16_t device, std::int64_t delta) noexcept;
-    /// The total of `device` can no longer be trusted (a pool's earlier size was forgotten).
-    void forget(std::uint16_t device) noexcept;
+    /// No device's total can be trusted any more (a pool's or a handle's size was forgotten).
+    void forget_all() noexcept;
     [[nodiscard]] Reading read(std::uint16_t device) const noexcept;
 
 private:
