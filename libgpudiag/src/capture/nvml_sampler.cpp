@@ -215,7 +215,10 @@ std::vector<std::string> NvmlSampler::notes() const {
             std::to_string(unattributed_rounds_) +
             " samples: NVML listed several processes under PIDs a PID namespace hides, and which "
             "one is this process was not known yet (it is recognised once its own memory has "
-            "moved by 256 MiB or more twice, with that process' alone moving alike)");
+            "moved by " +
+            std::to_string(OwnPidFinder::kMinStepBytes >> 20) + " MiB or more " +
+            std::to_string(OwnPidFinder::kMatchesNeeded) +
+            " times, with that process' alone moving alike)");
     }
     return out;
 }
