@@ -12,7 +12,9 @@
 #                     largest seed): big seeds (whole traces) otherwise cost milliseconds each
 #     --out DIR       where campaigns live (default build/fuzz-campaign): <target>/corpus grows
 #                     from the committed seeds over as many sittings as it takes, crashes go to
-#                     <target>/crashes, and every sitting is a line of <target>/ledger.tsv
+#                     <target>/crashes
+#     --ledger FILE   every sitting is a line of FILE (default tests/fuzz/campaign_ledger.tsv,
+#                     committed: the counts outlive the machine and its build folder)
 #     --smoke         CI: a throwaway corpus, fail when a target crashes, leaks, times out or
 #                     runs fewer than --min-execs executions (it cannot fuzz)
 #     --min-execs N   (with --smoke) default 200
@@ -28,6 +30,7 @@ SECONDS_EACH=600
 RUNS=""
 MAX_LEN=""
 OUT=build/fuzz-campaign
+LEDGER=tests/fuzz/campaign_ledger.tsv
 SMOKE=0
 MIN_EXECS=200
 TARGETS=()
@@ -38,9 +41,10 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --max-len) MAX_LEN=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --ledger) LEDGER=$2; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
     --min-execs) MIN_EXECS=$2; shift 2 ;;
-    -h|--help) sed -n '3,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
     -*) echo "fuzz_campaign: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
@@ -50,7 +54,8 @@ if [ ${#TARGETS[@]} -eq 0 ]; then
   for src in tests/fuzz/*_fuzz.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done
 fi
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-[ -n "$(git status --porcelain 2>/dev/null)" ] && COMMIT="$COMMIT+dirty"
+# The ledger itself does not make the tree dirty: sittings append to it, two at a time.
+[ -n "$(git status --porcelain 2>/dev/null | grep -vxF " M $LEDGER")" ] && COMMIT="$COMMIT+dirty"
 
 # libFuzzer options shared by both modes: an input that takes over 10 s or 2 GiB is a finding.
 COMMON=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1)
@@ -107,10 +112,11 @@ for target in "${TARGETS[@]}"; do
     rm -rf "$work"
     sittings=1; total=$execs
   else
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$(date -u +%FT%TZ)" "$COMMIT" "$elapsed" "$execs" \
-      "$cov" "$ft" "$files" "$found" "$rc" >>"$work/ledger.tsv"
-    sittings=$(wc -l <"$work/ledger.tsv")
-    total=$(awk -F'\t' '{s += $4} END {print s + 0}' "$work/ledger.tsv")
+    # One short line per append (O_APPEND): sittings of different targets may end together.
+    printf '%s\t%s\t%s\t1\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$(date -u +%FT%TZ)" \
+      "$COMMIT" "$elapsed" "$execs" "$cov" "$ft" "$files" "$found" "$rc" >>"$LEDGER"
+    read -r sittings total < <(awk -F'\t' -v t="$target" \
+      '$1 == t {n += $4; s += $6} END {print n + 0, s + 0}' "$LEDGER")
     [ $rc -ne 0 ] && failed=1
   fi
   summary="$summary
