@@ -468,7 +468,8 @@ private:
     // the input ended normally; else the events before the point it stopped.
     void end_tail(std::string_view text) {
         if (end_ == End::kRefused || end_ == End::kDeclined) return;
-        if (finish_tail(text)) {
+        bool close_seen = false;
+        if (finish_tail(text, close_seen)) {
             // Whatever stopped the input came after the trace closed: none of it is missing.
             if (end_ == End::kCut) after_end_ = why_;
             end_ = End::kClosed;
@@ -480,6 +481,11 @@ private:
                              "array where gpudiag can verify it (file cut short?): whatever "
                              "followed the last complete event is missing",
                              text_read_));
+        } else if (close_seen) {
+            // The array may have closed before the input stopped, in a layout the skeleton probe
+            // refuses (a second "traceEvents" array, say) but the whole parse reads: that parse
+            // may find more, so this is not the input's loss alone (kPartial promises it is).
+            end_ = End::kUnclosed;
         }
         salvage_tail(text);
     }
@@ -487,12 +493,14 @@ private:
     // Finds where the event array closes in what is left: the last "]" after a "}" whose
     // skeleton holds the array as the trace's event array and whose last events parse; other
     // arrays (deviceProperties, logs) may follow the events.
-    bool finish_tail(std::string_view text) {
+    // `close_seen`: some candidate was found, verified or not.
+    bool finish_tail(std::string_view text, bool& close_seen) {
         constexpr int kCloseCandidates = 4;
         std::size_t before = text.size();
         for (int tries = 0; tries < kCloseCandidates; ++tries) {
             const std::size_t close = find_events_array_close(text, before);
             if (close == std::string::npos) return false;
+            close_seen = true;
             before = close;
             TraceBuffer skeleton = make_skeleton(std::string_view(text).substr(close));
             StringTable scratch_strings;

@@ -254,6 +254,22 @@ TEST(KinetoImport, CutOffTraceKeepsTheEventsBeforeTheCut) {
     }
 }
 
+// A second "traceEvents" array before an unreadable byte: the stream cannot verify the layout,
+// so the file is read whole, every event of both arrays kept and the trace called whole.
+TEST(KinetoImport, ASecondEventArrayBeforeAnUnreadableByteIsReadWhole) {
+    TempDir dir;
+    const std::string op =
+        R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": )";
+    const std::string text = "{\"traceEvents\": [\n" + op + "0, \"dur\": 5},\n" + op +
+                             "8, \"dur\": 5}],\n \"traceEvents\": [\n  " + op +
+                             "20, \"dur\": 5}],\n \"y\": 2}\x01";
+    auto report = analyze_files({dir.file("two_arrays.json", text)});
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    EXPECT_FALSE(report->capture.truncated);
+    EXPECT_TRUE(report->capture.missing.empty());
+    EXPECT_EQ(report->capture.events, 3u);
+}
+
 TEST(KinetoImport, GarbageAndNonTracesGetClearErrors) {
     TempDir dir;
     struct Case {

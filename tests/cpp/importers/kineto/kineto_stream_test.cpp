@@ -355,6 +355,31 @@ TEST(KinetoStream, ControlByteInsideAnEventStopsBothParsesAlike) {
     EXPECT_EQ(r.runs.events(), 1u);
 }
 
+// Found by kineto_stream_fuzz: a trace with a second "traceEvents" array, then a byte JSON text
+// cannot hold. The whole parse reads both arrays and calls the trace whole; the stream cannot
+// verify that layout, so it must not claim the input lost what followed (kPartial) but leave the
+// verdict to the whole parse (kUnclosed: read whole when small).
+TEST(KinetoStream, AnUnverifiedCloseBeforeAnUnreadableByteIsNotCalledTheInputsLoss) {
+    const std::string op =
+        R"({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": )";
+    const std::string text = "{\"traceEvents\": [\n" + op + "0, \"dur\": 5},\n" + op +
+                             "8, \"dur\": 5}],\n \"traceEvents\": [\n  " + op +
+                             "20, \"dur\": 5}],\n \"y\": 2}\x01";
+    Whole w;
+    parse_whole(text, w);
+    ASSERT_TRUE(w.status.is_ok()) << w.status.message();
+    EXPECT_FALSE(w.result.summary.truncated);
+    EXPECT_EQ(w.result.events.size(), 3u);
+    KinetoStreamResult r;
+    EXPECT_EQ(stream_piecemeal(text, r), StreamOutcome::kUnclosed) << r.why;
+    EXPECT_LE(r.runs.events(), w.result.events.size());
+    // The text cut before its event array closed is still the input's loss.
+    KinetoStreamResult cut;
+    EXPECT_EQ(stream_piecemeal(text.substr(0, text.find("8, ")) + "\x01", cut),
+              StreamOutcome::kPartial)
+        << cut.why;
+}
+
 TEST(KinetoStream, WhitespaceIsSqueezedAndBoundlessTextRefused) {
     // Megabytes of whitespace between two events stay out of memory.
     const std::string event =
