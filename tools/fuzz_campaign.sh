@@ -15,6 +15,8 @@
 #                     <target>/crashes
 #     --ledger FILE   every sitting is a line of FILE (default tests/fuzz/campaign_ledger.tsv,
 #                     committed: the counts outlive the machine and its build folder)
+#     --totals        print every target's totals from the ledger (the table docs/reliability.md
+#                     quotes) and exit
 #     --smoke         CI: a throwaway corpus, fail when a target crashes, leaks, times out or
 #                     runs fewer than --min-execs executions (it cannot fuzz)
 #     --min-execs N   (with --smoke) default 200
@@ -33,6 +35,7 @@ OUT=build/fuzz-campaign
 LEDGER=tests/fuzz/campaign_ledger.tsv
 SMOKE=0
 MIN_EXECS=200
+TOTALS=0
 TARGETS=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -43,12 +46,25 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --ledger) LEDGER=$2; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
+    --totals) TOTALS=1; shift ;;
     --min-execs) MIN_EXECS=$2; shift 2 ;;
-    -h|--help) sed -n '3,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '3,25p' "$0"; exit 0 ;;
     -*) echo "fuzz_campaign: unknown option $1" >&2; exit 2 ;;
     *) TARGETS+=("$1"); shift ;;
   esac
 done
+
+TABLE_HEAD="| target | sittings | executions | edges (cov) | features (ft) | corpus | crashes |
+|---|---:|---:|---:|---:|---:|---:|"
+if [ $TOTALS -eq 1 ]; then
+  # Sums over sittings; coverage and corpus are the last sitting's.
+  echo "$TABLE_HEAD"
+  awk -F'\t' '!/^#/ && NF >= 11 {n[$1] += $4; e[$1] += $6; c[$1] = $7; f[$1] = $8; k[$1] = $9
+                                   x[$1] += $10}
+       END {for (t in n) printf "| `%s` | %d | %d | %s | %s | %s | %d |\n", t, n[t], e[t], c[t],
+                                f[t], k[t], x[t]}' "$LEDGER" | sort
+  exit 0
+fi
 
 if [ ${#TARGETS[@]} -eq 0 ]; then
   for src in tests/fuzz/*_fuzz.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done
@@ -65,8 +81,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 failed=0
-summary="| target | sittings | executions | edges (cov) | features (ft) | corpus | crashes |
-|---|---:|---:|---:|---:|---:|---:|"
+summary=$TABLE_HEAD
 for target in "${TARGETS[@]}"; do
   bin="$BUILD/tests/fuzz/$target"
   if [ ! -x "$bin" ]; then
