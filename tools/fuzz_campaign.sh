@@ -56,13 +56,18 @@ done
 
 TABLE_HEAD="| target | sittings | executions | edges (cov) | features (ft) | corpus | crashes |
 |---|---:|---:|---:|---:|---:|---:|"
+# The ledger's table rows, one per target (or only `only`'s): sums over sittings; coverage and
+# corpus are the last sitting's.
+ledger_rows() {
+  awk -F'\t' -v only="${1:-}" \
+    '!/^#/ && NF >= 11 && (only == "" || $1 == only) {
+       n[$1] += $4; e[$1] += $6; c[$1] = $7; f[$1] = $8; k[$1] = $9; x[$1] += $10 }
+     END { for (t in n) printf "| `%s` | %d | %d | %s | %s | %s | %d |\n", t, n[t], e[t], c[t],
+                               f[t], k[t], x[t] }' "$LEDGER" | sort
+}
 if [ $TOTALS -eq 1 ]; then
-  # Sums over sittings; coverage and corpus are the last sitting's.
   echo "$TABLE_HEAD"
-  awk -F'\t' '!/^#/ && NF >= 11 {n[$1] += $4; e[$1] += $6; c[$1] = $7; f[$1] = $8; k[$1] = $9
-                                   x[$1] += $10}
-       END {for (t in n) printf "| `%s` | %d | %d | %s | %s | %s | %d |\n", t, n[t], e[t], c[t],
-                                f[t], k[t], x[t]}' "$LEDGER" | sort
+  ledger_rows
   exit 0
 fi
 
@@ -130,9 +135,10 @@ for target in "${TARGETS[@]}"; do
     # One short line per append (O_APPEND): sittings of different targets may end together.
     printf '%s\t%s\t%s\t1\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$target" "$(date -u +%FT%TZ)" \
       "$COMMIT" "$elapsed" "$execs" "$cov" "$ft" "$files" "$found" "$rc" >>"$LEDGER"
-    read -r sittings total < <(awk -F'\t' -v t="$target" \
-      '$1 == t {n += $4; s += $6} END {print n + 0, s + 0}' "$LEDGER")
     [ $rc -ne 0 ] && failed=1
+    summary="$summary
+$(ledger_rows "$target")"
+    continue
   fi
   summary="$summary
 | $target | $sittings | $total | $cov | $ft | $files | $found |"
