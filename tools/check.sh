@@ -27,6 +27,9 @@ export CC=${CC:-cc} CXX=${CXX:-c++}
 use_ccache() {
   command -v ccache >/dev/null || return 0
   export CCACHE_BASEDIR=$ROOT CCACHE_NOHASHDIR=1
+  # The test programs' precompiled <gtest/gtest.h> (tests/CMakeLists.txt): what ccache needs to
+  # cache the files compiled with it.
+  export CCACHE_SLOPPINESS=pch_defines,time_macros
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
 }
 # LeakSanitizer's stop-the-world tracer itself now and then segfaults as a process exits ("Tracer
