@@ -261,6 +261,40 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
     report.findings.push_back(std::move(f));
 }
 
+// host_sync_stall's title and summary. Raised by the replay's saving alone, the syncs cost no GPU
+// idle of their own: they hold the host back, so what it does next (often the next batch) cannot
+// overlap the GPU's work.
+void word_host_sync_stall(const TimelineSummary& s, double share, double saving_share,
+                          double sync_idle, Finding& f) {
+    const double per_step =
+        s.steps > 0 ? static_cast<double>(s.sync_calls) / static_cast<double>(s.steps) : 0;
+    const bool holds_host_back = share < kCauseNotable && saving_share >= kCauseNotable;
+    f.title = holds_host_back ? "Host synchronizations hold the host back: removing them saves " +
+                                    pct(saving_share) + " of the " +
+                                    (s.critical_path.per_step ? "step time" : "window")
+                              : "Host synchronizations stall the GPU: " + pct(share) +
+                                    " of the window idle after syncs";
+    if (saving_share < kWorthFixing && saving_of(s, WhatIf::kNoSync) >= 0) {
+        f.title = format_number(per_step, 0) +
+                  " syncs per step, but they cost < 1 % of the step time: "
+                  "not worth fixing first";
+    }
+    f.summary = std::to_string(s.sync_calls) +
+                (s.sync_calls == 1 ? " synchronizing call" : " synchronizing calls") +
+                " blocked the host for " + dur(static_cast<double>(s.sync_ns)) + ".";
+    if (sync_idle > 0) {
+        f.summary +=
+            " The GPU ran out of work right as the host returned from a synchronization, then "
+            "waited " +
+            dur(sync_idle) + " in all for the host to launch again.";
+    }
+    if (holds_host_back) {
+        f.summary +=
+            " Each call held the host until the GPU reached it, so the host work after it "
+            "(launches, the next batch) could not overlap the GPU's work before it.";
+    }
+}
+
 void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     double span = static_cast<double>(s.gpu.span_ns());
     double sync_idle =
@@ -280,18 +314,7 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
         std::max(share, saving_share) >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
-    f.title =
-        "Host synchronizations stall the GPU: " + pct(share) + " of the window idle after syncs";
-    if (saving_share < kWorthFixing && saving_of(s, WhatIf::kNoSync) >= 0) {
-        f.title = format_number(per_step, 0) +
-                  " syncs per step, but they cost < 1 % of the step time: "
-                  "not worth fixing first";
-    }
-    f.summary =
-        "The GPU ran out of work right as the host returned from a synchronization, then "
-        "waited " +
-        dur(sync_idle) + " for the host to launch again. " + std::to_string(s.sync_calls) +
-        " synchronizing calls blocked the host for " + dur(static_cast<double>(s.sync_ns)) + ".";
+    word_host_sync_stall(s, share, saving_share, sync_idle, f);
     f.figures = {{"share", share, "fraction", "share of the window idle after synchronizations"},
                  {"sync_idle_ns", sync_idle, "ns", "GPU idle after synchronizations"},
                  {"sync_calls", static_cast<double>(s.sync_calls), "count", "synchronizing calls"},

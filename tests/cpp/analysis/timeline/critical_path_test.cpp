@@ -162,6 +162,30 @@ TEST(CriticalPath, SyncsThatDrainTheQueueAreOnThePathAndRankedByTheirSaving) {
     EXPECT_LT(text.find("host_sync_stall"), text.find("input_bound"));
 }
 
+TEST(CriticalPath, SyncsThatKeepTheInputWaitOffTheGpuAreTitledByWhatTheyHoldBack) {
+    // Each step: a 6 ms kernel, a sync that returns with it, then a 4 ms wait for the next batch
+    // before the next launch. The GPU idles in the input wait, not after the sync, yet without
+    // the sync the host fetches while the kernel runs: the step goes from 10 to about 6 ms.
+    SyntheticTimeline t;
+    const std::uint64_t step = 10'100 * kUs;
+    for (int i = 0; i < 8; ++i) {
+        const std::uint64_t s = static_cast<std::uint64_t>(i) * step;
+        t.step(i, s, step);
+        t.kernel(s + 50 * kUs, 6 * kMs, s + 20 * kUs);
+        t.sync(s + 60 * kUs, 5'995 * kUs);
+        t.input_wait(s + 6'060 * kUs, 4 * kMs);
+    }
+    auto r = t.analyze();
+    ASSERT_TRUE(r.is_ok());
+    const Finding* sync = r->finding("host_sync_stall");
+    ASSERT_NE(sync, nullptr);
+    EXPECT_GT(saving_figure(*sync, "saving_ns"), 3.5 * kMs);
+    EXPECT_NE(sync->title.find("hold the host back: removing them saves"), std::string::npos)
+        << sync->title;
+    EXPECT_EQ(sync->title.find("idle after syncs"), std::string::npos) << sync->title;
+    EXPECT_NE(sync->summary.find("could not overlap"), std::string::npos) << sync->summary;
+}
+
 TEST(CriticalPath, PinnedAsyncCopiesLetTheHostWorkWhileTheCopyRuns) {
     // A blocking 2 ms pageable copy, then 3 ms of Python, then 6 ms of kernels and a sync.
     SyntheticTimeline t;

@@ -75,6 +75,8 @@ TEST(TimelineSynthetic, HostSyncStallWhenSyncsDrainTheQueue) {
     const Finding* f = r->finding("host_sync_stall");
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->severity, Severity::kCritical);
+    EXPECT_NE(f->title.find("stall the GPU"), std::string::npos) << f->title;
+    EXPECT_NE(f->summary.find("ran out of work"), std::string::npos) << f->summary;
     EXPECT_GT(timeline_figure(*r, "idle_sync_share"), 0.9);
     EXPECT_EQ(timeline_figure(*r, "sync_calls"), 30);
     ASSERT_FALSE(f->sites.empty());
