@@ -1,25 +1,37 @@
 // SPDX-License-Identifier: Apache-2.0
 // Chrome trace export: replays each input through the timeline analysis (for the idle gaps and
 // their causes) and a writer sink at once, streaming JSON to the output file in 1 MiB pieces.
+// An input that gives nothing to draw is refused, with what it held: an empty trace would open
+// as a blank timeline, which reads as "nothing happened".
 #include <gpudiag/trace_export.hpp>
 
 #include "analysis/timeline/timeline_analyzer.hpp"
 #include "importers/open_source.hpp"
+#include "output/chrome_host_tracks.hpp"
+#include "output/chrome_trace_writer.hpp"
 #include "support/json_writer.hpp"
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <new>
 #include <set>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
 
 namespace gpudiag {
 namespace {
 
-constexpr std::size_t kFlushBytes = 1 << 20;
+using detail::ChromeTraceWriter;
+using detail::HostTracks;
+
 // GPU tracks get their own process ids, clear of real pids, one block per input (rank).
 constexpr std::uint64_t kGpuPidBase = 1u << 30;
 
@@ -65,108 +77,18 @@ const char* gap_colour(detail::IdleKind kind, detail::IdleCause cause) {
     return "grey";
 }
 
-class ChromeTraceWriter {
-public:
-    explicit ChromeTraceWriter(std::FILE* out) : out_(out), json_(buffer_, false) {
-        json_.begin_object().key("traceEvents").begin_array();
-    }
-
-    Status finish() {
-        json_.end_array();
-        json_.field("displayTimeUnit", "ns");
-        json_.key("otherData").begin_object().field("producer", "gpudiag").end_object();
-        json_.end_object();
-        buffer_ += '\n';
-        return flush();
-    }
-
-    Status maybe_flush() { return buffer_.size() >= kFlushBytes ? flush() : Status::ok(); }
-
-    void set_origin_if_unset(std::uint64_t ns) {
-        if (!has_origin_) {
-            origin_ = ns;
-            has_origin_ = true;
-        }
-    }
-
-    void complete(const std::string_view name, const char* cat, std::uint64_t pid,
-                  std::uint64_t tid, std::uint64_t start, std::uint64_t end,
-                  const char* cname = nullptr) {
-        json_.begin_object();
-        json_.field("ph", "X").field("name", name).field("cat", cat);
-        json_.field("pid", pid).field("tid", tid);
-        json_.key("ts").value(us(start));
-        json_.key("dur").value(static_cast<double>(end > start ? end - start : 0) / 1000.0);
-        if (cname != nullptr) json_.field("cname", cname);
-        json_.end_object();
-    }
-    detail::JsonWriter& json() { return json_; }
-    double us(std::uint64_t ns) const {
-        return (static_cast<double>(static_cast<std::int64_t>(ns - origin_))) / 1000.0;
-    }
-    void process_name(std::uint64_t pid, const std::string& name, int sort) {
-        json_.begin_object()
-            .field("ph", "M")
-            .field("name", "process_name")
-            .field("pid", pid)
-            .field("tid", 0)
-            .key("args")
-            .begin_object()
-            .field("name", name)
-            .end_object()
-            .end_object();
-        json_.begin_object()
-            .field("ph", "M")
-            .field("name", "process_sort_index")
-            .field("pid", pid)
-            .field("tid", 0)
-            .key("args")
-            .begin_object()
-            .field("sort_index", sort)
-            .end_object()
-            .end_object();
-    }
-    void thread_name(std::uint64_t pid, std::uint64_t tid, const std::string& name) {
-        json_.begin_object()
-            .field("ph", "M")
-            .field("name", "thread_name")
-            .field("pid", pid)
-            .field("tid", tid)
-            .key("args")
-            .begin_object()
-            .field("name", name)
-            .end_object()
-            .end_object();
-    }
-    void counter(std::uint64_t pid, const char* name, std::uint64_t ts, double value) {
-        json_.begin_object().field("ph", "C").field("name", name).field("pid", pid);
-        json_.key("ts").value(us(ts));
-        json_.key("args").begin_object().field("value", value).end_object();
-        json_.end_object();
-    }
-
-private:
-    Status flush() {
-        if (!buffer_.empty() &&
-            std::fwrite(buffer_.data(), 1, buffer_.size(), out_) != buffer_.size()) {
-            return io_error(std::string("cannot write the trace (") + std::strerror(errno) + ")");
-        }
-        buffer_.clear();
-        return Status::ok();
-    }
-
-    std::FILE* out_;
-    std::string buffer_;
-    detail::JsonWriter json_;
-    std::uint64_t origin_ = 0;
-    bool has_origin_ = false;
-};
-
-// Feeds the timeline analysis (for gaps) and writes every event it sees.
+// Feeds the timeline analysis (for gaps) and writes every event it sees: GPU work and memory
+// here, the host's side through HostTracks. Tallies the input's events by kind, to say what an
+// input held when it gave nothing to draw.
 class ExportSink final : public EventSink {
 public:
-    ExportSink(ChromeTraceWriter& writer, std::size_t input_index, const AnalysisOptions& options)
-        : writer_(writer), analyzer_(options), gpu_pid_base_(kGpuPidBase + input_index * 1024) {
+    ExportSink(ChromeTraceWriter& writer, std::size_t input_index, const AnalysisOptions& options,
+               HostTracks::Counts& counts)
+        : writer_(writer),
+          analyzer_(options),
+          host_(writer, counts),
+          gpu_pid_base_(kGpuPidBase + input_index * 1024),
+          drawn_before_(writer.drawn()) {
         analyzer_.set_gap_observer([this](const detail::TimelineAnalyzer::Gap& g) {
             writer_.complete(gap_name(g.kind, g.cause), "idle", gpu_pid(g.device), 0, g.start_ns,
                              g.end_ns, gap_colour(g.kind, g.cause));
@@ -177,50 +99,54 @@ public:
         strings_ = &strings;
         rank_ = info.rank;
         analyzer_.begin(info, strings);
+        host_.begin(info.rank, strings);
     }
 
     void consume(std::span<const Event> events) override {
         if (!events.empty()) writer_.set_origin_if_unset(events.front().start_ns);
         analyzer_.consume(events);  // may write gaps
-        for (const Event& e : events) write(e);
+        for (const Event& e : events) {
+            ++kinds_[static_cast<std::uint8_t>(e.kind)];
+            write(e);
+        }
         if (status_.is_ok()) status_ = writer_.maybe_flush();
     }
 
     void end(const SourceSummary& summary) override {
         analyzer_.end(summary);
+        host_.finish();
+        lost_ = summary.dropped + summary.damaged;
         for (std::uint16_t d : devices_) {
             std::string label = "GPU " + std::to_string(d) +
                                 (rank_ >= 0 ? " (rank " + std::to_string(rank_) + ")" : "");
             writer_.process_name(gpu_pid(d), label, static_cast<int>(gpu_pid(d) - kGpuPidBase));
-            writer_.thread_name(gpu_pid(d), 0, "idle gaps (by cause)");
+            if (active_devices_.count(d) != 0) {
+                writer_.thread_name(gpu_pid(d), 0, "idle gaps (by cause)");
+            }
         }
         for (const auto& [d, stream] : streams_) {
             writer_.thread_name(gpu_pid(d), stream + 1, "stream " + std::to_string(stream));
         }
-        for (std::uint64_t pid : host_pids_) {
-            writer_.process_name(
-                pid,
-                (rank_ >= 0 ? "rank " + std::to_string(rank_) + " " : std::string()) +
-                    "host process " + std::to_string(pid & 0xFFFFFFFF),
-                0);
-        }
+        if (status_.is_ok()) status_ = writer_.maybe_flush();
     }
 
     [[nodiscard]] const Status& status() const { return status_; }
+    /// Whether the input gave the trace a slice or a counter sample.
+    [[nodiscard]] bool drew() const { return writer_.drawn() > drawn_before_; }
+    /// What the input held, for an input that drew nothing.
+    [[nodiscard]] std::string held() const;
 
 private:
     std::uint64_t gpu_pid(std::uint16_t device) const { return gpu_pid_base_ + (device & 1023); }
-    std::uint64_t host_pid(std::uint32_t pid) const {
-        return rank_ >= 0 ? (std::uint64_t{static_cast<std::uint32_t>(rank_) + 1} << 32) | pid
-                          : pid;
-    }
 
     void write(const Event& e) {
+        if (host_.on_event(e)) return;
         switch (e.kind) {
             case EventKind::kKernel:
             case EventKind::kMemcpy:
             case EventKind::kMemset: {
                 devices_.insert(e.device);
+                active_devices_.insert(e.device);
                 streams_.insert({e.device, e.stream});
                 std::string_view name = e.kind == EventKind::kKernel
                                             ? strings_->lookup(e.kernel.name)
@@ -231,27 +157,22 @@ private:
                                  e.end_ns);
                 break;
             }
-            case EventKind::kApiCall:
-                host_pids_.insert(host_pid(e.process));
-                writer_.complete(strings_->lookup(e.api.name), "cuda_api", host_pid(e.process),
-                                 e.thread, e.start_ns, e.end_ns);
-                break;
-            case EventKind::kRange:
-                if (e.device != kNoDevice) break;  // GPU-side copies of user ranges
-                host_pids_.insert(host_pid(e.process));
-                writer_.complete(strings_->lookup(e.range.name),
-                                 e.range.category == RangeCategory::kStep        ? "step"
-                                 : e.range.category == RangeCategory::kInputWait ? "input_wait"
-                                                                                 : "host",
-                                 host_pid(e.process), e.thread, e.start_ns, e.end_ns);
-                break;
             case EventKind::kCounter:
-                writer_.counter(gpu_pid(e.device == kNoDevice ? 0 : e.device),
-                                counter_name(e.counter.counter), e.start_ns, e.counter.value);
+                // A host-side counter (one the program recorded) belongs to its process.
+                if (e.device == kNoDevice) {
+                    host_.note_process(e.process);
+                    writer_.counter(host_.pid_of(e.process), counter_name(e.counter.counter),
+                                    e.start_ns, e.counter.value);
+                    break;
+                }
+                devices_.insert(e.device);
+                writer_.counter(gpu_pid(e.device), counter_name(e.counter.counter), e.start_ns,
+                                e.counter.value);
                 break;
             case EventKind::kBlockAlloc:
             case EventKind::kBlockFree: {
                 std::uint16_t d = e.device == kNoDevice ? 0 : e.device;
+                devices_.insert(d);
                 std::int64_t& live = block_bytes_[d];
                 std::int64_t delta = static_cast<std::int64_t>(e.memory.bytes);
                 live += e.kind == EventKind::kBlockAlloc ? delta : -delta;
@@ -265,15 +186,41 @@ private:
 
     ChromeTraceWriter& writer_;
     detail::TimelineAnalyzer analyzer_;
+    detail::HostTracks host_;
     std::uint64_t gpu_pid_base_;
+    std::uint64_t drawn_before_;
     const StringTable* strings_ = nullptr;
     std::int32_t rank_ = -1;
-    std::set<std::uint16_t> devices_;
+    std::set<std::uint16_t> devices_;         // GPUs with a track (work, counters, memory)
+    std::set<std::uint16_t> active_devices_;  // of them, those with work (and idle gaps)
     std::set<std::pair<std::uint16_t, std::uint32_t>> streams_;
-    std::set<std::uint64_t> host_pids_;
     std::map<std::uint16_t, std::int64_t> block_bytes_;
+    std::array<std::uint64_t, 256> kinds_{};
+    std::uint64_t lost_ = 0;
     Status status_;
 };
+
+std::string ExportSink::held() const {
+    std::uint64_t total = 0;
+    std::string kinds;
+    for (std::size_t k = 0; k < kinds_.size(); ++k) {
+        if (kinds_[k] == 0) continue;
+        total += kinds_[k];
+        kinds += (kinds.empty() ? "" : ", ") + std::to_string(kinds_[k]) + " " +
+                 event_kind_name(static_cast<EventKind>(k));
+    }
+    std::string text = total == 0 ? std::string("holds no events")
+                                  : "holds " + std::to_string(total) +
+                                        (total == 1 ? " event (" : " events (") + kinds +
+                                        "), none of which a timeline shows (it shows GPU work, "
+                                        "memory blocks, counters, steps and host ranges)";
+    if (lost_ > 0) {
+        text += "; " + std::to_string(lost_) +
+                " more were lost (dropped by the capture or "
+                "damaged in the file)";
+    }
+    return text;
+}
 
 struct FileCloser {
     void operator()(std::FILE* f) const noexcept {
@@ -281,25 +228,77 @@ struct FileCloser {
     }
 };
 
+// Removes the output unless the export succeeded: no half-written or empty trace is left behind.
+// Only a regular file: an export to /dev/null must not remove /dev/null.
+class RemoveUnlessKept {
+public:
+    explicit RemoveUnlessKept(std::string path) : path_(std::move(path)) {}
+    ~RemoveUnlessKept() {
+        std::error_code ec;
+        if (!kept_ && std::filesystem::is_regular_file(path_, ec))
+            std::filesystem::remove(path_, ec);
+    }
+    RemoveUnlessKept(const RemoveUnlessKept&) = delete;
+    RemoveUnlessKept& operator=(const RemoveUnlessKept&) = delete;
+    void keep() { kept_ = true; }
+
+private:
+    std::string path_;
+    bool kept_ = false;
+};
+
+// How the begin/end markers paired, so a reader of the trace can tell a slice that is missing
+// (a marker lost, a cap reached) from one that never happened.
+void write_counts(detail::JsonWriter& json, const HostTracks::Counts& c) {
+    json.key("range_markers").begin_object();
+    json.field("paired", c.ranges_paired).field("ends_without_begin", c.range_ends_unpaired);
+    json.field("begins_without_end", c.range_begins_unended);
+    json.field("past_depth_cap", c.ranges_past_depth_cap);
+    json.field("past_thread_cap", c.ranges_past_thread_cap);
+    json.field("repeats_not_drawn", c.range_repeats).end_object();
+    json.key("step_markers").begin_object();
+    json.field("paired", c.steps_paired).field("ends_without_begin", c.step_ends_unpaired);
+    json.field("begins_without_end", c.step_begins_unended);
+    json.field("past_open_cap", c.steps_past_open_cap).end_object();
+}
+
+Status nothing_to_draw(const std::vector<std::string>& empty) {
+    std::string text;
+    for (const std::string& e : empty) text += (text.empty() ? "" : "; ") + e;
+    return failed_precondition(
+        text +
+        ": nothing to draw, so no trace was written (without a GPU, a recording shows only what "
+        "the program marked: steps, phases such as gpudiag.phase(), DataLoader waits)");
+}
+
 Status export_impl(const std::vector<std::string>& inputs, const std::string& output_path,
                    const AnalysisOptions& options) {
     if (inputs.empty()) return invalid_argument("no input files given");
     if (output_path.empty()) return invalid_argument("no output path given");
+    RemoveUnlessKept cleanup(output_path);  // declared first: runs after the file is closed
     std::unique_ptr<std::FILE, FileCloser> out(std::fopen(output_path.c_str(), "wb"));
-    if (!out) return io_error(output_path + ": cannot create (" + std::strerror(errno) + ")");
+    if (!out) {
+        cleanup.keep();  // not ours: we could not create it
+        return io_error(output_path + ": cannot create (" + std::strerror(errno) + ")");
+    }
     ChromeTraceWriter writer(out.get());
+    HostTracks::Counts counts;
+    std::vector<std::string> empty;  // inputs that drew nothing, with what they held
     for (std::size_t i = 0; i < inputs.size(); ++i) {
         auto source = detail::open_event_source(inputs[i], options);
         if (!source) return source.status();
         StringTable strings;
-        ExportSink sink(writer, i, options);
+        ExportSink sink(writer, i, options, counts);
         Status st = (*source)->run(sink, strings);
         if (!sink.status().is_ok()) return sink.status();
         if (!st.is_ok()) return Status(st.code(), inputs[i] + ": " + st.message());
+        if (!sink.drew()) empty.push_back(inputs[i] + " " + sink.held());
     }
-    Status st = writer.finish();
+    if (!empty.empty()) return nothing_to_draw(empty);
+    Status st = writer.finish([&](detail::JsonWriter& json) { write_counts(json, counts); });
     if (!st.is_ok()) return Status(st.code(), output_path + ": " + st.message());
     if (std::fflush(out.get()) != 0) return io_error(output_path + ": cannot write");
+    cleanup.keep();
     return Status::ok();
 }
 

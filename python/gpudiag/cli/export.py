@@ -10,6 +10,7 @@ from pathlib import Path
 
 from gpudiag import _core
 from gpudiag._analyze import analyze, detect_format
+from gpudiag._errors import EXIT_INPUT, FailedPreconditionError
 from gpudiag._report import Report
 from gpudiag.cli._common import ProgressBar, add_analysis_options
 
@@ -63,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
     options = _core.AnalysisOptions()
     options.rank = args.rank
     options.window = getattr(_core.AnalysisWindow, args.window)
-    _core.export_chrome_trace([str(p) for p in args.inputs], args.chrome, options)
+    try:
+        _core.export_chrome_trace([str(p) for p in args.inputs], args.chrome, options)
+    except FailedPreconditionError as e:
+        # An input with nothing to draw: the library wrote no trace and says what the input held.
+        # That is about the input, not the command line, so it exits with the input-error code.
+        print(f"gpudiag: error: {e}", file=sys.stderr)
+        return EXIT_INPUT
     print(f"gpudiag: wrote {args.chrome} (open it in ui.perfetto.dev)", file=sys.stderr)
     return 0
