@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // StepIndex: the program's steps as the analysis that owns them (the timeline) found them, for
 // analyses that judge something per step (did the steps slow down while the GPU throttled?).
-// Read when they contribute, after every event was consumed.
+// Read when they contribute, after every event was consumed, or while events flow by an analysis
+// the registry feeds after the owner (each batch reaches the owner first): the phase times fold
+// their buffered time against the steps closed so far.
 #pragma once
 
 #include <cstdint>
