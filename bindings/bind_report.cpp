@@ -16,7 +16,9 @@ void bind_report(py::module_& m) {
     bind_enum<Severity>(m, "Severity");
     bind_enum<FigureKind>(m, "FigureKind");
     bind_enum<TableKind>(m, "TableKind");
+    bind_enum<Evidence>(m, "Evidence");
     m.def("severity_name", &severity_name);
+    m.def("evidence_label", &evidence_label, py::arg("evidence"));
 
     py::class_<DeviceInfo>(m, "DeviceInfo")
         .def(py::init<>())
@@ -89,7 +91,8 @@ void bind_report(py::module_& m) {
         .def_readwrite("advice", &Finding::advice)
         .def_readwrite("rank", &Finding::rank)
         .def_readwrite("device", &Finding::device)
-        .def_readwrite("predicted_saving", &Finding::predicted_saving);
+        .def_readwrite("predicted_saving", &Finding::predicted_saving)
+        .def_readwrite("saving_shared_with", &Finding::saving_shared_with);
 
     py::class_<Table>(m, "Table")
         .def(py::init<>())
@@ -125,9 +128,14 @@ void bind_report(py::module_& m) {
         .def_readwrite("findings", &Report::findings)
         .def_readwrite("sections", &Report::sections)
         .def_readwrite("notes", &Report::notes)
+        .def_readwrite("fix_all_saving", &Report::fix_all_saving)
+        .def_readwrite("observed", &Report::observed)
+        .def_readwrite("observed_known", &Report::observed_known)
         .def_readwrite("ranks", &Report::ranks);
 
     m.def("render_text", &render_text, py::arg("report"));
+    m.def("headline", &headline, py::arg("report"),
+          "The report's first line: what it found, and what its input could not show.");
     m.def("render_json", &render_json, py::arg("report"), py::arg("compact") = false);
     m.def(
         "parse_report_json", [](std::string_view json) { return unwrap(parse_report_json(json)); },
@@ -145,6 +153,10 @@ void bind_report(py::module_& m) {
           "A figure as reports list it: (label, value in words); an enum figure shows its word.");
     m.def("describe_device", &describe_device, py::arg("device"),
           "A device as reports name it: 'NVIDIA H200, 141.0 GiB', never blank.");
+    m.def("describe_shared_saving", &describe_shared_saving, py::arg("shared_with"),
+          "The sentence saying a finding's saving overlaps others' ('' when it shares none).");
+    m.def("describe_fix_all", &describe_fix_all, py::arg("fix_all_saving"),
+          "What fixing every cause found together is worth, as the reports say it.");
     m.def("describe_saving", &describe_saving, py::arg("predicted_saving"),
           "What fixing a finding is worth, as the reports say it ('' when not predicted).");
 }

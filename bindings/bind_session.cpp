@@ -104,6 +104,7 @@ void bind_session(py::module_& m) {
         .def("phase_end", &Session::phase_end)
         .def("input_wait_begin", &Session::input_wait_begin)
         .def("input_wait_end", &Session::input_wait_end)
+        .def("input_waited", &Session::input_waited, py::arg("since_ns"))
         .def("record", &Session::record, py::arg("event"))
         .def("intern", &Session::intern, py::arg("text"))
         .def_static("now_ns", &Session::now_ns)

@@ -27,7 +27,7 @@ _CSS = """
 .gpudiag th{background:#f0f0f0}.gpudiag .note{color:#666}
 .gpudiag figure{margin:8px 0}.gpudiag figcaption{font-weight:bold;margin-bottom:2px}
 .gpudiag .partial{border-left:5px solid #d62728;padding:4px 10px;margin:8px 0;background:#fff4f4}
-.gpudiag .device{color:#444}
+.gpudiag .device{color:#444}.gpudiag .headline{font-size:14px;font-weight:bold;margin:8px 0}
 """
 
 # What a chart needs to know about a figure, a series or a table comes from what the report
@@ -184,9 +184,22 @@ def _figures_table(figures: dict[str, Any]) -> str:
 
 
 def _saving(predicted: dict[str, Any]) -> str:
-    """What fixing the finding is worth, in the text report's words (C++'s); "" when not predicted."""
-    text = _core.describe_saving([_native_figure(key, f) for key, f in predicted.items()])
-    return f'<div class="saving"><b>{escape(text)}</b></div>' if text else ""
+    """What fixing the finding is worth, in the text report's words (C++'s), and whose savings
+    it overlaps; "" when not predicted."""
+    figures = [_native_figure(key, f) for key, f in predicted.items() if key != "shared_with"]
+    text = _core.describe_saving(figures)
+    if not text:
+        return ""
+    shared = _core.describe_shared_saving([str(i) for i in predicted.get("shared_with", [])])
+    line = f"{text}. {shared}" if shared else text  # as the text report writes it
+    return f'<div class="saving"><b>{escape(line)}</b></div>'
+
+
+def _fix_all(report: dict[str, Any]) -> str:
+    """What fixing every cause together is worth (C++'s words); "" when the report has none."""
+    figures = [_native_figure(key, f) for key, f in report.get("fix_all_saving", {}).items()]
+    text = _core.describe_fix_all(figures)
+    return f'<div class="saving"><b>{escape(text)}.</b></div>' if text else ""
 
 
 def _finding(f: dict[str, Any]) -> str:
@@ -297,15 +310,13 @@ def render_report(report: dict[str, Any], *, full_page: bool = False) -> str:
             f"could be read ({escape(str(coverage.get('events', 0)))} events); everything "
             f"below covers that part alone.<ul>{missing}</ul></div>"
         )
+    # The C++ headline: what was found, and what the input could not show.
+    if report.get("headline"):
+        out.append(f'<p class="headline">{escape(str(report["headline"]))}</p>')
     for note in report.get("notes", []):
         out.append(f'<div class="note">{escape(str(note))}</div>')
-    if not findings and not report.get("ranks"):
-        out.append(
-            "<p>No problems found.</p>"
-            if complete
-            else "<p>No problems found in the part that could be read.</p>"
-        )
     out.extend(_finding(f) for f in findings)
+    out.append(_fix_all(report))
     for rank in report.get("ranks", []):
         rank_findings = rank.get("findings", [])
         if rank_findings:

@@ -92,7 +92,14 @@ class Finding:
     def predicted_saving(self) -> dict[str, dict[str, Any]]:
         """What fixing this is worth, when predicted: figures ``saving_ns`` (per step),
         ``share`` (of the step time) and ``step_time_ns`` (predicted); {} otherwise."""
-        return dict(self._data.get("predicted_saving", {}))
+        predicted = self._data.get("predicted_saving", {})
+        return {k: v for k, v in predicted.items() if k != "shared_with"}
+
+    @property
+    def saving_shared_with(self) -> list[str]:
+        """The findings (ids) whose predicted savings come from the same time as this one's:
+        fixing both does not save the sum (see ``Report.fix_all_saving``)."""
+        return [str(i) for i in self._data.get("predicted_saving", {}).get("shared_with", [])]
 
     def at_least(self, severity: str) -> bool:
         """True when this finding is at ``severity`` ("info", "warning", "critical") or above."""
@@ -161,6 +168,28 @@ class Report:
         section = self.section(section_id)
         entry = (section or {}).get("figures", {}).get(key)
         return _value(entry) if entry is not None else default
+
+    @property
+    def fix_all_saving(self) -> dict[str, dict[str, Any]]:
+        """What fixing every cause found together is worth (the critical path replayed with all
+        of them removed): figures ``saving_ns``, ``share``, ``step_time_ns``; {} when no finding
+        predicted a saving. The findings' own savings may overlap; this does not."""
+        return dict(self._data.get("fix_all_saving", {}))
+
+    @property
+    def headline(self) -> str:
+        """The report's first line, as every renderer opens with it: what was found, and what
+        the input could not show ("No problems found in steps and input waits; GPU activity,
+        device memory and device health were not observed.")."""
+        return str(self._data.get("headline", ""))
+
+    @property
+    def observed(self) -> list[str] | None:
+        """The kinds of evidence the input had (``gpudiag._core.Evidence`` names: "steps",
+        "input_waits", "gpu_activity", "device_memory", "device_health"); None for a report
+        saved before reports listed them."""
+        observed = self._data.get("observed")
+        return None if observed is None else [str(o) for o in observed]
 
     @property
     def notes(self) -> list[str]:

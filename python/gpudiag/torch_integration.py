@@ -330,11 +330,12 @@ class Integration:
             native = session.native
             if not session.running or native is None:
                 return original_next(it)
-            native.input_wait_begin()
-            try:
-                return original_next(it)
-            finally:
-                native.input_wait_end()
+            since = native.now_ns()
+            # A fetch that raises (StopIteration at the epoch's end, shutting the workers down,
+            # or a worker's error) waited for no batch: only a delivered batch is a wait.
+            batch = original_next(it)
+            native.input_waited(since)
+            return batch
 
         def __iter__(loader: Any) -> Any:
             it = original_iter(loader)

@@ -57,6 +57,13 @@ class FakeNative:
     def input_wait_end(self) -> None:
         self._log("input_wait_end")
 
+    @staticmethod
+    def now_ns() -> int:
+        return time.monotonic_ns()
+
+    def input_waited(self, since_ns: int) -> None:
+        self._log("input_waited", since_ns)
+
     def record(self, event: Any) -> bool:
         self._log("record", event.kind)
         self.events.append(event)
@@ -136,6 +143,8 @@ class FakeNative:
                 if step is not None:
                     waits[step] = waits.get(step, 0) + (t - began)
                 began = None
+            elif name == "input_waited" and step is not None:
+                waits[step] = waits.get(step, 0) + (t - args[0])
         return waits
 
 

@@ -8,6 +8,7 @@
 #include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -61,6 +62,23 @@ enum class FigureKind : std::uint8_t {
 template <>
 GPUDIAG_API EnumNames<FigureKind> enum_names<FigureKind>() noexcept;
 
+/// The kinds of evidence an input can hold. Each class of problem needs its own: input-bound
+/// loops need input waits, idle GPUs need GPU activity, leaks need device memory. A report lists
+/// the kinds its input had, so that no finding is never read as no problem where the evidence
+/// was missing.
+enum class Evidence : std::uint8_t {
+    kSteps = 0,         ///< step boundaries (step markers, ProfilerStep ranges)
+    kInputWaits = 1,    ///< the loop waiting for its next batch (DataLoader fetches)
+    kGpuActivity = 2,   ///< kernels, copies and memsets
+    kDeviceMemory = 3,  ///< allocations, allocator figures, snapshot segments, NVML memory samples
+    kDeviceHealth = 4,  ///< NVML samples of the card (clocks, temperature, throttling, errors)
+};
+inline constexpr std::size_t kEvidenceKinds = 5;
+template <>
+GPUDIAG_API EnumNames<Evidence> enum_names<Evidence>() noexcept;
+/// "steps", "input waits", "GPU activity", "device memory", "device health": as sentences say it.
+GPUDIAG_API const char* evidence_label(Evidence e) noexcept;
+
 /// A named number with its declared unit and kind.
 struct Figure {
     std::string key;  ///< stable snake_case name, e.g. "input_wait_share"
@@ -97,6 +115,9 @@ struct Finding {
     /// steps), "share" (of the step time) and "step_time_ns" (the step time predicted). Empty
     /// when not predicted. Reports rank findings by it (see rank_findings).
     std::vector<Figure> predicted_saving{};
+    /// The findings (ids) whose predicted savings come from the same time as this one's: fixing
+    /// both does not save the sum (the JSON report writes it as predicted_saving.shared_with).
+    std::vector<std::string> saving_shared_with{};
 
     /// The predicted saving in ns (per step), or -1 when none was predicted.
     [[nodiscard]] double saving_ns() const noexcept {
@@ -188,6 +209,16 @@ struct Report {
     std::vector<Finding> findings;
     std::vector<Section> sections;
     std::vector<std::string> notes;
+    /// What fixing every cause found together is worth: the critical path replayed with all of
+    /// them removed at once ("saving_ns", "share", "step_time_ns", as a finding's
+    /// predicted_saving). Empty when no finding predicted a saving. The findings' own savings
+    /// may overlap; this one is what fixing all of them buys.
+    std::vector<Figure> fix_all_saving{};
+    /// The kinds of evidence the input had, in enum order (each analysis adds what it saw).
+    std::vector<Evidence> observed{};
+    /// False for a report read back from JSON written before reports listed their evidence: what
+    /// it observed is then unknown, and nothing is claimed about it.
+    bool observed_known = true;
     /// For a multi-rank job: one report per rank (findings there carry their rank); the job's
     /// own findings (stragglers, imbalance) stay at the top level.
     std::vector<Report> ranks;
@@ -204,7 +235,26 @@ struct Report {
         }
         return nullptr;
     }
+    [[nodiscard]] bool saw(Evidence e) const noexcept {
+        for (Evidence o : observed) {
+            if (o == e) return true;
+        }
+        return false;
+    }
+    /// Adds `e` to `observed` (once, in enum order).
+    void observe(Evidence e) {
+        auto it = observed.begin();
+        while (it != observed.end() && *it < e) ++it;
+        if (it == observed.end() || *it != e) observed.insert(it, e);
+    }
 };
+
+/// The report's first line: what it found, or that it found nothing, and in what. "No problems
+/// found." only when the input had every kind of evidence; otherwise "No problems found in steps
+/// and input waits; GPU activity, device memory and device health were not observed."; with
+/// findings, how many and how bad, and what was not observed; "Nothing was observed" for an
+/// input of no events. Every renderer opens with it. Errors: none ("" on OOM).
+GPUDIAG_API std::string headline(const Report& report) noexcept;
 
 /// Plain-text rendering for terminals and logs. Errors: none (never throws; returns "" on OOM).
 GPUDIAG_API std::string render_text(const Report& report) noexcept;
@@ -254,5 +304,16 @@ GPUDIAG_API std::string column_heading(std::string_view key, std::string_view un
 /// nothing per step now: it is off the critical path (615.1 ms either way)"; "" when nothing was
 /// predicted. The finding's summary says why, not the number. Errors: none ("" on OOM).
 GPUDIAG_API std::string describe_saving(const std::vector<Figure>& predicted_saving) noexcept;
+
+/// The sentence that says a finding's saving overlaps others': "It comes from the same time as
+/// gpu_idle's and host_sync_stall's savings: they do not add up."; "" when it shares none.
+/// Errors: none ("" on OOM).
+GPUDIAG_API std::string describe_shared_saving(
+    const std::vector<std::string>& shared_with) noexcept;
+
+/// What fixing every cause found together is worth, from a report's fix_all_saving: "Fixing every
+/// cause of lost time above together saves about 37.3 ms per step (31.4 %): 118.8 ms -> 81.5 ms";
+/// "" when the report has none. Errors: none ("" on OOM).
+GPUDIAG_API std::string describe_fix_all(const std::vector<Figure>& fix_all_saving) noexcept;
 
 }  // namespace gpudiag

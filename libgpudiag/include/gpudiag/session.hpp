@@ -113,6 +113,10 @@ public:
     /// The loop is about to wait for / has received its next batch of input.
     void input_wait_begin() noexcept;
     void input_wait_end() noexcept;
+    /// The loop waited for a batch it got, from `since_ns` (now_ns() before the fetch) to now.
+    /// For fetches that may deliver nothing (the end of an epoch, a worker's error), which are
+    /// not waits for input: record the wait once the batch is there, and nothing otherwise.
+    void input_waited(std::uint64_t since_ns) noexcept;
 
     /// Records an event from a framework integration (torch allocator, DataLoader, counters).
     /// Timestamps of 0 are filled with now(). Returns false when dropped.

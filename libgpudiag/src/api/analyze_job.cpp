@@ -123,6 +123,9 @@ Result<Report> analyze_job(std::vector<Report> ranks, const AnalysisOptions& opt
             job.capture.damaged += r.capture.damaged;
             job.capture.truncated = job.capture.truncated || r.capture.truncated;
             named_world = std::max(named_world, r.source.world_size);
+            // The job observed what any rank did; each rank's own report says what it lacked.
+            for (Evidence e : r.observed) job.observe(e);
+            job.observed_known = job.observed_known && r.observed_known;
         }
         // Ranks chosen with options.rank leave the others out on purpose: only a job read whole
         // can miss a rank.

@@ -884,6 +884,18 @@ void Session::input_wait_begin() noexcept {
 void Session::input_wait_end() noexcept {
     impl_->push_marker(EventKind::kRangeEnd, RangeCategory::kInputWait, kNoString, 0);
 }
+void Session::input_waited(std::uint64_t since_ns) noexcept {
+    if (impl_->forked_away()) return;
+    Event e;
+    e.kind = EventKind::kRange;
+    e.process = impl_->pid;
+    e.thread = current_tid();
+    e.end_ns = detail::monotonic_now_ns();
+    e.start_ns = std::min(since_ns, e.end_ns);
+    e.range.name = impl_->strings.intern("input wait");
+    e.range.category = RangeCategory::kInputWait;
+    impl_->channel.try_push(e);
+}
 
 bool Session::record(const Event& event) noexcept {
     Event e = event;

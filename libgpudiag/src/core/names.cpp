@@ -173,6 +173,14 @@ constexpr EnumName<StatusCode> kStatusCodeNames[] = {
     {StatusCode::kInternal, "internal"},
 };
 
+constexpr EnumName<Evidence> kEvidenceNames[] = {
+    {Evidence::kSteps, "steps"},
+    {Evidence::kInputWaits, "input_waits"},
+    {Evidence::kGpuActivity, "gpu_activity"},
+    {Evidence::kDeviceMemory, "device_memory"},
+    {Evidence::kDeviceHealth, "device_health"},
+};
+
 constexpr EnumName<Severity> kSeverityNames[] = {
     {Severity::kInfo, "info"},
     {Severity::kWarning, "warning"},
@@ -300,6 +308,7 @@ GPUDIAG_CHECK_TABLE(kApiDomainNames, true);
 GPUDIAG_CHECK_TABLE(kCounterKindNames, true);
 GPUDIAG_CHECK_TABLE(kStatusCodeNames, true);
 GPUDIAG_CHECK_TABLE(kSeverityNames, true);
+GPUDIAG_CHECK_TABLE(kEvidenceNames, true);
 GPUDIAG_CHECK_TABLE(kUnitNames, false);
 GPUDIAG_CHECK_TABLE(kFigureKindNames, true);
 GPUDIAG_CHECK_TABLE(kTableKindNames, true);
@@ -335,6 +344,7 @@ GPUDIAG_ENUM_NAMES(ApiDomain, kApiDomainNames)
 GPUDIAG_ENUM_NAMES(CounterKind, kCounterKindNames)
 GPUDIAG_ENUM_NAMES(StatusCode, kStatusCodeNames)
 GPUDIAG_ENUM_NAMES(Severity, kSeverityNames)
+GPUDIAG_ENUM_NAMES(Evidence, kEvidenceNames)
 GPUDIAG_ENUM_NAMES(Unit, kUnitNames)
 GPUDIAG_ENUM_NAMES(FigureKind, kFigureKindNames)
 GPUDIAG_ENUM_NAMES(TableKind, kTableKindNames)

@@ -11,13 +11,21 @@ namespace {
 
 using detail::JsonWriter;
 
-void write_figures(JsonWriter& w, const std::vector<Figure>& figures, const char* key = "figures") {
+// `shared_with`: for a predicted saving, the findings whose savings it overlaps (a list beside
+// the figures, written only when there are some).
+void write_figures(JsonWriter& w, const std::vector<Figure>& figures, const char* key = "figures",
+                   const std::vector<std::string>* shared_with = nullptr) {
     w.key(key).begin_object();
     for (const auto& f : figures) {
         w.key(f.key).begin_object();
         w.field("value", f.value).field("unit", f.unit).field("label", f.label);
         w.field("kind", enum_name(f.kind));
         w.end_object();
+    }
+    if (shared_with != nullptr && !shared_with->empty()) {
+        w.key("shared_with").begin_array();
+        for (const auto& id : *shared_with) w.value(id);
+        w.end_array();
     }
     w.end_object();
 }
@@ -62,7 +70,9 @@ void write_finding(JsonWriter& w, const Finding& f) {
     w.field("title", f.title).field("summary", f.summary).field("confidence", f.confidence);
     w.field("rank", f.rank).field("device", f.device);
     write_figures(w, f.figures);
-    if (!f.predicted_saving.empty()) write_figures(w, f.predicted_saving, "predicted_saving");
+    if (!f.predicted_saving.empty()) {
+        write_figures(w, f.predicted_saving, "predicted_saving", &f.saving_shared_with);
+    }
     w.field("site_unit", f.site_unit);
     w.key("sites").begin_array();
     for (const auto& s : f.sites) {
@@ -145,6 +155,15 @@ void write_report(JsonWriter& w, const Report& r) {
     w.end_array();
     w.end_object();
     write_input(w, r.input);
+    // What the input could show (absent when a report read back did not say), and the first
+    // line every renderer opens with.
+    if (r.observed_known) {
+        w.key("observed").begin_array();
+        for (Evidence e : r.observed) w.value(enum_name(e));
+        w.end_array();
+    }
+    w.field("headline", headline(r));
+    if (!r.fix_all_saving.empty()) write_figures(w, r.fix_all_saving, "fix_all_saving");
     w.key("findings").begin_array();
     for (const auto& f : r.findings) write_finding(w, f);
     w.end_array();

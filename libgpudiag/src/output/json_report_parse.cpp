@@ -51,7 +51,8 @@ public:
             // Written before reports said what they covered: the capture summary tells.
             r.input = detail::input_coverage(r.capture, r.capture.events, 0, 0);
         }
-        return list(o, "findings", path, r.findings, &ReportReader::finding) &&
+        return evidence(o, path, r) && figures(o, path, r.fix_all_saving, "fix_all_saving") &&
+               list(o, "findings", path, r.findings, &ReportReader::finding) &&
                list(o, "sections", path, r.sections, &ReportReader::section) &&
                strings(o, "notes", path, r.notes) &&
                list(o, "ranks", path, r.ranks, &ReportReader::report);
@@ -157,6 +158,23 @@ private:
         return true;
     }
 
+    // The evidence the report's input had; a report written before reports said so leaves it
+    // unknown, and a kind a newer writer added is not one this reader can name, so it is left out.
+    bool evidence(dom::object o, const std::string& path, Report& r) {
+        dom::element e;
+        if (o["observed"].get(e) != simdjson::SUCCESS) {
+            r.observed_known = false;
+            return true;
+        }
+        std::vector<std::string> names;
+        if (!strings(o, "observed", path, names)) return false;
+        for (const auto& name : names) {
+            Evidence kind{};
+            if (enum_from_name(name, kind)) r.observe(kind);
+        }
+        return true;
+    }
+
     bool device(dom::element e, const std::string& path, DeviceInfo& d) {
         dom::object o;
         return object(e, path, o) && integer(o, "ordinal", path, d.ordinal) &&
@@ -208,13 +226,19 @@ private:
     }
 
     // Figures are an object keyed by figure key, in the order the analysis wrote them.
+    // `shared_with`: where a predicted saving's list of the findings it overlaps goes (it sits
+    // beside the figures); without one, such a list is an error like any non-figure.
     bool figures(dom::object parent, const std::string& path, std::vector<Figure>& out,
-                 const char* key = "figures") {
+                 const char* key = "figures", std::vector<std::string>* shared_with = nullptr) {
         dom::element e;
         if (parent[key].get(e) != simdjson::SUCCESS) return true;
         dom::object all;
         if (!object(e, path + "." + key, all)) return false;
         for (auto field : all) {
+            if (shared_with != nullptr && field.key == "shared_with") {
+                if (!strings(all, "shared_with", path + "." + key, *shared_with)) return false;
+                continue;
+            }
             Figure f;
             f.key.assign(field.key);
             std::string where = path + "." + key + "." + f.key;
@@ -243,7 +267,7 @@ private:
                text(o, "summary", path, f.summary) && number(o, "confidence", path, f.confidence) &&
                integer(o, "rank", path, f.rank) && integer(o, "device", path, f.device) &&
                figures(o, path, f.figures) &&
-               figures(o, path, f.predicted_saving, "predicted_saving") &&
+               figures(o, path, f.predicted_saving, "predicted_saving", &f.saving_shared_with) &&
                text(o, "site_unit", path, f.site_unit) &&
                list(o, "sites", path, f.sites, &ReportReader::site) &&
                strings(o, "evidence", path, f.evidence) && strings(o, "advice", path, f.advice);

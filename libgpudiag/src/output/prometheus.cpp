@@ -211,6 +211,19 @@ void add_report(Exposition& out, const Report& r, const Labels& base) {
                 static_cast<double>(r.capture.dropped));
     }
     add_findings(out, r, base);
+    for (const auto& fig : r.fix_all_saving) {
+        add_figure(out, "gpudiag_fix_all_", " (every cause found removed together)", fig, base);
+    }
+    // What the input could show: a dashboard tells "no finding" from "not observed".
+    if (r.observed_known) {
+        for (const auto& kind : enum_names<Evidence>()) {
+            out.add("gpudiag_evidence_observed",
+                    "1 when the input had this kind of evidence (steps, input waits, GPU "
+                    "activity, device memory, device health), 0 when it could not show its "
+                    "problems.",
+                    false, base + Labels{{"kind", kind.name}}, r.saw(kind.value) ? 1 : 0);
+        }
+    }
     for (const auto& s : r.sections) {
         Labels labels = base + gpu_labels(r.source, section_device(s, r.source));
         std::string prefix = "gpudiag_" + metric_part(s.id) + "_";

@@ -65,7 +65,9 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
 
 void render_saving(std::string& out, const Finding& f) {
     const std::string saving = describe_saving(f.predicted_saving);
-    if (!saving.empty()) out += "      " + saving + "\n";
+    if (saving.empty()) return;
+    const std::string shared = describe_shared_saving(f.saving_shared_with);
+    out += "      " + saving + (shared.empty() ? "" : ". " + shared) + "\n";
 }
 
 void render_finding(std::string& out, const Finding& f) {
@@ -154,14 +156,14 @@ void render_report(std::string& out, const Report& r, bool nested) {
         out += "== rank " + std::to_string(r.source.rank) + " (" + r.source.description + ")\n";
     }
     render_input(out, r.input);
-    if (r.findings.empty()) {
-        out += r.input.complete ? "No problems found.\n\n"
-                                : "No problems found in the part that could be read.\n\n";
-    } else {
+    out += headline(r) + "\n\n";
+    if (!r.findings.empty()) {
         out += "Findings (" + std::to_string(r.findings.size()) + ", what to fix first on top):\n";
         std::vector<Finding> ranked = r.findings;
         rank_findings(ranked);
         for (const auto& f : ranked) render_finding(out, f);
+        const std::string all = describe_fix_all(r.fix_all_saving);
+        if (!all.empty()) out += "  " + all + ".\n\n";
     }
     for (const auto& s : r.sections) render_section(out, s);
     for (const auto& rank : r.ranks) render_report(out, rank, true);

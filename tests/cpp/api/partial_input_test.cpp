@@ -67,8 +67,7 @@ void expect_says_partial(const Report& r, const std::string& context) {
     }
     EXPECT_EQ(text.find("No problems found.\n"), std::string::npos) << text;
     if (r.findings.empty()) {
-        EXPECT_NE(text.find("No problems found in the part that could be read."),
-                  std::string::npos);
+        EXPECT_NE(text.find("in the part that could be read"), std::string::npos);
     }
     EXPECT_NE(text.find("Missing: " + r.input.missing.front()), std::string::npos);
     // JSON says so at the top level, and reads back the same.

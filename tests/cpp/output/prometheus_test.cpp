@@ -58,8 +58,9 @@ Exposition parse(const std::string& text) {
     static const std::regex kName("^[a-zA-Z_:][a-zA-Z0-9_:]*$");
     static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
     static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?)re");
-    static const std::set<std::string> kIdentity = {
-        "Hostname", "rank", "source", "gpu", "UUID", "pci_bus_id", "modelName", "id", "severity"};
+    static const std::set<std::string> kIdentity = {"Hostname", "rank",       "source",    "gpu",
+                                                    "UUID",     "pci_bus_id", "modelName", "id",
+                                                    "severity", "kind"};
     Exposition out;
     std::set<std::string> helped;
     std::set<std::string> series;
@@ -155,6 +156,23 @@ TEST(Prometheus, FindingsBySeverityAndId) {
     ASSERT_EQ(present.size(), 1u);
     EXPECT_EQ(present[0].labels["severity"], severity_name(input_bound->severity));
     EXPECT_TRUE(e.has_prefix("gpudiag_finding_input_bound_"));
+}
+
+// A dashboard tells "no finding" from "not observed": one series per kind of evidence, and the
+// fix-all saving beside the findings' own.
+TEST(Prometheus, EvidenceObservedAndTheFixAllSaving) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kStarvedTrace);
+    const Report& r = corpus_report({testing::kStarvedTrace});
+    Exposition e = parse(render_prometheus(r));
+    for (const auto& kind : enum_names<Evidence>()) {
+        auto v = e.find("gpudiag_evidence_observed", {{"kind", kind.name}});
+        ASSERT_EQ(v.size(), 1u) << kind.name;
+        EXPECT_EQ(v[0].value, r.saw(kind.value) ? 1.0 : 0.0) << kind.name;
+    }
+    ASSERT_FALSE(r.fix_all_saving.empty());
+    auto all = e.find("gpudiag_fix_all_saving_seconds");
+    ASSERT_EQ(all.size(), 1u);
+    EXPECT_NEAR(all[0].value, r.fix_all_saving.front().value / 1e9, 1e-12);
 }
 
 TEST(Prometheus, GpuLabelsWhereTheSourceKnowsTheDevice) {

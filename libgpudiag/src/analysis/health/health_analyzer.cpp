@@ -372,6 +372,7 @@ void HealthAnalyzer::add_mode_figures(Section& s) const {
 
 void HealthAnalyzer::contribute(Report& report) {
     if (devices_.empty()) return;
+    report.observe(Evidence::kDeviceHealth);
     Section s;
     s.id = "health";
     s.title = "GPU health (NVML)";

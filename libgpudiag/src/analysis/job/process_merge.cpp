@@ -54,6 +54,8 @@ void merge_part(Report& into, Report part, bool several) {
     into.capture.truncated = into.capture.truncated || part.capture.truncated;
     for (auto& n : part.capture.notes) into.capture.notes.push_back(several ? file + ": " + n : n);
     add_coverage(into.input, part.input, several ? file + ": " : std::string());
+    for (Evidence e : part.observed) into.observe(e);  // one process: what either input showed
+    into.observed_known = into.observed_known && part.observed_known;
     for (auto& n : part.notes) {
         if (std::find(into.notes.begin(), into.notes.end(), n) == into.notes.end())
             into.notes.push_back(n);

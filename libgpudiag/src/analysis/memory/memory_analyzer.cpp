@@ -321,6 +321,7 @@ void MemoryAnalyzer::contribute(Report& report) {
     MemorySummary s = summarize();
     add_memory_notes(s, report);
     if (!s.observed) return;
+    report.observe(Evidence::kDeviceMemory);
     add_memory_section(s, report);
     // The what-if replays the device's allocations under the usual settings: run once per device
     // with a finding that quotes it, and only then.

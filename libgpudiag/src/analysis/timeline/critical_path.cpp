@@ -28,24 +28,26 @@ constexpr double kLatencySampleMaxNs = 1'000'000;
 constexpr double kGapSampleMaxNs = 30'000;
 constexpr double kMeanWeight = 0.05;
 
+// The what-ifs that remove every host-side cause, each cause's own among them.
+bool removes_host_causes(std::size_t w) {
+    return w == static_cast<std::size_t>(WhatIf::kHostNeverLate) ||
+           w == static_cast<std::size_t>(WhatIf::kEveryCause);
+}
 bool removes_input(std::size_t w) {
-    return w == static_cast<std::size_t>(WhatIf::kNoInputWait) ||
-           w == static_cast<std::size_t>(WhatIf::kHostNeverLate);
+    return w == static_cast<std::size_t>(WhatIf::kNoInputWait) || removes_host_causes(w);
 }
 bool removes_sync(std::size_t w) {
-    return w == static_cast<std::size_t>(WhatIf::kNoSync) ||
-           w == static_cast<std::size_t>(WhatIf::kHostNeverLate);
+    return w == static_cast<std::size_t>(WhatIf::kNoSync) || removes_host_causes(w);
 }
 bool pins_copies(std::size_t w) {
-    return w == static_cast<std::size_t>(WhatIf::kPinnedCopies) ||
-           w == static_cast<std::size_t>(WhatIf::kHostNeverLate);
+    return w == static_cast<std::size_t>(WhatIf::kPinnedCopies) || removes_host_causes(w);
 }
 bool graphs_launches(std::size_t w) {
-    return w == static_cast<std::size_t>(WhatIf::kCudaGraph) ||
-           w == static_cast<std::size_t>(WhatIf::kHostNeverLate);
+    return w == static_cast<std::size_t>(WhatIf::kCudaGraph) || removes_host_causes(w);
 }
 bool hides_communication(std::size_t w) {
-    return w == static_cast<std::size_t>(WhatIf::kNoCommunication);
+    return w == static_cast<std::size_t>(WhatIf::kNoCommunication) ||
+           w == static_cast<std::size_t>(WhatIf::kEveryCause);
 }
 
 std::uint64_t sub(std::uint64_t a, std::uint64_t b) {
@@ -162,6 +164,18 @@ void CriticalPath::close_step(std::uint64_t start, std::uint64_t end) {
         }
     }
     close_steps_before(cursor_);
+}
+
+void CriticalPath::move_step_start(std::uint64_t start, std::uint64_t earlier) {
+    if (earlier >= start || earlier < cursor_) return;
+    for (std::size_t i = steps_.size(); i > 0; --i) {
+        StepAcc& s = steps_[i - 1];
+        if (s.start != start) continue;
+        // Moving it must keep the steps in start order and it must not have been replayed.
+        if (s.host_done || s.traced || (i > 1 && steps_[i - 2].start > earlier)) return;
+        s.start = earlier;
+        return;
+    }
 }
 
 CriticalPath::StreamState& CriticalPath::stream_of(std::uint16_t device, std::uint32_t stream) {

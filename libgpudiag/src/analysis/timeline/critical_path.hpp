@@ -53,8 +53,9 @@ enum class WhatIf : std::uint8_t {
     kCudaGraph = 4,     ///< launches batched / captured in a CUDA graph: no per-kernel host work
     kNoCommunication = 5,  ///< collectives hidden behind compute (take no time on the path)
     kHostNeverLate = 6,    ///< all host-side causes at once: the GPU-bound step time
+    kEveryCause = 7,       ///< every cause above removed together: what fixing all findings buys
 };
-inline constexpr std::size_t kWhatIfs = 7;
+inline constexpr std::size_t kWhatIfs = 8;
 
 /// Results over a range of steps (or the whole input without steps).
 struct CriticalPathSummary {
@@ -114,6 +115,9 @@ public:
     /// Steps, as the timeline analysis finds them (an open step has end UINT64_MAX).
     void add_step(std::uint64_t start, std::uint64_t end);
     void close_step(std::uint64_t start, std::uint64_t end);
+    /// The step that starts at `start` starts at `earlier` instead (its fetch, found after the
+    /// step: see TimelineAnalyzer::wait_between_steps); ignored once the replay has passed it.
+    void move_step_start(std::uint64_t start, std::uint64_t earlier);
 
     /// Replays everything still waiting (end of input). Idempotent.
     void finish();

@@ -292,8 +292,9 @@ void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::ui
         std::upper_bound(steps_.begin(), steps_.end(), start,
                          [](std::uint64_t t, const StepRecord& s) { return t < s.start_ns; });
     std::size_t index = static_cast<std::size_t>(pos - steps_.begin());
+    if (index > 0) take_lead_in(steps_[index - 1], r);
     steps_.insert(pos, r);
-    critical_path_.add_step(start, end);
+    critical_path_.add_step(r.start_ns, end);
     for (auto& o : open_steps_) {
         if (o >= index) ++o;
     }
@@ -319,10 +320,9 @@ void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, st
         longest_input_wait_ns_ = std::max(longest_input_wait_ns_, dur);
         std::size_t s = step_of(start);
         if (s != SIZE_MAX && start <= steps_[s].end_ns) {
-            StepRecord& st = steps_[s];
-            st.input_wait_ns += dur;
-            ++st.input_waits;
-            st.longest_input_wait_ns = std::max(st.longest_input_wait_ns, dur);
+            book_input_wait(steps_[s], dur);
+        } else if (s != SIZE_MAX) {
+            wait_between_steps(s, start, end);
         }
         add_span(input_spans_, start, end);
         critical_path_.add_host(CriticalPath::HostKind::kInput, start, end, 0);
@@ -332,6 +332,48 @@ void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, st
             single_process_loader_ = true;
         }
     }
+}
+
+void TimelineAnalyzer::book_input_wait(StepRecord& st, std::uint64_t dur) {
+    st.input_wait_ns += dur;
+    ++st.input_waits;
+    st.longest_input_wait_ns = std::max(st.longest_input_wait_ns, dur);
+}
+
+// A wait that began after step `before` ended. Trainers fetch the next batch before the hook
+// that opens a step, so the wait belongs to the step after it: booked there now when that step
+// is already known (events out of order), else when it begins (take_lead_in). A wait before the
+// first step is not booked: it includes starting the loader's workers, the loop's warm-up.
+void TimelineAnalyzer::wait_between_steps(std::size_t before, std::uint64_t start,
+                                          std::uint64_t end) {
+    const std::size_t next = before + 1;
+    if (next < steps_.size() && steps_[next].start_ns + kSyncSlackNs >= end) {
+        StepRecord& st = steps_[next];
+        book_input_wait(st, end - start);
+        ++st.lead_in_waits;
+        critical_path_.move_step_start(st.start_ns, start);
+        st.start_ns = std::min(st.start_ns, start);
+        return;
+    }
+    if (next < steps_.size()) return;  // it ended inside a later step: only the totals hold it
+    if (waits_between_.size() >= kMaxWaitsBetween) waits_between_.pop_front();
+    waits_between_.push_back({start, end});
+}
+
+// The waits since step `prev` ended that end before `step` starts are its fetch: booked to it,
+// and it starts at the first of them.
+void TimelineAnalyzer::take_lead_in(const StepRecord& prev, StepRecord& step) {
+    if (prev.end_ns == UINT64_MAX || prev.end_ns > step.start_ns) {
+        waits_between_.clear();
+        return;
+    }
+    for (const Span& w : waits_between_) {
+        if (w.start < prev.end_ns || w.end > step.start_ns + kSyncSlackNs) continue;
+        book_input_wait(step, w.end - w.start);
+        ++step.lead_in_waits;
+        step.start_ns = std::min(step.start_ns, w.start);
+    }
+    waits_between_.clear();
 }
 
 TimelineAnalyzer::ApiKind TimelineAnalyzer::api_kind(StringId name) {
@@ -865,6 +907,29 @@ Stats TimelineAnalyzer::select_window(const std::vector<Stats>& buckets,
     return out;
 }
 
+// The time between consecutive closed steps of [first, last) that no step covers, and the span
+// from the first step's start to the last one's end it is a share of.
+void TimelineAnalyzer::summarize_between_steps(std::size_t first, std::size_t last,
+                                               TimelineSummary& s) const {
+    const StepRecord* prev = nullptr;
+    std::uint64_t span_start = UINT64_MAX;
+    std::uint64_t span_end = 0;
+    for (std::size_t i = first; i < last; ++i) {
+        const StepRecord& st = steps_[i];
+        if (st.end_ns == UINT64_MAX) continue;
+        span_start = std::min(span_start, st.start_ns);
+        span_end = std::max(span_end, st.end_ns);
+        if (prev != nullptr && st.start_ns > prev->end_ns) {
+            const std::uint64_t gap = st.start_ns - prev->end_ns;
+            s.between_steps_ns += gap;
+            ++s.between_step_gaps;
+            s.longest_between_steps_ns = std::max(s.longest_between_steps_ns, gap);
+        }
+        if (prev == nullptr || st.end_ns > prev->end_ns) prev = &st;
+    }
+    s.steps_span_ns = span_end > span_start ? span_end - span_start : 0;
+}
+
 TimelineSummary TimelineAnalyzer::summarize() const {
     TimelineSummary s;
     s.window = options_.window;
@@ -900,9 +965,11 @@ TimelineSummary TimelineAnalyzer::summarize() const {
     if (options_.window == AnalysisWindow::kHta && n >= 2) last = n - 1;
     bool use_steps = n > 0 && options_.window != AnalysisWindow::kAll;
     if (use_steps) {
+        summarize_between_steps(first, last, s);
         for (std::size_t i = first; i < last; ++i) {
             const StepRecord& st = steps_[i];
             if (st.end_ns == UINT64_MAX) continue;  // a step marker never closed
+            s.lead_in_waits += st.lead_in_waits;
             std::uint64_t dur = st.end_ns - st.start_ns;
             ++s.steps;
             s.host_time_ns += dur;
@@ -977,6 +1044,7 @@ void TimelineAnalyzer::contribute(Report& report) {
         ended_ = true;
     }
     TimelineSummary s = summarize();
+    observe_evidence(report);
     // An input with no timeline (a memory snapshot) gets no section: its figures would all be
     // zeros that were never measured. Nor does one whose timeline events measured nothing (host
     // ranges of a device gpudiag cannot read, no steps, no input waits, no syncs).
@@ -992,6 +1060,14 @@ void TimelineAnalyzer::contribute(Report& report) {
             "comm_bound need it and were not evaluated; input_bound and step "
             "times come from host time.");
     }
+}
+
+void TimelineAnalyzer::observe_evidence(Report& report) const {
+    const bool closed_step = std::any_of(
+        steps_.begin(), steps_.end(), [](const StepRecord& st) { return st.end_ns != UINT64_MAX; });
+    if (closed_step) report.observe(Evidence::kSteps);
+    if (input_waits_ > 0) report.observe(Evidence::kInputWaits);
+    if (gpu_activities_ > 0) report.observe(Evidence::kGpuActivity);
 }
 
 namespace {
@@ -1021,6 +1097,35 @@ void add_step_breakdown(Table& t, const StepRecord& step, const GpuTimeStats& g)
 }
 
 }  // namespace
+
+// What fell between the steps: the time no step covers, and the waits booked to the step after
+// them. Said in a note once it is a share worth noticing (the 5 % a cause needs to be one).
+void TimelineAnalyzer::add_between_steps(const TimelineSummary& s, Section& sec,
+                                         Report& report) const {
+    constexpr double kBetweenNotable = 0.05;
+    if (s.lead_in_waits > 0) {
+        sec.figures.push_back({"lead_in_waits", static_cast<double>(s.lead_in_waits), "count",
+                               "input waits before a step's marked start, booked to that step"});
+    }
+    // Below half a percent of the steps' span (the few µs between a profiler's step ranges) the
+    // time between steps is no figure worth a line.
+    constexpr double kBetweenWorthAFigure = 0.005;
+    const double share = share_of(s.between_steps_ns, s.steps_span_ns);
+    if (s.between_step_gaps == 0 || share < kBetweenWorthAFigure) return;
+    sec.figures.push_back({"between_steps_ns", static_cast<double>(s.between_steps_ns), "ns",
+                           "time between steps (in no step)"});
+    sec.figures.push_back(
+        {"between_steps_share", share, "fraction", "share of the steps' span between steps"});
+    if (share < kBetweenNotable) return;
+    report.notes.push_back(
+        format_duration_ns(static_cast<double>(s.between_steps_ns)) + " (" + format_percent(share) +
+        " of the time from the first step's start to the last one's end) fell between steps, in " +
+        std::to_string(s.between_step_gaps) + (s.between_step_gaps == 1 ? " gap" : " gaps") +
+        " (the longest " + format_duration_ns(static_cast<double>(s.longest_between_steps_ns)) +
+        "): work between the hooks that mark the steps, such as evaluation, checkpoints or "
+        "logging. The step figures leave it out" +
+        (s.lead_in_waits > 0 ? "; the input waits in it are booked to the step after them." : "."));
+}
 
 void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
     Section sec;
@@ -1088,6 +1193,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
         fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), "ns", "longest step");
     }
+    add_between_steps(s, sec, report);
     if (s.input_waits > 0) {
         fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), "fraction",
             s.steps > 0 ? "step time waiting for input" : "host time waiting for input");
@@ -1264,6 +1370,7 @@ const char* what_if_key(WhatIf w) {
         case WhatIf::kCudaGraph: return "cuda_graph";
         case WhatIf::kNoCommunication: return "hidden_communication";
         case WhatIf::kHostNeverLate: return "host_never_late";
+        case WhatIf::kEveryCause: return "every_cause";
     }
     return "unknown";
 }

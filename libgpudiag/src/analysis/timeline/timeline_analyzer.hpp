@@ -51,6 +51,7 @@ public:
 
     /// The figures of the configured window (valid after end()).
     [[nodiscard]] TimelineSummary summarize() const;
+    void summarize_between_steps(std::size_t first, std::size_t last, TimelineSummary& s) const;
 
     /// One idle gap of a device, as classified (for exports and tests).
     struct Gap {
@@ -136,6 +137,9 @@ private:
     void on_host_range(const Event& e, std::uint64_t start, std::uint64_t end,
                        RangeCategory category, StringId name, std::uint64_t id);
     void on_step(std::int64_t number, std::uint64_t start, std::uint64_t end);
+    static void book_input_wait(StepRecord& st, std::uint64_t dur);
+    void wait_between_steps(std::size_t before, std::uint64_t start, std::uint64_t end);
+    void take_lead_in(const StepRecord& prev, StepRecord& step);
     // Capture pauses: windows in which GPU activity was not observed.
     struct ObservedGap {
         std::uint64_t observed;    // the gap's length less its unobserved parts
@@ -157,7 +161,9 @@ private:
     static Stats& bucket_ref(std::vector<Stats>& buckets, std::size_t index);
     template <typename Stats>
     Stats select_window(const std::vector<Stats>& buckets, const Stats& unattributed) const;
+    void observe_evidence(Report& report) const;
     void build_section(const TimelineSummary& s, Report& report) const;
+    void add_between_steps(const TimelineSummary& s, Section& sec, Report& report) const;
     void add_step_tables(const TimelineSummary& s, Section& sec) const;
     void add_critical_path(const TimelineSummary& s, Section& sec, Report& report) const;
     void on_annotation(const Event& e);
@@ -188,7 +194,10 @@ private:
     std::map<StringId, std::pair<std::uint64_t, std::uint64_t>> sync_by_name_;
     // Open NVTX-style ranges per thread, to pair kRangeBegin with kRangeEnd.
     std::unordered_map<std::uint64_t, std::vector<Event>> open_ranges_;
-    std::vector<std::size_t> open_steps_;      // indexes into steps_ of steps begun but not ended
+    std::vector<std::size_t> open_steps_;  // indexes into steps_ of steps begun but not ended
+    // Input waits since the last step ended, for the step that begins next (take_lead_in).
+    static constexpr std::size_t kMaxWaitsBetween = 256;
+    std::deque<Span> waits_between_;
     std::vector<Span> unobserved_;             // closed capture pauses, in time order
     std::uint64_t paused_since_ = UINT64_MAX;  // an open pause (kCapturePaused not yet resumed)
 

@@ -62,11 +62,16 @@ const char* cause_advice(IdleCause c) {
             return "Copy from pinned memory with .to(device, non_blocking=True) (DataLoader "
                    "pin_memory=True) so copies do not block the host.";
         case IdleCause::kLaunch:
-        case IdleCause::kCpu:
             return "Cut per-kernel host overhead: torch.compile (fuses small ops), CUDA graphs "
                    "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fused "
                    "optimizers "
                    "(fused=True / foreach=True), or a bigger batch per step.";
+        case IdleCause::kCpu:
+            return "Find what the host computes between launches (py-spy, or torch.profiler with "
+                   "CPU activities and with_stack=True): Python and framework work in the loop, "
+                   "logging, metrics or data preparation. Move what is not the model's out of "
+                   "the loop or onto another thread; torch.compile and CUDA graphs remove the "
+                   "framework's per-operator work.";
     }
     return "";
 }
@@ -85,12 +90,43 @@ double saving_of(const TimelineSummary& s, WhatIf w) {
     return std::clamp(cp.saving_ns[static_cast<std::size_t>(w)], 0.0, replay_base(s));
 }
 
+// What gpu_idle's saving replays: removing the host-side cause that dominates the idle time
+// (so the finding about that cause, which names the fix, ranks with it), or every host cause when
+// the idle time sits between queued kernels (no one host-side fix).
+WhatIf gpu_idle_fix(const TimelineSummary& s) {
+    const GpuTimeStats& g = s.gpu;
+    std::size_t top = 0;
+    for (std::size_t c = 1; c < kIdleCauseCount; ++c) {
+        if (g.cause_ns[c] > g.cause_ns[top]) top = c;
+    }
+    if (static_cast<double>(g.idle_by_kind[0]) < 0.5 * static_cast<double>(g.idle_ns)) {
+        return WhatIf::kHostNeverLate;
+    }
+    static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
+                                                       WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
+                                                       WhatIf::kCudaGraph};
+    return kFixOf[top];
+}
+
+// The what-if each timeline finding's predicted saving replays: its cause removed.
+WhatIf fix_of(const std::string& id, const TimelineSummary& s) {
+    static constexpr std::pair<const char*, WhatIf> kFixes[] = {
+        {"input_bound", WhatIf::kNoInputWait},      {"host_sync_stall", WhatIf::kNoSync},
+        {"pageable_memcpy", WhatIf::kPinnedCopies}, {"launch_bound", WhatIf::kCudaGraph},
+        {"comm_bound", WhatIf::kNoCommunication},
+    };
+    for (const auto& [finding, fix] : kFixes) {
+        if (id == finding) return fix;
+    }
+    return gpu_idle_fix(s);
+}
+
 // Attaches what removing the finding's cause is worth (the critical path replayed without it)
 // and says so in the summary; a saving under kWorthFixing makes the finding informational.
 // `lower_bound`: the replay leaves out part of the fix's effect, so a small saving proves nothing.
-void attach_saving(Finding& f, const TimelineSummary& s, WhatIf w, const std::string& fix,
+void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
                    bool lower_bound = false) {
-    const double saving = saving_of(s, w);
+    const double saving = saving_of(s, fix_of(f.id, s));
     if (saving < 0) return;
     const bool per_step = s.critical_path.per_step;
     const double base = replay_base(s);
@@ -257,7 +293,7 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
         "Move decoding and augmentation off the critical path (pre-process once, "
         "or augment on the GPU).");
     add_loader_verdict(s, per_step, f);
-    attach_saving(f, s, WhatIf::kNoInputWait, "Having each batch ready when the loop asks");
+    attach_saving(f, s, "Having each batch ready when the loop asks");
     report.findings.push_back(std::move(f));
 }
 
@@ -274,10 +310,21 @@ void word_host_sync_stall(const TimelineSummary& s, double share, double saving_
                                     (s.critical_path.per_step ? "step time" : "window")
                               : "Host synchronizations stall the GPU: " + pct(share) +
                                     " of the window idle after syncs";
-    if (saving_share < kWorthFixing && saving_of(s, WhatIf::kNoSync) >= 0) {
-        f.title = format_number(per_step, 0) +
-                  " syncs per step, but they cost < 1 % of the step time: "
-                  "not worth fixing first";
+    // The replayed saving itself (saving_share is 0 below kMinSavingToRaiseNs): a title that
+    // says what removing the syncs is worth states that figure.
+    const double saving = saving_of(s, WhatIf::kNoSync);
+    const double replayed_share = saving >= 0 ? ratio(saving, replay_base(s)) : 0.0;
+    const std::string count = per_step >= 1 || s.steps == 0
+                                  ? format_number(per_step, 0) + " syncs per step"
+                                  : std::to_string(s.sync_calls) +
+                                        (s.sync_calls == 1 ? " sync in " : " syncs in ") +
+                                        std::to_string(s.steps) + " steps";
+    if (saving >= 0 && replayed_share < kWorthFixing) {
+        f.title = count + ", but they cost < 1 % of the " +
+                  (s.critical_path.per_step ? "step time" : "window") + ": not worth fixing first";
+    } else if (saving >= 0 && !holds_host_back && share < kCauseNotable) {
+        f.title = count + ": removing them saves " + pct(replayed_share) + " of the " +
+                  (s.critical_path.per_step ? "step time" : "window");
     }
     f.summary = std::to_string(s.sync_calls) +
                 (s.sync_calls == 1 ? " synchronizing call" : " synchronizing calls") +
@@ -336,7 +383,7 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     f.advice.push_back(
         "Use non_blocking=True copies from pinned memory; avoid torch.cuda.synchronize() "
         "except for timing.");
-    attach_saving(f, s, WhatIf::kNoSync, "Removing these synchronizations");
+    attach_saving(f, s, "Removing these synchronizations");
     report.findings.push_back(std::move(f));
 }
 
@@ -379,45 +426,46 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
     f.advice.push_back(
         "Then copy with .to(device, non_blocking=True) so the copy overlaps compute.");
     f.advice.push_back("Keep tensors that are reused across steps on the GPU.");
-    attach_saving(f, s, WhatIf::kPinnedCopies,
-                  "Copying from pinned memory without blocking the host", true);
+    attach_saving(f, s, "Copying from pinned memory without blocking the host", true);
     report.findings.push_back(std::move(f));
 }
 
+// Launch-bound: the GPU idles mostly waiting for the host, and the host spends most of that wait
+// launching (inside launch calls, or the latency from a launch to its kernel): kernels finish
+// before the next one can be queued. Host wait spent in other CPU work (Python, the framework,
+// logging) is gpu_idle's, with advice of its own: CUDA graphs would not be the first fix.
 void add_launch_bound(const TimelineSummary& s, Report& report) {
     const GpuTimeStats& g = s.gpu;
-    double span = static_cast<double>(g.span_ns());
-    double idle_share = ratio(static_cast<double>(g.idle_ns), span);
-    double host_wait = static_cast<double>(g.idle_by_kind[0]);
-    double launch_cpu =
-        static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] +
-                            g.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)]);
-    // Launch-bound: the GPU idles mostly waiting for the host, the host is busy launching rather
-    // than waiting for data or syncs, and a typical kernel is over before another launch call
-    // (5-20 µs of host time) could have queued the next one.
-    if (idle_share < kIdleWorthExplaining || host_wait < 0.5 * static_cast<double>(g.idle_ns) ||
-        launch_cpu < 0.5 * host_wait || s.launch_median_ns <= 0 ||
-        s.kernel_median_ns > 2.0 * s.launch_median_ns) {
+    const double span = static_cast<double>(g.span_ns());
+    const double idle = static_cast<double>(g.idle_ns);
+    const double idle_share = ratio(idle, span);
+    const double host_wait = static_cast<double>(g.idle_by_kind[0]);
+    const double launching =
+        static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)]);
+    if (idle_share < kIdleWorthExplaining || host_wait < 0.5 * idle ||
+        launching < 0.5 * host_wait || s.launch_median_ns <= 0) {
         return;
     }
-    double share = ratio(launch_cpu, span);
+    const double launch_share = ratio(launching, idle);
     Finding f;
     f.id = "launch_bound";
     f.severity = idle_share >= kIdleSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
-    f.title = "Launch-bound: kernels (median " + dur(s.kernel_median_ns) +
-              ") finish faster than the host launches them (median " + dur(s.launch_median_ns) +
-              ")";
-    f.summary = std::to_string(g.kernels) + " kernels ran with a median duration of " +
-                dur(s.kernel_median_ns) + " while a launch call took " + dur(s.launch_median_ns) +
-                " of host time; the GPU idled " + pct(idle_share) + " of the window, " +
-                pct(ratio(launch_cpu, static_cast<double>(g.idle_ns))) +
-                " of that idle time while the host was launching or running framework code.";
-    f.figures = {{"share", share, "fraction", "share of the window idle on launch overhead"},
-                 {"kernels", static_cast<double>(g.kernels), "count", "kernels"},
-                 {"kernel_median_ns", s.kernel_median_ns, "ns", "median kernel"},
-                 {"launch_median_ns", s.launch_median_ns, "ns", "median launch call"}};
+    f.title = "Launch-bound: the host spent " + pct(launch_share) +
+              " of the GPU's idle time launching kernels (median kernel " +
+              dur(s.kernel_median_ns) + ", median launch call " + dur(s.launch_median_ns) + ")";
+    f.summary = "The GPU idled " + pct(idle_share) + " of the window; for " + pct(launch_share) +
+                " of that idle time the host was inside launch calls or waiting out a launch's "
+                "latency, so kernels ran out before the next one was queued. " +
+                std::to_string(g.kernels) + " kernels ran a median " + dur(s.kernel_median_ns) +
+                "; a launch call took a median " + dur(s.launch_median_ns) + " of host time.";
+    f.figures = {
+        {"share", ratio(launching, span), "fraction", "share of the window idle launching"},
+        {"launch_share_of_idle", launch_share, "fraction", "idle time spent launching"},
+        {"kernels", static_cast<double>(g.kernels), "count", "kernels"},
+        {"kernel_median_ns", s.kernel_median_ns, "ns", "median kernel"},
+        {"launch_median_ns", s.launch_median_ns, "ns", "median launch call"}};
     f.evidence.push_back(std::to_string(s.launch_calls) + " launch calls, median " +
                          dur(s.launch_median_ns));
     f.evidence.push_back("median kernel " + dur(s.kernel_median_ns));
@@ -429,8 +477,7 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
         "A bigger batch per step makes each kernel longer for the same launch cost.");
     f.advice.push_back(
         "Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
-    attach_saving(f, s, WhatIf::kCudaGraph,
-                  "Launching the kernels as one CUDA graph (no per-kernel host work)");
+    attach_saving(f, s, "Launching the kernels as one CUDA graph (no per-kernel host work)");
     report.findings.push_back(std::move(f));
 }
 
@@ -467,7 +514,7 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
     f.advice.push_back(
         "Collectives also wait for the slowest rank: compare ranks (gpudiag analyze "
         "with every rank's trace) before tuning the network.");
-    attach_saving(f, s, WhatIf::kNoCommunication, "Hiding the collectives behind compute");
+    attach_saving(f, s, "Hiding the collectives behind compute");
     report.findings.push_back(std::move(f));
 }
 
@@ -525,12 +572,7 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
             "events, stream waits). Look at the streams table and at cross-stream "
             "waits.");
     }
-    // Worth what removing the dominant cause is (so the specific finding about that cause, which
-    // names the fix, ranks with it); idle between queued kernels has no host-side fix.
-    static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
-                                                       WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
-                                                       WhatIf::kCudaGraph};
-    attach_saving(f, s, host_dominated ? kFixOf[top] : WhatIf::kHostNeverLate,
+    attach_saving(f, s,
                   host_dominated ? std::string("Removing that cause (") +
                                        idle_cause_label(static_cast<IdleCause>(top)) + ")"
                                  : "Feeding the GPU as fast as it runs (no input waits, syncs, "
@@ -539,16 +581,66 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     report.findings.push_back(std::move(f));
 }
 
-}  // namespace
+// Savings that cannot be added: two findings whose fixes replay the same what-if remove the same
+// time, and two whose savings sum to more than removing every cause together saves cannot both
+// be had in full. Each lists the other (savings under kWorthFixing share nothing worth saying).
+void link_shared_savings(const TimelineSummary& s, std::vector<Finding*>& savers) {
+    const double every = saving_of(s, WhatIf::kEveryCause);
+    const double tolerance = kWorthFixing * replay_base(s);
+    for (std::size_t i = 0; i < savers.size(); ++i) {
+        for (std::size_t j = i + 1; j < savers.size(); ++j) {
+            Finding& a = *savers[i];
+            Finding& b = *savers[j];
+            if (a.saving_ns() < tolerance || b.saving_ns() < tolerance) continue;
+            const bool same_fix = fix_of(a.id, s) == fix_of(b.id, s);
+            if (!same_fix && a.saving_ns() + b.saving_ns() <= every + tolerance) continue;
+            a.saving_shared_with.push_back(b.id);
+            b.saving_shared_with.push_back(a.id);
+        }
+    }
+}
 
-void add_timeline_findings(const TimelineSummary& s, Report& report) {
-    add_input_bound(s, report);  // host time: needs no GPU activity
-    if (!s.has_gpu_activity || s.gpu.span_ns() == 0) return;
+// The report's fix-all saving: every cause replayed away at once, what fixing all the findings
+// buys whatever their own savings say.
+void add_fix_all_saving(const TimelineSummary& s, Report& report) {
+    const double every = saving_of(s, WhatIf::kEveryCause);
+    if (every < 0) return;
+    const bool per_step = s.critical_path.per_step;
+    const double base = replay_base(s);
+    const std::string per = per_step ? " per step" : " over the window";
+    report.fix_all_saving = {
+        {"saving_ns", every, "ns", "time saved" + per + " with every cause removed together"},
+        {"share", ratio(every, base), "fraction",
+         per_step ? "share of the step time" : "share of the window"},
+        {"step_time_ns", base - every, "ns",
+         per_step ? "predicted step time" : "predicted window"}};
+}
+
+void add_savings_together(const TimelineSummary& s, std::size_t first, Report& report) {
+    std::vector<Finding*> savers;
+    for (std::size_t i = first; i < report.findings.size(); ++i) {
+        if (report.findings[i].saving_ns() >= 0) savers.push_back(&report.findings[i]);
+    }
+    if (savers.empty()) return;
+    link_shared_savings(s, savers);
+    add_fix_all_saving(s, report);
+}
+
+void add_gpu_findings(const TimelineSummary& s, Report& report) {
     add_host_sync_stall(s, report);
     add_pageable_memcpy(s, report);
     add_launch_bound(s, report);
     add_comm_bound(s, report);
     add_gpu_idle(s, report);
+}
+
+}  // namespace
+
+void add_timeline_findings(const TimelineSummary& s, Report& report) {
+    const std::size_t first = report.findings.size();
+    add_input_bound(s, report);  // host time: needs no GPU activity
+    if (s.has_gpu_activity && s.gpu.span_ns() > 0) add_gpu_findings(s, report);
+    add_savings_together(s, first, report);
 }
 
 }  // namespace gpudiag::detail

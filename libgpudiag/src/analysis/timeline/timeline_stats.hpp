@@ -99,6 +99,10 @@ struct StepRecord {
     std::uint64_t longest_input_wait_ns = 0;
     std::uint64_t sync_calls = 0;
     std::uint64_t sync_ns = 0;
+    /// Input waits that fell between the previous step's end and this step's marked start (a
+    /// trainer fetches the batch before the hook that opens a step): booked to this step, whose
+    /// start moved back to the first of them.
+    std::uint64_t lead_in_waits = 0;
 };
 
 }  // namespace gpudiag::detail

@@ -47,6 +47,14 @@ struct TimelineSummary {
     std::uint64_t sync_calls = 0;
     std::uint64_t sync_ns = 0;
     std::vector<std::pair<std::string, std::pair<std::uint64_t, std::uint64_t>>> sync_by_name;
+    /// Input waits booked to the step after them (they fell between two steps).
+    std::uint64_t lead_in_waits = 0;
+    /// Time between consecutive steps of the window that no step covers (a trainer's own work,
+    /// validation, checkpoints): a figure of its own, never silently outside the window.
+    std::uint64_t between_steps_ns = 0;
+    std::uint64_t between_step_gaps = 0;  ///< consecutive steps with time between them
+    std::uint64_t longest_between_steps_ns = 0;
+    std::uint64_t steps_span_ns = 0;  ///< first step's start to the last step's end
 
     // Distributions over the whole input.
     double kernel_median_ns = 0;

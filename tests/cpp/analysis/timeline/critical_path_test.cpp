@@ -209,8 +209,8 @@ TEST(CriticalPath, PinnedAsyncCopiesLetTheHostWorkWhileTheCopyRuns) {
 }
 
 TEST(CriticalPath, ACudaGraphRemovesPerKernelHostWorkOfALaunchBoundLoop) {
-    // 200 kernels of 8 µs per step, each launched by a 6 µs call after 20 µs of Python: the GPU
-    // idles most of the time.
+    // 200 kernels of 8 µs per step, each launched by a 26 µs call right after the one before:
+    // the host does nothing but launch, and the GPU idles most of the time.
     SyntheticTimeline t;
     const std::uint64_t per_kernel = 26 * kUs;
     const std::uint64_t step = 200 * per_kernel + 40 * kUs;
@@ -219,7 +219,7 @@ TEST(CriticalPath, ACudaGraphRemovesPerKernelHostWorkOfALaunchBoundLoop) {
         t.step(i, s, step);
         for (int k = 0; k < 200; ++k) {
             std::uint64_t launch = s + 20 * kUs + static_cast<std::uint64_t>(k) * per_kernel;
-            t.kernel(launch + 5 * kUs, 8 * kUs, launch, "void add_kernel(float*)", 7, 6 * kUs);
+            t.kernel(launch + 5 * kUs, 8 * kUs, launch, "void add_kernel(float*)", 7, per_kernel);
         }
         t.sync(s + step - 30 * kUs, 20 * kUs);
     }

@@ -88,6 +88,18 @@ public:
         e.kind = EventKind::kCaptureResumed;
         events.push_back(e);
     }
+    /// A step marked at both ends as a live session marks it (Session::step_begin/step_end).
+    void marked_step(std::int64_t number, std::uint64_t start, std::uint64_t dur) {
+        Event b = at(start, 0);
+        b.kind = EventKind::kStepBegin;
+        b.range.category = RangeCategory::kStep;
+        b.range.id = static_cast<std::uint64_t>(number);
+        Event e = at(start + dur, 0);
+        e.kind = EventKind::kStepEnd;
+        e.range = b.range;
+        events.push_back(b);
+        events.push_back(e);
+    }
     void input_wait(std::uint64_t start, std::uint64_t dur) {
         range(start, dur, RangeCategory::kInputWait,
               "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__");

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace gpudiag::testing {
 namespace {
@@ -56,6 +57,74 @@ TEST(TimelineSynthetic, InputBoundWhenTheLoopWaitsForBatches) {
     EXPECT_FALSE(f->advice.empty());
     EXPECT_NE(f->advice.front().find("num_workers"), std::string::npos);
     EXPECT_FALSE(has_finding(*r, "launch_bound"));
+}
+
+// A trainer's callbacks (Lightning's on_train_batch_start/end, Hugging Face's on_step_begin/end)
+// mark a step after the batch was fetched: 10 steps of 2 ms, each after an 8 ms fetch, 1.9 ms of
+// the trainer's own work between a step's end and the next fetch.
+void callback_steps(SyntheticTimeline& t) {
+    for (int i = 0; i < 10; ++i) {
+        const std::uint64_t base = i * 12 * kMs;
+        t.input_wait(base, 8 * kMs);
+        t.marked_step(i, base + 8'100 * kUs, 2 * kMs);
+    }
+}
+
+void expect_fetches_booked_to_the_steps_after_them(const Report& r) {
+    // Steps 1-9 start at their fetch (10.1 ms, 8 of them waiting); step 0's fetch came before
+    // any step (starting the loader: warm-up) and stays out.
+    EXPECT_EQ(timeline_figure(r, "steps"), 10);
+    EXPECT_EQ(timeline_figure(r, "lead_in_waits"), 9);
+    EXPECT_NEAR(timeline_figure(r, "input_wait_share"), 72.0 / 92.9, 1e-6);
+    const Finding* f = r.finding("input_bound");
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->severity, Severity::kCritical);
+    // What is left between the steps is a figure, and a note at this share (17.1 of 110 ms).
+    EXPECT_NEAR(timeline_figure(r, "between_steps_ns"), 9 * 1.9 * kMs, 1);
+    EXPECT_NEAR(timeline_figure(r, "between_steps_share"), 17.1 / 110.0, 1e-6);
+    bool noted = false;
+    for (const auto& n : r.notes)
+        noted = noted || n.find("fell between steps") != std::string::npos;
+    EXPECT_TRUE(noted);
+}
+
+TEST(TimelineSynthetic, AFetchBeforeACallbackStepIsThatStepsInputWait) {
+    SyntheticTimeline t;
+    callback_steps(t);
+    auto r = t.analyze();
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    expect_fetches_booked_to_the_steps_after_them(*r);
+}
+
+TEST(TimelineSynthetic, AFetchThatArrivesAfterItsStepIsBookedToItToo) {
+    // Each fetch's range delivered after the step it precedes (a source that writes ranges when
+    // they end, after the step's begin marker).
+    SyntheticTimeline t;
+    callback_steps(t);
+    std::vector<Event> reordered;
+    for (std::size_t i = 0; i < t.events.size(); i += 3) {
+        reordered.push_back(t.events[i + 1]);  // step begin
+        reordered.push_back(t.events[i + 2]);  // step end
+        reordered.push_back(t.events[i]);      // its fetch
+    }
+    SourceInfo info;
+    info.producer = "simulated";
+    auto r = analyze_events(reordered, info, t.strings);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    expect_fetches_booked_to_the_steps_after_them(*r);
+}
+
+TEST(TimelineSynthetic, StepsThatMeetLeaveNothingBetweenThem) {
+    SyntheticTimeline t;
+    for (int i = 0; i < 10; ++i) {
+        t.marked_step(i, i * 10 * kMs, 10 * kMs);
+        t.input_wait(i * 10 * kMs + kMs, 4 * kMs);
+    }
+    auto r = t.analyze();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_NEAR(timeline_figure(*r, "input_wait_share"), 0.4, 1e-9);
+    EXPECT_EQ(timeline_figure(*r, "lead_in_waits"), -1);
+    EXPECT_EQ(timeline_figure(*r, "between_steps_ns"), -1);
 }
 
 TEST(TimelineSynthetic, HostSyncStallWhenSyncsDrainTheQueue) {
@@ -111,13 +180,15 @@ TEST(TimelineSynthetic, PageableCopiesAreReportedWithBandwidth) {
     EXPECT_NE(f->advice.front().find("pin_memory"), std::string::npos);
 }
 
+// 3 µs kernels, each launched by a 12 µs call right after the one before: the host does nothing
+// but launch, and the GPU idles between kernels.
 TEST(TimelineSynthetic, LaunchBoundWhenKernelsAreShorterThanLaunches) {
     SyntheticTimeline t;
     for (int i = 0; i < 10; ++i) {
         std::uint64_t s = i * 10 * kMs;
         t.step(i, s, 10 * kMs);
-        for (int k = 0; k < 450; ++k) {
-            std::uint64_t launch = s + k * 20 * kUs;
+        for (int k = 0; k < 800; ++k) {
+            std::uint64_t launch = s + k * 12 * kUs;
             t.kernel(launch + 8 * kUs, 3 * kUs, launch, "void add_kernel(float*)", 7, 12 * kUs);
         }
     }
@@ -127,8 +198,31 @@ TEST(TimelineSynthetic, LaunchBoundWhenKernelsAreShorterThanLaunches) {
     ASSERT_NE(f, nullptr) << (r->findings.empty() ? "none" : r->findings.front().id);
     EXPECT_EQ(f->severity, Severity::kCritical);
     EXPECT_GT(timeline_figure(*r, "idle_share"), 0.5);
+    EXPECT_GT(timeline_figure(*r, "idle_launch_share"), 0.5);
     EXPECT_NE(f->advice.front().find("CUDA graph"), std::string::npos);
     EXPECT_FALSE(has_finding(*r, "input_bound"));
+}
+
+// The same kernels with 30 µs of Python between launches: the GPU waits for the host's CPU work,
+// not for its launches. That is gpu_idle's, with advice about the host's work, not launch_bound's
+// (whose CUDA graphs would not be the first fix).
+TEST(TimelineSynthetic, CpuWorkBetweenLaunchesIsNotLaunchBound) {
+    SyntheticTimeline t;
+    for (int i = 0; i < 10; ++i) {
+        std::uint64_t s = i * 10 * kMs;
+        t.step(i, s, 10 * kMs);
+        for (int k = 0; k < 200; ++k) {
+            std::uint64_t launch = s + k * 42 * kUs + 30 * kUs;
+            t.kernel(launch + 8 * kUs, 3 * kUs, launch, "void add_kernel(float*)", 7, 12 * kUs);
+        }
+    }
+    auto r = t.analyze();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_FALSE(has_finding(*r, "launch_bound"));
+    const Finding* idle = r->finding("gpu_idle");
+    ASSERT_NE(idle, nullptr);
+    EXPECT_NE(idle->title.find("CPU work"), std::string::npos) << idle->title;
+    EXPECT_NE(idle->advice.front().find("py-spy"), std::string::npos) << idle->advice.front();
 }
 
 TEST(TimelineSynthetic, CommBoundWhenCollectivesAreNotOverlapped) {
