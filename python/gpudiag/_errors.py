@@ -15,6 +15,9 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
 EXIT_UNAVAILABLE = 4
+#: ``gpudiag run``: the program it ran failed (exited non-zero or raised); a program ended by
+#: signal N gives 128 + N instead, as a shell would.
+EXIT_PROGRAM_FAILED = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -119,6 +122,7 @@ __all__ = [
     "EXIT_INTERNAL",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_PROGRAM_FAILED",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "CorruptDataError",

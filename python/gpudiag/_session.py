@@ -5,6 +5,10 @@ A :class:`Session` owns the C++ session (``gpudiag._core.Session``) and, when Py
 process, the PyTorch integration (step detection, DataLoader waits, allocator statistics, OOM
 hook, profiler coexistence). Nothing here touches CUDA: the integration defers everything that
 would create a context until the program's own first CUDA use.
+
+One capture per process: a session started while another runs (a script with its own
+``gpudiag.session`` under ``gpudiag run`` or ``%%gpudiag``, or a library's session inside the
+program's) joins the running one instead of failing (see :class:`_Join`).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import shutil
 import sys
 import threading
 import warnings
@@ -28,12 +33,17 @@ from gpudiag._report import Report
 from gpudiag._steps import StepClock
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
-    from types import TracebackType
+    from types import FrameType, TracebackType
 
     from typing_extensions import Self
 
-_current: Session | None = None
+_current: Session | None = None  # the session that owns this process' capture
+_joined: list[Session] = []  # sessions started while it runs, joined to it (latest last)
 _current_lock = threading.Lock()
+
+#: The origin of the session ``gpudiag run`` starts (named in the messages of sessions that join
+#: it, which then suggest its command-line options).
+RUN_ORIGIN = "the session `gpudiag run` started"
 
 SizeLike = Union[int, float, str]
 ActionLike = Union[str, "list[str]", "tuple[str, ...]", None]
@@ -82,6 +92,15 @@ class Session:
         on_report: callable taking a :class:`Report` (runs on the session's thread).
         properties: free-form facts for the report.
         window: analysis window, "steps", "hta" or "all".
+
+    Started while another session runs in this process, a session joins it (one capture per
+    process): it shares that session's recording and capture, :meth:`report` gives that
+    session's report so far, and stopping it leaves that session running. Its options must then
+    be left at their defaults or agree with the running session's, except ``record`` (a copy of
+    the running session's recording is written there when that session ends),
+    ``memory_history`` and ``oom_snapshot`` (taken over when the running session has none) and
+    ``properties`` (left out of the report, with a warning on stderr); anything else raises
+    FailedPreconditionError naming the option and the fix.
     """
 
     def __init__(
@@ -104,6 +123,7 @@ class Session:
         properties: dict[str, Any] | None = None,
         window: str = "steps",
         _backend_factory: Callable[[Any], Any] | None = None,
+        _origin: str | None = None,
     ) -> None:
         if torch not in (True, False, "auto"):
             raise InvalidArgumentError(f"torch must be True, False or 'auto', not {torch!r}")
@@ -135,6 +155,9 @@ class Session:
         self._running = False
         self._final_report: Report | None = None
         self._phase_stack = threading.local()
+        self._origin = _origin  # who started it, for the messages of sessions that join it
+        self._join: _Join | None = None  # set while this session is joined to another
+        self._record_copies: list[Path] = []  # where joined sessions asked for the recording
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def _options(self) -> Any:
@@ -162,15 +185,21 @@ class Session:
         return options
 
     def start(self) -> Self:
-        """Starts capture and makes this the current session. Returns self."""
+        """Starts capture and makes this the current session; joins the session already running
+        in this process, if any (see the class documentation). Returns self."""
         global _current
         with _current_lock:
             if self._running:
                 raise FailedPreconditionError("this session is already running")
+            if self._origin is None:
+                self._origin = _caller_origin()
             if _current is not None:
-                raise FailedPreconditionError(
-                    "another gpudiag session is running in this process; stop it first"
-                )
+                self._join = _Join.enter(self, _current)
+                self._native, self._clock = _current._native, _current._clock
+                self._running = True
+                self._final_report = None
+                _joined.append(self)
+                return self
             register_nvidia_library_dirs()  # before CUPTI loads: the file torch will map
             _stack.publish()  # the framework side of the stack verdict
             native = self._backend_factory(self._options())
@@ -191,24 +220,49 @@ class Session:
         return self
 
     def stop(self) -> None:
-        """Stops capture (the report stays available)."""
+        """Stops capture (the report stays available). A joined session only leaves the session
+        it joined, which keeps running."""
         global _current
         with _current_lock:
             if not self._running:
                 raise FailedPreconditionError("this session is not running")
             self._running = False
+            if self in _joined:
+                _joined.remove(self)
             if _current is self:
                 _current = None
+                # Those joined to it stay stoppable, but are no longer the current session.
+                _joined[:] = [s for s in _joined if s._join is None or s._join.outer is not self]
+        if self._join is not None:
+            self._join.leave()
+            return
         try:
             if self._integration is not None:
                 self._integration.detach()
         finally:
             self._integration = None
             self._native.stop()
+            self._copy_recording()
+
+    def _copy_recording(self) -> None:
+        """Writes the copies of the recording that sessions which joined this one asked for."""
+        copies, self._record_copies = self._record_copies, []
+        for target in copies:
+            try:
+                shutil.copyfile(str(self.record_path), target)
+            except OSError as e:
+                print(f"gpudiag: the recording was not copied to {target}: {e}", file=sys.stderr)
 
     @property
     def running(self) -> bool:
-        return self._running
+        """True while started and not stopped (a joined session: while the one it joined runs)."""
+        return self._running and (self._join is None or self._join.outer.running)
+
+    @property
+    def joined(self) -> Session | None:
+        """The session this one joined (it was already running when this one started), or
+        None."""
+        return self._join.outer if self._join is not None else None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -219,11 +273,17 @@ class Session:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        integration = self._integration
-        if exc is not None and integration is not None:
-            integration.explain_exception(exc)
+        if exc is not None:
+            self.explain_exception(exc)
         if self._running:
             self.stop()
+
+    def explain_exception(self, exc: BaseException) -> None:
+        """Attaches gpudiag's explanation to an exception the program raised (a CUDA
+        out-of-memory error gets a note on what held the memory)."""
+        owner = self._join.outer if self._join is not None else self
+        if owner._integration is not None:
+            owner._integration.explain_exception(exc)
 
     # ---- markers ------------------------------------------------------------------------------
     def step(self, number: int | None = None) -> None:
@@ -385,6 +445,8 @@ class Session:
                 )
 
         watch["id"] = int(self._native.watch_memory(parse_size(level), on_crossing))
+        if self._join is not None:
+            self._join.watches.append(watch["id"])  # removed when this session stops
         return watch["id"]
 
     def unwatch_memory(self, watch_id: int) -> None:
@@ -448,6 +510,162 @@ class Session:
         return self._native
 
 
+class _Join:
+    """What a session started while another runs in this process holds in place of a capture of
+    its own: the running ("outer") session, whose recording, step clock and PyTorch integration it
+    shares, and the memory watches it added there (removed when it stops; the outer session keeps
+    running). Two captures in one process would fight over CUPTI and the recording file, and a
+    script written with its own session must work under ``gpudiag run`` unchanged."""
+
+    def __init__(self, outer: Session) -> None:
+        self.outer = outer
+        self.watches: list[int] = []
+
+    @classmethod
+    def enter(cls, inner: Session, outer: Session) -> _Join:
+        """Joins `inner` to `outer`, merging the options that can be merged; raises
+        FailedPreconditionError, naming the option and the fix, for one that cannot."""
+        merges = _join_merges(inner, outer)  # checks every option before changing anything
+        for merge in merges:
+            merge()
+        return cls(outer)
+
+    def leave(self) -> None:
+        for watch_id in self.watches:
+            with contextlib.suppress(Exception):
+                self.outer.unwatch_memory(watch_id)
+        self.watches.clear()
+
+
+# Options a joining session cannot change in the session it joins: left at their default or
+# equal to the running session's value they are fine; any other value is refused.
+_FIXED_ON_JOIN = (
+    "record_max_bytes",
+    "record_window_s",
+    "record_window_bytes",
+    "capture_gpu",
+    "deep",
+    "nvml_hz",
+    "dataloader",
+    "memory_poll_s",
+    "report_period_s",
+    "on_report",
+    "window",
+)
+# The `gpudiag run` option that sets each, for the fix in the refusal.
+_RUN_OPTIONS = {
+    "record": "--record PATH",
+    "record_window_s": "--window SECONDS",
+    "dataloader": "--no-dataloader",
+    "report_period_s": "--report-every SECONDS",
+    "torch": "--no-torch",
+    "memory_history": "--memory-history N",
+    "oom_snapshot": "--oom-snapshot PATH",
+}
+
+
+def _join_merges(inner: Session, outer: Session) -> list[Callable[[], None]]:
+    """The changes to `outer` that joining `inner` needs, or FailedPreconditionError."""
+    defaults = Session()
+    for name in _FIXED_ON_JOIN:
+        mine, theirs = getattr(inner, name), getattr(outer, name)
+        if mine != getattr(defaults, name) and mine != theirs:
+            raise _join_refusal(name, mine, outer, f"it has {name}={theirs!r}")
+    if (inner.torch is True and outer._integration is None) or (
+        inner.torch is False and outer._integration is not None
+    ):
+        instrumented = "instruments" if outer._integration is not None else "does not instrument"
+        raise _join_refusal("torch", inner.torch, outer, f"it {instrumented} PyTorch")
+    merges: list[Callable[[], None]] = []
+    if inner.properties and inner.properties != outer.properties:
+        merges.append(lambda: _say_properties_dropped(inner, outer))
+    for name in ("memory_history", "oom_snapshot"):
+        merge = _adopt(inner, outer, name)
+        if merge is not None:
+            merges.append(merge)
+    if inner.record_path is not None:
+        merges.extend(_record_copy(inner, outer))
+    return merges
+
+
+def _adopt(inner: Session, outer: Session, name: str) -> Callable[[], None] | None:
+    """`outer` takes over `inner`'s memory_history or oom_snapshot when it has none: PyTorch's
+    integration reads them when CUDA starts and at an out-of-memory error."""
+    mine, theirs = getattr(inner, name), getattr(outer, name)
+    if mine is None or mine == theirs:
+        return None
+    if theirs is not None:
+        raise _join_refusal(name, mine, outer, f"it has {name}={theirs!r}")
+    if outer._integration is None:
+        raise _join_refusal(name, mine, outer, "it does not instrument PyTorch")
+    if name == "memory_history" and cuda_initialised():
+        raise _join_refusal(
+            name, mine, outer, "CUDA is initialised already, so allocation history starts no more"
+        )
+    return lambda: setattr(outer, name, mine)
+
+
+def _say_properties_dropped(inner: Session, outer: Session) -> None:
+    # Facts for the report, fixed when the running session started: losing them changes no
+    # finding, so they are no reason to stop the program.
+    print(
+        f"gpudiag: properties={inner.properties!r} are not in the report: this session joins "
+        f"{outer._origin}, whose report's properties were set when it started",
+        file=sys.stderr,
+    )
+
+
+def _record_copy(inner: Session, outer: Session) -> list[Callable[[], None]]:
+    """A joined session's recording is the running session's: copied to `record` when it ends."""
+    target = Path(inner.record_path or "").resolve()  # the program may change directory
+    if outer.record_path is None:
+        raise _join_refusal("record", str(inner.record_path), outer, "it writes no recording")
+    if target == outer.record_path.resolve():
+        return []
+
+    def merge() -> None:
+        outer._record_copies.append(target)
+        print(
+            f"gpudiag: this session joins {outer._origin}, which records to "
+            f"{outer.record_path}; {target} gets a copy of that recording when it ends",
+            file=sys.stderr,
+        )
+
+    return [merge]
+
+
+def _join_refusal(name: str, value: Any, outer: Session, theirs: str) -> FailedPreconditionError:
+    if outer._origin == RUN_ORIGIN and name in _RUN_OPTIONS:
+        fix = f"pass {_RUN_OPTIONS[name]} to `gpudiag run` instead, or drop {name}= here"
+    else:
+        fix = f"drop {name}= here, or give it to that session when it starts"
+    return FailedPreconditionError(
+        f"gpudiag.session({name}={value!r}): this session joins {outer._origin} (a process has "
+        f"one capture, which sessions started while it runs share), and {theirs}; {fix}"
+    )
+
+
+def cuda_initialised() -> bool:
+    """True once PyTorch has initialised CUDA in this process (asking never initialises it)."""
+    torch = sys.modules.get("torch")
+    try:
+        return bool(torch is not None and torch.cuda.is_initialized())
+    except Exception:  # noqa: BLE001 - a broken torch: treat CUDA as not started
+        return False
+
+
+def _caller_origin() -> str:
+    """The session as its messages name it: where the program's code started it."""
+    package = str(Path(__file__).resolve().parent)
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not str(Path(filename).resolve()).startswith(package) and "contextlib" not in filename:
+            return f"the session started at {filename}:{frame.f_lineno}"
+        frame = frame.f_back
+    return "the session already running"
+
+
 def _stop_at_exit() -> None:
     """Stops the session a program leaves running at interpreter exit: PyTorch's hooks come off
     and the recording is finished while the interpreter and CUDA still work (the native
@@ -460,8 +678,9 @@ def _stop_at_exit() -> None:
 
 # ---- module-level API over the current session ---------------------------------------------------
 def current_session() -> Session | None:
-    """The running session started with start() or session(), or None."""
-    return _current
+    """The running session started with start() or session() (the latest one joined to it, if
+    any), or None."""
+    return _joined[-1] if _joined else _current
 
 
 def start(record: str | Path | None = None, **options: Any) -> Session:
@@ -470,8 +689,9 @@ def start(record: str | Path | None = None, **options: Any) -> Session:
 
 
 def stop() -> Report | None:
-    """Stops the current session and returns its report (None when no session runs)."""
-    s = _current
+    """Stops the current session and returns its report (None when no session runs). The
+    current session is the latest started: a joined one leaves, and the one it joined runs on."""
+    s = current_session()
     if s is None:
         return None
     s.stop()
@@ -520,7 +740,7 @@ def watch_memory(
     """Watch a memory level on the current session and act on it (see
     :meth:`Session.watch_memory`)."""
     level = _renamed_level(level, renamed)
-    s = _current
+    s = current_session()
     if s is None:
         raise FailedPreconditionError("watch_memory needs a running session (gpudiag.start())")
     return s.watch_memory(level, callback, action=action, path=path)

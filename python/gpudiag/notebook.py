@@ -15,30 +15,43 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any
+from typing import Any, NoReturn
 
 from gpudiag._errors import InvalidArgumentError
 from gpudiag._report import Report
 from gpudiag._session import Session
 
 
+class _MagicParser(argparse.ArgumentParser):
+    """argparse that raises instead of printing its usage and exiting (a magic must not exit)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise InvalidArgumentError(f"%%gpudiag: {message}\n{self.format_usage().rstrip()}")
+
+
 def _parse(line: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="%%gpudiag", add_help=False, exit_on_error=False)
+    parser = _MagicParser(prog="%%gpudiag", add_help=False)
     parser.add_argument("--record", default=None, help="write a .gpudiag recording here")
     parser.add_argument("--no-torch", action="store_true", help="do not instrument PyTorch")
     parser.add_argument("--no-dataloader", action="store_true", help="do not time DataLoader")
     parser.add_argument("--text", action="store_true", help="show the plain-text report")
     try:
-        return parser.parse_args(shlex.split(line))
-    except (argparse.ArgumentError, SystemExit) as e:
-        raise InvalidArgumentError(f"%%gpudiag {line}: {e}") from None
+        words = shlex.split(line)
+    except ValueError as e:  # an unclosed quote
+        raise InvalidArgumentError(f"%%gpudiag: {e}") from None
+    return parser.parse_args(words)
 
 
-def run_cell(ipython: Any, line: str, cell: str) -> Report | None:
+def run_cell(
+    ipython: Any, line: str, cell: str, args: argparse.Namespace | None = None
+) -> Report | None:
     """Runs ``cell`` under a session and displays its report (the ``%%gpudiag`` magic)."""
-    args = _parse(line)
+    args = args if args is not None else _parse(line)
     session = Session(
-        args.record, torch=False if args.no_torch else "auto", dataloader=not args.no_dataloader
+        args.record,
+        torch=False if args.no_torch else "auto",
+        dataloader=not args.no_dataloader,
+        _origin="the session of the %%gpudiag cell",
     )
     with session:
         result = ipython.run_cell(cell)
@@ -59,7 +72,13 @@ def load_ipython_extension(ipython: Any) -> None:
     """Called by ``%load_ext gpudiag``."""
 
     def gpudiag_magic(line: str, cell: str) -> None:
-        run_cell(ipython, line, cell)
+        try:
+            args = _parse(line)
+        except InvalidArgumentError as e:
+            from IPython.core.error import UsageError
+
+            raise UsageError(str(e)) from None  # IPython shows it as one message, no traceback
+        run_cell(ipython, line, cell, args)
 
     gpudiag_magic.__doc__ = __doc__
     ipython.register_magic_function(gpudiag_magic, magic_kind="cell", magic_name="gpudiag")

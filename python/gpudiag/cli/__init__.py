@@ -13,26 +13,70 @@ from gpudiag._errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_PROGRAM_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
     GpudiagError,
 )
 
-EXIT_CODES_HELP = f"""\
-exit codes:
-  {EXIT_OK}    success (and, with --fail-on, no finding at that severity or above)
-  {EXIT_FINDINGS}    --fail-on was given and a finding at that severity or above was found
-  {EXIT_USAGE}    usage error: bad arguments or options
-  {EXIT_INPUT}    input error: a file is missing, unreadable, corrupt, of an unsupported kind or
-       beyond gpudiag's memory limits; or only part of the input could be read (its report
-       is still printed; accept it with --allow-partial)
-  {EXIT_UNAVAILABLE}    a needed capability is unavailable here (live capture not built, bundled
-       demo recording missing, no recording produced)
-  N    gpudiag run: the program failed with status N (128 + S when signal S ended it);
-       its report is still written
-  {EXIT_INTERNAL}   internal error in gpudiag (please report it)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
-"""
+# Each exit code, what it means, and the subcommands that can return it (None: every one).
+_EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
+    (
+        f"{EXIT_OK}",
+        "success (and, with --fail-on, no finding at that severity or above)",
+        None,
+    ),
+    (
+        f"{EXIT_FINDINGS}",
+        "--fail-on was given and a finding at that severity or above was found",
+        ("run", "analyze", "demo"),
+    ),
+    (f"{EXIT_USAGE}", "usage error: bad arguments or options", None),
+    (
+        f"{EXIT_INPUT}",
+        (
+            "input error: a file is missing, unreadable, corrupt, of an unsupported kind or\n"
+            "beyond gpudiag's memory limits; or only part of the input could be read (its report\n"
+            "is still printed; accept it with --allow-partial); or nothing was observed (a\n"
+            "report of 0 events is no all-clear)"
+        ),
+        ("run", "analyze", "export", "whatif"),
+    ),
+    (
+        f"{EXIT_UNAVAILABLE}",
+        (
+            "a needed capability is unavailable here (live capture not built, bundled\n"
+            "demo recording missing, no recording produced)"
+        ),
+        ("run", "demo"),
+    ),
+    (
+        f"{EXIT_PROGRAM_FAILED}",
+        (
+            "the program failed (a non-zero exit status or an uncaught exception): gpudiag\n"
+            "prints its status, and its report is still written"
+        ),
+        ("run",),
+    ),
+    ("128+N", "the program was ended by signal N (its report is still written)", ("run",)),
+    (f"{EXIT_INTERNAL}", "internal error in gpudiag (please report it)", None),
+    (f"{EXIT_INTERRUPTED}", "interrupted (Ctrl-C)", None),
+)
+
+
+def exit_codes_help(command: str | None = None) -> str:
+    """The exit codes `command` can return (every code for None), as an --help epilog."""
+    lines = ["exit codes:"]
+    for code, meaning, commands in _EXIT_CODES:
+        if command is not None and commands is not None and command not in commands:
+            continue
+        first, *rest = meaning.split("\n")
+        lines.append(f"  {code:<6}{first}")
+        lines.extend(f"        {line}" for line in rest)
+    return "\n".join(lines) + "\n"
+
+
+EXIT_CODES_HELP = exit_codes_help()
 
 
 class UsageError(GpudiagError):
@@ -65,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
             module.NAME,
             help=module.HELP,
             description=module.DESCRIPTION,
-            epilog=EXIT_CODES_HELP,
+            epilog=exit_codes_help(module.NAME),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(p)
@@ -99,4 +143,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
-__all__ = ["EXIT_CODES_HELP", "UsageError", "build_parser", "main"]
+__all__ = ["EXIT_CODES_HELP", "UsageError", "build_parser", "exit_codes_help", "main"]

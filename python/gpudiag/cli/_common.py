@@ -84,12 +84,25 @@ def emit_report(report: Report, args: argparse.Namespace, out: TextIO | None = N
             f"{EXIT_INPUT} (--allow-partial accepts it)",
             file=sys.stderr,
         )
+    elif nothing_observed(report):
+        print(
+            "gpudiag: nothing was observed: the report holds 0 events (no step, input wait, "
+            "phase or GPU activity was recorded), so it is no all-clear",
+            file=sys.stderr,
+        )
     return exit_code_for(report, args.fail_on, allow_partial)
+
+
+def nothing_observed(report: Report) -> bool:
+    """A report of 0 events: no input to diagnose, which is no all-clear."""
+    return int(report.input.get("events", 0)) == 0
 
 
 def exit_code_for(report: Report, fail_on: str | None, allow_partial: bool = False) -> int:
     # A diagnosis of part of the input is no all-clear: partial input fails unless accepted.
     if not report.complete and not allow_partial:
+        return EXIT_INPUT
+    if nothing_observed(report):
         return EXIT_INPUT
     if fail_on is None:
         return EXIT_OK

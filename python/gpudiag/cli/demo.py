@@ -13,8 +13,10 @@ from gpudiag.cli._common import add_report_options, emit_report
 NAME = "demo"
 HELP = "show what gpudiag reports, on the recording bundled with it (no GPU needed)"
 DESCRIPTION = """\
-Analyse the recording that ships with gpudiag (a real training run with planted problems) and
-print the diagnosis, exactly as `gpudiag analyze` would for your own recording."""
+Analyse the recording that ships with gpudiag and print the diagnosis, exactly as `gpudiag
+analyze` would for your own recording. The recording is simulated: generated to show a training
+run with planted problems (a starved DataLoader, pageable copies, a .item() per step, a leak), not
+recorded on a GPU; the report says so too."""
 
 DEMO_RECORDING = "demo.gpudiag"
 

@@ -2,11 +2,14 @@
 """``gpudiag run``: run a Python script, module or any program under gpudiag.
 
 A Python script or module runs in this interpreter under a session, so steps, phases, DataLoader
-waits and the PyTorch allocator are seen. Any other program (after ``--``) runs with gpudiag's
-library injected through CUDA_INJECTION64_PATH / NVTX_INJECTION64_PATH and writes its recording to
-GPUDIAG_RECORD; gpudiag then analyses that recording. SIGTERM, SIGHUP and SIGINT sent to gpudiag
-are passed on to the program, which is never killed: its own shutdown runs, then the report.
-When the program fails, gpudiag exits with the program's own status.
+waits and the PyTorch allocator are seen; a session the script opens itself joins that one. Any
+other program (after ``--``) runs with gpudiag's library injected through CUDA_INJECTION64_PATH /
+NVTX_INJECTION64_PATH and each of its processes writes a recording named after GPUDIAG_RECORD;
+each of its Python processes also starts a session of its own at interpreter start
+(gpudiag._bootstrap), which records what the injection cannot see, without a GPU too. gpudiag then
+analyses the recordings. SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to the program,
+which is never killed: its own shutdown runs, then the report. When the program fails, gpudiag
+exits with EXIT_PROGRAM_FAILED (128 + N when signal N ended it), after printing its status.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
-from gpudiag import _core
+from gpudiag import _bootstrap, _core
 from gpudiag._analyze import analyze
-from gpudiag._errors import GpudiagError, UnavailableError
+from gpudiag._errors import EXIT_INPUT, EXIT_PROGRAM_FAILED, GpudiagError, UnavailableError
 from gpudiag._report import Report
-from gpudiag._session import Session
+from gpudiag._session import RUN_ORIGIN, Session
 from gpudiag.cli._common import add_report_options, emit_report
 
 NAME = "run"
@@ -40,16 +43,23 @@ Run a program under gpudiag, write its recording and print the diagnosis.
 
   gpudiag run train.py --epochs 1        a Python script, in this interpreter
   gpudiag run -m mypackage.train         a Python module
+  gpudiag run -- python train.py         the same, in a Python process of its own
+  gpudiag run -- torchrun --nproc-per-node 8 train.py    every rank
   gpudiag run -- ./my_cuda_program args  any program (CUDA injection)
 
-The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); a program whose several
-processes use CUDA (ranks, workers) leaves one per process, named <stem>-<pid>.gpudiag, analysed
-together. The report is printed (to stderr, so the program's own output stays clean) and written
-as JSON next to it.
+A script that opens its own gpudiag.session() joins the session gpudiag run started (one capture
+per process); its report() is the run's report so far.
+
+The recording goes to --record (default gpudiag-<name>-<pid>.gpudiag); a program of several
+processes (ranks, workers) leaves one per process, named <stem>-<pid>.gpudiag, analysed together.
+After --, every Python process that can import this gpudiag records steps, DataLoader waits and
+phases (no GPU needed), and any process that initialises CUDA records its GPU activity; a process
+that did neither leaves no recording. The report is printed (to stderr, so the program's own
+output stays clean) and written as JSON next to it.
 
 SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to a program run after --, and gpudiag
 waits for it to shut down on its own (it is never killed), then writes the report. When the
-program fails, gpudiag exits with the program's status (128 + N when signal N ended it).
+program fails, gpudiag prints its status and exits with 5 (128 + N when signal N ended it).
 
 For services: --window 600 keeps only the last ten minutes of events (written at exit; SIGUSR1
 to gpudiag writes them now, as <stem>-dump-<n>-requested beside the recording), and
@@ -134,9 +144,14 @@ def _finish(
     report: Report,
     args: argparse.Namespace,
     record: Path,
-    program_status: int,
+    returncode: int,
     recordings: list[Path] | None = None,
+    notes: list[str] | None = None,
 ) -> int:
+    """Prints and writes the report; returns the exit code. `returncode` is the program's
+    (negative: the signal that ended it)."""
+    if notes:
+        report = _with_notes(report, notes)
     json_path = args.json or str(record.with_suffix(".report.json"))
     args.json = json_path
     code = emit_report(report, args, out=sys.stderr)
@@ -148,10 +163,51 @@ def _finish(
         )
     else:
         print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
-    if program_status != 0:
-        print(f"gpudiag: the program exited with status {program_status}", file=sys.stderr)
-        return program_status
+    for note in notes or []:
+        print(f"gpudiag: {note}", file=sys.stderr)
+    # A report of nothing is no all-clear (emit_report already returns EXIT_INPUT, and says
+    # why, for partial input).
+    if code != EXIT_INPUT and report.input.get("events", 0) == 0:
+        print(
+            "gpudiag: nothing was observed: the report holds 0 events (no step, input wait, "
+            "phase or GPU activity was recorded), so it is no all-clear",
+            file=sys.stderr,
+        )
+        code = EXIT_INPUT
+    if returncode != 0:  # the program's failure is the news, and decides the exit code
+        return _program_failed(returncode)
     return code
+
+
+def _program_failed(returncode: int) -> int:
+    """Says how the program ended and returns gpudiag's exit code for it."""
+    if returncode < 0:
+        name = _signal_name(-returncode)
+        print(
+            f"gpudiag: the program was ended by signal {-returncode} ({name}); "
+            f"exit code {128 - returncode}",
+            file=sys.stderr,
+        )
+        return 128 - returncode
+    print(
+        f"gpudiag: the program failed with status {returncode}; exit code {EXIT_PROGRAM_FAILED}",
+        file=sys.stderr,
+    )
+    return EXIT_PROGRAM_FAILED
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "unknown signal"
+
+
+def _with_notes(report: Report, notes: list[str]) -> Report:
+    """The report with gpudiag run's own notes added (what an option could not do)."""
+    data = report.to_dict()
+    data["notes"] = [*data.get("notes", []), *notes]
+    return Report(data)
 
 
 def _run_python(
@@ -181,6 +237,7 @@ def _run_python(
             if args.report_every > 0
             else None
         ),
+        _origin=RUN_ORIGIN,
     )
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     sys.argv = [name, *argv]
@@ -198,11 +255,10 @@ def _run_python(
                 else:
                     runpy.run_module(module or "", run_name="__main__", alter_sys=True)
             except SystemExit as e:
-                status = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except GpudiagError:
-                raise
-            except Exception:  # noqa: BLE001 - the program's own error, reported as Python would
-                traceback.print_exc()  # notes (gpudiag's OOM explanation) are printed too
+                status = _system_exit_status(e)
+            except Exception as e:  # noqa: BLE001 - the program's own error, reported as Python would
+                session.explain_exception(e)  # a CUDA out-of-memory error gets gpudiag's note
+                print_program_traceback(e)
                 status = 1
     finally:
         if previous_usr1 is not None:
@@ -210,7 +266,44 @@ def _run_python(
         sys.argv = saved_argv
         if script is not None and sys.path and saved_path0 is not None:
             sys.path.pop(0)
-    return _finish(session.report() or Report(_core.Report()), args, record, status)
+    notes = _bootstrap.unused_option_notes(args.memory_history, args.oom_snapshot)
+    return _finish(session.report() or Report(_core.Report()), args, record, status, notes=notes)
+
+
+def _system_exit_status(e: SystemExit) -> int:
+    """The status sys.exit(code) gives, as the interpreter would (printing a message code)."""
+    if e.code is None or isinstance(e.code, int):
+        return int(e.code or 0)
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def print_program_traceback(exc: BaseException) -> None:
+    """Prints the program's traceback as Python would, without gpudiag's frames: the runner
+    above the program's own code, and gpudiag's wrappers inside it (the frame that raised is
+    kept, whoever's it is)."""
+    shown = traceback.TracebackException.from_exception(exc)
+    pending, seen = [shown], set()
+    while pending:
+        te = pending.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        frames = list(te.stack)
+        kept = [f for i, f in enumerate(frames) if i == len(frames) - 1 or not _ours(f.filename)]
+        te.stack = traceback.StackSummary.from_list(kept)
+        pending.extend(t for t in (te.__cause__, te.__context__) if t is not None)
+    print("".join(shown.format()), end="", file=sys.stderr)
+
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)
+
+
+def _ours(filename: str) -> bool:
+    """A frame of gpudiag itself or of runpy, which runs the program for it."""
+    if filename in ("<frozen runpy>", runpy.__file__):
+        return True
+    return str(Path(filename).resolve()).startswith(_PACKAGE + os.sep)
 
 
 def _run_program(args: argparse.Namespace, command: list[str]) -> int:
@@ -223,15 +316,7 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     record = (Path(args.record) if args.record else _default_record(command[0])).resolve()
     if record.exists():
         record.unlink()  # a stale recording must not pass for this run's
-    env = dict(os.environ)
-    for variable in INJECTION_VARIABLES:
-        env[variable] = str(library)
-    # Every process that initialises CUDA writes its own <stem>-<pid> file (ranks and child
-    # processes all read this one variable).
-    env["GPUDIAG_RECORD"] = str(record)
-    if args.window > 0:
-        env["GPUDIAG_WINDOW_S"] = str(args.window)
-        env["GPUDIAG_DUMP_SIGNAL"] = "USR1"  # the injected library asks for a dump on it
+    env = _program_environment(args, record, library)
     started = time.time() - 1.0  # file times come from a coarser clock
     try:
         program = subprocess.Popen(command, env=env)
@@ -244,7 +329,7 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
     def report_progress() -> None:
         recordings = _process_recordings(record, started)
         if not recordings:
-            print("gpudiag: no recording yet (the program has not used CUDA)", file=sys.stderr)
+            print("gpudiag: no recording yet", file=sys.stderr)
             return
         try:
             line = progress_line(analyze(recordings), time.monotonic() - begun)
@@ -252,24 +337,71 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
             line = f"gpudiag: the recording so far cannot be read yet ({e})"
         print(line, file=sys.stderr)
 
-    status = _exit_status(
-        _wait_passing_on_signals(program, every_s=args.report_every, tick=report_progress)
-    )
+    returncode = _wait_passing_on_signals(program, every_s=args.report_every, tick=report_progress)
+    notes = _collect_notes(record, started)
     recordings = _process_recordings(record, started)
     if not recordings:
+        for note in notes:
+            print(f"gpudiag: {note}", file=sys.stderr)
         message = (
-            f"the program wrote no recording ({_per_process_name(record)}): it never initialised "
-            "CUDA, or this machine has no GPU driver for the injection to load into"
+            f"the program wrote no recording ({_per_process_name(record)}): none of its Python "
+            "processes recorded a step, input wait or phase, and none initialised CUDA (or this "
+            "machine has no GPU driver for the injection to load into)"
         )
-        if status != 0:  # the program's failure is the news, and its status the exit code
+        if returncode != 0:  # the program's failure is the news
             print(f"gpudiag: {message}", file=sys.stderr)
-            print(f"gpudiag: the program exited with status {status}", file=sys.stderr)
-            return status
+            return _program_failed(returncode)
         raise UnavailableError(message)
     if len(recordings) == 1:
         recordings[0].replace(record)  # one process: the recording is where it was asked for
         recordings = [record]
-    return _finish(analyze(recordings), args, record, status, recordings)
+    try:
+        report = analyze(recordings)
+    except GpudiagError as e:
+        if returncode == 0:
+            raise
+        print(f"gpudiag: the program's recordings cannot be read: {e}", file=sys.stderr)
+        return _program_failed(returncode)
+    return _finish(report, args, record, returncode, recordings, notes)
+
+
+def _program_environment(args: argparse.Namespace, record: Path, library: Path) -> dict[str, str]:
+    """The program's environment: the CUDA and NVTX injection, and the Python bootstrap."""
+    env = dict(os.environ)
+    for variable in INJECTION_VARIABLES:
+        env[variable] = str(library)
+    # Every process that initialises CUDA writes its own <stem>-<pid> file (ranks and child
+    # processes all read this one variable).
+    env["GPUDIAG_RECORD"] = str(record)
+    if args.window > 0:
+        env["GPUDIAG_WINDOW_S"] = str(args.window)
+        env["GPUDIAG_DUMP_SIGNAL"] = "USR1"  # the injected library asks for a dump on it
+    python_path = [str(_bootstrap.site_folder())]
+    if env.get("PYTHONPATH"):
+        python_path.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(python_path)
+    env[_bootstrap.SETTINGS_VARIABLE] = _bootstrap.settings(
+        record=record,
+        injection=library,
+        torch=False if args.no_torch else "auto",
+        dataloader=not args.no_dataloader,
+        memory_history=args.memory_history,
+        oom_snapshot=args.oom_snapshot,
+        window_s=max(args.window, 0.0),
+    )
+    return env
+
+
+def _collect_notes(record: Path, since: float) -> list[str]:
+    """The notes the program's Python processes left (and removes their files), each once."""
+    notes: list[str] = []
+    for path in _process_files(record, since, ".notes"):
+        with contextlib.suppress(OSError):
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip() and line not in notes:
+                    notes.append(line)
+            path.unlink()
+    return notes
 
 
 #: Signals passed on to the program: what service managers, schedulers and terminals send to stop
@@ -355,11 +487,6 @@ def _wait_passing_on_signals(
             signal.signal(s, handler)
 
 
-def _exit_status(returncode: int) -> int:
-    """A return code as a shell reports it: 128 + N for a program ended by signal N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
 def _per_process_name(record: Path) -> str:
     return str(record.with_name(f"{record.stem}-<pid>{record.suffix}"))
 
@@ -367,7 +494,12 @@ def _per_process_name(record: Path) -> str:
 def _process_recordings(record: Path, since: float) -> list[Path]:
     """The recordings this run's processes wrote (<stem>-<pid><suffix>, not older than the
     run), by pid."""
-    pattern = re.compile(re.escape(record.stem) + r"-(\d+)" + re.escape(record.suffix) + "$")
+    return _process_files(record, since, record.suffix)
+
+
+def _process_files(record: Path, since: float, suffix: str) -> list[Path]:
+    """This run's per-process files <stem>-<pid><suffix>, by pid."""
+    pattern = re.compile(re.escape(record.stem) + r"-(\d+)" + re.escape(suffix) + "$")
     found: list[tuple[int, Path]] = []
     for path in record.parent.iterdir():
         match = pattern.match(path.name)

@@ -21,6 +21,7 @@ from gpudiag._errors import (
     EXIT_FINDINGS,
     EXIT_INPUT,
     EXIT_OK,
+    EXIT_PROGRAM_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
 )
@@ -39,12 +40,36 @@ def test_help_documents_every_exit_code(capsys: pytest.CaptureFixture[str]) -> N
         EXIT_USAGE,
         EXIT_INPUT,
         EXIT_UNAVAILABLE,
+        EXIT_PROGRAM_FAILED,
         70,
         130,
     ):
         assert f"\n  {code} " in out
     for command in ("run", "analyze", "export", "demo"):
         assert command in out
+
+
+def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_each_subcommand_lists_only_its_own_exit_codes(capsys) -> None:
+    run_help = _help("run", capsys)
+    assert f"\n  {EXIT_PROGRAM_FAILED} " in run_help
+    assert "\n  128+N " in run_help
+    analyze_help = _help("analyze", capsys)
+    assert f"\n  {EXIT_INPUT} " in analyze_help
+    assert f"\n  {EXIT_PROGRAM_FAILED} " not in analyze_help
+    assert "128+N" not in analyze_help
+    assert "the program" not in analyze_help
+
+
+def test_demo_help_says_the_recording_is_simulated(capsys) -> None:
+    text = " ".join(_help("demo", capsys).split())
+    assert "simulated" in text
+    assert "real training run" not in text
 
 
 @pytest.mark.usefixtures("capsys")  # keeps the usage text off the test output
@@ -139,20 +164,14 @@ def test_run_program_without_the_library_is_unavailable(monkeypatch, tmp_path, c
 
 def test_run_program_sets_the_injection_environment(monkeypatch, tmp_path, capsys) -> None:
     lib = fake_library(monkeypatch, tmp_path)
-    env_dump = tmp_path / "env.json"
+    env_dump = tmp_path / "env.txt"
     record = tmp_path / "prog.gpudiag"
-    program = (
-        "import json, os, sys; json.dump({k: os.environ.get(k) for k in "
-        "('CUDA_INJECTION64_PATH', 'NVTX_INJECTION64_PATH', 'GPUDIAG_RECORD')}, "
-        f"open({str(env_dump)!r}, 'w'))"
-    )
-    code = cli.main(["run", "--record", str(record), "--", sys.executable, "-c", program])
-    env = json.loads(env_dump.read_text())
-    assert env == {
-        "CUDA_INJECTION64_PATH": str(lib),
-        "NVTX_INJECTION64_PATH": str(lib),
-        "GPUDIAG_RECORD": str(record.resolve()),
-    }
+    program = f"env > {env_dump}"  # a program that is not Python: the injection alone
+    code = cli.main(["run", "--record", str(record), "--", "sh", "-c", program])
+    env = dict(line.split("=", 1) for line in env_dump.read_text().splitlines() if "=" in line)
+    assert env["CUDA_INJECTION64_PATH"] == str(lib)
+    assert env["NVTX_INJECTION64_PATH"] == str(lib)
+    assert env["GPUDIAG_RECORD"] == str(record.resolve())
     # No GPU here: the injection never loads, so there is no recording, and the CLI says why.
     assert code == EXIT_UNAVAILABLE
     assert "wrote no recording" in capsys.readouterr().err
@@ -179,14 +198,75 @@ def test_run_python_script_under_a_session(monkeypatch, tmp_path, fake_backend, 
     code = cli.main(
         ["run", "--no-torch", "--record", str(tmp_path / "t.gpudiag"), str(script), "--epochs", "1"]
     )
-    assert code == 3  # the script's own status
+    assert code == EXIT_PROGRAM_FAILED  # not 3, which would read as an input error
     backend = fake_backend.last
     assert backend.options.record_path == str(tmp_path / "t.gpudiag")
     assert backend.names().count("step_begin") == 3
     assert "stop" in backend.names()
     err = capsys.readouterr().err
-    assert "exited with status 3" in err
+    assert "the program failed with status 3" in err  # the program's own status is printed
     assert json.loads((tmp_path / "t.report.json").read_text())["notes"]
+
+
+def _run_script(tmp_path: Path, body: str, *options: str) -> int:
+    script = tmp_path / "prog.py"
+    script.write_text(textwrap.dedent(body))
+    return cli.main(
+        ["run", "--no-torch", *options, "--record", str(tmp_path / "p.gpudiag"), str(script)]
+    )
+
+
+def test_run_script_that_raises_fails_with_its_report_and_a_traceback_of_its_own(
+    tmp_path, capsys
+) -> None:
+    code = _run_script(
+        tmp_path,
+        """
+        import gpudiag
+        def train():
+            for i in range(3):
+                gpudiag.step()
+            raise ValueError("boom")
+        train()
+        """,
+    )
+    assert code == EXIT_PROGRAM_FAILED
+    err = capsys.readouterr().err
+    traceback_text = err[: err.index("ValueError: boom")]
+    assert traceback_text.startswith("Traceback (most recent call last):")
+    assert 'prog.py", line 7, in <module>' in traceback_text
+    assert "runpy" not in traceback_text  # neither runpy's frames nor gpudiag's runner
+    assert "gpudiag" not in traceback_text.replace("import gpudiag", "")
+    assert "gpudiag 0.1.0 diagnosis" in err or "diagnosis" in err  # the report is printed
+    assert (tmp_path / "p.report.json").is_file()
+    assert "the program failed with status 1; exit code 5" in err
+
+
+def test_run_script_that_exits_with_status_zero_succeeds(tmp_path, capsys) -> None:
+    body = "import sys, gpudiag\nfor i in range(4):\n    gpudiag.step()\nsys.exit(0)\n"
+    assert _run_script(tmp_path, body) == EXIT_OK
+    assert "failed" not in capsys.readouterr().err
+
+
+def test_run_says_when_the_memory_options_had_no_effect(tmp_path, capsys) -> None:
+    body = "import gpudiag\nfor i in range(3):\n    gpudiag.step()\n"
+    oom = str(tmp_path / "oom.pickle")
+    assert _run_script(tmp_path, body, "--memory-history", "100", "--oom-snapshot", oom) == EXIT_OK
+    err = capsys.readouterr().err
+    assert "gpudiag: --memory-history had no effect: the program never initialised CUDA" in err
+    assert "gpudiag: --oom-snapshot had no effect" in err
+    notes = json.loads((tmp_path / "p.report.json").read_text())["notes"]
+    assert sum(n.startswith(("--memory-history", "--oom-snapshot")) for n in notes) == 2
+
+
+def test_run_script_that_records_nothing_is_no_all_clear(tmp_path, capsys) -> None:
+    assert _run_script(tmp_path, "x = 1\n") == EXIT_INPUT
+    assert "nothing was observed: the report holds 0 events" in capsys.readouterr().err
+    # ... unless the program failed: then that is the news, and the exit code.
+    assert _run_script(tmp_path, "raise SystemExit('bad config')\n") == EXIT_PROGRAM_FAILED
+    err = capsys.readouterr().err
+    assert "bad config" in err  # printed as the interpreter would
+    assert err.rstrip().endswith("the program failed with status 1; exit code 5")
 
 
 def test_module_entry_point_runs() -> None:
@@ -217,18 +297,15 @@ def test_progress_bar_waits_then_draws(monkeypatch) -> None:
 
 
 def _recording_program(tmp_path: Path, processes: int) -> Path:
-    """A program that records as the injected library would: each process writes
-    GPUDIAG_RECORD with its pid in the name."""
+    """A Python program of `processes` processes, each marking a step: each records itself (the
+    session gpudiag run's bootstrap starts in every Python process), as <stem>-<pid>."""
     script = tmp_path / "ranks.py"
     script.write_text(
         textwrap.dedent(f"""
-        import os, subprocess, sys
+        import subprocess, sys
         import gpudiag
-        stem, ext = os.path.splitext(os.environ["GPUDIAG_RECORD"])
-        s = gpudiag.start(f"{{stem}}-{{os.getpid()}}{{ext}}", torch=False, capture_gpu=False,
-                          nvml_hz=0)
-        s.step(0)
-        gpudiag.stop()
+        gpudiag.step(0)
+        gpudiag.step(1)
         if len(sys.argv) == 1:
             for _ in range({processes - 1}):
                 subprocess.run([sys.executable, __file__, "child"], check=True)
@@ -305,17 +382,19 @@ def test_run_passes_signals_on_and_waits_for_the_programs_own_shutdown(
     before = signal.getsignal(signum)
     sender = threading.Thread(target=send_when_ready)
     sender.start()
-    code = cli.main(["run", "--", sys.executable, str(service)])
+    code = cli.main(
+        ["run", "--record", str(tmp_path / "s.gpudiag"), "--", sys.executable, str(service)]
+    )
     sender.join()
     assert (tmp_path / "shutdown.txt").read_text() == signal.Signals(signum).name
     err = capsys.readouterr().err
     if expected == 0:
-        # A clean shutdown without a GPU: no recording, and that is what gpudiag says.
-        assert code == EXIT_UNAVAILABLE
-        assert "wrote no recording" in err
+        # A clean shutdown: its Python session recorded nothing, which is no all-clear.
+        assert code == EXIT_INPUT
+        assert "nothing was observed" in err
     else:
-        assert code == expected  # the program's own status, not gpudiag's
-        assert "exited with status 7" in err
+        assert code == EXIT_PROGRAM_FAILED
+        assert "the program failed with status 7" in err  # the program's own status
     assert signal.getsignal(signum) == before  # gpudiag's handlers are gone again
 
 
@@ -324,8 +403,9 @@ def test_run_exits_with_the_status_of_a_program_ended_by_a_signal(
 ) -> None:
     fake_library(monkeypatch, tmp_path)
     program = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
-    assert cli.main(["run", "--", sys.executable, "-c", program]) == 128 + signal.SIGKILL
-    assert "exited with status 137" in capsys.readouterr().err
+    record = str(tmp_path / "k.gpudiag")
+    assert cli.main(["run", "--record", record, "--", sys.executable, "-c", program]) == 137
+    assert "ended by signal 9 (SIGKILL); exit code 137" in capsys.readouterr().err
 
 
 def test_run_reports_the_diagnosis_so_far_while_a_python_program_runs(tmp_path, capsys) -> None:
@@ -348,15 +428,11 @@ def test_run_reports_while_a_launched_program_runs(monkeypatch, tmp_path, capsys
     script = tmp_path / "service.py"
     script.write_text(
         textwrap.dedent("""
-        import os, time
+        import time
         import gpudiag
-        stem, ext = os.path.splitext(os.environ["GPUDIAG_RECORD"])
-        s = gpudiag.start(f"{stem}-{os.getpid()}{ext}", torch=False, capture_gpu=False,
-                          nvml_hz=0)
         for i in range(10):
-            s.step(i)
+            gpudiag.step(i)
             time.sleep(0.1)
-        gpudiag.stop()
     """)
     )
     record = tmp_path / "svc.gpudiag"
@@ -401,7 +477,11 @@ def test_run_window_passes_sigusr1_on_only_to_a_program_that_handles_it(
 
     sender = threading.Thread(target=send_when_ready)
     sender.start()
-    code = cli.main(["run", "--window", "600", "--", sys.executable, str(program)])
+    # -I: no gpudiag in the program (its bootstrap would install a SIGUSR1 handler for --window)
+    record = str(tmp_path / "u.gpudiag")
+    code = cli.main(
+        ["run", "--window", "600", "--record", record, "--", sys.executable, "-I", str(program)]
+    )
     sender.join()
     err = capsys.readouterr().err
     assert code == EXIT_UNAVAILABLE  # no GPU here: the program ran to its end, no recording
@@ -410,3 +490,11 @@ def test_run_window_passes_sigusr1_on_only_to_a_program_that_handles_it(
     else:
         assert not (tmp_path / "usr1.txt").exists()
         assert "SIGUSR1 not passed on" in err  # and the program was not killed by it
+
+
+def test_analyze_of_a_recording_of_nothing_is_no_all_clear(tmp_path, capsys) -> None:
+    record = tmp_path / "empty.gpudiag"
+    gpudiag.start(record, torch=False, capture_gpu=False, nvml_hz=0)
+    gpudiag.stop()
+    assert cli.main(["analyze", str(record)]) == EXIT_INPUT
+    assert "nothing was observed: the report holds 0 events" in capsys.readouterr().err
