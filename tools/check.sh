@@ -158,7 +158,7 @@ if [ -f pyproject.toml ]; then
   .venv/bin/ruff format --check python tests/python tests/scenarios examples/python tools bench
   .venv/bin/mypy
   set +e
-  .venv/bin/python -m pytest -q tests/python tests/scenarios
+  .venv/bin/python -m pytest -q tests/python tests/scenarios tests/matrix
   rc=$?
   set -e
   if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi

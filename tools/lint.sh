@@ -85,5 +85,15 @@ else
   echo "lint: ruff not installed yet: Python formatting not checked here (tools/check.sh checks it)" >&2
 fi
 
+# The entry-point matrix: its Python, and docs/entry_matrix.md generated from its spec. (A partial
+# copy of the sources without the matrix, as test_names_lint.py makes, has nothing to check.)
+if [ -d tests/matrix ]; then
+  report "tests/matrix: ruff check and format, docs/entry_matrix.md current (tools/gen_entry_matrix.py --write)" \
+    "$( { if [ -n "$RUFF" ]; then
+            "$RUFF" check -q tests/matrix tools/gen_entry_matrix.py
+            "$RUFF" format --diff tests/matrix 2>/dev/null | sed -n 's/^--- //p'
+          fi
+          python3 tools/gen_entry_matrix.py --check; } 2>&1)"
+fi
 if [ $status -eq 0 ]; then echo "lint: clean"; fi
 exit $status

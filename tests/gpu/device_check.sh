@@ -484,6 +484,22 @@ if [ -x "$WORK/capture_plain" ] && [ -f "$LIB" ]; then
   [ -s "$REC/injected_report.txt" ] && head -30 "$REC/injected_report.txt" | sed 's/^/      /' >> "$SUMMARY"
 fi
 
+# ------------------------------------------------------------------ 4b. the entry-point matrix
+# The cells of tests/matrix/cells.py that only a GPU can show (a sync every step, device memory
+# that grows) through each entry point: tests/matrix/matrix.py runs and judges them on their
+# reports (exit 77: no CUDA device). About 30 s on the GPU machine.
+matrix_gpu() {
+  cmake --build "$BUILD" -j "$JOBS" --target gpudiag_matrix_program gpudiag_matrix_plain || return 1
+  GPUDIAG_MATRIX_PROGRAM="$BUILD/tests/matrix/gpudiag_matrix_program" \
+    "$PY" tests/matrix/matrix.py --gpu --jobs 8 --out "$REC/matrix" > "$WORK/matrix.txt" 2>&1
+  local rc=$?
+  cat "$WORK/matrix.txt"
+  echo "$(grep -c '^MATRIX PASS' "$WORK/matrix.txt") cells passed, $(grep -c '^MATRIX FAIL' "$WORK/matrix.txt") failed" > "$WORK/note"
+  return $rc
+}
+gpu_stage matrix_gpu 60 matrix_gpu
+grep -E "^MATRIX" "$LOG" | sed 's/^/      /' | tail -40 >> "$SUMMARY"
+
 # ------------------------------------------------------------------ 5. PyTorch and the examples
 TORCH_LIMIT=$(( BUDGET - $(elapsed) - 15 ))
 gpu_stage torch_check 400 env OUT="$OUT" GPUDIAG_RECORD_DIR="$REC" \

@@ -96,6 +96,10 @@ GPUDIAG_API gpudiag_status_t gpudiag_session_step_end(gpudiag_session_t* session
 GPUDIAG_API gpudiag_status_t gpudiag_session_phase_begin(gpudiag_session_t* session,
                                                          const char* name);
 GPUDIAG_API gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* session);
+/* The loop is about to wait for its next batch of input / has received it: the time between is
+ * the loop's input wait (input_bound), as a DataLoader fetch is for PyTorch. */
+GPUDIAG_API gpudiag_status_t gpudiag_session_input_wait_begin(gpudiag_session_t* session);
+GPUDIAG_API gpudiag_status_t gpudiag_session_input_wait_end(gpudiag_session_t* session);
 GPUDIAG_API gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* session,
                                                           uint64_t level_bytes,
                                                           gpudiag_watch_fn callback,

@@ -228,6 +228,18 @@ gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* s) {
     return GPUDIAG_OK;
 }
 
+gpudiag_status_t gpudiag_session_input_wait_begin(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    s->session->input_wait_begin();
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t gpudiag_session_input_wait_end(gpudiag_session_t* s) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    s->session->input_wait_end();
+    return GPUDIAG_OK;
+}
+
 gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t level_bytes,
                                               gpudiag_watch_fn callback, void* user_data,
                                               uint64_t* watch_id) {

@@ -34,6 +34,10 @@ int main(void) {
         return fail("watch_memory");
     }
     gpudiag_session_step_begin(session, 1);
+    if (gpudiag_session_input_wait_begin(session) != GPUDIAG_OK ||
+        gpudiag_session_input_wait_end(session) != GPUDIAG_OK) {
+        return fail("input_wait");
+    }
     gpudiag_session_phase_begin(session, "forward");
     gpudiag_session_phase_end(session);
     gpudiag_session_step_end(session, 1);

@@ -34,6 +34,8 @@ TEST(CApi, NullHandlesAreInvalidArguments) {
     EXPECT_EQ(gpudiag_session_step_begin(nullptr, 1), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_phase_begin(nullptr, "x"), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_phase_end(nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_input_wait_begin(nullptr), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_input_wait_end(nullptr), GPUDIAG_INVALID_ARGUMENT);
     char* out = reinterpret_cast<char*>(1);
     EXPECT_EQ(gpudiag_session_report(nullptr, GPUDIAG_FORMAT_TEXT, &out), GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_session_create(nullptr, nullptr), GPUDIAG_INVALID_ARGUMENT);
@@ -143,6 +145,30 @@ TEST(CApi, AServiceRecordsItsOwnDeviceMemory) {
     ASSERT_NE(outside, std::string::npos);
     EXPECT_EQ(text.find("103809024", outside), text.find("\"value\"", outside) + 9)
         << "99 MiB outside the framework: " << text.substr(outside, 80);
+    gpudiag_session_destroy(s);
+}
+
+// A C loop that waits for its input most of each step is found input-bound, as a PyTorch loop
+// waiting for its DataLoader is: the waits are what the C calls marked.
+TEST(CApi, InputWaitsMakeALoopInputBound) {
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    for (uint64_t step = 0; step < 6; ++step) {
+        ASSERT_EQ(gpudiag_session_step_begin(s, step), GPUDIAG_OK);
+        ASSERT_EQ(gpudiag_session_input_wait_begin(s), GPUDIAG_OK);
+        ::usleep(20000);  // the next batch takes 20 ms to arrive; the step computes nothing
+        ASSERT_EQ(gpudiag_session_input_wait_end(s), GPUDIAG_OK);
+        ASSERT_EQ(gpudiag_session_step_end(s, step), GPUDIAG_OK);
+    }
+    ASSERT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    char* json = nullptr;
+    ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_JSON, &json), GPUDIAG_OK);
+    const std::string text(json);
+    gpudiag_free(json);
+    const std::size_t finding = text.find("\"id\": \"input_bound\"");
+    ASSERT_NE(finding, std::string::npos) << text;
+    EXPECT_NE(text.find("\"severity\": \"critical\"", finding), std::string::npos);
     gpudiag_session_destroy(s);
 }
 
