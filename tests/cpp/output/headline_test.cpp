@@ -101,8 +101,9 @@ TEST(Headline, EachKindOfInputListsItsEvidence) {
         // No trace or export carries NVML samples of the card.
         EXPECT_FALSE(r.saw(Evidence::kDeviceHealth));
     }
-    for (const char* traced : {"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
-                               "extrap_con_kernel.sqlite"}) {
+    for (const char* traced :
+         {"kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+          "extrap_con_kernel.sqlite"}) {
         for (const auto& [name, r] : all) {
             if (name == traced) {
                 EXPECT_TRUE(r.saw(Evidence::kGpuActivity)) << name;

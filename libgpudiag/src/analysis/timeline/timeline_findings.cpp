@@ -238,6 +238,9 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
 void add_input_bound(const TimelineSummary& s, Report& report) {
     double share = ratio(static_cast<double>(s.input_wait_ns), static_cast<double>(s.host_time_ns));
     if (share < kInputModerate || s.input_waits == 0) return;
+    // Without steps the share is of the whole host time: one fetch in it (a program that stopped
+    // before its loop began) is no loop waiting for its input.
+    if (s.steps == 0 && s.input_waits < 2) return;
     Finding f;
     f.id = "input_bound";
     f.severity = share >= kInputHigh ? Severity::kCritical : Severity::kWarning;

@@ -114,6 +114,24 @@ TEST(TimelineSynthetic, AFetchThatArrivesAfterItsStepIsBookedToItToo) {
     expect_fetches_booked_to_the_steps_after_them(*r);
 }
 
+// A program that fetched its first batch and stopped (it crashed, or was stopped) has no loop to
+// be input-bound: one fetch in the whole host time raises nothing; two do.
+TEST(TimelineSynthetic, OneFetchWithoutStepsIsNoInputBoundLoop) {
+    SyntheticTimeline once;
+    once.range(0, 10 * kMs, RangeCategory::kCpuOp, "aten::empty");
+    once.input_wait(kMs, 2 * kMs);
+    auto r = once.analyze();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_FALSE(has_finding(*r, "input_bound"));
+    SyntheticTimeline twice;
+    twice.range(0, 10 * kMs, RangeCategory::kCpuOp, "aten::empty");
+    twice.input_wait(kMs, 2 * kMs);
+    twice.input_wait(5 * kMs, 2 * kMs);
+    auto r2 = twice.analyze();
+    ASSERT_TRUE(r2.is_ok());
+    EXPECT_TRUE(has_finding(*r2, "input_bound"));
+}
+
 TEST(TimelineSynthetic, StepsThatMeetLeaveNothingBetweenThem) {
     SyntheticTimeline t;
     for (int i = 0; i < 10; ++i) {
