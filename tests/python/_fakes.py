@@ -77,10 +77,6 @@ class FakeNative:
         self.strings[k] = text
         return k
 
-    @staticmethod
-    def now_ns() -> int:
-        return time.monotonic_ns()
-
     def watch_memory(self, threshold: int, callback: Callable[[int], None]) -> int:
         wid = len(self.watches) + 1
         self.watches[wid] = (threshold, callback)
