@@ -296,7 +296,8 @@ GPUDIAG_API std::string describe_device(const DeviceInfo& device) noexcept;
 
 /// A table column's key as reports head it: the words of the key without the one that restates
 /// its declared unit ("step_time_ns", "ns" -> "step time"; "wait_ns_per_step" -> "wait per step";
-/// "idle_share" stays "idle share"). Errors: none ("" on OOM).
+/// "idle_share" stays "idle share"); a column named by anything but a snake_case key (an allocation
+/// site, "other sites") keeps its name as it is. Errors: none ("" on OOM).
 GPUDIAG_API std::string column_heading(std::string_view key, std::string_view unit) noexcept;
 
 /// What fixing a finding is worth, from its `predicted_saving`, as every report says it: "Fixing

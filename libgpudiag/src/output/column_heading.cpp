@@ -23,7 +23,19 @@ bool names_unit(std::string_view word, Unit unit) noexcept {
     }
 }
 
+// A snake_case key ("step_time_ns", "timeline.step_time_ns") reads as words; anything else is a
+// name (an allocation site "cs336_basics/nn_utils.py:7 softmax", "other sites") whose underscores
+// are its own.
+bool snake_case_key(std::string_view key) noexcept {
+    for (char c : key) {
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
 std::string heading(std::string_view key, std::string_view unit_name) {
+    if (!snake_case_key(key)) return std::string(key);
     const Unit unit = unit_from_name(unit_name);
     std::vector<std::string_view> words;
     for (std::size_t start = 0; start <= key.size();) {

@@ -73,6 +73,10 @@ TEST(ColumnHeading, DropsOnlyTheWordThatRestatesTheDeclaredUnit) {
         {"step_time_ns", "count", "step time ns"},  // a unit it does not restate stays
         {"rank", "rank", "rank"},
         {"", "ns", ""},
+        // A column named by a site or a name, not a key: its underscores are its own.
+        {"cs336_basics/nn_utils.py:7 softmax", "bytes", "cs336_basics/nn_utils.py:7 softmax"},
+        {"other sites", "bytes", "other sites"},
+        {"timeline.step_time_ns", "ns", "timeline.step time"},  // a section's key, dotted
     };
     for (const auto& c : cases) {
         EXPECT_EQ(column_heading(c.key, c.unit), c.heading) << c.key << " " << c.unit;
