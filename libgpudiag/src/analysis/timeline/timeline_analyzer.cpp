@@ -1088,6 +1088,25 @@ Table step_breakdown_table() {
     return t;
 }
 
+// Without GPU activity, what a host-only input does show: each step's time split into the wait
+// for its batch and the rest (the loop's own work), so a starved loop is seen at a glance.
+Table host_step_breakdown_table() {
+    Table t;
+    t.id = "step_host_breakdown";
+    t.title = "Step time: waiting for input, and the rest of the step";
+    t.columns = {"step", "input wait", "rest of the step"};
+    t.units = {"step", "ns", "ns"};
+    t.kind = TableKind::kPartition;
+    return t;
+}
+
+void add_host_step_breakdown(Table& t, const StepRecord& step) {
+    const std::uint64_t dur = step.end_ns - step.start_ns;
+    const std::uint64_t wait = std::min(step.input_wait_ns, dur);
+    t.rows.push_back({static_cast<double>(step.number), static_cast<double>(wait),
+                      static_cast<double>(dur - wait)});
+}
+
 void add_step_breakdown(Table& t, const StepRecord& step, const GpuTimeStats& g) {
     std::uint64_t host = std::min(g.idle_ns, g.idle_by_kind[0]);
     std::uint64_t input = std::min(host, step.input_wait_ns);
@@ -1318,6 +1337,7 @@ void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) c
         steps.units.emplace_back("ns");
     }
     Table breakdown = step_breakdown_table();
+    Table host_breakdown = host_step_breakdown_table();
     Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
     Series time_series{"step_time", "Step time", "ns", {}};
     std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
@@ -1344,7 +1364,10 @@ void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) c
             add_step_breakdown(breakdown, st, g2);
         } else if (i % stride == 0) {
             steps.rows.push_back({static_cast<double>(st.number), t, dur});
-            if (input) steps.rows.back().emplace_back(static_cast<double>(st.input_wait_ns));
+            if (input) {
+                steps.rows.back().emplace_back(static_cast<double>(st.input_wait_ns));
+                add_host_step_breakdown(host_breakdown, st);
+            }
         }
         if (i % series_stride == 0) {
             idle_series.points.emplace_back(t, share_of(g2.idle_ns, g2.span_ns()));
@@ -1355,6 +1378,8 @@ void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) c
     if (gpu) {
         sec.tables.push_back(std::move(breakdown));
         sec.series.push_back(std::move(idle_series));
+    } else if (input) {
+        sec.tables.push_back(std::move(host_breakdown));
     }
     sec.series.push_back(std::move(time_series));
 }

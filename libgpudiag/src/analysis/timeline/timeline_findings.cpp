@@ -163,7 +163,9 @@ std::string setting(std::int64_t v, bool flag = false) {
 // Whether more DataLoader workers would help, from the loader's own settings: each batch costs
 // the workers `fetch` of work, so keeping up with a loop that needs `compute` per step takes
 // fetch / compute workers, which the CPU cores must be able to run.
-void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding& f) {
+// Returns whether it judged the worker count (then its advice replaces the generic "add
+// workers", which would contradict it when more workers cannot help).
+bool add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding& f) {
     const LoaderSettings* l = s.loader_known ? &s.loader : nullptr;
     const std::int64_t workers = l != nullptr ? l->num_workers : (s.single_process_loader ? 0 : -1);
     const std::int64_t cores = l != nullptr ? l->cpu_cores : -1;
@@ -181,7 +183,7 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     const double step = replay_base(s);
     const double input_saving = saving_of(s, WhatIf::kNoInputWait);
     const double compute = input_saving >= 0 ? step - input_saving : step - wait_per_step;
-    if (workers < 0 || compute <= 0) return;
+    if (workers < 0 || compute <= 0) return false;
     // With no workers the loop fetches each batch itself; with N workers that cannot keep up,
     // each worker delivers one batch every N steps.
     const double fetch = workers == 0 ? wait_per_step : static_cast<double>(workers) * step;
@@ -226,6 +228,12 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
                         "DataLoader(num_workers=" + std::to_string(needed) + ")" +
                             (workers == 0 ? " moves the fetch out of the training loop."
                                           : " keeps up with the loop."));
+    } else {
+        f.evidence.push_back("The " + std::to_string(workers) +
+                             " workers keep up on average (about " + std::to_string(needed) +
+                             " would: " + basis +
+                             "): the waits come in bursts, from batches of uneven cost or the "
+                             "workers' start, which more batches in flight absorb.");
     }
     if (l != nullptr && l->pin_memory == 0) {
         f.advice.push_back("pin_memory=True: this loader copies batches from pageable memory.");
@@ -233,6 +241,7 @@ void add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     if (l != nullptr && workers > 0 && l->persistent_workers == 0) {
         f.advice.push_back("persistent_workers=True: the workers are restarted at every epoch.");
     }
+    return true;
 }
 
 void add_input_bound(const TimelineSummary& s, Report& report) {
@@ -281,11 +290,6 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
             "the fetches run in the training process "
             "(_SingleProcessDataLoaderIter: num_workers=0)");
     }
-    f.advice.push_back(s.single_process_loader
-                           ? "Load batches in background processes: DataLoader(num_workers=N), "
-                             "starting with the number of CPU cores per GPU."
-                           : "Add DataLoader workers (num_workers) until fetches stop blocking; "
-                             "check that the workers are not CPU-starved.");
     f.advice.push_back(
         "Keep more batches in flight: prefetch_factor=4 and persistent_workers=True "
         "(num_workers > 0).");
@@ -295,7 +299,14 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
     f.advice.push_back(
         "Move decoding and augmentation off the critical path (pre-process once, "
         "or augment on the GPU).");
-    add_loader_verdict(s, per_step, f);
+    if (!add_loader_verdict(s, per_step, f)) {
+        f.advice.insert(f.advice.begin(),
+                        s.single_process_loader
+                            ? "Load batches in background processes: DataLoader(num_workers=N), "
+                              "starting with the number of CPU cores per GPU."
+                            : "Add DataLoader workers (num_workers) until fetches stop blocking; "
+                              "check that the workers are not CPU-starved.");
+    }
     attach_saving(f, s, "Having each batch ready when the loop asks");
     report.findings.push_back(std::move(f));
 }

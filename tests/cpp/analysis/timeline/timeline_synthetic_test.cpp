@@ -145,6 +145,31 @@ TEST(TimelineSynthetic, StepsThatMeetLeaveNothingBetweenThem) {
     EXPECT_EQ(timeline_figure(*r, "between_steps_ns"), -1);
 }
 
+// A host-only input with input waits gets a partition of each step into its wait and the rest:
+// the chart a CPU session's HTML draws.
+TEST(TimelineSynthetic, HostOnlyStepsSplitIntoInputWaitAndTheRest) {
+    SyntheticTimeline t;
+    for (int i = 0; i < 5; ++i) {
+        t.marked_step(i, i * 10 * kMs, 10 * kMs);
+        t.input_wait(i * 10 * kMs + kMs, 3 * kMs);
+    }
+    auto r = t.analyze();
+    ASSERT_TRUE(r.is_ok());
+    const Section* sec = r->section("timeline");
+    ASSERT_NE(sec, nullptr);
+    const Table* split = nullptr;
+    for (const auto& table : sec->tables) {
+        if (table.id == "step_host_breakdown") split = &table;
+    }
+    ASSERT_NE(split, nullptr);
+    EXPECT_EQ(split->kind, TableKind::kPartition);
+    ASSERT_EQ(split->rows.size(), 5u);
+    for (const auto& row : split->rows) {
+        EXPECT_EQ(std::get<double>(row[1]), 3.0 * kMs);
+        EXPECT_EQ(std::get<double>(row[1]) + std::get<double>(row[2]), 10.0 * kMs);
+    }
+}
+
 TEST(TimelineSynthetic, HostSyncStallWhenSyncsDrainTheQueue) {
     SyntheticTimeline t;
     for (int i = 0; i < 10; ++i) {
