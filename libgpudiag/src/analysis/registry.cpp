@@ -10,18 +10,19 @@
 
 namespace gpudiag::detail {
 
-std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& options,
-                                                      const AnalyzerBounds& bounds) {
-    std::vector<std::unique_ptr<Analyzer>> analyzers;
-    analyzers.push_back(std::make_unique<OverviewAnalyzer>());
+Analyses make_analyzers(const AnalysisOptions& options, const AnalyzerBounds& bounds) {
+    Analyses a;
+    a.all.push_back(std::make_unique<OverviewAnalyzer>());
     auto timeline = std::make_unique<TimelineAnalyzer>(options, bounds.critical_path_nodes);
     const StepIndex* steps = timeline.get();  // the health analysis weighs throttling per step
-    analyzers.push_back(std::move(timeline));
-    analyzers.push_back(std::make_unique<PhaseTimeAnalyzer>(options, steps));  // fed after it
-    analyzers.push_back(std::make_unique<MemoryAnalyzer>(bounds.allocator_history_ops));
-    analyzers.push_back(std::make_unique<HealthAnalyzer>(steps));
-    analyzers.push_back(std::make_unique<StackAnalyzer>());
-    return analyzers;
+    a.all.push_back(std::move(timeline));
+    a.all.push_back(std::make_unique<PhaseTimeAnalyzer>(options, steps));  // fed after it
+    auto memory = std::make_unique<MemoryAnalyzer>(bounds.allocator_history_ops);
+    a.memory_ledger = &memory->ledger();
+    a.all.push_back(std::move(memory));
+    a.all.push_back(std::make_unique<HealthAnalyzer>(steps));
+    a.all.push_back(std::make_unique<StackAnalyzer>());
+    return a;
 }
 
 }  // namespace gpudiag::detail

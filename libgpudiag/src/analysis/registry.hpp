@@ -26,7 +26,15 @@ struct AnalyzerBounds {
     static AnalyzerBounds live() noexcept { return {std::size_t{1} << 19, std::size_t{1} << 17}; }
 };
 
-std::vector<std::unique_ptr<Analyzer>> make_analyzers(const AnalysisOptions& options,
-                                                      const AnalyzerBounds& bounds = {});
+class MemoryLedger;
+
+/// The analyses, in report order, and the ones other parts reach by type: the memory ledger
+/// (a live session's watches read it), without a cast.
+struct Analyses {
+    std::vector<std::unique_ptr<Analyzer>> all;
+    MemoryLedger* memory_ledger = nullptr;
+};
+
+Analyses make_analyzers(const AnalysisOptions& options, const AnalyzerBounds& bounds = {});
 
 }  // namespace gpudiag::detail

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The offline pipeline: source -> analyzers -> Report. The live session uses the same analyzers.
+// Offline analysis: each input opened, its events through the analysis pipeline, the reports
+// of several inputs combined.
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/job.hpp>
 
-#include "analysis/registry.hpp"
-#include "core/input_coverage.hpp"
+#include "analysis/pipeline/analysis_pipeline.hpp"
 #include "importers/archive.hpp"
 #include "importers/job_inputs.hpp"
 #include "importers/open_source.hpp"
@@ -20,38 +20,31 @@
 namespace gpudiag {
 namespace {
 
-// Runs every analyzer over one source and collects what they conclude.
+// One source through the analysis pipeline: what the source says of itself (its info, its
+// summary, where it stopped) around the pipeline's events.
 class AnalysisRun final : public EventSink {
 public:
-    explicit AnalysisRun(const AnalysisOptions& options)
-        : analyzers_(detail::make_analyzers(options)) {}
+    explicit AnalysisRun(const AnalysisOptions& options) : pipeline_(options) {}
 
     void begin(const SourceInfo& info, const StringTable& strings) override {
-        began_ = true;
         info_ = info;
-        for (auto& a : analyzers_) a->begin(info, strings);
+        pipeline_.begin(info, strings);
     }
-    void consume(std::span<const Event> events) override {
-        delivered_ += events.size();
-        for (const Event& e : events) {
-            first_ns_ = std::min(first_ns_, e.start_ns);
-            last_ns_ = std::max(last_ns_, std::max(e.start_ns, e.end_ns));
-        }
-        for (auto& a : analyzers_) a->consume(events);
-    }
+    void consume(std::span<const Event> events) override { pipeline_.consume(events); }
     void end(const SourceSummary& summary) override {
-        ended_ = true;
         summary_ = summary;
-        for (auto& a : analyzers_) a->end(summary);
+        pipeline_.end(summary);
     }
 
-    [[nodiscard]] bool delivered_anything() const { return began_ && delivered_ > 0; }
+    [[nodiscard]] bool delivered_anything() const {
+        return pipeline_.began() && pipeline_.delivered() > 0;
+    }
 
     /// `stopped`: why the source stopped before its end (OK when it did not).
     Report finish(const Status& stopped = Status::ok()) {
-        if (began_ && !ended_) {
+        if (pipeline_.began() && !pipeline_.ended()) {
             SourceSummary s;
-            s.events = delivered_;
+            s.events = pipeline_.delivered();
             s.truncated = true;
             end(s);
         }
@@ -60,30 +53,13 @@ public:
             summary_.missing.push_back("reading stopped early (" + stopped.to_string() +
                                        "): whatever followed is missing");
         }
-        Report report;
-        report.source = info_;
-        report.capture = summary_;
-        report.input =
-            detail::input_coverage(summary_, delivered_, delivered_ > 0 ? first_ns_ : 0, last_ns_);
-        for (auto& a : analyzers_) a->contribute(report);
-        if (report.source.simulated) {
-            report.notes.insert(report.notes.begin(),
-                                "SIMULATED: these events were generated, not recorded on a GPU.");
-        }
-        // What to act on first (see rank_findings); stable so analyses keep their own order.
-        rank_findings(report.findings);
-        return report;
+        return pipeline_.assemble(info_, summary_, pipeline_.delivered());
     }
 
 private:
-    std::vector<std::unique_ptr<detail::Analyzer>> analyzers_;
+    detail::AnalysisPipeline pipeline_;
     SourceInfo info_;
     SourceSummary summary_;
-    std::uint64_t delivered_ = 0;
-    std::uint64_t first_ns_ = std::numeric_limits<std::uint64_t>::max();
-    std::uint64_t last_ns_ = 0;
-    bool began_ = false;
-    bool ended_ = false;
 };
 
 // A report saved as JSON (plain or gzip, which gzread reads both) comes back as it was.

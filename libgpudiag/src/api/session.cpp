@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Session: live capture -> bounded channel -> worker thread -> analyzers (+ recording writer).
+// Session: live capture -> bounded channel -> worker thread -> analysis pipeline (analyses, and
+// the recording writer or window riding along).
 //
 // Threads: application threads only push into the channel (never block, never allocate). One
 // worker thread owns the sinks: every flush period it flushes the capture backend (with no lock
@@ -9,15 +10,14 @@
 #include <gpudiag/recording.hpp>
 #include <gpudiag/session.hpp>
 
-#include "analysis/memory/memory_analyzer.hpp"
-#include "analysis/registry.hpp"
+#include "analysis/memory/memory_ledger.hpp"
+#include "analysis/pipeline/analysis_pipeline.hpp"
 #include "api/callback_thread.hpp"
 #include "api/replay_sink.hpp"
 #include "capture/capture_backend.hpp"
 #include "capture/stack_verdict.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
-#include "core/input_coverage.hpp"
 #include "importers/open_source.hpp"
 #include "recording/recording_window.hpp"
 
@@ -174,14 +174,6 @@ private:
 
 // What the worker could not take in: batches a sink failed on for lack of host memory (or for an
 // unexpected error), so the report says what it misses instead of the process going down.
-struct IntakeFailures {
-    std::uint64_t batches = 0;
-    std::uint64_t events = 0;  ///< events at least one analysis (or the recording) did not take
-    std::uint64_t out_of_memory = 0;
-    std::uint64_t other = 0;
-    std::string last_error;
-};
-
 }  // namespace
 
 struct Session::Impl final : detail::EventQueue {
@@ -252,16 +244,18 @@ struct Session::Impl final : detail::EventQueue {
                 return opened;
             }
         }
-        analyzers = detail::make_analyzers(options.analysis, detail::AnalyzerBounds::live());
-        for (auto& a : analyzers) fanout_sinks.push_back(a.get());
-        if (writer) fanout_sinks.push_back(writer.get());
-        if (window) fanout_sinks.push_back(window.get());
+        // Every sink gets every batch; one that fails (host memory exhausted) loses that batch
+        // alone, counted, and the others keep theirs.
+        pipeline = std::make_unique<detail::AnalysisPipeline>(
+            options.analysis, detail::AnalyzerBounds::live(),
+            detail::AnalysisPipeline::Failures::kIsolate);
+        if (writer) pipeline->add_sink(writer.get());
+        if (window) pipeline->add_sink(window.get());
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
-            watches.attach(memory_ledger());
+            watches.attach(pipeline->memory_ledger());
         }
-        SourceInfo info = source_info();
-        for (EventSink* s : fanout_sinks) s->begin(info, strings);
+        pipeline->begin(source_info(), strings);
 
         backend = detail::make_capture_backend(options);
         if (backend) {
@@ -345,7 +339,7 @@ struct Session::Impl final : detail::EventQueue {
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
         final_summary = summary();
-        for (EventSink* s : fanout_sinks) s->end(final_summary);
+        pipeline->end(final_summary);
         ended = true;
         if (writer) {
             Status closed = writer->close();
@@ -394,28 +388,11 @@ struct Session::Impl final : detail::EventQueue {
                 s.dropped, offered,
                 100.0 * static_cast<double>(s.dropped) / static_cast<double>(offered)));
         }
-        std::lock_guard<std::mutex> lock(failures_mutex);
-        if (failures.events == 0) return;
-        std::string why = failures.out_of_memory > 0 ? "host memory ran out" : failures.last_error;
-        s.missing.push_back(fmt::format(
-            "{} events in {} batches were not taken in by every analysis or the recording ({}); "
-            "figures that depend on them are short",
-            failures.events, failures.batches, why));
+        if (pipeline) pipeline->add_failure_losses(s.missing);
     }
 
     void note_intake_failure(std::size_t events, bool out_of_memory, const char* what) noexcept {
-        try {
-            std::lock_guard<std::mutex> lock(failures_mutex);
-            ++failures.batches;
-            failures.events += events;
-            if (out_of_memory) {
-                ++failures.out_of_memory;
-            } else {
-                ++failures.other;
-                failures.last_error = what;
-            }
-        } catch (...) {
-        }
+        if (pipeline) pipeline->note_failure(events, out_of_memory, what);
     }
 
     // At most one channel's worth per call: everything queued when the call began, never more,
@@ -424,7 +401,7 @@ struct Session::Impl final : detail::EventQueue {
     void drain_locked() {
         std::size_t budget = channel.capacity();
         while (budget > 0) {
-            const std::size_t n = channel.drain(fanout, std::min<std::size_t>(budget, 4096));
+            const std::size_t n = channel.drain(*pipeline, std::min<std::size_t>(budget, 4096));
             if (n == 0) break;
             budget -= n;
         }
@@ -512,13 +489,8 @@ struct Session::Impl final : detail::EventQueue {
         std::lock_guard<std::mutex> lock(sink_mutex);
         if (!analyzers_ready()) return failed_precondition("the session was never started");
         drain_locked();
-        Report report;
-        report.source = source_info();
-        report.capture = ended ? final_summary : summary();
-        report.input =
-            detail::input_coverage(report.capture, report.capture.events,
-                                   seen_first_ns == UINT64_MAX ? 0 : seen_first_ns, seen_last_ns);
-        for (auto& a : analyzers) a->contribute(report);
+        const SourceSummary capture = ended ? final_summary : summary();
+        Report report = pipeline->assemble(source_info(), capture, capture.events);
         if (auto st = status(); st.level < CaptureLevel::kCuptiActivity) {
             report.notes.push_back(std::string("Capture level: ") + capture_level_name(st.level) +
                                    "; GPU activity was not observed directly.");
@@ -531,11 +503,10 @@ struct Session::Impl final : detail::EventQueue {
             std::lock_guard<std::mutex> replay_lock(replays_mutex);
             for (const auto& r : replays) report.notes.push_back(r);
         }
-        rank_findings(report.findings);
         return report;
     }
 
-    bool analyzers_ready() const { return !fanout_sinks.empty(); }
+    bool analyzers_ready() const { return pipeline != nullptr && pipeline->began(); }
 
     // A recording written whole goes to disk at least every kRecordingFlushPeriod, not only
     // when a chunk fills: a slow service killed without warning loses seconds, not hours, and
@@ -624,15 +595,6 @@ struct Session::Impl final : detail::EventQueue {
         report.notes.push_back(std::move(note));
     }
 
-    detail::MemoryLedger* memory_ledger() {
-        for (auto& a : analyzers) {
-            if (auto* memory = dynamic_cast<detail::MemoryAnalyzer*>(a.get())) {
-                return &memory->ledger();
-            }
-        }
-        return nullptr;
-    }
-
     CaptureStatus status() const {
         if (forked_away()) {
             CaptureStatus s;
@@ -716,45 +678,10 @@ struct Session::Impl final : detail::EventQueue {
     std::uint64_t dumps_skipped = 0;
     std::vector<std::string> recent_dumps;
     std::string last_dump_error;
-    std::vector<std::unique_ptr<detail::Analyzer>> analyzers;
-    std::vector<EventSink*> fanout_sinks;
-    SessionWatches watches;  // guarded by sink_mutex
-    // Every sink gets every batch; one that fails (host memory exhausted) loses that batch alone,
-    // counted, and the others keep theirs.
-    struct Fanout final : EventSink {
-        explicit Fanout(Impl& impl) : impl_(impl) {}
-        void consume(std::span<const Event> events) override {
-            for (const Event& e : events) {
-                impl_.seen_first_ns = std::min(impl_.seen_first_ns, e.start_ns);
-                impl_.seen_last_ns = std::max(impl_.seen_last_ns, std::max(e.start_ns, e.end_ns));
-            }
-            bool failed = false;
-            bool out_of_memory = false;
-            const char* what = "";
-            for (EventSink* s : impl_.fanout_sinks) {
-                try {
-                    s->consume(events);
-                } catch (const std::bad_alloc&) {
-                    failed = out_of_memory = true;
-                } catch (const std::exception& e) {
-                    failed = true;
-                    what = e.what();
-                } catch (...) {
-                    failed = true;
-                    what = "an unknown error";
-                }
-            }
-            if (failed) impl_.note_intake_failure(events.size(), out_of_memory, what);
-        }
-        Impl& impl_;
-    } fanout{*this};
-    // The span of the events the analyses took (guarded by sink_mutex): what the report covers.
-    std::uint64_t seen_first_ns = UINT64_MAX;
-    std::uint64_t seen_last_ns = 0;
+    std::unique_ptr<detail::AnalysisPipeline> pipeline;  // from start(); feeds writer, window
+    SessionWatches watches;                              // guarded by sink_mutex
     static constexpr std::uint64_t kDropsThatMakeAPartialReport = 100;  // 1 % or more
 
-    mutable std::mutex failures_mutex;
-    IntakeFailures failures;               // guarded by failures_mutex
     std::atomic<bool> forked_copy{false};  // set in a forked child (RunningSessions)
 
     std::mutex lifecycle_mutex;
