@@ -65,7 +65,8 @@ struct RecordingInfo {
 };
 
 #if GPUDIAG_HAS_SPAN  // the writer, the reader and write_recording take spans of events: C++20
-/// Writes a recording. It is an EventSink, so it can sit in a FanoutSink next to the analyzers:
+/// Writes a recording. It is an EventSink, so it can ride along with the analyses (a live
+/// session feeds it every batch its analysis pipeline takes):
 /// begin() writes the source info, consume() buffers events and writes a chunk whenever the
 /// buffer is full (strings new since the last chunk go first, so a reader always knows a name
 /// before an event uses it), end() writes the summary, close() the index and trailer.

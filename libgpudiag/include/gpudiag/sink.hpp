@@ -23,20 +23,5 @@ public:
     virtual void end(const SourceSummary& summary);
 };
 
-/// Forwards every call to several sinks (an analysis engine and a recording writer, say).
-class GPUDIAG_API FanoutSink final : public EventSink {
-public:
-    FanoutSink() = default;
-    /// Adds a sink (not owned; must outlive this object). False when 8 are already attached.
-    bool add(EventSink* sink);
-    void begin(const SourceInfo& info, const StringTable& strings) override;
-    void consume(std::span<const Event> events) override;
-    void end(const SourceSummary& summary) override;
-
-private:
-    EventSink* sinks_[8] = {};
-    int count_ = 0;
-};
-
 }  // namespace gpudiag
 #endif  // GPUDIAG_HAS_SPAN: the event-sink seam needs C++20
