@@ -88,14 +88,18 @@ using WatchId = std::uint64_t;
 class GPUDIAG_API Session {
 public:
     /// Creates a session (nothing is captured until start()). Errors: kInvalidArgument for bad
-    /// options, kIoError when the recording cannot be created.
+    /// options.
     static Result<std::unique_ptr<Session>> create(SessionOptions options) noexcept;
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
     /// Starts capture at the highest available level. Errors: kFailedPrecondition when already
-    /// started. A missing GPU is not an error: status() says what is captured.
+    /// started or once stopped; kIoError when the recording cannot be created (with a window,
+    /// when record_path's folder cannot be written); kResourceExhausted when gpudiag's threads
+    /// cannot be made (nothing is left running: start() may be called again). A missing GPU is
+    /// not an error: status() says what is captured. gpudiag's threads block every asynchronous
+    /// signal and are named gpudiag-*.
     Status start() noexcept;
     /// Flushes, stops capture and closes the recording. May be called from the session's own
     /// report and watch callbacks: the session is stopped when it returns, and the worker ends
@@ -119,7 +123,8 @@ public:
     void input_waited(std::uint64_t since_ns) noexcept;
 
     /// Records an event from a framework integration (torch allocator, DataLoader, counters).
-    /// Timestamps of 0 are filled with now(). Returns false when dropped.
+    /// Timestamps of 0 are filled with now(). Returns false when dropped (the hand-off full) or
+    /// refused (after stop(): the report is final).
     bool record(const Event& event) noexcept;
     /// Interns a string for use in events passed to record().
     StringId intern(std::string_view text) noexcept;
@@ -129,9 +134,11 @@ public:
     /// Calls `callback(bytes_in_use)` once each time the memory in use on a device rises to
     /// `level_bytes` or above (re-armed when it falls below 95 % of it), where in use is
     /// MemoryMetric::kDeviceUsed: the framework's reserved bytes plus device memory held outside
-    /// it, or NVML's figure for the process when larger. Called on the session's worker thread
-    /// with no lock held (it may call report()); it must not block for long. May be called
-    /// before start(). Errors: kInvalidArgument for a null callback or a zero level.
+    /// it, or NVML's figure for the process when larger. Called on the session's callback thread
+    /// with no lock held (it may call report(), stop(), or destroy the session: it is then
+    /// deleted once the callback returns); it should not block for long. May be called before
+    /// start(). Errors: kInvalidArgument for a null callback or a zero level;
+    /// kFailedPrecondition after stop().
     Result<WatchId> watch_memory(std::uint64_t level_bytes,
                                  std::function<void(std::uint64_t)> callback) noexcept;
     Status unwatch_memory(WatchId id) noexcept;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "api/callback_thread.hpp"
 
+#include "support/quiet_thread.hpp"
+
 namespace gpudiag::detail {
 namespace {
 
@@ -14,8 +16,13 @@ CallbackThread::~CallbackThread() {
 }
 
 void CallbackThread::start(const void* owner) {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);  // a start after a failed one begins afresh
+        stopping_ = false;
+        finished_ = false;
+    }
     owner_ = owner;
-    thread_ = std::thread([this] { run(); });
+    thread_ = quiet_thread("gpudiag-callbk", [this] { run(); });
 }
 
 bool CallbackThread::post(Task task) {
@@ -51,6 +58,13 @@ void CallbackThread::stop(std::chrono::milliseconds limit) {
     thread_.join();
 }
 
+bool CallbackThread::run_after_current_task(Task last) {
+    if (!on_thread_of(owner_)) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    after_task_ = std::move(last);
+    return true;
+}
+
 bool CallbackThread::on_thread_of(const void* owner) noexcept {
     return owner != nullptr && t_callbacks_of == owner;
 }
@@ -58,6 +72,11 @@ bool CallbackThread::on_thread_of(const void* owner) noexcept {
 std::uint64_t CallbackThread::dropped() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return dropped_;
+}
+
+std::uint64_t CallbackThread::threw() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return threw_;
 }
 
 void CallbackThread::run() {
@@ -75,6 +94,17 @@ void CallbackThread::run() {
             task();
         } catch (...) {
             // A user callback must not take the thread (and the process) down.
+            std::lock_guard<std::mutex> lock(mutex_);
+            ++threw_;
+        }
+        Task last;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            last = std::move(after_task_);
+        }
+        if (last) {
+            last();  // may destroy this object: nothing of it is touched after
+            return;
         }
     }
     {

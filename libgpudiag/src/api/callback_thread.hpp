@@ -34,9 +34,15 @@ public:
     /// returns, then the thread ends. Elsewhere it waits for the thread, at most `limit` when
     /// given (at exit, a callback stuck for good must not hang the process: it is let go).
     void stop(std::chrono::milliseconds limit = std::chrono::milliseconds::max());
+    /// On the thread itself: runs `last` once the running task returns, then the thread ends
+    /// without touching this object again, so `last` may destroy it (a session destroyed from
+    /// its own callback is deleted there, after the callback). Elsewhere: false, nothing done.
+    bool run_after_current_task(Task last);
     /// True on the thread that runs the callbacks of `owner`.
     [[nodiscard]] static bool on_thread_of(const void* owner) noexcept;
     [[nodiscard]] std::uint64_t dropped() const;
+    /// Callbacks that ended in an exception (caught: a user callback never takes the process).
+    [[nodiscard]] std::uint64_t threw() const;
 
 private:
     void run();
@@ -47,6 +53,8 @@ private:
     bool stopping_ = false;   // guarded by mutex_
     bool finished_ = false;   // guarded by mutex_
     std::uint64_t dropped_ = 0;
+    std::uint64_t threw_ = 0;
+    Task after_task_;  // guarded by mutex_; set from the thread itself
     const void* owner_ = nullptr;
     std::thread thread_;
 };

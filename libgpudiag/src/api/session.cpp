@@ -20,19 +20,24 @@
 #include "core/event_channel.hpp"
 #include "importers/open_source.hpp"
 #include "recording/recording_window.hpp"
+#include "support/quiet_thread.hpp"
 
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -192,8 +197,10 @@ struct Session::Impl final : detail::EventQueue {
     bool on_callback_thread() const noexcept { return detail::CallbackThread::on_thread_of(this); }
     bool forked_away() const noexcept { return forked_copy.load(std::memory_order_relaxed); }
 
+    // After stop() nothing is taken: the report is final, and a caller learns its event was not
+    // recorded (record() returns false).
     bool try_push(const Event& e) noexcept override {
-        return !forked_away() && channel.try_push(e);
+        return !forked_away() && !stopped.load(std::memory_order_relaxed) && channel.try_push(e);
     }
 
     bool push_marker(EventKind kind, RangeCategory category, StringId name,
@@ -207,7 +214,7 @@ struct Session::Impl final : detail::EventQueue {
         e.range.name = name;
         e.range.category = category;
         e.range.id = id;
-        return channel.try_push(e);
+        return try_push(e);
     }
 
     SourceInfo source_info() const {
@@ -232,6 +239,9 @@ struct Session::Impl final : detail::EventQueue {
             return failed_precondition("a session runs once; create a new one to capture again");
         }
         if (!options.record_path.empty() && options.record_window_s > 0) {
+            // The window is written at stop (and dumps beside it): a path that cannot be written
+            // fails now, not silently at the end.
+            if (Status w = can_create(options.record_path); !w.is_ok()) return w;
             window = std::make_unique<detail::RecordingWindow>(options.record_window_s,
                                                                options.record_window_bytes);
         } else if (!options.record_path.empty()) {
@@ -264,9 +274,55 @@ struct Session::Impl final : detail::EventQueue {
         }
         started_ns = detail::monotonic_now_ns();
         running.store(true);
-        callbacks.start(this);
-        worker = std::thread([this] { worker_loop(); });
+        try {
+            callbacks.start(this);
+            worker = detail::quiet_thread("gpudiag-worker", [this] { worker_loop(); });
+        } catch (const std::system_error& e) {
+            undo_start();
+            return resource_exhausted(std::string("could not start gpudiag's threads (") +
+                                      e.what() +
+                                      "): the session is not running; start() may "
+                                      "be called again");
+        }
         RunningSessions::instance().add(this);
+        return Status::ok();
+    }
+
+    // A start() whose threads could not be made leaves nothing behind: a later start() begins
+    // afresh.
+    void undo_start() {
+        running.store(false);
+        if (backend) backend->stop();
+        callbacks.stop();
+        {
+            std::lock_guard<std::mutex> lock(sink_mutex);
+            watches.attach(nullptr);
+            struct Discard final : EventSink {
+                void consume(std::span<const Event> /*events*/) override {}
+            } discard;
+            while (channel.drain(discard) > 0) {
+            }
+        }
+        backend.reset();
+        pipeline.reset();
+        writer.reset();
+        window.reset();
+        degraded_reason.clear();
+    }
+
+    // A file can be created at `path` (its folder exists and is writable, the file is not a
+    // folder or read-only).
+    static Status can_create(const std::string& path) {
+        const std::string folder =
+            path.find('/') == std::string::npos ? "." : path.substr(0, path.find_last_of('/') + 1);
+        if (::access(folder.c_str(), W_OK) != 0) {
+            return io_error(path + ": cannot be written (" + std::strerror(errno) + ")");
+        }
+        struct stat st {};
+        if (::stat(path.c_str(), &st) == 0 &&
+            (S_ISDIR(st.st_mode) || ::access(path.c_str(), W_OK) != 0)) {
+            return io_error(path + ": cannot be written (a folder, or read-only)");
+        }
         return Status::ok();
     }
 
@@ -332,6 +388,7 @@ struct Session::Impl final : detail::EventQueue {
         callbacks.stop(at_exit ? std::chrono::milliseconds(5000)
                                : std::chrono::milliseconds::max());
         stopped_once = true;
+        stopped.store(true);
         return Status::ok();
     }
 
@@ -633,6 +690,12 @@ struct Session::Impl final : detail::EventQueue {
     void add_callback_notes(Report& report) const {
         const std::uint64_t skipped = reports_skipped.load(std::memory_order_relaxed);
         const std::uint64_t dropped = callbacks.dropped();
+        if (const std::uint64_t threw = callbacks.threw(); threw > 0) {
+            report.notes.push_back(fmt::format(
+                "Callbacks: {} of the program's watch or report callbacks ended in an exception; "
+                "gpudiag caught it (it never lets one reach its threads' end) and went on.",
+                threw));
+        }
         if (skipped == 0 && dropped == 0) return;
         report.notes.push_back(fmt::format(
             "Callbacks: {} periodic reports were skipped while the previous one's callback still "
@@ -689,7 +752,8 @@ struct Session::Impl final : detail::EventQueue {
     std::mutex wake_mutex;
     std::condition_variable wake;
     std::atomic<bool> running{false};
-    bool worker_finished = false;  // guarded by wake_mutex
+    std::atomic<bool> stopped{false};  // stop() ran: calls that record anything are refused
+    bool worker_finished = false;      // guarded by wake_mutex
     std::thread worker;
     detail::CallbackThread callbacks;  // runs watch and report callbacks off the worker
     std::mutex replays_mutex;
@@ -731,7 +795,18 @@ Session::Session(std::unique_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {
 // state, and the locks and condition its threads held at the fork are the parent's. Nothing of
 // it is stopped, joined, flushed, closed or destroyed there: the copy is let go.
 Session::~Session() {
-    if (impl_ && impl_->forked_away()) (void)impl_.release();
+    if (!impl_) return;
+    if (impl_->forked_away()) {
+        (void)impl_.release();
+        return;
+    }
+    // Destroyed from its own callback: the callback's frames and the thread running it still use
+    // the session, so it is stopped and deleted on that thread once the callback returns.
+    if (impl_->on_callback_thread()) {
+        Impl* impl = impl_.release();
+        (void)impl->stop();
+        if (!impl->callbacks.run_after_current_task([impl] { delete impl; })) delete impl;
+    }
 }
 
 Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcept {
@@ -821,7 +896,7 @@ void Session::input_waited(std::uint64_t since_ns) noexcept {
     e.start_ns = std::min(since_ns, e.end_ns);
     e.range.name = impl_->strings.intern("input wait");
     e.range.category = RangeCategory::kInputWait;
-    impl_->channel.try_push(e);
+    impl_->try_push(e);
 }
 
 bool Session::record(const Event& event) noexcept {
@@ -847,6 +922,9 @@ Result<WatchId> Session::watch_memory(std::uint64_t level_bytes,
     if (!callback) return invalid_argument("watch_memory needs a callback");
     if (level_bytes == 0) return invalid_argument("watch_memory needs a level above 0");
     if (impl_->forked_away()) return Session::Impl::forked_error();
+    if (impl_->stopped.load()) {
+        return failed_precondition("the session has stopped: a watch would never fire");
+    }
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         return impl_->watches.add(level_bytes, std::move(callback));

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "importers/byte_stream.hpp"
 
+#include "support/quiet_thread.hpp"
+
 #include <zlib.h>
 
 #include <algorithm>
@@ -175,7 +177,7 @@ public:
     ReadAheadStream& operator=(const ReadAheadStream&) = delete;
 
     void start() {
-        worker_ = std::thread([this] { fill(); });
+        worker_ = quiet_thread("gpudiag-read", [this] { fill(); });
     }
     /// The stream read ahead, back (before start() only).
     std::unique_ptr<ByteStream> take_input() { return std::move(in_); }

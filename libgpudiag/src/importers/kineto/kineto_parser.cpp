@@ -7,6 +7,7 @@
 #include "core/event_runs.hpp"
 #include "core/range_names.hpp"
 #include "importers/kineto/parse_thread_budget.hpp"
+#include "support/quiet_thread.hpp"
 
 #include "importers/kineto/json_number.hpp"
 #include "importers/kineto/name_cache.hpp"
@@ -1167,8 +1168,9 @@ bool parse_split(const TraceBuffer& buffer, unsigned threads, std::size_t piece_
         std::size_t reserve = 16;
         for (std::string_view piece : work.pieces) reserve += piece.size() / 128;
         try {
-            workers.emplace_back(
-                [&work, reserve] { parse_slice(work, *work.own_strings, reserve); });
+            workers.push_back(quiet_thread("gpudiag-parse", [&work, reserve] {
+                parse_slice(work, *work.own_strings, reserve);
+            }));
         } catch (...) {
             inline_slices.push_back(k);  // no thread to be had: parse it here, afterwards
         }

@@ -14,6 +14,7 @@
 #include "importers/kineto/parse_thread_budget.hpp"
 #include "importers/kineto/start_order.hpp"
 #include "importers/kineto/trace_split.hpp"
+#include "support/quiet_thread.hpp"
 
 #include <fmt/format.h>
 
@@ -587,7 +588,7 @@ private:
         helpers_.reserve(lease_->granted());
         for (unsigned i = 0; i < lease_->granted(); ++i) {
             try {
-                helpers_.emplace_back([this] { helper_loop(); });
+                helpers_.push_back(quiet_thread("gpudiag-parse", [this] { helper_loop(); }));
             } catch (...) {
                 break;  // no thread to be had: the caller parses more itself
             }
