@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Sets up gpudiag in .venv and prints the diagnosis of the recording bundled with the project.
 # Needs no GPU. The first run compiles the C++ library and its Python bindings (8 minutes from a
-# fresh clone on 2 busy cores, README's Quickstart); it says what it is doing at each step, and
+# fresh clone on 2 busy cores: docs/performance.md); it says what it is doing at each step, and
 # shows the compile's progress and a line a minute while it builds. pip's whole output goes to
 # .venv/gpudiag-build.log.
 set -euo pipefail

@@ -258,7 +258,7 @@ GPUDIAG_API std::string headline(const Report& report) noexcept;
 
 /// Plain-text rendering for terminals and logs. Errors: none (never throws; returns "" on OOM).
 GPUDIAG_API std::string render_text(const Report& report) noexcept;
-/// JSON rendering; the schema is documented in README.md ("JSON report"). `compact`: one line
+/// JSON rendering; the schema is documented in docs/api.md ("The JSON report"). `compact`: one line
 /// with no spaces (for log lines and services), else indented. Errors: none ("" on OOM).
 GPUDIAG_API std::string render_json(const Report& report, bool compact = false) noexcept;
 /// Reads a report that render_json wrote (any schema version up to this one; fields a newer

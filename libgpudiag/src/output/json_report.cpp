@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// JSON rendering of a Report. The schema (documented in README.md) is versioned by
+// JSON rendering of a Report. The schema (documented in docs/api.md) is versioned by
 // Report::schema_version; fields are only ever added.
 #include <gpudiag/report.hpp>
 #include <gpudiag/version.hpp>
