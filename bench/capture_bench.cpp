@@ -2,9 +2,9 @@
 // CPU-side costs of live capture that need no GPU: the NVTX handlers on the application's
 // thread (push+pop), decoding CUPTI records through the real libcupti parser (per record), and
 // handing an event to a queue.
-#include "capture/activity_decoder.hpp"
-#include "capture/clock_calibration.hpp"
-#include "capture/nvtx_receiver.hpp"
+#include "capture/cupti/activity_decoder.hpp"
+#include "capture/nvtx/nvtx_receiver.hpp"
+#include "capture/platform/clock_calibration.hpp"
 #include "core/event_queue.hpp"
 
 #include <benchmark/benchmark.h>

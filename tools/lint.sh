@@ -51,11 +51,31 @@ layer_violations() {
     la=$(layer_of "$area"); lt=$(layer_of "$target")
     if [ -z "$la" ]; then echo "$file: folder '$area' is not a known layer"; continue; fi
     [ -z "$lt" ] && continue          # a same-folder include ("foo.hpp")
+    if [ "$area" = capture ] && [ "$target" = capture ]; then capture_room_violation "$line" "$inc"; fi
     [ "$area" = "$target" ] && continue
     if [ "$lt" -ge "$la" ]; then echo "$line   ($area may not include $target)"; fi
   done < <(grep -rnE '^\s*#\s*include\s*"' libgpudiag/src)
 }
-report "includes must go down the layers support < core < recording < importers|capture < analysis < output < api" \
+# Inside capture/, the rooms: platform/ (the seam to the OS and the CUDA driver) < cupti/, nvml/
+# and nvtx/ (one source each; they never include each other) < capture/ itself (the backend that
+# composes them).
+capture_room_of() {  # capture_room_of <path below capture/>
+  case $1 in
+    platform/*) echo 0 ;; cupti/*|nvml/*|nvtx/*) echo 1 ;;
+    */*) echo "" ;; *) echo 2 ;;
+  esac
+}
+capture_room_violation() {  # capture_room_violation <grep line> <included path>
+  local file=${1%%:*} from to rf rt
+  from=${file#libgpudiag/src/capture/}; to=${2#capture/}
+  rf=$(capture_room_of "$from"); rt=$(capture_room_of "$to")
+  if [ -z "$rf" ]; then echo "$file: folder capture/${from%%/*} is not a known room"; return; fi
+  if [ -z "$rt" ]; then echo "$1   (capture/${to%%/*} is not a known room)"; return; fi
+  from=$(dirname "capture/$from"); to=$(dirname "capture/$to")
+  [ "$from" = "$to" ] && return
+  if [ "$rt" -ge "$rf" ]; then echo "$1   ($from may not include $to)"; fi
+}
+report "includes must go down the layers support < core < recording < importers|capture < analysis < output < api, and inside capture/ platform < cupti|nvml|nvtx < capture" \
   "$(layer_violations)"
 
 # Enum names are written once (libgpudiag/src/core/names.cpp); the headers' enumerators, the

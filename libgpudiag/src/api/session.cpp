@@ -10,12 +10,12 @@
 #include <gpudiag/recording.hpp>
 #include <gpudiag/session.hpp>
 
+#include "analysis/health/stack_rules.hpp"
 #include "analysis/memory/memory_ledger.hpp"
 #include "analysis/pipeline/analysis_pipeline.hpp"
 #include "api/callback_thread.hpp"
+#include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
-#include "capture/capture_backend.hpp"
-#include "capture/stack_verdict.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "importers/open_source.hpp"
@@ -267,7 +267,7 @@ struct Session::Impl final : detail::EventQueue {
         }
         pipeline->begin(source_info(), strings);
 
-        backend = detail::make_capture_backend(options);
+        backend = detail::make_session_capture(options);
         if (backend) {
             Status s = backend->start(*this, strings);
             if (!s.is_ok()) degraded_reason = s.to_string();

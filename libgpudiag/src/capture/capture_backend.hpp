@@ -1,20 +1,30 @@
 // SPDX-License-Identifier: Apache-2.0
 // CaptureBackend: the live sources of a Session (CUPTI activity, NVTX, NVML) behind one interface,
-// so the session and its tests do not care which are available.
+// so the session and its tests do not care which are available. Capture knows nothing of the
+// session: it gets a CaptureOptions (api/live_capture.cpp builds it from SessionOptions).
 #pragma once
 
 #include <gpudiag/capture.hpp>
-#include <gpudiag/session.hpp>
+#include <gpudiag/source_info.hpp>
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
 
 #include "core/event_queue.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 #include <vector>
 
 namespace gpudiag::detail {
+
+/// What live capture is asked to do (the defaults are SessionOptions').
+struct CaptureOptions {
+    bool capture_gpu = true;              ///< CUPTI activity (SessionOptions::capture_gpu)
+    bool deep = false;                    ///< also CUPTI's callbacks: allocation call sites
+    double nvml_hz = 2.0;                 ///< NVML samples a second; 0 samples nothing
+    std::uint32_t flush_period_ms = 250;  ///< how often CUPTI's buffers are flushed; 0: 250
+};
 
 class CaptureBackend {
 public:
@@ -34,7 +44,12 @@ public:
     [[nodiscard]] virtual std::vector<DeviceInfo> devices() const noexcept { return {}; }
 };
 
-/// Builds the backend for `options` (defined in capture/).
-std::unique_ptr<CaptureBackend> make_capture_backend(const SessionOptions& options);
+/// Builds the live backend for `options`. Its status() reports the software stack it finds
+/// (CaptureStatus::stack) without judging it: stack_issues stay empty here.
+std::unique_ptr<CaptureBackend> make_capture_backend(const CaptureOptions& options);
+
+/// What capture can do on this machine without starting it (loads libraries, touches no CUDA
+/// context); stack_issues empty, as above. Thread-safety: safe.
+CaptureStatus probe_capture_status() noexcept;
 
 }  // namespace gpudiag::detail

@@ -2,8 +2,6 @@
 // Capture levels, what each gives here, and why the others are not available.
 #include "capture/capture_levels.hpp"
 
-#include "capture/stack_verdict.hpp"
-
 #include <algorithm>
 
 namespace gpudiag::detail {
@@ -50,8 +48,7 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
     st.driver_version =
         !f.nvml_driver_version.empty() ? f.nvml_driver_version : f.cuda_driver_version;
     st.device_count = f.nvml_devices;
-    st.stack = f.stack;
-    st.stack_issues = check_stack(f.stack);
+    st.stack = f.stack;  // judged by the stack rules above capture (analysis/health)
 
     bool nvml = f.nvml_loaded && f.nvml_devices > 0;
     bool gpu = nvml || f.cuda_driver_loaded;

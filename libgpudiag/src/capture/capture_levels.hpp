@@ -26,7 +26,7 @@ struct CaptureFacts {
     std::string cupti_path;
     std::uint32_t cupti_version = 0;
 
-    SoftwareStack stack;              ///< driver, framework, CUPTI (stack_verdict.hpp)
+    SoftwareStack stack;              ///< driver, framework, CUPTI, as found
     bool framework_reported = false;  ///< a framework integration called set_framework_info
 
     bool nvtx_injected = false;  ///< some NVTX instance installed gpudiag's handlers

@@ -5,10 +5,8 @@
 // sees theirs, so whichever starts second among two visible ones is refused.
 #include "capture/capture_owner.hpp"
 
-#include "capture/dynamic_library.hpp"
-
-#include <dlfcn.h>
-#include <link.h>
+#include "capture/platform/dynamic_library.hpp"
+#include "capture/platform/platform.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -40,7 +38,7 @@ std::vector<OwnerMarker*> g_held;  // guarded by g_mutex
 
 void collect(void* handle, std::vector<OwnerMarker*>& out) {
     if (handle == nullptr) return;
-    if (void* marker = dlsym(handle, kMarkerSymbol)) {
+    if (void* marker = platform::find_symbol_address(handle, kMarkerSymbol)) {
         out.push_back(static_cast<OwnerMarker*>(marker));
     }
 }
@@ -49,11 +47,11 @@ void collect(void* handle, std::vector<OwnerMarker*>& out) {
 // order (the order every copy claims in).
 std::vector<OwnerMarker*> visible_markers() {
     std::vector<OwnerMarker*> markers{&gpudiag_capture_owner_v1};
-    collect(dlopen(nullptr, RTLD_LAZY), markers);  // the program and the global scope
-    for (const std::string& path : mapped_libraries("")) {
-        void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    collect(platform::program_handle(), markers);  // the program and the global scope
+    for (const std::string& path : platform::mapped_libraries("")) {
+        void* handle = platform::open_library(path.c_str(), platform::Open::kPeek);
         collect(handle, markers);
-        if (handle != nullptr) dlclose(handle);  // NOLOAD took a reference: give it back
+        platform::close_library(handle);  // the peek took a reference: give it back
     }
     std::sort(markers.begin(), markers.end());
     markers.erase(std::unique(markers.begin(), markers.end()), markers.end());

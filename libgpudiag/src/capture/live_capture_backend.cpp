@@ -1,38 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 // The live CaptureBackend: composes the CUPTI activity source (process-wide), the NVML sampler
 // and the NVTX receiver (process-wide), all feeding the session's EventQueue through a counting
-// adapter, and probe_capture().
+// adapter, and probe_capture_status().
 #include "capture/capture_backend.hpp"
 #include "capture/capture_levels.hpp"
 #include "capture/capture_owner.hpp"
-#include "capture/cuda_driver_api.hpp"
-#include "capture/cupti_activity_source.hpp"
-#include "capture/nvml_api.hpp"
-#include "capture/nvml_sampler.hpp"
-#include "capture/nvtx_receiver.hpp"
-#include "capture/stack_verdict.hpp"
-
-#include "capture/dynamic_library.hpp"
+#include "capture/cupti/cupti_activity_source.hpp"
+#include "capture/framework_info.hpp"
+#include "capture/nvml/nvml_api.hpp"
+#include "capture/nvml/nvml_sampler.hpp"
+#include "capture/nvtx/nvtx_receiver.hpp"
+#include "capture/platform/cuda_driver_api.hpp"
+#include "capture/platform/own_device_memory.hpp"
+#include "capture/platform/platform.hpp"
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
-#    include "capture/cupti_api.hpp"
-#    include "capture/cupti_record_layouts.hpp"
+#    include "capture/cupti/cupti_api.hpp"
+#    include "capture/cupti/cupti_record_layouts.hpp"
 #endif
 
-#include <array>
 #include <atomic>
 #include <mutex>
 
 namespace gpudiag::detail {
 namespace {
 
-// Counts what every source hands over, so status() has one figure for events and drops, and
-// passes NVML's word that kernels ran to the CUPTI source's starvation watch.
+// Counts what every source hands over, so status() has one figure for events and drops.
 class CountingQueue final : public EventQueue {
 public:
     void set_target(EventQueue* target) noexcept { target_.store(target); }
     bool try_push(const Event& event) noexcept override {
-        if (event.kind == EventKind::kCounter) note_gpu_activity(event);
         EventQueue* t = target_.load(std::memory_order_acquire);
         if (t != nullptr && t->try_push(event)) {
             pushed_.fetch_add(1, std::memory_order_relaxed);
@@ -45,25 +42,15 @@ public:
     [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
 
 private:
-    // NVML's utilization is the device's: it says this program's kernels ran only while no other
-    // process holds memory on the device. Unknown (this PID not in NVML's list, as inside a PID
-    // namespace) still counts: silence would otherwise never be questioned there.
-    void note_gpu_activity(const Event& e) noexcept {
-        if (e.device >= kMaxDevices) return;
-        if (e.counter.counter == CounterKind::kForeignProcessMemoryBytes) {
-            shared_[e.device].store(e.counter.value > 0, std::memory_order_relaxed);
-        } else if (e.counter.counter == CounterKind::kGpuUtilizationPercent &&
-                   e.counter.value > 0 && !shared_[e.device].load(std::memory_order_relaxed)) {
-            CuptiActivitySource::instance().note_gpu_busy();
-        }
-    }
-
-    static constexpr std::size_t kMaxDevices = 64;
     std::atomic<EventQueue*> target_{nullptr};
     std::atomic<std::uint64_t> pushed_{0};
     std::atomic<std::uint64_t> refused_{0};
-    std::array<std::atomic<bool>, kMaxDevices> shared_{};  // another process holds memory there
 };
+
+// NVML's word that this program keeps a GPU busy, for the CUPTI source's starvation watch.
+void note_gpu_busy() noexcept {
+    CuptiActivitySource::instance().note_gpu_busy();
+}
 
 // Facts that do not depend on a running session.
 CaptureFacts gather_static_facts() {
@@ -111,17 +98,13 @@ CaptureFacts gather_static_facts() {
     f.stack.driver_version = f.nvml_driver_version;
     f.stack.driver_cuda = f.cuda_driver_version;
     f.stack.framework = current_framework(&f.framework_reported);
-    f.stack.cupti_mapped = mapped_libraries("libcupti.so");
+    f.stack.cupti_mapped = platform::mapped_libraries("libcupti.so");
     return f;
 }
 
 class LiveCaptureBackend final : public CaptureBackend {
 public:
-    explicit LiveCaptureBackend(const SessionOptions& options)
-        : capture_gpu_(options.capture_gpu),
-          deep_(options.deep),
-          nvml_hz_(options.nvml_hz),
-          flush_period_ms_(options.flush_period_ms) {}
+    explicit LiveCaptureBackend(const CaptureOptions& options) : options_(options) {}
 
     ~LiveCaptureBackend() override { stop(); }
 
@@ -134,10 +117,11 @@ public:
         try {
             counting_.set_target(&out);
             nvtx_attached_ = NvtxReceiver::instance().attach(counting_, strings);
-            if (nvml_hz_ > 0.0) {
+            if (options_.nvml_hz > 0.0) {
                 if (const NvmlApi* nvml = nvml_api(); nvml != nullptr) {
                     auto sampler = std::make_unique<NvmlSampler>(*nvml, &own_device_memory());
-                    Status st = sampler->start(nvml_hz_, counting_);
+                    sampler->on_gpu_busy(&note_gpu_busy);
+                    Status st = sampler->start(options_.nvml_hz, counting_);
                     std::lock_guard<std::mutex> lock(state_mutex_);
                     if (st.is_ok()) {
                         sampler_ = std::move(sampler);
@@ -146,7 +130,7 @@ public:
                     }
                 }
             }
-            if (capture_gpu_) start_cupti(strings);
+            if (options_.capture_gpu) start_cupti(strings);
             running_ = true;
             phase_.store(Phase::kRunning);
             return Status::ok();
@@ -162,8 +146,8 @@ public:
         Status st = claim_capture_ownership();
         if (st.is_ok()) {
             CuptiSourceOptions o;
-            o.deep = deep_;
-            o.flush_period_ms = flush_period_ms_ > 0 ? flush_period_ms_ : 250;
+            o.deep = options_.deep;
+            o.flush_period_ms = options_.flush_period_ms > 0 ? options_.flush_period_ms : 250;
             st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
             // Refused for another session of this copy: the claim is that session's too.
             if (!st.is_ok() && !CuptiActivitySource::instance().status().active) {
@@ -231,9 +215,9 @@ public:
     [[nodiscard]] CaptureStatus status() const noexcept override {
         try {
             CaptureFacts f = gather_static_facts();
-            f.capture_gpu = capture_gpu_;
+            f.capture_gpu = options_.capture_gpu;
             f.running = true;
-            f.deep_requested = deep_;
+            f.deep_requested = options_.deep;
             std::lock_guard<std::mutex> lock(state_mutex_);
             CuptiSourceStatus cupti;
             if (cupti_started_) {
@@ -271,10 +255,7 @@ public:
     }
 
 private:
-    const bool capture_gpu_;
-    const bool deep_;
-    const double nvml_hz_;
-    const std::uint32_t flush_period_ms_;
+    const CaptureOptions options_;
     enum class Phase { kIdle, kTransition, kRunning, kStopped };
     std::atomic<Phase> phase_{Phase::kIdle};
     CountingQueue counting_;
@@ -292,17 +273,13 @@ private:
 
 }  // namespace
 
-std::unique_ptr<CaptureBackend> make_capture_backend(const SessionOptions& options) {
+std::unique_ptr<CaptureBackend> make_capture_backend(const CaptureOptions& options) {
     return std::make_unique<LiveCaptureBackend>(options);
 }
 
-}  // namespace gpudiag::detail
-
-namespace gpudiag {
-
-CaptureStatus probe_capture() noexcept {
+CaptureStatus probe_capture_status() noexcept {
     try {
-        return detail::compute_capture_status(detail::gather_static_facts());
+        return compute_capture_status(gather_static_facts());
     } catch (...) {
         CaptureStatus st;
         st.reasons.push_back("probe: out of memory");
@@ -310,4 +287,4 @@ CaptureStatus probe_capture() noexcept {
     }
 }
 
-}  // namespace gpudiag
+}  // namespace gpudiag::detail

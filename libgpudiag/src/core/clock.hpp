@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The session clock: CLOCK_MONOTONIC nanoseconds. Every live event is stamped on it (CUPTI's
-// CLOCK_REALTIME-based timestamps are mapped onto it by capture/clock_calibration.hpp).
+// CLOCK_REALTIME-based timestamps are mapped onto it by capture/platform/clock_calibration.hpp).
 #pragma once
 
 #include <cstdint>

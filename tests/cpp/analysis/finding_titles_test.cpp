@@ -6,6 +6,7 @@
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/report.hpp>
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "corpus.hpp"
 
 #include <gtest/gtest.h>
@@ -235,6 +236,33 @@ TEST(FindingSavings, AllTogetherBoundsEachAndOverlapsAreMutual) {
         }
     }
     EXPECT_TRUE(demo) << "the bundled demo recording was not among the inputs";
+}
+
+// Every finding raised on a real input, a job's own included, is in the findings catalog (so
+// docs/findings.md lists it), and so is every finding it shares a saving with.
+void check_catalogued(const Report& r, const std::string& where, std::set<std::string>& seen) {
+    for (const auto& f : r.findings) {
+        EXPECT_TRUE(detail::finding_id(f.id).has_value()) << where << ": " << f.id;
+        for (const auto& other : f.saving_shared_with) {
+            EXPECT_TRUE(detail::finding_id(other).has_value()) << where << ": " << other;
+        }
+        seen.insert(f.id);
+    }
+    for (const auto& rank : r.ranks)
+        check_catalogued(rank, where + " rank " + std::to_string(rank.source.rank), seen);
+}
+
+TEST(FindingCatalog, HoldsEveryFindingRaisedOnEveryInput) {
+    const auto& reports = every_report();
+    if (reports.size() < 10) GTEST_SKIP() << "corpus absent under " << GPUDIAG_CORPUS_DIR;
+    std::set<std::string> seen;
+    for (const auto& [name, r] : reports) check_catalogued(r, name, seen);
+    // Each area's analyses raised something, so the check above saw their ids.
+    for (auto id : {detail::FindingId::kInputBound, detail::FindingId::kRankStraggler,
+                    detail::FindingId::kMemoryLeak, detail::FindingId::kThermalThrottle}) {
+        EXPECT_TRUE(seen.count(std::string(detail::finding_name(id))) > 0)
+            << detail::finding_name(id);
+    }
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 // bring: the level is reached, the whole runtime API kind replaces the per-call whitelist and
 // only whitelisted calls reach the session, and no CUDA 13 cbid is assumed.
 #include "capture/capture_backend.hpp"
-#include "capture/cupti_api.hpp"
-#include "capture/cupti_record_layouts.hpp"
+#include "capture/cupti/cupti_api.hpp"
+#include "capture/cupti/cupti_record_layouts.hpp"
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
 
@@ -54,7 +54,7 @@ TEST(CaptureCupti12StubTest, ACupti124CapturesWithTheWholeRuntimeKindFilteredToT
     EXPECT_TRUE(api->cupti12_abi);
     EXPECT_EQ(api->description, "CUPTI 12.4 (API version 22)");
 
-    SessionOptions o;
+    detail::CaptureOptions o;
     o.nvml_hz = 0;
     o.flush_period_ms = 50;
     auto backend = detail::make_capture_backend(o);

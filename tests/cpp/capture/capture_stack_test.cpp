@@ -4,11 +4,11 @@
 // falls back to each older call, and every stack mismatch a user trips on is a finding with its
 // fix, in capture_status() and in a live report. What is mapped is process-wide and permanent,
 // so the cases that map a CUPTI run in a fresh process each.
-#include "capture/cupti_api.hpp"
-#include "capture/dynamic_library.hpp"
-#include "capture/nvml_api.hpp"
-#include "capture/nvml_sampler.hpp"
-#include "capture/stack_verdict.hpp"
+#include "analysis/health/stack_rules.hpp"
+#include "capture/cupti/cupti_api.hpp"
+#include "capture/nvml/nvml_api.hpp"
+#include "capture/nvml/nvml_sampler.hpp"
+#include "capture/platform/dynamic_library.hpp"
 #include "test_event_queue.hpp"
 
 #include <gpudiag/capture.hpp>

@@ -4,11 +4,11 @@
 // level selection, flush, drops, the foreign-subscriber fallback, deep mode, pause/resume
 // around another CUPTI client, and the NVML sampler feeding the health analysis.
 #include "capture/capture_backend.hpp"
-#include "capture/cuda_driver_api.hpp"
-#include "capture/cupti_activity_source.hpp"
-#include "capture/cupti_api.hpp"
-#include "capture/nvml_api.hpp"
-#include "capture/nvml_sampler.hpp"
+#include "capture/cupti/cupti_activity_source.hpp"
+#include "capture/cupti/cupti_api.hpp"
+#include "capture/nvml/nvml_api.hpp"
+#include "capture/nvml/nvml_sampler.hpp"
+#include "capture/platform/cuda_driver_api.hpp"
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
 
@@ -123,6 +123,15 @@ SessionOptions options(bool deep = false) {
     return o;
 }
 
+// The same for the capture backend alone.
+detail::CaptureOptions backend_options(bool deep = false) {
+    detail::CaptureOptions o;
+    o.deep = deep;
+    o.nvml_hz = 0;
+    o.flush_period_ms = 50;
+    return o;
+}
+
 class CaptureStubTest : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -161,7 +170,7 @@ TEST_F(CaptureStubTest, ProbeReportsCuptiActivityWithoutEnablingAnything) {
 }
 
 TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     for (int kind : {CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL,
                      CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -195,7 +204,7 @@ TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
 }
 
 TEST_F(CaptureStubTest, FlushDeliversRecordsAsEventsOnTheSessionClock) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     std::uint64_t now = gpudiag_stub_cupti_now();
     static const char kName[] = "_Z4stepv";
@@ -222,7 +231,7 @@ TEST_F(CaptureStubTest, FlushDeliversRecordsAsEventsOnTheSessionClock) {
 }
 
 TEST_F(CaptureStubTest, RecordsStillBufferedAtStopArriveThroughTheForcedFlush) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     RecordBuffer buf;
     buf.add(test::memory_record(false, 0xB000, 4096, 9, gpudiag_stub_cupti_now()));
@@ -235,7 +244,7 @@ TEST_F(CaptureStubTest, RecordsStillBufferedAtStopArriveThroughTheForcedFlush) {
 }
 
 TEST_F(CaptureStubTest, DropsAreCountedAndReported) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     // GIVEN CUPTI threads holding every buffer of the pool (per-thread buffers), which grows
     // with the demand up to its cap
@@ -352,7 +361,7 @@ TEST_F(CaptureStubTest, ExitingWithoutStopFinishesTheRecording) {
 TEST_F(CaptureStubTest, NoDriverMeansNvmlLevelWithCuptisReason) {
     // CUPTI documents NOT_INITIALIZED for a driver it cannot attach to: missing, or too old.
     gpudiag_stub_cupti_set_global_result(CUPTI_ERROR_NOT_INITIALIZED);
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());  // a missing GPU is not an error
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml) << joined(st.reasons);
@@ -370,7 +379,7 @@ TEST_F(CaptureStubTest, AKindCuptiRefusesNamesTheSubscribersHolder) {
     // (here a tool the program was launched under) is the likely reason and is named.
     gpudiag_stub_cupti_set_kind_result(CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ERROR_NOT_COMPATIBLE);
     gpudiag_stub_cupti_set_subscriber_holder("Nsight Systems");
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kNvml);
@@ -383,7 +392,7 @@ TEST_F(CaptureStubTest, AKindCuptiRefusesNamesTheSubscribersHolder) {
 
 TEST_F(CaptureStubTest, ARefusedSecondaryKindIsANoteNotALostLevel) {
     gpudiag_stub_cupti_set_kind_result(CUPTI_ACTIVITY_KIND_OVERHEAD, CUPTI_ERROR_INVALID_KIND);
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity);
@@ -394,7 +403,7 @@ TEST_F(CaptureStubTest, ARefusedSecondaryKindIsANoteNotALostLevel) {
 
 TEST_F(CaptureStubTest, DeepModeFallsBackWhenKinetoHoldsTheSubscriber) {
     gpudiag_stub_cupti_set_subscriber_holder("CUPTI for kineto");
-    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    auto backend = detail::make_capture_backend(backend_options(/*deep=*/true));
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     EXPECT_EQ(st.level, CaptureLevel::kCuptiActivity) << joined(st.reasons);
@@ -422,7 +431,7 @@ struct CreateParams {
 };
 
 TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
-    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    auto backend = detail::make_capture_backend(backend_options(/*deep=*/true));
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     CaptureStatus st = backend->status();
     ASSERT_EQ(st.level, CaptureLevel::kCuptiDeep) << joined(st.reasons);
@@ -477,7 +486,7 @@ TEST_F(CaptureStubTest, DeepModeAttachesCallSitesAndAccountsMappings) {
 }
 
 TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
-    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    auto backend = detail::make_capture_backend(backend_options(/*deep=*/true));
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     RecordBuffer before;
     before.add(test::memory_record(true, 0xE000, 64, 1, gpudiag_stub_cupti_now()));
@@ -518,7 +527,7 @@ TEST_F(CaptureStubTest, PauseYieldsToAnotherClientAndResumeTakesCuptiBack) {
 }
 
 TEST_F(CaptureStubTest, ResumeWhileTheOtherClientKeepsTheSubscriberFallsBackToActivity) {
-    auto backend = detail::make_capture_backend(options(/*deep=*/true));
+    auto backend = detail::make_capture_backend(backend_options(/*deep=*/true));
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
     gpudiag_stub_cupti_set_subscriber_holder("CUPTI for kineto");  // pre-#1250 Kineto keeps it
@@ -530,8 +539,8 @@ TEST_F(CaptureStubTest, ResumeWhileTheOtherClientKeepsTheSubscriberFallsBackToAc
 }
 
 TEST_F(CaptureStubTest, OneCuptiSessionPerProcess) {
-    auto first = detail::make_capture_backend(options());
-    auto second = detail::make_capture_backend(options());
+    auto first = detail::make_capture_backend(backend_options());
+    auto second = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(first->start(queue_, strings_).is_ok());
     TestEventQueue other;
     ASSERT_TRUE(second->start(other, strings_).is_ok());
@@ -554,7 +563,7 @@ std::uint64_t monotonic_ns() {
 // Per-thread buffers asked for on application threads, full ones completed on CUPTI's worker
 // while the control thread drains: nothing is lost or decoded twice.
 TEST_F(CaptureStubTest, BuffersFromManyThreadsArriveThroughCuptisWorkerAndFlushes) {
-    SessionOptions o = options();
+    detail::CaptureOptions o = backend_options();
     o.flush_period_ms = 60'000;  // buffers come back full, through CUPTI's worker, then at stop
     auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
@@ -589,7 +598,7 @@ TEST_F(CaptureStubTest, BuffersFromManyThreadsArriveThroughCuptisWorkerAndFlushe
 // A kernel still running when the session stops: FlushAll(0) holds its buffer back, gpudiag waits
 // for it instead of forcing it out at once, and the kernel arrives with its timing.
 TEST_F(CaptureStubTest, StopWaitsForKernelsStillRunningAndLosesNoBuffer) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     static const char kName[] = "_Z4stepv";
     std::uint64_t now = gpudiag_stub_cupti_now();
@@ -611,7 +620,7 @@ TEST_F(CaptureStubTest, StopWaitsForKernelsStillRunningAndLosesNoBuffer) {
 // damaged buffer), and the complete records before it are decoded.
 TEST_F(CaptureStubTest, KernelsOutlastingTheSettleTimeAreCountedIncompleteAtPause) {
     gpudiag_stub_cupti_set_forced_invalid_kind(1);
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     static const char kName[] = "_Z4longv";
     std::uint64_t now = gpudiag_stub_cupti_now();
@@ -633,7 +642,7 @@ TEST_F(CaptureStubTest, KernelsOutlastingTheSettleTimeAreCountedIncompleteAtPaus
 }
 
 TEST_F(CaptureStubTest, PauseAndResumeMarkTheUnobservedWindow) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     std::uint64_t t0 = monotonic_ns();
     ASSERT_TRUE(backend->pause("torch.profiler is tracing CUDA").is_ok());
@@ -654,7 +663,7 @@ TEST_F(CaptureStubTest, PauseAndResumeMarkTheUnobservedWindow) {
 // Kineto registers a timestamp callback returning CPU cycles: from then on CUPTI stamps every
 // client's records in cycles. Times and durations must still come out in nanoseconds.
 TEST_F(CaptureStubTest, ACycleCounterClockStillGivesNanoseconds) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     gpudiag_stub_cupti_install_cycle_clock();
     std::this_thread::sleep_for(std::chrono::milliseconds(450));  // clock pairs at drains
@@ -677,7 +686,7 @@ TEST_F(CaptureStubTest, ACycleCounterClockStillGivesNanoseconds) {
 // The profiler (paused around by gpudiag) installed its clock while gpudiag was paused: the
 // first records after resume are mapped right, because resume takes a clock pair.
 TEST_F(CaptureStubTest, ResumeRecalibratesTheClockAfterAProfilerRun) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     ASSERT_TRUE(backend->pause("torch.profiler").is_ok());
     gpudiag_stub_cupti_foreign_start(/*install_cycle_clock=*/1);
@@ -705,7 +714,7 @@ TEST_F(CaptureStubTest, AnotherClientsBuffersAreCountedAndDroppedUnread) {
     std::uint64_t now = gpudiag_stub_cupti_now();
     auto kernel = test::kernel_record(kName, now, now + 1000, 1);
     ASSERT_EQ(gpudiag_stub_cupti_record(&kernel, sizeof kernel, 0), 1);  // into its buffer
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     backend->flush();
     EXPECT_TRUE(queue_.of_kind(EventKind::kKernel).empty());
@@ -760,7 +769,7 @@ TEST_F(CaptureStubTest, AClientTakingCuptiWithoutWarningIsReportedAsStarvation) 
 // The buffer a thread holds when another client registers its callbacks completes into that
 // client's callback, which drops it as unknown: gpudiag counts it lost instead of waiting for it.
 TEST_F(CaptureStubTest, BuffersHandedToAnotherClientAreCountedLost) {
-    SessionOptions o = options();
+    detail::CaptureOptions o = backend_options();
     o.flush_period_ms = 60'000;  // nothing returns the buffer before the other client arrives
     auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
@@ -816,7 +825,7 @@ TEST_F(CaptureStubTest, GpuUtilizationIsEvidenceOnlyOnAnUnsharedDevice) {
         for (int gpu : {0, 1})
             gpudiag_stub_nvml_set_processes(gpu, 1ULL << 30, shared ? 8ULL << 30 : 0, 1);
         TestEventQueue queue;
-        SessionOptions o = options();
+        detail::CaptureOptions o = backend_options();
         o.nvml_hz = 50;
         auto backend = detail::make_capture_backend(o);
         EXPECT_TRUE(backend->start(queue, strings_).is_ok());
@@ -846,7 +855,7 @@ TEST_F(CaptureStubTest, QuietWithoutGpuWorkIsNotStarvation) {
 // A CUPTI that shut itself down (no subscriber means no FATAL_ERROR callback by default) shows
 // as FlushAll failing: capture is reported degraded instead of silently empty.
 TEST_F(CaptureStubTest, FlushAllFailingRepeatedlyDegradesCapture) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     gpudiag_stub_cupti_set_flush_result(CUPTI_ERROR_UNKNOWN);
     CaptureStatus st;
@@ -863,7 +872,7 @@ TEST_F(CaptureStubTest, FlushAllFailingRepeatedlyDegradesCapture) {
 
 // ---------------------------------------------------------------- drops and the pool
 TEST_F(CaptureStubTest, TheLastDropsAreReadAtStop) {
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     gpudiag_stub_cupti_add_dropped(3);  // well before the next once-a-second read
     backend->stop();
@@ -873,7 +882,7 @@ TEST_F(CaptureStubTest, TheLastDropsAreReadAtStop) {
 // Per-thread buffers: each CUDA-calling thread needs one per flush period. The pool grows to
 // that demand at the next drain, not a second later.
 TEST_F(CaptureStubTest, ThePoolGrowsToTheThreadsDemandWithinAPeriod) {
-    SessionOptions o = options();
+    detail::CaptureOptions o = backend_options();
     o.flush_period_ms = 60'000;  // only the explicit flushes below: each round is one interval
     auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
@@ -940,7 +949,7 @@ TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
     ASSERT_NE(other.lib, nullptr) << dlerror();
     ASSERT_NE(other.destroy, nullptr);
     // GIVEN this copy capturing
-    auto backend = detail::make_capture_backend(options());
+    auto backend = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
     ASSERT_EQ(backend->status().level, CaptureLevel::kCuptiActivity);
     int registrations = gpudiag_stub_cupti_register_calls();
@@ -966,7 +975,7 @@ TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
     session = other.start_session();
     ASSERT_NE(session, nullptr);
     EXPECT_EQ(other.level(session), "cupti_activity");
-    auto second = detail::make_capture_backend(options());
+    auto second = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(second->start(queue_, strings_).is_ok());
     CaptureStatus st = second->status();
     EXPECT_NE(st.level, CaptureLevel::kCuptiActivity);
@@ -976,7 +985,7 @@ TEST_F(CaptureStubTest, ASecondGpudiagCopyLeavesCuptiToTheFirst) {
     second->stop();
     other.destroy(session);
     // Once it is gone, this copy captures again.
-    auto third = detail::make_capture_backend(options());
+    auto third = detail::make_capture_backend(backend_options());
     ASSERT_TRUE(third->start(queue_, strings_).is_ok());
     EXPECT_EQ(third->status().level, CaptureLevel::kCuptiActivity);
     third->stop();
@@ -1377,7 +1386,7 @@ TEST_F(CaptureStubTest, NvmlDevicesFollowCudaOrdinalsOnceCudaIsInitialised) {
 }
 
 TEST_F(CaptureStubTest, NvmlSamplerThreadRunsAtTheConfiguredRate) {
-    SessionOptions o = options();
+    detail::CaptureOptions o = backend_options();
     o.nvml_hz = 50;
     o.capture_gpu = false;
     auto backend = detail::make_capture_backend(o);

@@ -57,7 +57,7 @@ TEST(NoDriverTest, StartingCaptureReportsTheCuptiErrorAndStaysAtNoGpu) {
     if (has_driver()) GTEST_SKIP() << "a CUDA driver is installed here";
     test::TestEventQueue queue;
     StringTable strings;
-    SessionOptions o;
+    detail::CaptureOptions o;
     o.flush_period_ms = 50;
     auto backend = detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue, strings).is_ok());

@@ -1,61 +1,64 @@
 // SPDX-License-Identifier: Apache-2.0
 // HealthAnalyzer, the card's own health: Xid events, retired memory and the PCIe link. The
-// thresholds, and why:
+// rules, and why (the thresholds are in the findings catalog):
 // * Xid: every Xid is reported. Most mean the GPU, its memory or its link failed (critical);
-//   a few (13, 31, 43, 45) are most often the program's own fault (an illegal address, a killed
-//   kernel): still reported, as a warning that says so.
+//   a few (kProgramFaultXids) are most often the program's own fault (an illegal address, a
+//   killed kernel): still reported, as a warning that says so.
 // * Retired memory: a failed row remap is critical (the GPU has no spare rows left where it
 //   needs them); a pending retirement or remap is a warning (it takes effect at the next reset,
 //   and until then the bad memory can be used); counts that grew during the run are a warning;
 //   counts from before the run are information for the operator.
-// * PCIe: a link narrower than both ends support, in half the readings or more, is degraded
-//   (the width does not change to save power). The generation does drop when the GPU idles, so
-//   a lower generation counts only in readings taken while the GPU was busy (utilization >=
-//   30 %), in half of them or more, with at least two such readings. 100 or more replays during
-//   the run (retransmitted packets) mean link errors, whatever its speed.
-// * NVLink: any recovery during the run (the link retrained), 100 or more replay and CRC errors
-//   during it, or fewer links up at the end than during the run.
+// * PCIe: a link narrower than both ends support, in kPcieDegradedShare of the readings, is
+//   degraded (the width does not change to save power). The generation does drop when the GPU
+//   idles, so a lower generation counts only in readings taken while the GPU was busy
+//   (kPcieBusyUtilPercent), in kPcieDegradedShare of them, with at least kMinBusyLinkSamples
+//   such readings. kPcieReplaysDuringRun replays during the run (retransmitted packets) mean
+//   link errors, whatever its speed.
+// * NVLink: any recovery during the run (the link retrained), kNvlinkErrorsDuringRun replay and
+//   CRC errors during it, or fewer links up at the end than during the run.
 #include "analysis/health/health_analyzer.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
+#include <algorithm>
+#include <iterator>
 #include <string>
 
 namespace gpudiag::detail {
 namespace {
 
 constexpr std::size_t kMaxXidKinds = 64;
-constexpr double kBusyUtilPercent = 30.0;
-constexpr double kDegradedShare = 0.5;
-constexpr std::uint64_t kMinBusyLinkSamples = 2;
-constexpr double kReplaysDuringRun = 100;
-constexpr double kNvlinkErrorsDuringRun = 100;
 
 struct XidMeaning {
     std::uint32_t xid;
     const char* what;
-    bool program;  // most often the program's own fault
 };
 
 // NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors), the Xids seen most in operations.
 constexpr XidMeaning kXids[] = {
-    {13, "graphics engine exception (often an illegal memory access in a kernel)", true},
-    {31, "GPU memory page fault (often an out-of-bounds access in a kernel)", true},
-    {43, "GPU stopped processing (a kernel was killed or hung)", true},
-    {45, "preemptive cleanup (a process ended with work still on the GPU)", true},
-    {48, "double-bit ECC error", false},
-    {61, "internal micro-controller breakpoint", false},
-    {62, "internal micro-controller halt", false},
-    {63, "ECC page retirement or row remapping recorded", false},
-    {64, "ECC page retirement or row remapping failed", false},
-    {74, "NVLink error", false},
-    {79, "GPU has fallen off the bus", false},
-    {92, "high single-bit ECC error rate", false},
-    {94, "contained ECC error", false},
-    {95, "uncontained ECC error", false},
-    {119, "GSP RPC timeout", false},
-    {120, "GSP error", false},
+    {13, "graphics engine exception (often an illegal memory access in a kernel)"},
+    {31, "GPU memory page fault (often an out-of-bounds access in a kernel)"},
+    {43, "GPU stopped processing (a kernel was killed or hung)"},
+    {45, "preemptive cleanup (a process ended with work still on the GPU)"},
+    {48, "double-bit ECC error"},
+    {61, "internal micro-controller breakpoint"},
+    {62, "internal micro-controller halt"},
+    {63, "ECC page retirement or row remapping recorded"},
+    {64, "ECC page retirement or row remapping failed"},
+    {74, "NVLink error"},
+    {79, "GPU has fallen off the bus"},
+    {92, "high single-bit ECC error rate"},
+    {94, "contained ECC error"},
+    {95, "uncontained ECC error"},
+    {119, "GSP RPC timeout"},
+    {120, "GSP error"},
 };
+
+bool program_fault(std::uint32_t xid) {
+    return std::find(std::begin(kProgramFaultXids), std::end(kProgramFaultXids), xid) !=
+           std::end(kProgramFaultXids);
+}
 
 const XidMeaning* meaning_of(std::uint32_t xid) {
     for (const XidMeaning& m : kXids) {
@@ -80,7 +83,7 @@ void HealthAnalyzer::on_card_counter(const Event& e, DeviceHealth& d) {
             }
             ++d.link_samples;
             if (d.pcie_width.last < v) ++d.narrow_samples;
-            if (d.util.count > 0 && d.util.last >= kBusyUtilPercent) {
+            if (d.util.count > 0 && d.util.last >= kPcieBusyUtilPercent) {
                 ++d.busy_link_samples;
                 if (d.pcie_gen.last < d.pcie_gen_max.last) ++d.slow_busy_samples;
             }
@@ -145,14 +148,14 @@ void HealthAnalyzer::add_xid_finding(Report& report, std::uint16_t device, const
     if (d.xids.empty()) return;
     const std::string gpu = device_label(device);
     Finding f;
-    f.id = "xid_error";
+    f.id = finding_name(FindingId::kXidError);
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
     bool hardware = false;
     std::uint64_t events = 0;
     std::string listed;
     for (const auto& [xid, count] : d.xids) {
         const XidMeaning* m = meaning_of(xid);
-        hardware = hardware || m == nullptr || !m->program;
+        hardware = hardware || !program_fault(xid);
         events += count;
         listed += (listed.empty() ? "" : ", ") + std::string("Xid ") + std::to_string(xid);
         f.evidence.push_back("Xid " + std::to_string(xid) + " (" +
@@ -192,7 +195,7 @@ void HealthAnalyzer::add_memory_health_finding(Report& report, std::uint16_t dev
     if (!failed && !pending && !growing && pages <= 0 && rows <= 0) return;
     const std::string gpu = device_label(device);
     Finding f;
-    f.id = "ecc_pages_retired";
+    f.id = finding_name(FindingId::kEccPagesRetired);
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
     f.severity = failed               ? Severity::kCritical
                  : pending || growing ? Severity::kWarning
@@ -243,17 +246,17 @@ void HealthAnalyzer::add_memory_health_finding(Report& report, std::uint16_t dev
 
 void HealthAnalyzer::add_pcie_finding(Report& report, std::uint16_t device, const DeviceHealth& d) {
     const double links = static_cast<double>(d.link_samples);
-    const bool narrow = d.link_samples > 0 && d.narrow_samples >= kDegradedShare * links;
+    const bool narrow = d.link_samples > 0 && d.narrow_samples >= kPcieDegradedShare * links;
     const bool slow =
         d.busy_link_samples >= kMinBusyLinkSamples &&
-        d.slow_busy_samples >= kDegradedShare * static_cast<double>(d.busy_link_samples);
+        d.slow_busy_samples >= kPcieDegradedShare * static_cast<double>(d.busy_link_samples);
     const double replays =
         d.pcie_replays.count > 0 ? d.pcie_replays.last - d.pcie_replays.first : 0;
-    const bool errors = replays >= kReplaysDuringRun;
+    const bool errors = replays >= kPcieReplaysDuringRun;
     if (!narrow && !slow && !errors) return;
     const std::string gpu = device_label(device);
     Finding f;
-    f.id = "pcie_link_degraded";
+    f.id = finding_name(FindingId::kPcieLinkDegraded);
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
     f.severity = Severity::kWarning;
     const std::string link = "Gen " + format_number(d.pcie_gen.last, 0) + " x" +
@@ -303,7 +306,7 @@ void HealthAnalyzer::add_nvlink_finding(Report& report, std::uint16_t device,
     if (recoveries < 1 && errors < kNvlinkErrorsDuringRun && !link_lost) return;
     const std::string gpu = device_label(device);
     Finding f;
-    f.id = "nvlink_errors";
+    f.id = finding_name(FindingId::kNvlinkErrors);
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
     f.severity = Severity::kWarning;
     f.title = gpu + "'s NVLink " +

@@ -1,25 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // HealthAnalyzer, what the SMs did (NVML GPM, Hopper and newer): SM activity, occupancy, tensor
-// and DRAM activity, and the finding gpu_busy_not_computing. The threshold, and why:
+// and DRAM activity, and the finding gpu_busy_not_computing. The rule, and why (the thresholds
+// are in the findings catalog):
 // * NVML's utilization is the share of time at least one kernel ran, however few SMs it used: a
 //   single one-block kernel at a time reads as 100 %. SM activity is the share of SMs with work,
-//   averaged over the window. In readings where utilization was >= 80 % (the GPU looked busy to
-//   anyone watching nvidia-smi), a mean SM activity under 30 % means that most of the GPU sat
-//   unused while it looked busy. At least 5 such readings (windows of >= 100 ms; with the
-//   default 2 Hz sampling, 2.5 s of looking busy), so that one odd window decides nothing.
+//   averaged over the window. In readings where utilization was kLooksBusyPercent (the GPU looked
+//   busy to anyone watching nvidia-smi), a mean SM activity under kFewSmsActivePercent means that
+//   most of the GPU sat unused while it looked busy. At least kMinBusyReadings such readings
+//   (GPM windows are 100 ms or longer), so that one odd window decides nothing.
 #include "analysis/health/health_analyzer.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
 #include <string>
 
 namespace gpudiag::detail {
 namespace {
-
-constexpr double kLooksBusyPercent = 80.0;
-constexpr double kFewSmsActivePercent = 30.0;
-constexpr std::uint64_t kMinBusyReadings = 5;
-constexpr double kMemoryBoundDramPercent = 50.0;
 
 std::string percent(double v) {
     return format_number(v, 0) + " %";
@@ -78,7 +75,7 @@ void HealthAnalyzer::add_busy_not_computing_finding(Report& report, std::uint16_
     }
     const std::string gpu = device_label(device);
     Finding f;
-    f.id = "gpu_busy_not_computing";
+    f.id = finding_name(FindingId::kGpuBusyNotComputing);
     f.device = device == kNoDevice ? -1 : static_cast<int>(device);
     f.severity = Severity::kWarning;
     f.title = gpu + " looked busy (" + percent(a.busy_util.mean()) + " utilization) but only " +
@@ -109,7 +106,7 @@ void HealthAnalyzer::add_busy_not_computing_finding(Report& report, std::uint16_
                              "DRAM bandwidth of the peak"});
     }
     f.figures.push_back({"busy_readings", static_cast<double>(a.busy_sm_active.count), "count",
-                         "GPM readings while utilization >= 80 %"});
+                         "GPM readings while utilization >= " + percent(kLooksBusyPercent)});
     f.evidence.push_back("NVML GPM over the readings while " + gpu + " looked busy: SM active " +
                          percent(a.busy_sm_active.mean()) + ", occupancy " +
                          percent(a.busy_occupancy.mean()) + ", tensor pipes " +

@@ -2,13 +2,15 @@
 // HealthAnalyzer: one GPU against its peers. In data-parallel training every step waits for the
 // slowest GPU, so one GPU that clocks lower, runs hotter or throttles more than the others sets
 // the pace of the whole job, while each GPU alone may look acceptable. Compared only among GPUs
-// that were busy (at least kMinBusy samples each) and only with three or more of them, so that
-// "the others" is a majority. A GPU is an outlier when, against the median of the GPUs compared:
-// * its SM clock under load is 10 % or more lower (a tenth of every step, for the whole job);
-// * its highest temperature is 10 C or more higher (cooling: fans, airflow, a blocked slot);
-// * its throttled share of busy samples is 20 points or more higher.
+// that were busy (kOutlierMinBusySamples each) and only with kOutlierMinPeers or more of them,
+// so that "the others" is a majority. A GPU is an outlier when, against the median of the GPUs
+// compared (the thresholds are in the findings catalog):
+// * its SM clock under load is kClockDeficit lower (a tenth of every step, for the whole job);
+// * its highest temperature is kHotterCelsius higher (cooling: fans, airflow, a blocked slot);
+// * its throttled share of busy samples is kThrottleExcess higher.
 #include "analysis/health/health_analyzer.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
@@ -17,15 +19,6 @@
 #include <vector>
 
 namespace gpudiag::detail {
-namespace {
-
-constexpr std::uint64_t kMinBusy = 3;
-constexpr std::size_t kMinPeers = 3;
-constexpr double kClockDeficit = 0.10;
-constexpr double kHotterCelsius = 10.0;
-constexpr double kThrottleExcess = 0.20;
-
-}  // namespace
 
 void HealthAnalyzer::add_outlier_findings(Report& report) const {
     struct Peer {
@@ -34,12 +27,12 @@ void HealthAnalyzer::add_outlier_findings(Report& report) const {
     };
     std::vector<Peer> peers;
     for (const auto& [device, d] : devices_) {
-        if (d.active_samples < kMinBusy || d.busy_clock.count == 0) continue;
+        if (d.active_samples < kOutlierMinBusySamples || d.busy_clock.count == 0) continue;
         const double busy = static_cast<double>(d.active_samples);
         peers.push_back({device, d.busy_clock.mean(), d.temperature.max,
                          static_cast<double>(std::max(d.thermal_samples, d.power_samples)) / busy});
     }
-    if (peers.size() < kMinPeers) return;
+    if (peers.size() < kOutlierMinPeers) return;
     std::vector<double> clocks, temperatures, throttled;
     for (const Peer& p : peers) {
         clocks.push_back(p.clock);
@@ -67,7 +60,7 @@ void HealthAnalyzer::add_outlier_findings(Report& report) const {
         if (how.empty()) continue;
         const std::string gpu = "GPU " + std::to_string(p.device);
         Finding f;
-        f.id = "gpu_outlier";
+        f.id = finding_name(FindingId::kGpuOutlier);
         f.device = static_cast<int>(p.device);
         f.severity = Severity::kWarning;
         f.title = gpu + " is slower or hotter than the other " + std::to_string(peers.size() - 1) +

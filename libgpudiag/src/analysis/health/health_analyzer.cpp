@@ -1,20 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// HealthAnalyzer. Thresholds, and why:
+// HealthAnalyzer. The rules, and why (the thresholds are in the findings catalog):
 // * Throttling counts only samples where the GPU was busy (the GpuIdle reason not set): an
-//   idle GPU drops its clocks on purpose. A cause active in >= 5 % of busy samples is reported:
-//   below that it is the odd boost transition, above it the run measurably ran slower.
-//   Thermal: SW/HW thermal slowdown. Power: SW power cap (the board sits at its power limit;
-//   info, since busy H100/H200-class GPUs often do) and HW power brake (an external signal
-//   from the chassis or PSU; warning). NVML's plain "HW slowdown" bit means temperature, power
-//   brake or power draw; it counts as thermal when a thermal bit accompanies it or the GPU is
-//   at >= 85 C (the slowdown region of datacenter parts), else as power.
+//   idle GPU drops its clocks on purpose. A cause active in kThrottleShare of busy samples is
+//   reported. Thermal: SW/HW thermal slowdown. Power: SW power cap (the board sits at its power
+//   limit; info, since busy H100/H200-class GPUs often do) and HW power brake (an external
+//   signal from the chassis or PSU; warning). NVML's plain "HW slowdown" bit means temperature,
+//   power brake or power draw; it counts as thermal when a thermal bit accompanies it or the GPU
+//   is at kHotCelsius, else as power.
 // * ECC: any volatile (since driver load) uncorrected error is critical: the data of some
 //   kernel was wrong and the GPU needs a reset before it can be trusted. Corrected errors that
 //   grow during the run are a warning: memory that needs correcting is wearing out.
-// * Foreign memory: other processes holding >= 1 GiB or >= 5 % of the GPU's memory take that
-//   much from this program's headroom and usually its compute time too.
+// * Foreign memory: other processes holding kForeignBytes or kForeignShare of the GPU's memory
+//   take that much from this program's headroom and usually its compute time too.
 #include "analysis/health/health_analyzer.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
 #include <algorithm>
@@ -24,13 +24,7 @@
 namespace gpudiag::detail {
 namespace {
 
-constexpr double kThrottleShare = 0.05;
-constexpr std::uint64_t kMinBusySamples = 3;
-constexpr double kForeignBytes = 1024.0 * 1024 * 1024;
-constexpr double kForeignShare = 0.05;
-constexpr double kHotCelsius = 85.0;
 constexpr std::size_t kMaxOtherProcesses = 64;
-constexpr std::size_t kOtherProcessesNamed = 3;
 
 constexpr std::uint64_t kThermalBits =
     clock_event_reason::kSwThermal | clock_event_reason::kHwThermal;
@@ -181,10 +175,10 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                  format_number(d.sm_clock_max.max, 0) + " MHz maximum";
     }
 
-    if (d.active_samples >= kMinBusySamples && d.thermal_samples / busy >= kThrottleShare) {
+    if (d.active_samples >= kThrottleMinBusySamples && d.thermal_samples / busy >= kThrottleShare) {
         double share = d.thermal_samples / busy;
         Finding f;
-        f.id = "thermal_throttle";
+        f.id = finding_name(FindingId::kThermalThrottle);
         f.device = dev;
         f.severity = d.hw_thermal_samples > 0 ? Severity::kCritical : Severity::kWarning;
         f.title =
@@ -215,10 +209,10 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         report.findings.push_back(std::move(f));
     }
 
-    if (d.active_samples >= kMinBusySamples && d.power_samples / busy >= kThrottleShare) {
+    if (d.active_samples >= kThrottleMinBusySamples && d.power_samples / busy >= kThrottleShare) {
         double share = d.power_samples / busy;
         Finding f;
-        f.id = "power_throttle";
+        f.id = finding_name(FindingId::kPowerThrottle);
         f.device = dev;
         bool brake = d.power_brake_samples > 0;
         f.severity = brake ? Severity::kWarning : Severity::kInfo;
@@ -272,7 +266,7 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
         d.ecc_corrected.count > 0 ? d.ecc_corrected.last - d.ecc_corrected.first : 0;
     if (uncorrected || corrected_growth > 0) {
         Finding f;
-        f.id = "ecc_errors";
+        f.id = finding_name(FindingId::kEccErrors);
         f.device = dev;
         f.severity = uncorrected ? Severity::kCritical : Severity::kWarning;
         f.title = uncorrected ? gpu + " has " + format_number(d.ecc_uncorrected.max, 0) +
@@ -308,10 +302,11 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
     double foreign = d.foreign.count > 0 ? d.foreign.max : 0;
     if (foreign >= kForeignBytes || (capacity > 0 && foreign >= kForeignShare * capacity)) {
         Finding f;
-        f.id = "foreign_process_memory";
+        f.id = finding_name(FindingId::kForeignProcessMemory);
         f.device = dev;
-        f.severity =
-            capacity > 0 && foreign >= 0.5 * capacity ? Severity::kCritical : Severity::kWarning;
+        f.severity = capacity > 0 && foreign >= kForeignCriticalShare * capacity
+                         ? Severity::kCritical
+                         : Severity::kWarning;
         f.title = "Other processes hold " + format_bytes(foreign) + " on " + gpu;
         f.summary = "Processes other than this one used up to " + format_bytes(foreign) +
                     (capacity > 0 ? " (" + format_percent(foreign / capacity) + " of " +

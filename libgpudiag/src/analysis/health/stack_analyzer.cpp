@@ -2,16 +2,19 @@
 // StackAnalyzer.
 #include "analysis/health/stack_analyzer.hpp"
 
-#include "capture/stack_verdict.hpp"
+#include "analysis/findings/finding_catalog.hpp"
+#include "analysis/health/stack_rules.hpp"
+
+#include <optional>
 
 namespace gpudiag::detail {
 namespace {
 
 // A framework that cannot start CUDA, or a CUPTI that cannot attach, loses everything GPU-side;
 // the others lose part of it.
-Severity severity_of(const std::string& id) {
-    if (id == "driver_too_old_for_framework" || id == "cupti_newer_than_driver" ||
-        id == "second_cupti") {
+Severity severity_of(std::optional<FindingId> id) {
+    if (id == FindingId::kDriverTooOldForFramework || id == FindingId::kCuptiNewerThanDriver ||
+        id == FindingId::kSecondCupti) {
         return Severity::kCritical;
     }
     return Severity::kWarning;
@@ -24,7 +27,7 @@ void StackAnalyzer::contribute(Report& report) {
     for (StackIssue& issue : check_stack(stack)) {
         Finding f;
         f.id = issue.id;
-        f.severity = severity_of(issue.id);
+        f.severity = severity_of(finding_id(issue.id));
         f.title = std::move(issue.title);
         f.summary = std::move(issue.problem);
         f.advice.push_back(std::move(issue.fix));

@@ -2,10 +2,12 @@
 // HealthAnalyzer, throttling weighed per step: the steps a throttled busy sample fell in against
 // the steps whose busy samples were all unthrottled. NVML samples a few times a second, so short
 // steps are seen only now and then; both groups are the steps a sample fell in, which does not
-// favour either. At least 3 steps in each group, else nothing is said. A throttled group slower
-// by 2 % or less is reported as "no slower": below that, step-to-step noise decides.
+// favour either. At least kThrottleMinStepsEach steps in each group, else nothing is said. A
+// throttled group slower by kThrottleNoiseShare or less is reported as "no slower": below that,
+// step-to-step noise decides (the thresholds are in the findings catalog).
 #include "analysis/health/health_analyzer.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
@@ -13,18 +15,12 @@
 #include <string>
 
 namespace gpudiag::detail {
-namespace {
-
-constexpr std::size_t kMinStepsEach = 3;
-constexpr double kNoiseShare = 0.02;
-
-}  // namespace
 
 bool HealthAnalyzer::step_slowdown(const DeviceHealth& d, std::uint8_t cause,
                                    StepSlowdown& out) const {
     if (steps_ == nullptr || d.busy_marks.points.empty()) return false;
     const std::vector<StepSpan> steps = steps_->closed_steps();
-    if (steps.size() < 2 * kMinStepsEach) return false;
+    if (steps.size() < 2 * kThrottleMinStepsEach) return false;
     // Per step: 0 no busy sample, 1 only unthrottled ones, 2 one throttled for `cause`,
     // 3 throttled for the other cause only (in neither group).
     std::vector<std::uint8_t> seen(steps.size(), 0);
@@ -44,7 +40,8 @@ bool HealthAnalyzer::step_slowdown(const DeviceHealth& d, std::uint8_t cause,
         if (seen[k] == 2) throttled.push_back(secs);
         if (seen[k] == 1) clean.push_back(secs);
     }
-    if (throttled.size() < kMinStepsEach || clean.size() < kMinStepsEach) return false;
+    if (throttled.size() < kThrottleMinStepsEach || clean.size() < kThrottleMinStepsEach)
+        return false;
     out.throttled = throttled.size();
     out.clean = clean.size();
     out.steps = steps.size();
@@ -73,7 +70,7 @@ void HealthAnalyzer::add_step_slowdown(Finding& f, const DeviceHealth& d,
         {"throttled_step_median_s", s.throttled_median_s, "s", "median step while throttled"});
     f.figures.push_back(
         {"unthrottled_step_median_s", s.clean_median_s, "s", "median step unthrottled"});
-    if (slowdown <= kNoiseShare) {
+    if (slowdown <= kThrottleNoiseShare) {
         f.evidence.push_back(seen +
                              ": no slower, so this program's steps are not bound by the "
                              "clock it lost");

@@ -3,6 +3,8 @@
 // communication figures, the slowest rank (rank_straggler) and uneven collective time
 // (comm_imbalance).
 #include "analysis/job/job_analysis.hpp"
+
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
@@ -17,14 +19,6 @@
 
 namespace gpudiag::detail {
 namespace {
-
-// Other ranks waiting 10 % of a step for one rank is worth naming; at 25 % that rank dominates
-// the job's speed.
-constexpr double kStragglerNotable = 0.10;
-constexpr double kStragglerSevere = 0.25;
-// Collective time differing by half of its mean across ranks means ranks arrive at collectives
-// at very different times (or carry different loads).
-constexpr double kCommImbalanceNotable = 0.5;
 
 double figure_of(const Report& r, const char* section, const char* key, double fallback = 0) {
     const Section* s = r.section(section);
@@ -507,7 +501,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     const double typical = lr.last > 0 ? lr.median_compute_ns / lr.last : 0;
     const WaitSaving saving(job, rank, wait, median_step_ns);
     Finding f;
-    f.id = "rank_straggler";
+    f.id = finding_name(FindingId::kRankStraggler);
     f.severity = saving.straggler_severity();
     f.rank = rank;
     f.title = "Rank " + std::to_string(rank) +
@@ -725,7 +719,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         if (!by_gpu && excess >= kStragglerNotable) {
             const WaitSaving saving(job, slowest->rank, wait, med_step);
             Finding f;
-            f.id = "rank_straggler";
+            f.id = finding_name(FindingId::kRankStraggler);
             f.severity = saving.straggler_severity();
             f.rank = slowest->rank;
             f.title = "Rank " + std::to_string(slowest->rank) +
@@ -780,7 +774,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                              "(max - min) collective time over its mean"});
         if (spread >= kCommImbalanceNotable) {
             Finding f;
-            f.id = "comm_imbalance";
+            f.id = finding_name(FindingId::kCommImbalance);
             f.severity = Severity::kWarning;
             f.rank = hi->rank;
             f.title = "Uneven collective time: rank " + std::to_string(hi->rank) + " " +

@@ -2,6 +2,7 @@
 // Trend test for leak detection (the statistics are described in leak_detector.hpp).
 #include "analysis/memory/leak_detector.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "support/statistics.hpp"
 
 #include <algorithm>
@@ -10,9 +11,8 @@
 namespace gpudiag::detail {
 namespace {
 
-constexpr std::size_t kMinPoints = 8;
+// Long series are binned: the trend test's cost grows with the square of the points.
 constexpr std::size_t kMaxBins = 256;
-constexpr double kSignificance = 0.01;
 
 // Reduces a long series to at most kMaxBins points: mean x, median y of each bin.
 std::vector<TrendPoint> bin(std::span<const TrendPoint> p) {
@@ -83,7 +83,7 @@ double theil_sen_slope(std::span<const TrendPoint> points) {
 TrendResult analyze_trend(std::span<const TrendPoint> points) {
     TrendResult r;
     r.points = points.size();
-    if (points.size() < kMinPoints) return r;
+    if (points.size() < kLeakMinPoints) return r;
     const std::size_t n = points.size();
 
     // 1. Warm-up.
@@ -103,7 +103,7 @@ TrendResult analyze_trend(std::span<const TrendPoint> points) {
     warmup = std::min(warmup, n / 2);
     r.warmup_points = warmup;
     std::span<const TrendPoint> rest = points.subspan(warmup);
-    if (rest.size() < kMinPoints) return r;
+    if (rest.size() < kLeakMinPoints) return r;
     r.enough_data = true;
     r.x_start = rest.front().x;
     r.x_end = rest.back().x;
@@ -133,7 +133,7 @@ TrendResult analyze_trend(std::span<const TrendPoint> points) {
 }
 
 bool is_leak(const TrendResult& r, double min_growth_bytes) {
-    return r.enough_data && r.slope > 0 && r.p_value < kSignificance && r.sustained &&
+    return r.enough_data && r.slope > 0 && r.p_value < kLeakSignificance && r.sustained &&
            r.growth >= min_growth_bytes;
 }
 

@@ -4,6 +4,7 @@
 #include "analysis/memory/memory_analyzer.hpp"
 
 #include "analysis/allocator/allocator_whatif.hpp"
+#include "analysis/findings/finding_catalog.hpp"
 #include "analysis/memory/memory_trend.hpp"
 #include "analysis/memory/oom_explainer.hpp"
 
@@ -12,10 +13,6 @@
 namespace gpudiag::detail {
 namespace {
 
-// Callers such as cuDNN's algorithm search catch an OOM and retry, so one real failure can be
-// reported many times within moments: a failure of the same size on the same device within a
-// second of the previous one is that retry.
-constexpr std::uint64_t kRetryWindowNs = 1'000'000'000ull;
 constexpr std::size_t kMaxOomMoments = 32;
 constexpr std::size_t kMaxOomGroups = 64;
 // Retryable markers waiting for a withdrawal: one is withdrawn within moments or never.
@@ -172,7 +169,7 @@ MemoryAnalyzer::Counted MemoryAnalyzer::count_oom(const Event& e, std::uint16_t 
     const std::uint64_t apart =
         e.start_ns > g.last_ns ? e.start_ns - g.last_ns : g.last_ns - e.start_ns;
     const bool same_size = request == g.last_request || request == 0 || g.last_request == 0;
-    const bool seen_again = apart < kRetryWindowNs && same_size;
+    const bool seen_again = apart < kOomRetryWindowNs && same_size;
     g.last_ns = std::max(g.last_ns, e.start_ns);
     if (request != 0) g.last_request = request;
     if (seen_again) {

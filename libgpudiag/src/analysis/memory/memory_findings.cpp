@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The memory findings, one add_<finding>() each. Every threshold says why it is where it is; none
-// is tuned to a file. Every finding states the evidence it rests on. Causes come before their
-// symptoms: a leak that explains an out-of-memory failure is emitted first and is as severe as it.
+// The memory findings, one add_<finding>() each. Their thresholds, each with why it is where it
+// is, are in the findings catalog. Every finding states the evidence it rests on. Causes come
+// before their symptoms: a leak that explains an out-of-memory failure is emitted first and is as
+// severe as it.
 #include "analysis/memory/memory_summary.hpp"
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "analysis/memory/memory_trend.hpp"
 #include "support/format.hpp"
 
@@ -16,27 +18,6 @@
 namespace gpudiag::detail {
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
-
-// reserved_unused: cached-but-unused memory matters when it is both large in absolute terms
-// (under 1 GiB is not worth acting on for any current training GPU) and the majority of what
-// the framework holds ("reserved >> allocated": at least as much cached as in use).
-constexpr double kUnusedMinBytes = 1 * kGiB;
-constexpr double kUnusedMinShare = 0.5;
-// fragmentation: free space stranded in partly used segments (which empty_cache cannot return)
-// is a problem when it is a fifth of what the framework holds, at least 256 MiB (a typical
-// large activation), and broken up (the largest stranded hole is under half of it).
-constexpr double kSplitMinBytes = 256 * kMiB;
-constexpr double kSplitMinShare = 0.2;
-constexpr double kSplitMinFragmentation = 0.5;
-// near_oom: within 10 % of capacity a single large activation or a library workspace fails.
-constexpr double kNearOomShare = 0.9;
-constexpr double kNearOomCriticalShare = 0.97;
-// memory_outside_framework: the CUDA context plus library workspaces are usually a few hundred
-// MiB; beyond 512 MiB and a tenth of the memory held, the outside share deserves a look.
-constexpr double kOutsideMinBytes = 512 * kMiB;
-constexpr double kOutsideMinShare = 0.1;
 constexpr std::size_t kSitesPerFinding = 5;
 
 std::string b(double v) {
@@ -167,7 +148,7 @@ void leak_advice(const DeviceMemorySummary& dev, const MemoryTrend& t, Finding& 
 void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, const MemoryTrend& t,
                      Report& report) {
     Finding f;
-    f.id = "memory_leak";
+    f.id = finding_name(FindingId::kMemoryLeak);
     f.device = dev.device;
     const bool causes_oom = explains_any_oom(s, dev, t);
     f.severity = causes_oom ? Severity::kCritical : Severity::kWarning;
@@ -222,8 +203,10 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     f.evidence.push_back("Theil-Sen slope " + rate_text(t) +
                          ", Mann-Kendall p = " + format_number(t.result.p_value, 6) +
                          ", rising in every third of the analysed range");
-    f.evidence.push_back("growth " + b(growth) + " >= the " + b(t.floor_bytes) +
-                         " a leak must reach (16 MiB, 2 % of the level, 0.1 % of capacity)");
+    f.evidence.push_back(
+        fmt::format("growth {} >= the {} a leak must reach ({}, {} of the level, {} of capacity)",
+                    b(growth), b(t.floor_bytes), quote_bytes(kLeakMinBytes),
+                    quote_share(kLeakMinLevelShare), quote_share(kLeakMinCapacityShare)));
     f.site_unit = "bytes";
     for (std::size_t i = 0; i < t.sites.size() && i < kSitesPerFinding; ++i) {
         f.sites.push_back(CallSite{t.sites[i].site, t.sites[i].bytes,
@@ -237,7 +220,7 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
 void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const MemoryTrend& t,
                                     Report& report) {
     Finding f;
-    f.id = "memory_growth_in_iteration";
+    f.id = finding_name(FindingId::kMemoryGrowthInIteration);
     f.device = dev.device;
     f.severity = Severity::kInfo;
     const double growth = std::max(0.0, t.last_level - t.first_level);
@@ -301,7 +284,8 @@ void quote_allocator_advice(const AllocatorAdviceFn& allocator_advice, std::size
                             Finding& f) {
     if (!allocator_advice || f.device < 0) return;
     MeasuredAdvice a = allocator_advice(static_cast<std::uint16_t>(f.device));
-    if (a.sentence.empty() || (f.id == "out_of_memory" && !a.about_oom)) return;
+    if (a.sentence.empty() || (f.id == finding_name(FindingId::kOutOfMemory) && !a.about_oom))
+        return;
     position = a.reproduced ? std::min(position, f.advice.size()) : f.advice.size();
     f.advice.insert(f.advice.begin() + static_cast<std::ptrdiff_t>(position),
                     std::move(a.sentence));
@@ -324,7 +308,7 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
     const bool split_known = layout || t.split_reported;
     const bool bloated = split_known && releasable >= stranded;
     Finding f;
-    f.id = "reserved_unused";
+    f.id = finding_name(FindingId::kReservedUnused);
     f.device = dev.device;
     f.severity = t.capacity != 0 && reserved >= kNearOomShare * d(t.capacity) ? Severity::kCritical
                                                                               : Severity::kWarning;
@@ -409,7 +393,7 @@ void add_fragmentation(const MemorySummary& s, const DeviceMemorySummary& dev,
     // Without the layout the holes' sizes are unknown: only a failure it caused says it matters.
     if (!dev.fragmentation_oom && !by_layout) return;
     Finding f;
-    f.id = "fragmentation";
+    f.id = finding_name(FindingId::kFragmentation);
     f.device = dev.device;
     f.severity = dev.fragmentation_oom ? Severity::kCritical : Severity::kWarning;
     f.title = "Fragmentation: " + b(split) + " free in partly used segments" +
@@ -469,7 +453,7 @@ void add_near_oom(const DeviceMemorySummary& dev, Report& report) {
     if (t.capacity == 0 || d(held) < kNearOomShare * d(t.capacity)) return;
     const double share = d(held) / d(t.capacity);
     Finding f;
-    f.id = "near_oom";
+    f.id = finding_name(FindingId::kNearOom);
     f.device = dev.device;
     f.severity = share >= kNearOomCriticalShare ? Severity::kCritical : Severity::kWarning;
     f.title = "Near out of memory: peak " + bu(held) + " of " + bu(t.capacity) + " (" +
@@ -485,7 +469,8 @@ void add_near_oom(const DeviceMemorySummary& dev, Report& report) {
     if (dev.allocated_known())
         f.figures.push_back(
             {"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"});
-    f.evidence.push_back("peak " + bu(held) + " >= 90 % of capacity " + bu(t.capacity));
+    f.evidence.push_back(fmt::format("peak {} >= {} of capacity {}", bu(held),
+                                     quote_share(kNearOomShare), bu(t.capacity)));
     f.advice.push_back(
         "Register a watch below capacity (gpudiag.watch_memory(..., action='empty_cache') or "
         "Session::watch_memory) to act before the limit, or reduce the peak (smaller batch, "
@@ -502,10 +487,11 @@ void add_memory_outside_framework(const DeviceMemorySummary& dev, Report& report
         outside < kOutsideMinShare * d(std::max<std::uint64_t>(dev.peaks.used, 1)))
         return;
     Finding f;
-    f.id = "memory_outside_framework";
+    f.id = finding_name(FindingId::kMemoryOutsideFramework);
     f.device = dev.device;
-    f.severity =
-        t.capacity != 0 && outside >= 0.25 * d(t.capacity) ? Severity::kWarning : Severity::kInfo;
+    f.severity = t.capacity != 0 && outside >= kOutsideWarningShare * d(t.capacity)
+                     ? Severity::kWarning
+                     : Severity::kInfo;
     f.title = "Memory outside the framework: " + b(outside) + " (peak)";
     std::string owners;
     for (std::size_t o = 0; o < kMemoryOwnerCount; ++o) {
@@ -525,8 +511,9 @@ void add_memory_outside_framework(const DeviceMemorySummary& dev, Report& report
     f.figures = {{"outside_framework_bytes", outside, "bytes", "peak outside"},
                  {"outside_now_bytes", d(t.outside()), "bytes", "outside now"},
                  {"reserved_bytes", d(t.reserved), "bytes", "reserved by the framework"}};
-    f.evidence.push_back("outside " + b(outside) + " >= 512 MiB and >= 10 % of the " +
-                         bu(dev.peaks.used) + " held");
+    f.evidence.push_back(fmt::format("outside {} >= {} and >= {} of the {} held", b(outside),
+                                     quote_bytes(kOutsideMinBytes), quote_share(kOutsideMinShare),
+                                     bu(dev.peaks.used)));
     if (!owners.empty()) f.evidence.push_back("by owner: " + owners);
     f.site_unit = "bytes";
     for (const auto& l : dev.live_sites) {
@@ -622,10 +609,11 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g,
     const MemoryTrend* leak = explaining_leak(s, g);
     const DeviceMemorySummary* dev = s.device(g.device);
     Finding f;
-    f.id = "out_of_memory";
+    f.id = finding_name(FindingId::kOutOfMemory);
     f.severity = Severity::kCritical;
     f.device = g.device == kNoDevice ? -1 : g.device;
-    const std::string cause = leak != nullptr ? "memory_leak" : oom_cause_name(x.cause);
+    const std::string cause = std::string(leak != nullptr ? finding_name(FindingId::kMemoryLeak)
+                                                          : oom_cause_name(x.cause));
     const std::string size_unknown = x.requested_bytes == 0 ? ", request size unknown" : "";
     f.title =
         g.count == 1

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Memory trends (the rules are in memory_trend.hpp). Every threshold says why it is where it is.
+// Memory trends (the rules are in memory_trend.hpp; the thresholds, and why, in the findings
+// catalog).
 #include "analysis/memory/memory_trend.hpp"
 
 #include "support/statistics.hpp"
@@ -14,15 +15,6 @@
 
 namespace gpudiag::detail {
 namespace {
-
-// Material growth: it must reach 16 MiB, 2 % of the working level and 0.1 % of capacity over the
-// analysed range: below that, steady-state noise and small caches dominate. The capacity share
-// stays small because profiling windows are short (tens of steps): on a 141 GiB device a larger
-// share would hide a leak of several MiB per step that fills the GPU within a day.
-constexpr double kLeakMinBytes = 16.0 * 1024 * 1024;
-constexpr double kLeakMinLevelShare = 0.02;
-constexpr double kLeakMinCapacityShare = 0.001;
-constexpr std::size_t kMinPoints = 8;  // analyze_trend's own minimum
 
 double value_of(const StepMark& s, TrendMetric m) {
     switch (m) {
@@ -111,14 +103,15 @@ TrendPoints from_windows(const DeviceMemorySummary& d, TrendMetric m, double win
 
 // The repetition the device's points rest on, for a metric (see memory_trend.hpp).
 TrendPoints points_for(const DeviceMemorySummary& d, TrendMetric m) {
-    if (d.total_steps >= kMinRepetitions && d.steps.size() >= kMinPoints) return from_steps(d, m);
+    if (d.total_steps >= kMinRepetitions && d.steps.size() >= kLeakMinPoints)
+        return from_steps(d, m);
     if (d.total_steps == 0 && d.period.repetitions >= kMinRepetitions &&
         d.period.last_ns - d.period.first_ns >= kMinPatternSpanNs) {
         TrendPoints p = from_windows(d, m, d.period.period_ns);
         p.basis = Repetition::kPeriod;
         p.repetitions = d.period.repetitions;
         p.period_ns = d.period.period_ns;
-        if (p.pts.size() >= kMinPoints) return p;
+        if (p.pts.size() >= kLeakMinPoints) return p;
     }
     if (d.total_steps == 0) {
         TrendPoints p = from_windows(d, m, static_cast<double>(kServiceWindowNs));
@@ -137,7 +130,7 @@ double floor_for(const TrendResult& r, const LedgerTotals& t) {
 // The earliest suffix on which the test passes (the onset); -1 when none does.
 std::ptrdiff_t onset(const std::vector<TrendPoint>& pts, const LedgerTotals& t, TrendResult& out) {
     const std::size_t n = pts.size();
-    for (std::size_t k = 0; k * 8 <= 5 * n && n - k >= kMinPoints;
+    for (std::size_t k = 0; k * 8 <= 5 * n && n - k >= kLeakMinPoints;
          k += std::max<std::size_t>(1, n / 8)) {
         TrendResult r = analyze_trend(std::span<const TrendPoint>(pts).subspan(k));
         if (is_leak(r, floor_for(r, t))) {
@@ -273,7 +266,7 @@ void time_until_full(const DeviceMemorySummary& d, MemoryTrend& trend) {
 std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMemorySummary& d,
                                       TrendMetric m, const SiteNamer& site_name) {
     TrendPoints p = points_for(d, m);
-    if (p.pts.size() < kMinPoints) return std::nullopt;
+    if (p.pts.size() < kLeakMinPoints) return std::nullopt;
     MemoryTrend trend;
     std::ptrdiff_t k = onset(p.pts, d.totals, trend.result);
     if (k < 0) return std::nullopt;
@@ -287,7 +280,7 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
     trend.window_ns = p.window_ns;
     trend.leak = true;
     // The rate since the knee (the accepted range's slope when the knee leaves too few points).
-    trend.rate = p.pts.size() - start >= kMinPoints
+    trend.rate = p.pts.size() - start >= kLeakMinPoints
                      ? theil_sen_slope(std::span<const TrendPoint>(p.pts).subspan(start))
                      : trend.result.slope;
     if (trend.rate <= 0) trend.rate = trend.result.slope;
@@ -311,7 +304,7 @@ std::optional<MemoryTrend> leak_trend(const MemoryLedger& ledger, const DeviceMe
 // Growth of the allocated level with too few repetitions to call it a leak: the raw series
 // buckets, tested the same way, with no rate.
 std::optional<MemoryTrend> growth_only(const DeviceMemorySummary& d) {
-    if (d.series.size() < kMinPoints) return std::nullopt;
+    if (d.series.size() < kLeakMinPoints) return std::nullopt;
     std::vector<TrendPoint> pts;
     for (const auto& p : d.series) {
         pts.push_back({static_cast<double>(p.start_ns - d.series.front().start_ns) / 1e9,
@@ -350,7 +343,7 @@ std::vector<MemoryTrend> compute_trends(const MemoryLedger& ledger, const Device
     if (d.allocated_known()) {
         if (auto trend = leak_trend(ledger, d, TrendMetric::kAllocated, site_name)) {
             out.push_back(std::move(*trend));
-        } else if (points_for(d, TrendMetric::kAllocated).pts.size() < kMinPoints) {
+        } else if (points_for(d, TrendMetric::kAllocated).pts.size() < kLeakMinPoints) {
             if (auto g = growth_only(d)) out.push_back(std::move(*g));
         }
     }

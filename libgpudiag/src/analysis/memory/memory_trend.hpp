@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Memory trends: does a level keep rising across repeated iterations? The points are the lowest
 // level of each iteration (what persists: transient activations do not raise it, kept tensors
-// do), over
+// do; the thresholds named here are in analysis/findings/finding_catalog.hpp), over
 //   1. steps, when the program marks at least kMinRepetitions of them;
 //   2. else a period found in the allocation pattern (AllocationPattern), in windows of one
 //      period, when it repeats at least kMinRepetitions times over at least kMinPatternSpanNs:
@@ -18,6 +18,7 @@
 // with the rate it has since then, not diluted by the flat part before.
 #pragma once
 
+#include "analysis/findings/finding_catalog.hpp"
 #include "analysis/memory/memory_ledger.hpp"
 #include "analysis/memory/memory_summary.hpp"
 
@@ -26,11 +27,6 @@
 #include <vector>
 
 namespace gpudiag::detail {
-
-inline constexpr std::uint64_t kMinRepetitions = 8;
-inline constexpr std::uint64_t kServiceWindowNs = 30'000'000'000ull;
-inline constexpr std::uint64_t kMinPatternSpanNs = 60'000'000'000ull;
-inline constexpr std::size_t kMinServiceWindows = 16;
 
 using SiteNamer = std::function<std::string(StringId)>;
 

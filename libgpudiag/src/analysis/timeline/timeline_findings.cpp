@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Timeline findings. Every threshold says where it comes from; none is tuned to one trace.
+// Timeline findings. Their thresholds, and where each comes from, are in the findings catalog.
+#include "analysis/findings/finding_catalog.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
 #include "support/format.hpp"
 
@@ -9,32 +10,6 @@
 
 namespace gpudiag::detail {
 namespace {
-
-// TensorFlow's input-pipeline analyzer: "moderately" input-bound from 5 % of step time spent
-// waiting for input, "highly" from 20 % (openxla/xprof op_stats_to_input_pipeline_analysis.cc).
-constexpr double kInputModerate = 0.05;
-constexpr double kInputHigh = 0.20;
-// Idle time worth explaining: below a tenth of the window a GPU is, for practical purposes, fed.
-constexpr double kIdleWorthExplaining = 0.10;
-constexpr double kIdleSevere = 0.25;
-// A cause costing 5 % of the window is worth a change to the loop; 20 % dominates it.
-constexpr double kCauseNotable = 0.05;
-constexpr double kCauseSevere = 0.20;
-// Communication not hidden behind compute: TensorBoard's PyTorch plugin flagged 10 %.
-constexpr double kCommNotable = 0.10;
-constexpr double kCommSevere = 0.30;
-// Pageable copies of less than a MiB in total are not worth a finding.
-constexpr double kPageableMinBytes = 1 << 20;
-// A fix that saves under 1 % of the step is lost in the step time's run-to-run noise: the cause
-// is off the critical path, and other findings are worth fixing first.
-constexpr double kWorthFixing = 0.01;
-// This many host syncs per step is what users notice (set_sync_debug_mode warns on each); say
-// what they cost even when it is nothing.
-constexpr double kManySyncsPerStep = 10;
-// A predicted saving alone raises a finding only from 100 µs (per step, or over a window without
-// steps): below that it is within a launch's latency, and in a trace of a few events a share of
-// a tiny replay says nothing.
-constexpr double kMinSavingToRaiseNs = 100e3;
 
 double ratio(double a, double b) {
     return b > 0 ? a / b : 0.0;
@@ -99,7 +74,7 @@ WhatIf gpu_idle_fix(const TimelineSummary& s) {
     for (std::size_t c = 1; c < kIdleCauseCount; ++c) {
         if (g.cause_ns[c] > g.cause_ns[top]) top = c;
     }
-    if (static_cast<double>(g.idle_by_kind[0]) < 0.5 * static_cast<double>(g.idle_ns)) {
+    if (static_cast<double>(g.idle_by_kind[0]) < kHostWaitMostly * static_cast<double>(g.idle_ns)) {
         return WhatIf::kHostNeverLate;
     }
     static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
@@ -110,13 +85,15 @@ WhatIf gpu_idle_fix(const TimelineSummary& s) {
 
 // The what-if each timeline finding's predicted saving replays: its cause removed.
 WhatIf fix_of(const std::string& id, const TimelineSummary& s) {
-    static constexpr std::pair<const char*, WhatIf> kFixes[] = {
-        {"input_bound", WhatIf::kNoInputWait},      {"host_sync_stall", WhatIf::kNoSync},
-        {"pageable_memcpy", WhatIf::kPinnedCopies}, {"launch_bound", WhatIf::kCudaGraph},
-        {"comm_bound", WhatIf::kNoCommunication},
+    static constexpr std::pair<FindingId, WhatIf> kFixes[] = {
+        {FindingId::kInputBound, WhatIf::kNoInputWait},
+        {FindingId::kHostSyncStall, WhatIf::kNoSync},
+        {FindingId::kPageableMemcpy, WhatIf::kPinnedCopies},
+        {FindingId::kLaunchBound, WhatIf::kCudaGraph},
+        {FindingId::kCommBound, WhatIf::kNoCommunication},
     };
     for (const auto& [finding, fix] : kFixes) {
-        if (id == finding) return fix;
+        if (id == finding_name(finding)) return fix;
     }
     return gpu_idle_fix(s);
 }
@@ -249,9 +226,9 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
     if (share < kInputModerate || s.input_waits == 0) return;
     // Without steps the share is of the whole host time: one fetch in it (a program that stopped
     // before its loop began) is no loop waiting for its input.
-    if (s.steps == 0 && s.input_waits < 2) return;
+    if (s.steps == 0 && s.input_waits < kMinFetchesWithoutSteps) return;
     Finding f;
-    f.id = "input_bound";
+    f.id = finding_name(FindingId::kInputBound);
     f.severity = share >= kInputHigh ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
@@ -370,7 +347,7 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     const bool many = per_step >= kManySyncsPerStep && saving_of(s, WhatIf::kNoSync) >= 0;
     if (share < kCauseNotable && saving_share < kCauseNotable && !many) return;
     Finding f;
-    f.id = "host_sync_stall";
+    f.id = finding_name(FindingId::kHostSyncStall);
     f.severity =
         std::max(share, saving_share) >= kCauseSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
@@ -411,7 +388,7 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
     double bandwidth =
         ratio(static_cast<double>(g.pageable_bytes), static_cast<double>(g.pageable_ns) / 1e9);
     Finding f;
-    f.id = "pageable_memcpy";
+    f.id = finding_name(FindingId::kPageableMemcpy);
     f.severity = share >= kCauseNotable ? Severity::kWarning : Severity::kInfo;
     f.rank = s.rank;
     f.device = s.device;
@@ -456,13 +433,13 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     const double host_wait = static_cast<double>(g.idle_by_kind[0]);
     const double launching =
         static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)]);
-    if (idle_share < kIdleWorthExplaining || host_wait < 0.5 * idle ||
-        launching < 0.5 * host_wait || s.launch_median_ns <= 0) {
+    if (idle_share < kIdleWorthExplaining || host_wait < kHostWaitMostly * idle ||
+        launching < kLaunchingMostly * host_wait || s.launch_median_ns <= 0) {
         return;
     }
     const double launch_share = ratio(launching, idle);
     Finding f;
-    f.id = "launch_bound";
+    f.id = finding_name(FindingId::kLaunchBound);
     f.severity = idle_share >= kIdleSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
@@ -504,7 +481,7 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
     double share = ratio(exposed, span);
     if (share < kCommNotable) return;
     Finding f;
-    f.id = "comm_bound";
+    f.id = finding_name(FindingId::kCommBound);
     f.severity = share >= kCommSevere ? Severity::kCritical : Severity::kWarning;
     f.rank = s.rank;
     f.device = s.device;
@@ -544,11 +521,11 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     double idle = static_cast<double>(g.idle_ns);
     double host_wait = static_cast<double>(g.idle_by_kind[0]);
     Finding f;
-    f.id = "gpu_idle";
+    f.id = finding_name(FindingId::kGpuIdle);
     f.severity = idle_share >= kIdleSevere ? Severity::kWarning : Severity::kInfo;
     f.rank = s.rank;
     f.device = s.device;
-    bool host_dominated = host_wait >= 0.5 * idle;
+    bool host_dominated = host_wait >= kHostWaitMostly * idle;
     f.title = "GPU idle " + pct(idle_share) + " of the window" +
               (host_dominated ? std::string(", mostly waiting for the host: ") +
                                     idle_cause_label(static_cast<IdleCause>(top))

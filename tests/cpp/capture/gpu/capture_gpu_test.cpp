@@ -165,7 +165,7 @@ void run_workload(Driver& d) {
 
 TEST_F(CaptureGpuTest, DefaultModeSeesMemoryKernelsCopiesAndSyncs) {
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);  // a context first, as in a real program
-    gpudiag::SessionOptions o;
+    gpudiag::detail::CaptureOptions o;
     o.nvml_hz = 10;
     auto backend = gpudiag::detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
@@ -210,7 +210,7 @@ TEST_F(CaptureGpuTest, DefaultModeSeesMemoryKernelsCopiesAndSyncs) {
 
 TEST_F(CaptureGpuTest, DeepModeAddsCallSitesAndPhysicalMappings) {
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
-    gpudiag::SessionOptions o;
+    gpudiag::detail::CaptureOptions o;
     o.deep = true;
     o.nvml_hz = 0;
     auto backend = gpudiag::detail::make_capture_backend(o);
@@ -236,7 +236,7 @@ TEST_F(CaptureGpuTest, DeepModeAddsCallSitesAndPhysicalMappings) {
 
 TEST_F(CaptureGpuTest, PausedCaptureSeesNothingAndResumes) {
     ASSERT_EQ(cudaFree(nullptr), cudaSuccess);
-    gpudiag::SessionOptions o;
+    gpudiag::detail::CaptureOptions o;
     o.nvml_hz = 0;
     auto backend = gpudiag::detail::make_capture_backend(o);
     ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
