@@ -54,7 +54,8 @@ from gpudiag._session import (
     watch_memory,
 )
 from gpudiag._whatif import whatif
-from gpudiag.torch_integration import hf_callback, lightning_callback
+from gpudiag.integrations.lightning import lightning_callback
+from gpudiag.integrations.transformers import hf_callback
 
 __version__: str = str(_core.__version__)
 

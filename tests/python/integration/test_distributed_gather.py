@@ -22,7 +22,7 @@ WORKER = textwrap.dedent("""
     import json, os, sys
     import torch.distributed as dist
     import gpudiag
-    from gpudiag.torch_integration import gather_report
+    from gpudiag.integrations.distributed import gather_report
 
     rank = int(sys.argv[1])
     dist.init_process_group("gloo", init_method=sys.argv[2], rank=rank, world_size=2)

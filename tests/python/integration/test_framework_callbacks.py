@@ -21,6 +21,9 @@ torch = pytest.importorskip("torch")
 
 import gpudiag
 from gpudiag import torch_integration
+from gpudiag.integrations import _callbacks
+from gpudiag.integrations.lightning import lightning_callback
+from gpudiag.integrations.transformers import hf_callback
 
 MAX_STEPS = 5
 
@@ -69,7 +72,7 @@ def test_lightning_callback_marks_each_training_step(fake_backend) -> None:
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            callbacks=[torch_integration.lightning_callback()],
+            callbacks=[lightning_callback()],
         )
         trainer.fit(Tiny(), data)
         owner = s.step_clock.owner
@@ -116,7 +119,7 @@ def test_hf_callback_counts_optimizer_steps_not_micro_batches(fake_backend, tmp_
             model=Tiny(),
             args=args,
             train_dataset=Data(),
-            callbacks=[torch_integration.hf_callback()],
+            callbacks=[hf_callback()],
         )
         trainer.train()
         owner = s.step_clock.owner
@@ -138,9 +141,9 @@ def test_callbacks_say_what_is_missing(monkeypatch) -> None:
     ):
         monkeypatch.setitem(sys.modules, name, None)  # import raises ImportError
     with pytest.raises(gpudiag.UnavailableError, match="Lightning is not installed"):
-        torch_integration.lightning_callback()
+        lightning_callback()
     with pytest.raises(gpudiag.UnavailableError, match="transformers is not installed"):
-        torch_integration.hf_callback()
+        hf_callback()
 
 
 def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
@@ -158,7 +161,7 @@ def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
             enable_checkpointing=False,
             enable_progress_bar=False,
             enable_model_summary=False,
-            callbacks=[torch_integration.lightning_callback()],
+            callbacks=[lightning_callback()],
         )
         trainer.fit(Tiny(), data)
     table = next(t for t in s.report().section("timeline")["tables"] if t["id"] == "steps")
@@ -170,9 +173,9 @@ def test_lightning_steps_in_a_real_session_are_the_trainers() -> None:
 def test_a_callback_without_a_session_says_it_marks_nothing(monkeypatch) -> None:
     # Exported from gpudiag itself; outside a session it warns once, then stays quiet.
     lightning = pytest.importorskip("lightning", reason="Lightning is not installed")
-    assert gpudiag.lightning_callback is torch_integration.lightning_callback
-    assert gpudiag.hf_callback is torch_integration.hf_callback
-    monkeypatch.setattr(torch_integration, "_callbacks_warned", set())
+    assert gpudiag.lightning_callback is lightning_callback is torch_integration.lightning_callback
+    assert gpudiag.hf_callback is hf_callback is torch_integration.hf_callback
+    monkeypatch.setattr(_callbacks, "_callbacks_warned", set())
     assert gpudiag.current_session() is None
 
     Tiny = _tiny_lightning_module(lightning)

@@ -297,7 +297,7 @@ def test_a_live_session_recording_of_a_service_leak_exports_its_rate(tmp_path: P
 
 # ---- the one OOM explainer, called from Python ----------------------------------------------------
 def test_python_oom_notes_come_from_the_cpp_explainer() -> None:
-    from gpudiag import torch_integration
+    from gpudiag.integrations import torch as torch_integration
 
     stats = {
         "allocated_bytes.all.current": 3 * GiB,

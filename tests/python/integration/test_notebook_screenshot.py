@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpudiag import Report, _svg
-from gpudiag._html import memory_chart
+from gpudiag import Report
+from gpudiag.reporters import svg
+from gpudiag.reporters.html import memory_chart
 
 pytestmark = pytest.mark.chromium
 Image = pytest.importorskip("PIL.Image")
@@ -66,10 +67,10 @@ def _colour_counts(
 
 
 PLOT_COLOURS = {
-    "allocated": _svg.SERIES_COLOURS[0],
-    "reserved": _svg.SERIES_COLOURS[1],
-    "busy": _svg.STACK_COLOURS[0],  # the timeline's partition lists GPU busy first
-    "input_wait": _svg.STACK_COLOURS[1],  # and the idle time spent waiting for input second
+    "allocated": svg.SERIES_COLOURS[0],
+    "reserved": svg.SERIES_COLOURS[1],
+    "busy": svg.STACK_COLOURS[0],  # the timeline's partition lists GPU busy first
+    "input_wait": svg.STACK_COLOURS[1],  # and the idle time spent waiting for input second
 }
 
 
@@ -94,7 +95,7 @@ def test_screenshot_shows_the_step_bars(tmp_path: Path, starved_report: Report) 
 
 def test_screenshot_shows_memory_over_time(tmp_path: Path, snapshot_report: Report) -> None:
     # The chart alone: finding borders share colours with the memory lines.
-    chart = memory_chart(snapshot_report.to_dict())
+    chart = memory_chart(snapshot_report.native())
     assert chart
     img = Image.open(_screenshot(_page(chart), tmp_path, "memory")).convert("RGB")
     seen = _colour_counts(img, PLOT_COLOURS)

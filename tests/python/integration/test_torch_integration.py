@@ -18,7 +18,8 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset
 
 import gpudiag
-from gpudiag import _core, torch_integration
+from gpudiag import _core
+from gpudiag.integrations import torch as torch_integration
 
 ITEM_DELAY_S = 0.020
 BATCH = 2

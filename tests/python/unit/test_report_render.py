@@ -11,8 +11,9 @@ from html import escape
 import pytest
 
 import gpudiag
-from gpudiag import Report, _core, _svg
-from gpudiag._html import memory_chart, memory_charts, partition_charts, step_chart
+from gpudiag import Finding, Report, _core
+from gpudiag.reporters import svg as charts
+from gpudiag.reporters.html import memory_chart, memory_charts, partition_charts, step_chart
 
 
 def test_findings_and_figures_read_from_the_report(starved_report: Report) -> None:
@@ -35,6 +36,26 @@ def test_findings_and_figures_read_from_the_report(starved_report: Report) -> No
     )
     with pytest.raises(ValueError, match="severity"):
         f.at_least("dire")
+
+
+def test_the_wrappers_read_the_native_report(job_report: Report, starved_report: Report) -> None:
+    # Report and Finding wrap the C++ objects (no copy); a finding alone, or read from its JSON,
+    # says what the report's JSON document says of it.
+    native = job_report.native()
+    assert Report(native).native() is native
+    assert [r.native().source.rank for r in job_report.ranks] == [0, 1]
+    checked = 0
+    for report in (starved_report, job_report, *job_report.ranks):
+        for finding, data in zip(report.findings, report.to_dict()["findings"]):
+            assert finding.to_dict() == data
+            assert Finding(finding.native()).to_dict() == data
+            assert Finding(data).to_dict() == data
+            checked += 1
+    assert checked >= 3
+    assert job_report.worst_severity() == max(
+        (f.severity for f in job_report.all_findings()),
+        key=lambda s: int(_core.Severity.__members__[s]),
+    )
 
 
 def test_summary_is_the_cpp_text_rendering(starved_report: Report) -> None:
@@ -119,7 +140,7 @@ def test_memory_chart_draws_the_memory_series_over_time(snapshot_report: Report)
     timed = [
         s for s in memory["series"] if s["unit"] == "bytes" and s["x_unit"] == "s" and s["points"]
     ]
-    svg = memory_chart(data)
+    svg = memory_chart(snapshot_report.native())
     assert timed, "a snapshot with a trace has memory over time"
     assert svg.count('class="series"') == len(timed)
     assert "GiB" in svg or "MiB" in svg  # a byte axis, printed by C++'s formatter
@@ -142,7 +163,7 @@ def test_watermarks_are_the_figures_declared_peaks(snapshot_report: Report) -> N
     figures[0].kind = _core.FigureKind.peak
     memory.figures = figures
     native.sections = sections
-    svg = memory_chart(Report(native).to_dict())
+    svg = memory_chart(native)
     assert svg.count('class="watermark"') == 1
     assert figures[0].label in svg
 
@@ -152,13 +173,13 @@ def test_step_chart_stacks_the_declared_partition(starved_report: Report) -> Non
     tables = [t for s in data["sections"] for t in s["tables"] if t["kind"] == "partition"]
     assert tables, "the timeline declares its per-step breakdown"
     table = tables[0]
-    svg = step_chart(data)
-    shown = table["rows"][-_svg.MAX_BARS :]
+    svg = step_chart(starved_report.native())
+    shown = table["rows"][-charts.MAX_BARS :]
     bars = sum(1 for row in shown for v in row[1:] if v > 0)
     assert svg.count('class="bar"') == bars
     for i, column in enumerate(table["columns"][1:]):
         if any(row[i + 1] > 0 for row in shown):
-            assert _svg.STACK_COLOURS[i] in svg
+            assert charts.STACK_COLOURS[i] in svg
             assert column in svg
     row = shown[0]
     label = _core.format_figure(row[0], table["units"][0])
@@ -169,32 +190,32 @@ def test_step_chart_stacks_the_declared_partition(starved_report: Report) -> Non
 def test_charts_are_left_out_without_their_data(
     snapshot_report: Report, starved_report: Report
 ) -> None:
-    assert step_chart(snapshot_report.to_dict()) == ""  # a snapshot has no timeline
+    assert step_chart(snapshot_report.native()) == ""  # a snapshot has no timeline
     for report in (snapshot_report, starved_report):
-        data = report.to_dict()
-        drawn = [c for _, c in (*memory_charts(data), *partition_charts(data)) if c]
+        native = report.native()
+        drawn = [c for _, c in (*memory_charts(native), *partition_charts(native)) if c]
         assert report.to_html().count("<svg") == len(drawn)
     # The snapshot's peak composition (a partition by site) is drawn; the step chart is not.
-    assert partition_charts(snapshot_report.to_dict())
+    assert partition_charts(snapshot_report.native())
 
 
 def test_decimation_bounds_points_and_keeps_spikes() -> None:
     points = [(float(i), 1.0) for i in range(100_000)]
     points[54_321] = (54_321.0, 99.0)
-    out = _svg.decimate(points, limit=600)
+    out = charts.decimate(points, limit=600)
     assert len(out) <= 600
     assert max(y for _, y in out) == 99.0
 
 
 def test_many_steps_are_capped() -> None:
-    svg = _svg.stacked_bars(
+    svg = charts.stacked_bars(
         [str(i) for i in range(1000)], [("busy", [1.0] * 1000)], title="t", y_fmt=str
     )
-    assert svg.count('class="bar"') == _svg.MAX_BARS
+    assert svg.count('class="bar"') == charts.MAX_BARS
 
 
 def test_nice_byte_ticks_are_round() -> None:
-    ticks = _svg.nice_byte_ticks(9.5 * 1024**3)
+    ticks = charts.nice_byte_ticks(9.5 * 1024**3)
     assert all(t % (1024**3 // 2) == 0 for t in ticks)
 
 

@@ -89,7 +89,7 @@ def test_allocator_statistics_are_polled_on_a_timer_too() -> None:
     import time
     from types import SimpleNamespace
 
-    from gpudiag import torch_integration
+    from gpudiag.integrations import torch as torch_integration
 
     recorded: list[tuple[str, float, int]] = []
     session = SimpleNamespace(
