@@ -5,8 +5,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace gpudiag::testing {
 
@@ -27,6 +29,21 @@ public:
     /// The path of `name` inside the folder.
     [[nodiscard]] std::string file(const std::string& name) const {
         return (path_ / name).string();
+    }
+    /// The files whose names start with `prefix` and end with `suffix`, sorted.
+    [[nodiscard]] std::vector<std::string> files(const std::string& prefix,
+                                                 const std::string& suffix) const {
+        std::vector<std::string> out;
+        std::error_code ignored;
+        for (const auto& e : std::filesystem::directory_iterator(path_, ignored)) {
+            const std::string name = e.path().filename().string();
+            if (name.size() >= prefix.size() + suffix.size() && name.rfind(prefix, 0) == 0 &&
+                name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+                out.push_back(e.path().string());
+            }
+        }
+        std::sort(out.begin(), out.end());
+        return out;
     }
 
 private:

@@ -50,7 +50,9 @@ typedef enum gpudiag_status {
  * value gets GPUDIAG_INVALID_ARGUMENT instead of undefined behaviour. */
 typedef enum gpudiag_format {
     GPUDIAG_FORMAT_TEXT = 0,
-    GPUDIAG_FORMAT_JSON = 1,
+    GPUDIAG_FORMAT_JSON = 1,         /* indented */
+    GPUDIAG_FORMAT_JSON_COMPACT = 2, /* one line, for logs */
+    GPUDIAG_FORMAT_PROMETHEUS = 3,   /* text exposition 0.0.4, for a /metrics endpoint */
     GPUDIAG_FORMAT_FORCE_INT32 = 0x7FFFFFFF
 } gpudiag_format_t;
 
@@ -62,7 +64,11 @@ typedef void (*gpudiag_report_fn)(const char* json, void* user_data);
    gpudiag::Session::watch_memory for what counts as in use). */
 typedef void (*gpudiag_watch_fn)(uint64_t bytes_in_use, void* user_data);
 
+/* Fill with gpudiag_session_options_init(), then set what differs. `size` (set by init) is the
+ * struct's size in the caller's build: a newer library reads only the fields an older caller's
+ * struct has, and fields are only ever appended. */
 typedef struct gpudiag_session_options {
+    size_t size;               /* sizeof(gpudiag_session_options_t), set by init */
     const char* record_path;   /* NULL or "" = no recording */
     int capture_gpu;           /* default 1 */
     int deep;                  /* default 0 */

@@ -44,6 +44,9 @@ struct RecordingWriterOptions {
     /// missing them; 1 MiB stays reserved for the summary and the index, so the file still
     /// closes cleanly.
     std::uint64_t max_file_bytes = 0;
+    /// Create the file only if none is there (else open() fails with kIoError, "exists"):
+    /// evidence already on disk is never overwritten.
+    bool exclusive = false;
 };
 
 /// What read_recording_info() learns without reading every event.

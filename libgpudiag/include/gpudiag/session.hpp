@@ -42,9 +42,13 @@ struct SessionOptions {
     std::uint64_t record_max_bytes = 0;
     /// For services left on: keep only the last `record_window_s` seconds of events in memory (at
     /// most `record_window_bytes`) instead of writing everything, and write them out when they
-    /// matter: as record_path at stop(), and as numbered files beside it (<stem>-dump-<n>-<why>)
-    /// when a memory watch fires, when an allocation fails, and on dump() / request_dump().
-    /// 0 = off. Needs record_path.
+    /// matter: as record_path at stop(), and as dumps beside it
+    /// (<stem>-dump-<pid>-<UTC yyyymmddThhmmss>-<n>-<why>, created exclusively) when a memory
+    /// watch fires (at most one per 30 s), when an allocation fails, and on dump() /
+    /// request_dump(). No dump is refused for want of room: the first of each reason and the 4
+    /// latest of each are kept, the oldest others deleted to stay within 8 windows' bytes. A
+    /// recording a previous run left at record_path is kept as <stem>-previous-<its time>
+    /// (the 3 latest), never overwritten. 0 = off. Needs record_path.
     double record_window_s = 0;
     std::uint64_t record_window_bytes = std::uint64_t{256} << 20;
     /// Capture GPU activity through CUPTI when available (off: framework events and NVML only).
@@ -124,8 +128,18 @@ public:
 
     /// Records an event from a framework integration (torch allocator, DataLoader, counters).
     /// Timestamps of 0 are filled with now(). Returns false when dropped (the hand-off full) or
-    /// refused (after stop(): the report is final).
+    /// refused: after stop() (the report is final), or a device-memory event that names no
+    /// device (Event::device left at kNoDevice; counted, and the report says so).
     bool record(const Event& event) noexcept;
+    /// The program's own device allocation (a cudaMalloc of its own, an arena's block) and its
+    /// free, for what CUPTI does not see or when it is off: `device` is the ordinal, `site` where
+    /// in the program it happened ("engine.cpp:88 bind_output"; empty when unknown), `bytes` at
+    /// the free may be 0 (the allocation's size is known). Thread-safety: safe. Errors:
+    /// kInvalidArgument for a negative device or address 0; kFailedPrecondition after stop();
+    /// kResourceExhausted when the hand-off is full (the event is dropped and counted).
+    Status record_allocation(int device, std::uint64_t address, std::uint64_t bytes,
+                             std::string_view site = {}) noexcept;
+    Status record_free(int device, std::uint64_t address, std::uint64_t bytes = 0) noexcept;
     /// Interns a string for use in events passed to record().
     StringId intern(std::string_view text) noexcept;
     /// Nanoseconds on the session's clock (CLOCK_MONOTONIC; CUPTI timestamps are mapped to it).
@@ -198,6 +212,26 @@ public:
 
 private:
     Session& session_;
+};
+
+/// A device allocation of the program's own that lasts as long as the scope (see
+/// Session::record_allocation; failures are counted by the session, not reported here).
+class ScopedAllocation {
+public:
+    ScopedAllocation(Session& session, int device, std::uint64_t address, std::uint64_t bytes,
+                     std::string_view site = {}) noexcept
+        : session_(session), device_(device), address_(address), bytes_(bytes) {
+        (void)session_.record_allocation(device, address, bytes, site);
+    }
+    ~ScopedAllocation() { (void)session_.record_free(device_, address_, bytes_); }
+    ScopedAllocation(const ScopedAllocation&) = delete;
+    ScopedAllocation& operator=(const ScopedAllocation&) = delete;
+
+private:
+    Session& session_;
+    int device_;
+    std::uint64_t address_;
+    std::uint64_t bytes_;
 };
 
 /// A step that ends when the scope does: one per request, batch or iteration.

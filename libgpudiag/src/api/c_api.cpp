@@ -5,6 +5,7 @@
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -74,9 +75,23 @@ void gpudiag_free(char* text) {
     std::free(text);
 }
 
+namespace {
+
+std::string rendered(const gpudiag::Report& report, gpudiag_format_t format) {
+    switch (format) {
+        case GPUDIAG_FORMAT_JSON: return gpudiag::render_json(report);
+        case GPUDIAG_FORMAT_JSON_COMPACT: return gpudiag::render_json(report, true);
+        case GPUDIAG_FORMAT_PROMETHEUS: return gpudiag::render_prometheus(report);
+        default: return gpudiag::render_text(report);
+    }
+}
+
+}  // namespace
+
 void gpudiag_session_options_init(gpudiag_session_options_t* o) {
     if (o == nullptr) return;
     std::memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
     gpudiag::SessionOptions defaults;
     o->capture_gpu = defaults.capture_gpu ? 1 : 0;
     o->deep = defaults.deep ? 1 : 0;
@@ -98,6 +113,15 @@ gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
         if (o == nullptr) {
             gpudiag_session_options_init(&defaults);
             o = &defaults;
+        }
+        // Every field up to record_window_bytes is in every struct that carries its size; later
+        // fields, when there are some, are read only when `size` covers them.
+        constexpr std::size_t kFirstVersion =
+            offsetof(gpudiag_session_options_t, record_window_bytes) + sizeof(uint64_t);
+        if (o->size < kFirstVersion) {
+            return to_c(gpudiag::invalid_argument(
+                "options.size is " + std::to_string(o->size) +
+                ": fill the options with gpudiag_session_options_init() first"));
         }
         auto handle = std::make_unique<gpudiag_session>();
         gpudiag::SessionOptions options;
@@ -144,43 +168,20 @@ gpudiag_status_t gpudiag_session_stop(gpudiag_session_t* s) {
     return guarded([&] { return to_c(s->session->stop()); });
 }
 
-namespace {
-
-gpudiag_status_t record_memory(gpudiag_session_t* s, gpudiag::EventKind kind, int device,
-                               uint64_t address, uint64_t bytes, const char* site) {
-    if (device < 0 || device >= static_cast<int>(gpudiag::kNoDevice)) {
-        return fail(gpudiag::StatusCode::kInvalidArgument, "device must be an ordinal >= 0");
-    }
-    if (address == 0) return fail(gpudiag::StatusCode::kInvalidArgument, "address is 0");
-    gpudiag::Event e;
-    e.kind = kind;
-    e.device = static_cast<std::uint16_t>(device);
-    e.flags = static_cast<std::uint8_t>(gpudiag::MemoryKind::kDevice);
-    e.memory.address = address;
-    e.memory.bytes = bytes;
-    e.memory.site = site == nullptr ? gpudiag::kNoString : s->session->intern(site);
-    if (s->session->record(e)) return to_c(gpudiag::Status::ok());
-    return fail(gpudiag::StatusCode::kResourceExhausted,
-                "the session's hand-off is full: the event was dropped and counted");
-}
-
-}  // namespace
-
 gpudiag_status_t gpudiag_session_record_allocation(gpudiag_session_t* s, int device,
                                                    uint64_t address, uint64_t bytes,
                                                    const char* site) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     return guarded([&] {
-        return record_memory(s, gpudiag::EventKind::kDeviceAlloc, device, address, bytes, site);
+        return to_c(
+            s->session->record_allocation(device, address, bytes, site == nullptr ? "" : site));
     });
 }
 
 gpudiag_status_t gpudiag_session_record_free(gpudiag_session_t* s, int device, uint64_t address,
                                              uint64_t bytes) {
     GPUDIAG_C_REQUIRE_SESSION(s);
-    return guarded([&] {
-        return record_memory(s, gpudiag::EventKind::kDeviceFree, device, address, bytes, nullptr);
-    });
+    return guarded([&] { return to_c(s->session->record_free(device, address, bytes)); });
 }
 
 gpudiag_status_t gpudiag_session_pause_capture(gpudiag_session_t* s, const char* reason) {
@@ -203,41 +204,54 @@ void gpudiag_session_request_dump(gpudiag_session_t* s) {
     if (s != nullptr && s->session) s->session->request_dump();
 }
 
+namespace {
+
+// A marker is taken while the session runs; before start() or after stop() it is not recorded,
+// and the caller is told so rather than given success.
+gpudiag_status_t marked(gpudiag_session_t* s) {
+    if (s->session->running()) return to_c(gpudiag::Status::ok());
+    return fail(gpudiag::StatusCode::kFailedPrecondition,
+                "the session is not running (start it first; or it has stopped): the marker was "
+                "not recorded");
+}
+
+}  // namespace
+
 gpudiag_status_t gpudiag_session_step_begin(gpudiag_session_t* s, uint64_t step) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     s->session->step_begin(step);
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_step_end(gpudiag_session_t* s, uint64_t step) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     s->session->step_end(step);
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_phase_begin(gpudiag_session_t* s, const char* name) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     if (name == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "phase name is NULL");
     s->session->phase_begin(name);
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_phase_end(gpudiag_session_t* s) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     s->session->phase_end();
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_input_wait_begin(gpudiag_session_t* s) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     s->session->input_wait_begin();
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_input_wait_end(gpudiag_session_t* s) {
     GPUDIAG_C_REQUIRE_SESSION(s);
     s->session->input_wait_end();
-    return GPUDIAG_OK;
+    return marked(s);
 }
 
 gpudiag_status_t gpudiag_session_watch_memory(gpudiag_session_t* s, uint64_t level_bytes,
@@ -264,14 +278,13 @@ gpudiag_status_t gpudiag_session_report(gpudiag_session_t* s, gpudiag_format_t f
     GPUDIAG_C_REQUIRE_SESSION(s);
     if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
     *out = nullptr;
-    if (format != GPUDIAG_FORMAT_TEXT && format != GPUDIAG_FORMAT_JSON) {
+    if (format < GPUDIAG_FORMAT_TEXT || format > GPUDIAG_FORMAT_PROMETHEUS) {
         return fail(gpudiag::StatusCode::kInvalidArgument, "unknown format");
     }
     return guarded([&]() -> gpudiag_status_t {
         auto report = s->session->report();
         if (!report) return to_c(report.status());
-        *out = copy_out(format == GPUDIAG_FORMAT_JSON ? gpudiag::render_json(*report)
-                                                      : gpudiag::render_text(*report));
+        *out = copy_out(rendered(*report, format));
         if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
         return GPUDIAG_OK;
     });
@@ -296,7 +309,7 @@ gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
     if (paths == nullptr || count == 0) {
         return fail(gpudiag::StatusCode::kInvalidArgument, "no input files given");
     }
-    if (format != GPUDIAG_FORMAT_TEXT && format != GPUDIAG_FORMAT_JSON) {
+    if (format < GPUDIAG_FORMAT_TEXT || format > GPUDIAG_FORMAT_PROMETHEUS) {
         return fail(gpudiag::StatusCode::kInvalidArgument, "unknown format");
     }
     return guarded([&]() -> gpudiag_status_t {
@@ -309,8 +322,7 @@ gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
         }
         auto report = gpudiag::analyze_files(files);
         if (!report) return to_c(report.status());
-        *out = copy_out(format == GPUDIAG_FORMAT_JSON ? gpudiag::render_json(*report)
-                                                      : gpudiag::render_text(*report));
+        *out = copy_out(rendered(*report, format));
         if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
         return GPUDIAG_OK;
     });

@@ -14,6 +14,7 @@
 #include "analysis/memory/memory_ledger.hpp"
 #include "analysis/pipeline/analysis_pipeline.hpp"
 #include "api/callback_thread.hpp"
+#include "api/dump_files.hpp"
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
 #include "core/clock.hpp"
@@ -197,10 +198,40 @@ struct Session::Impl final : detail::EventQueue {
     bool on_callback_thread() const noexcept { return detail::CallbackThread::on_thread_of(this); }
     bool forked_away() const noexcept { return forked_copy.load(std::memory_order_relaxed); }
 
-    // After stop() nothing is taken: the report is final, and a caller learns its event was not
-    // recorded (record() returns false).
+    Status record_memory(EventKind kind, int device, std::uint64_t address, std::uint64_t bytes,
+                         std::string_view site) noexcept {
+        Status why = Status::ok();
+        if (device < 0 || device >= static_cast<int>(kNoDevice)) {
+            why = invalid_argument("device must be a device ordinal (0, 1, ...)");
+        } else if (address == 0) {
+            why = invalid_argument("address is 0");
+        } else if (stopped.load() || forked_away()) {
+            why = failed_precondition("the session has stopped: the report is final");
+        }
+        if (!why.is_ok()) {
+            refused_allocations.fetch_add(1, std::memory_order_relaxed);
+            return why;
+        }
+        Event e;
+        e.kind = kind;
+        e.device = static_cast<std::uint16_t>(device);
+        e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
+        e.memory.address = address;
+        e.memory.bytes = bytes;
+        e.memory.site = site.empty() ? kNoString : strings.intern(site);
+        e.start_ns = e.end_ns = detail::monotonic_now_ns();
+        e.process = pid;
+        e.thread = current_tid();
+        if (try_push(e)) return Status::ok();
+        return resource_exhausted(
+            "the session's hand-off is full: the event was dropped and "
+            "counted");
+    }
+
+    // Events are taken from start() to stop(): before, nothing would analyse them; after, the
+    // report is final. A caller learns its event was not recorded (record() returns false).
     bool try_push(const Event& e) noexcept override {
-        return !forked_away() && !stopped.load(std::memory_order_relaxed) && channel.try_push(e);
+        return !forked_away() && accepting.load(std::memory_order_relaxed) && channel.try_push(e);
     }
 
     bool push_marker(EventKind kind, RangeCategory category, StringId name,
@@ -238,12 +269,20 @@ struct Session::Impl final : detail::EventQueue {
         if (stopped_once) {
             return failed_precondition("a session runs once; create a new one to capture again");
         }
+        if (!options.record_path.empty()) {
+            // A restarted service must not overwrite the evidence of the run before.
+            auto kept = detail::DumpFiles::keep_previous(options.record_path);
+            if (!kept) return kept.status();
+            previous_recording = *kept;
+        }
         if (!options.record_path.empty() && options.record_window_s > 0) {
             // The window is written at stop (and dumps beside it): a path that cannot be written
             // fails now, not silently at the end.
             if (Status w = can_create(options.record_path); !w.is_ok()) return w;
             window = std::make_unique<detail::RecordingWindow>(options.record_window_s,
                                                                options.record_window_bytes);
+            dumps = std::make_unique<detail::DumpFiles>(options.record_path, dump_budget_bytes(),
+                                                        static_cast<long>(pid));
         } else if (!options.record_path.empty()) {
             RecordingWriterOptions w;
             w.max_file_bytes = options.record_max_bytes;
@@ -267,6 +306,7 @@ struct Session::Impl final : detail::EventQueue {
         }
         pipeline->begin(source_info(), strings);
 
+        accepting.store(true);
         backend = detail::make_session_capture(options);
         if (backend) {
             Status s = backend->start(*this, strings);
@@ -292,6 +332,7 @@ struct Session::Impl final : detail::EventQueue {
     // afresh.
     void undo_start() {
         running.store(false);
+        accepting.store(false);
         if (backend) backend->stop();
         callbacks.stop();
         {
@@ -307,6 +348,7 @@ struct Session::Impl final : detail::EventQueue {
         pipeline.reset();
         writer.reset();
         window.reset();
+        dumps.reset();
         degraded_reason.clear();
     }
 
@@ -369,6 +411,7 @@ struct Session::Impl final : detail::EventQueue {
     Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
         if (backend) backend->stop();  // delivers its last buffers into the channel
+        accepting.store(false);        // from here the report is final
         {
             std::lock_guard<std::mutex> lock(wake_mutex);
             running.store(false);
@@ -403,7 +446,7 @@ struct Session::Impl final : detail::EventQueue {
             if (!closed.is_ok()) degraded_reason = closed.to_string();
         }
         if (window) {
-            Status written = write_window_locked(options.record_path, "stop");
+            Status written = write_window_locked(options.record_path, "stop", false);
             if (!written.is_ok()) degraded_reason = written.to_string();
         }
     }
@@ -579,45 +622,30 @@ struct Session::Impl final : detail::EventQueue {
     // ---- the window of recent events (SessionOptions::record_window_s) ----
 
     // A dump when asked (request_dump, from a signal handler too), when an allocation failed,
-    // or when a watch fired; automatic ones are bounded in number so a flapping watch cannot
-    // fill the disk.
+    // or when a watch fired. None is refused for want of a slot: DumpFiles spaces a flapping
+    // watch's dumps and deletes old ones to keep within its budget.
     void dump_if_due_locked(bool watch_fired) {
         const char* why = dump_requested.exchange(false)      ? "requested"
                           : window->take_allocation_failure() ? "oom"
                           : watch_fired                       ? "watch"
                                                               : nullptr;
-        if (why == nullptr) return;
-        if (dumps_written >= kMaxAutomaticDumps) {
-            ++dumps_skipped;
-            return;
-        }
-        Status s = write_window_locked(next_dump_path(why), why);
+        if (why == nullptr || !dumps->due(why, std::chrono::steady_clock::now())) return;
+        Status s = write_window_locked(dumps->next_path(why), why);
         if (!s.is_ok()) last_dump_error = s.to_string();
     }
 
-    // <stem>-dump-<n>-<why><extension>, beside record_path.
-    std::string next_dump_path(const char* why) const {
-        const std::string& p = options.record_path;
-        const std::size_t slash = p.find_last_of('/');
-        std::size_t dot = p.find_last_of('.');
-        if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) {
-            dot = p.size();
-        }
-        return fmt::format("{}-dump-{}-{}{}", p.substr(0, dot), dumps_written + dumps_failed + 1,
-                           why, p.substr(dot));
-    }
-
-    Status write_window_locked(const std::string& path, const char* why) {
+    // A numbered dump is created exclusively (evidence on disk is never overwritten); a path the
+    // caller names, or record_path at stop, is theirs to reuse.
+    Status write_window_locked(const std::string& path, const char* why, bool numbered = true) {
         RecordingWriterOptions w;
         w.max_file_bytes = options.record_max_bytes;
+        w.exclusive = numbered;
         Status s = window->write(path, ended ? final_summary : summary(), w);
         if (!s.is_ok()) {
             ++dumps_failed;
             return s;
         }
-        if (std::string_view(why) != "stop") ++dumps_written;
-        if (recent_dumps.size() == kDumpsListed) recent_dumps.erase(recent_dumps.begin());
-        recent_dumps.push_back(path);
+        if (numbered) dumps->written(path, why);
         return s;
     }
 
@@ -632,25 +660,44 @@ struct Session::Impl final : detail::EventQueue {
         std::lock_guard<std::mutex> lock(sink_mutex);
         if (ended) return failed_precondition("the session has stopped");
         drain_locked();
-        return write_window_locked(path.empty() ? next_dump_path("requested") : std::string(path),
-                                   "requested");
+        if (path.empty()) return write_window_locked(dumps->next_path("requested"), "requested");
+        return write_window_locked(std::string(path), "requested", false);
     }
 
     void add_window_notes(Report& report) const {
+        if (!previous_recording.empty()) {
+            report.notes.push_back("The recording a previous run left at " + options.record_path +
+                                   " was kept as " + previous_recording + ".");
+        }
         if (!window) return;
         std::string note = fmt::format(
             "Recording: the last {:g} s of events are kept in memory ({} MiB held) and written to "
             "{} at stop; {} dumps written",
-            window->seconds(), window->bytes_held() >> 20, options.record_path, dumps_written);
-        for (const auto& p : recent_dumps) note += (&p == &recent_dumps.front() ? ": " : ", ") + p;
+            window->seconds(), window->bytes_held() >> 20, options.record_path,
+            dumps->written_count());
+        const auto kept = dumps->kept();
+        const std::size_t listed = std::min<std::size_t>(kept.size(), 4);
+        for (std::size_t i = kept.size() - listed; i < kept.size(); ++i) {
+            note += (i == kept.size() - listed ? ", the latest: " : ", ") + kept[i];
+        }
         note += ".";
-        if (dumps_skipped > 0) {
-            note += fmt::format(" {} more were not written: at most {} automatic dumps a session.",
-                                dumps_skipped, kMaxAutomaticDumps);
+        if (dumps->deleted_count() > 0) {
+            note += fmt::format(
+                " {} older ones were deleted to keep the first of each reason, the {} latest "
+                "and {} MiB at most.",
+                dumps->deleted_count(), detail::DumpFiles::kRecentPerReason,
+                dump_budget_bytes() >> 20);
+        }
+        if (dumps->spaced_out() > 0) {
+            note += fmt::format(" A watch that fired again within {} s wrote no dump ({} times).",
+                                detail::DumpFiles::kWatchDumpSpacing.count(), dumps->spaced_out());
         }
         if (!last_dump_error.empty()) note += " The last failed dump: " + last_dump_error;
         report.notes.push_back(std::move(note));
     }
+
+    // What all of a session's dumps may take on disk: eight windows' worth.
+    std::uint64_t dump_budget_bytes() const { return 8 * options.record_window_bytes; }
 
     CaptureStatus status() const {
         if (forked_away()) {
@@ -690,6 +737,19 @@ struct Session::Impl final : detail::EventQueue {
     void add_callback_notes(Report& report) const {
         const std::uint64_t skipped = reports_skipped.load(std::memory_order_relaxed);
         const std::uint64_t dropped = callbacks.dropped();
+        if (const auto n = deviceless_memory_events.load(std::memory_order_relaxed); n > 0) {
+            report.notes.push_back(fmt::format(
+                "{} device-memory events named no device (Event::device left at kNoDevice) and "
+                "were refused: the memory analysis books memory per device. "
+                "Session::record_allocation() names one.",
+                n));
+        }
+        if (const auto n = refused_allocations.load(std::memory_order_relaxed); n > 0) {
+            report.notes.push_back(fmt::format(
+                "{} of the program's record_allocation()/record_free() calls were refused (a "
+                "negative device, address 0, or after stop()); each call returned why.",
+                n));
+        }
         if (const std::uint64_t threw = callbacks.threw(); threw > 0) {
             report.notes.push_back(fmt::format(
                 "Callbacks: {} of the program's watch or report callbacks ended in an exception; "
@@ -731,16 +791,14 @@ struct Session::Impl final : detail::EventQueue {
     std::unique_ptr<detail::RecordingWindow> window;  // record_window_s > 0: instead of writer
     static constexpr std::chrono::seconds kRecordingFlushPeriod{5};
     std::chrono::steady_clock::time_point next_recording_flush{};  // guarded by sink_mutex
-    static constexpr std::uint64_t kMaxAutomaticDumps = 16;
-    static constexpr std::size_t kDumpsListed = 4;
+
     std::atomic<bool> dump_requested{false};  // set by request_dump(), from signal handlers too
     static_assert(std::atomic<bool>::is_always_lock_free, "request_dump must be signal-safe");
     // guarded by sink_mutex:
-    std::uint64_t dumps_written = 0;
+    std::unique_ptr<detail::DumpFiles> dumps;  // with a window: where dumps go, which stay
     std::uint64_t dumps_failed = 0;
-    std::uint64_t dumps_skipped = 0;
-    std::vector<std::string> recent_dumps;
     std::string last_dump_error;
+    std::string previous_recording;  // what a previous run left at record_path, moved aside
     std::unique_ptr<detail::AnalysisPipeline> pipeline;  // from start(); feeds writer, window
     SessionWatches watches;                              // guarded by sink_mutex
     static constexpr std::uint64_t kDropsThatMakeAPartialReport = 100;  // 1 % or more
@@ -752,8 +810,11 @@ struct Session::Impl final : detail::EventQueue {
     std::mutex wake_mutex;
     std::condition_variable wake;
     std::atomic<bool> running{false};
-    std::atomic<bool> stopped{false};  // stop() ran: calls that record anything are refused
-    bool worker_finished = false;      // guarded by wake_mutex
+    std::atomic<bool> stopped{false};    // stop() ran: calls that record anything are refused
+    std::atomic<bool> accepting{false};  // from start() to stop(): try_push takes events
+    std::atomic<std::uint64_t> deviceless_memory_events{0};  // refused by record()
+    std::atomic<std::uint64_t> refused_allocations{0};       // record_allocation() / _free() failed
+    bool worker_finished = false;                            // guarded by wake_mutex
     std::thread worker;
     detail::CallbackThread callbacks;  // runs watch and report callbacks off the worker
     std::mutex replays_mutex;
@@ -899,13 +960,37 @@ void Session::input_waited(std::uint64_t since_ns) noexcept {
     impl_->try_push(e);
 }
 
+namespace {
+
+// Device memory is booked per device: an event of it that names none cannot be placed.
+bool needs_a_device(EventKind kind) noexcept {
+    const auto k = static_cast<std::uint8_t>(kind);
+    return k >= static_cast<std::uint8_t>(EventKind::kDeviceAlloc) &&
+           k <= static_cast<std::uint8_t>(EventKind::kBlockFree);
+}
+
+}  // namespace
+
 bool Session::record(const Event& event) noexcept {
+    if (needs_a_device(event.kind) && event.device == kNoDevice) {
+        impl_->deviceless_memory_events.fetch_add(1, std::memory_order_relaxed);
+        return false;
+    }
     Event e = event;
     if (e.start_ns == 0) e.start_ns = detail::monotonic_now_ns();
     if (e.end_ns < e.start_ns) e.end_ns = e.start_ns;
     if (e.process == 0) e.process = impl_->pid;
     if (e.thread == 0) e.thread = current_tid();
     return impl_->try_push(e);
+}
+
+Status Session::record_allocation(int device, std::uint64_t address, std::uint64_t bytes,
+                                  std::string_view site) noexcept {
+    return impl_->record_memory(EventKind::kDeviceAlloc, device, address, bytes, site);
+}
+
+Status Session::record_free(int device, std::uint64_t address, std::uint64_t bytes) noexcept {
+    return impl_->record_memory(EventKind::kDeviceFree, device, address, bytes, {});
 }
 
 StringId Session::intern(std::string_view text) noexcept {

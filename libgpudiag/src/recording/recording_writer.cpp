@@ -303,10 +303,12 @@ Status RecordingWriter::open(const std::string& path) noexcept {
         return resource_exhausted("out of memory for a " + std::to_string(w.options.chunk_bytes) +
                                   "-byte chunk buffer");
     }
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int create = w.options.exclusive ? O_EXCL : O_TRUNC;
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | create | O_CLOEXEC, 0644);
     if (fd < 0) {
         const int err = errno;
         if (err == ENOENT) return not_found(path + ": the directory does not exist");
+        if (err == EEXIST) return io_error(path + ": exists (not overwritten)");
         return io_error(path + ": cannot create (" + std::strerror(err) + ")");
     }
     w.fd = fd;

@@ -62,7 +62,7 @@ waits for it to shut down on its own (it is never killed), then writes the repor
 program fails, gpudiag prints its status and exits with 5 (128 + N when signal N ended it).
 
 For services: --window 600 keeps only the last ten minutes of events (written at exit; SIGUSR1
-to gpudiag writes them now, as <stem>-dump-<n>-requested beside the recording), and
+to gpudiag writes them now, as <stem>-dump-<pid>-<time>-<n>-requested beside the recording), and
 --report-every 60 prints a line of the diagnosis so far each minute."""
 
 INJECTION_VARIABLES = ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH")

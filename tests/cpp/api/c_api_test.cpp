@@ -52,6 +52,9 @@ TEST(CApi, LifecycleMisuse) {
     ASSERT_NE(s, nullptr);
     EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_FAILED_PRECONDITION);  // stop without start
     EXPECT_NE(std::string(gpudiag_last_error()), "");
+    // A marker before start() is not recorded, and the caller is told so (with its own message).
+    EXPECT_EQ(gpudiag_session_step_begin(s, 0), GPUDIAG_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("not running"), std::string::npos);
     ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
     EXPECT_EQ(gpudiag_session_start(s), GPUDIAG_FAILED_PRECONDITION);
     EXPECT_EQ(gpudiag_session_phase_begin(s, nullptr), GPUDIAG_INVALID_ARGUMENT);
@@ -63,7 +66,11 @@ TEST(CApi, LifecycleMisuse) {
     ASSERT_EQ(gpudiag_session_phase_end(s), GPUDIAG_OK);
     ASSERT_EQ(gpudiag_session_step_end(s, 0), GPUDIAG_OK);
     ASSERT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
-    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_FAILED_PRECONDITION);  // double stop
+    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_FAILED_PRECONDITION);           // double stop
+    EXPECT_EQ(gpudiag_session_step_begin(s, 1), GPUDIAG_FAILED_PRECONDITION);  // after stop
+    EXPECT_EQ(gpudiag_session_record_allocation(s, 0, 0x1000, 1, nullptr),
+              GPUDIAG_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("stopped"), std::string::npos);
     const char* level = nullptr;
     uint64_t events = 0;
     uint64_t dropped = 99;
@@ -84,6 +91,38 @@ TEST(CApi, LifecycleMisuse) {
 }
 
 // A service written in C keeps the last minute and writes it when asked.
+// The options carry their size: a struct not filled by init is refused, not misread.
+TEST(CApi, OptionsCarryTheirSize) {
+    gpudiag_session_options_t o;
+    gpudiag_session_options_init(&o);
+    EXPECT_EQ(o.size, sizeof o);
+    o.size = 8;  // as an older, smaller struct that was never initialised would say
+    gpudiag_session_t* s = nullptr;
+    EXPECT_EQ(gpudiag_session_create(&o, &s), GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("gpudiag_session_options_init"),
+              std::string::npos);
+    EXPECT_EQ(s, nullptr);
+}
+
+// The report as a log line and as Prometheus text, from C too.
+TEST(CApi, ReportsInEveryFormat) {
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_step_begin(s, 0), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_step_end(s, 0), GPUDIAG_OK);
+    char* compact = nullptr;
+    ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_JSON_COMPACT, &compact), GPUDIAG_OK);
+    const std::string line(compact);
+    gpudiag_free(compact);
+    EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line, ending in a newline";
+    char* metrics = nullptr;
+    ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_PROMETHEUS, &metrics), GPUDIAG_OK);
+    EXPECT_NE(std::string(metrics).find("# TYPE gpudiag_"), std::string::npos);
+    gpudiag_free(metrics);
+    gpudiag_session_destroy(s);
+}
+
 TEST(CApi, AWindowIsWrittenOnDemand) {
     const std::string base =
         ::testing::TempDir() + "gpudiag_c_window_" + std::to_string(::getpid());

@@ -250,5 +250,46 @@ TEST(SessionNeighbour, ACallbacksExceptionIsCaughtAndSaid) {
     EXPECT_TRUE(said);
 }
 
+// A service's own allocations from C++ (as the C API has them): a leak through them is found with
+// its site, a scoped one frees itself, and a device-memory event that names no device is refused
+// and said, never dropped in silence.
+TEST(SessionNeighbour, AServicesOwnAllocationsFromCpp) {
+    auto s = make();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    EXPECT_EQ(s->record_allocation(-1, 0x1000, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s->record_allocation(0, 0, 1).code(), StatusCode::kInvalidArgument);
+    constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
+    for (std::uint64_t i = 0; i < 40; ++i) {
+        ASSERT_TRUE(
+            s->record_allocation(0, 0x7000'0000 + i * kMiB, kMiB, "svc.cpp:42 cache_put").is_ok());
+    }
+    { ScopedAllocation scratch(*s, 0, 0x9000'0000, 512 * kMiB, "svc.cpp:77 scratch"); }
+    Event unplaced;
+    unplaced.kind = EventKind::kDeviceAlloc;  // device left at kNoDevice
+    unplaced.memory.address = 0xA000'0000;
+    unplaced.memory.bytes = kMiB;
+    EXPECT_FALSE(s->record(unplaced));
+    ASSERT_TRUE(s->stop().is_ok());
+    EXPECT_EQ(s->record_allocation(0, 0x1000, 1).code(), StatusCode::kFailedPrecondition);
+    auto r = s->report();
+    ASSERT_TRUE(r.is_ok());
+    const std::string json = render_json(*r, true);
+    EXPECT_NE(json.find("svc.cpp:42 cache_put"), std::string::npos);
+    bool unplaced_said = false;
+    bool refused_said = false;
+    for (const auto& n : r->notes) {
+        unplaced_said = unplaced_said || n.find("named no device") != std::string::npos;
+        refused_said = refused_said || n.find("calls were refused") != std::string::npos;
+    }
+    EXPECT_TRUE(unplaced_said);
+    EXPECT_TRUE(refused_said);
+    const Section* memory = r->section("memory");
+    ASSERT_NE(memory, nullptr);
+    const Figure* outside = memory->figure("outside_framework_bytes");
+    ASSERT_NE(outside, nullptr);
+    EXPECT_EQ(outside->value, 40.0 * kMiB);  // the scoped 512 MiB was freed at its scope's end
+}
+
 }  // namespace
 }  // namespace gpudiag

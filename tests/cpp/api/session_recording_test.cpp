@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <unistd.h>
 
@@ -136,8 +137,10 @@ TEST(SessionRecording, ADumpCanBeAskedForFromASignalHandler) {
     struct sigaction previous {};
     ASSERT_EQ(::sigaction(SIGUSR1, &action, &previous), 0);
     ASSERT_EQ(::raise(SIGUSR1), 0);
-    const std::string dump = dir.file("svc-dump-1-requested.gpudiag");
-    EXPECT_TRUE(wait_for([&] { return fs::exists(dump); }));
+    // Dumps are named <stem>-dump-<pid>-<UTC time>-<n>-<why>.
+    EXPECT_TRUE(wait_for([&] { return dir.files("svc-dump-", "-requested.gpudiag").size() == 1; }));
+    const std::string dump = dir.files("svc-dump-", "-requested.gpudiag").front();
+    EXPECT_NE(dump.find("-dump-" + std::to_string(::getpid()) + "-"), std::string::npos) << dump;
     ::sigaction(SIGUSR1, &previous, nullptr);
     ASSERT_TRUE(s->stop().is_ok());
     auto info = read_recording_info(dump);
@@ -170,21 +173,88 @@ TEST(SessionRecording, AWatchCrossingAndAFailedAllocationEachWriteADump) {
     ASSERT_TRUE(s->start().is_ok());
     put(*s, device_alloc(kSecond, 0x7000'0000, std::uint64_t{2} << 30));
     ASSERT_TRUE(wait_for([&] { return fired.load() == 1; }));
-    EXPECT_TRUE(wait_for([&] { return fs::exists(dir.file("svc-dump-1-watch.gpudiag")); }));
+    EXPECT_TRUE(wait_for([&] { return dir.files("svc-dump-", "-1-watch.gpudiag").size() == 1; }));
     Event oom;
     oom.kind = EventKind::kOutOfMemory;
     oom.start_ns = oom.end_ns = 2 * kSecond;
     oom.oom.requested_bytes = kMiB;
     put(*s, oom);
-    EXPECT_TRUE(wait_for([&] { return fs::exists(dir.file("svc-dump-2-oom.gpudiag")); }));
+    EXPECT_TRUE(wait_for([&] { return dir.files("svc-dump-", "-2-oom.gpudiag").size() == 1; }));
     auto r = s->report();
     ASSERT_TRUE(r.is_ok());
     EXPECT_TRUE(contains(r->notes, "2 dumps written"));
     ASSERT_TRUE(s->stop().is_ok());
-    auto info = read_recording_info(dir.file("svc-dump-2-oom.gpudiag"));
+    auto info = read_recording_info(dir.files("svc-dump-", "-2-oom.gpudiag").front());
     ASSERT_TRUE(info.is_ok());
     EXPECT_EQ(info->events, 2u);
     EXPECT_TRUE(fs::exists(o.record_path));  // the window, at stop
+}
+
+// The review's probe: a watch that fires twenty times, then an out-of-memory failure and an
+// operator's request. The watch writes one dump (spaced), the other two are written all the same,
+// and twenty requested dumps leave the first and the four latest.
+TEST(SessionRecording, NoDumpIsRefusedAndOldOnesMakeRoom) {
+    TempDir dir("dump_policy");
+    SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
+    o.record_window_s = 600;
+    auto s = make(o);
+    std::atomic<int> fired{0};
+    ASSERT_TRUE(s->watch_memory(std::uint64_t{1} << 30, [&](std::uint64_t) { ++fired; }).is_ok());
+    ASSERT_TRUE(s->start().is_ok());
+    for (std::uint64_t i = 0; i < 20; ++i) {  // up past the level and back below, twenty times
+        put(*s, device_alloc((2 * i + 1) * kSecond, 0x7000'0000, std::uint64_t{2} << 30));
+        Event free = device_alloc((2 * i + 2) * kSecond, 0x7000'0000, std::uint64_t{2} << 30);
+        free.kind = EventKind::kDeviceFree;
+        put(*s, free);
+        ASSERT_TRUE(wait_for([&] { return fired.load() == static_cast<int>(i + 1); }));
+    }
+    Event oom;
+    oom.kind = EventKind::kOutOfMemory;
+    oom.start_ns = oom.end_ns = 50 * kSecond;
+    oom.oom.requested_bytes = kMiB;
+    put(*s, oom);
+    EXPECT_TRUE(wait_for([&] { return dir.files("svc-dump-", "-oom.gpudiag").size() == 1; }));
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(s->dump().is_ok());
+    EXPECT_EQ(dir.files("svc-dump-", "-watch.gpudiag").size(), 1u);
+    const auto requested = dir.files("svc-dump-", "-requested.gpudiag");
+    EXPECT_EQ(requested.size(), 5u);  // the first and the four latest
+    auto r = s->report();
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_TRUE(contains(r->notes, "22 dumps written")) << render_text(*r);
+    EXPECT_TRUE(contains(r->notes, "older ones were deleted"));
+    EXPECT_TRUE(contains(r->notes, "wrote no dump (19 times)"));
+    ASSERT_TRUE(s->stop().is_ok());
+}
+
+// A service restarted with the same record_path keeps the last run's recording aside and writes
+// dumps under names the last run did not use: nothing of the crash's evidence is overwritten.
+TEST(SessionRecording, ARestartTouchesNothingTheLastRunLeft) {
+    TempDir dir("restart");
+    SessionOptions o = cpu_options(dir.file("svc.gpudiag"));
+    o.record_window_s = 600;
+    std::vector<std::string> first_dumps;
+    for (int run = 0; run < 2; ++run) {
+        auto s = make(o);
+        ASSERT_TRUE(s->start().is_ok());
+        put(*s, counter_at(kSecond));
+        ASSERT_TRUE(s->dump().is_ok());
+        ASSERT_TRUE(s->stop().is_ok());
+        if (run == 0) {
+            first_dumps = dir.files("svc-dump-", ".gpudiag");
+            continue;
+        }
+        auto r = s->report();
+        ASSERT_TRUE(r.is_ok());
+        EXPECT_TRUE(contains(r->notes, "was kept as"));
+    }
+    ASSERT_EQ(first_dumps.size(), 1u);
+    EXPECT_EQ(dir.files("svc-dump-", ".gpudiag").size(), 2u);  // the first run's is still there
+    EXPECT_EQ(dir.files("svc-previous-", ".gpudiag").size(), 1u);
+    EXPECT_TRUE(fs::exists(o.record_path));
+    for (const auto& f : dir.files("svc", ".gpudiag")) {
+        auto info = read_recording_info(f);
+        EXPECT_TRUE(info.is_ok() && info->closed_cleanly) << f;
+    }
 }
 
 // A recording replayed through a live session (the example service without a GPU) is diagnosed
@@ -236,7 +306,7 @@ TEST(SessionRecording, ADumpSignalAsksTheSessionForADump) {
     EXPECT_EQ(detail::install_dump_signal(*s, SIGKILL).code(), StatusCode::kInvalidArgument);
     ASSERT_EQ(::raise(SIGUSR2), 0);
     EXPECT_TRUE(
-        wait_for([&] { return fs::exists(dir.file("injected-dump-1-requested.gpudiag")); }));
+        wait_for([&] { return dir.files("injected-dump-", "-1-requested.gpudiag").size() == 1; }));
     ASSERT_EQ(::sigaction(SIGUSR2, &previous, nullptr), 0);
     // A program that handles the signal itself keeps its handler.
     struct sigaction own {};

@@ -25,11 +25,13 @@ def test_a_window_is_written_on_demand_from_a_signal_and_at_stop(tmp_path: Path)
     previous = signal.signal(signal.SIGUSR1, lambda *_: s.request_dump())
     try:
         os.kill(os.getpid(), signal.SIGUSR1)
-        dump = tmp_path / "svc-dump-1-requested.gpudiag"
+        # <stem>-dump-<pid>-<UTC time>-<n>-<why>: never a name a restart would reuse
         deadline = time.monotonic() + 10
-        while not dump.exists() and time.monotonic() < deadline:
+        while not list(tmp_path.glob("svc-dump-*-requested.gpudiag")):
+            assert time.monotonic() < deadline
             time.sleep(0.01)
-        assert dump.exists()
+        (dump,) = tmp_path.glob("svc-dump-*-requested.gpudiag")
+        assert f"-dump-{os.getpid()}-" in dump.name
     finally:
         signal.signal(signal.SIGUSR1, previous)
     s.dump(tmp_path / "now.gpudiag")
