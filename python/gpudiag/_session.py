@@ -72,11 +72,12 @@ class Session:
     Args:
         record: write a ``.gpudiag`` recording here (analyse it later with ``gpudiag analyze``).
         record_max_bytes: the recording never grows past this (0 = no cap; at least 4 MiB).
-        record_window_s: for services left on: keep only the last N seconds of events in memory
-            (at most ``record_window_bytes``), written to ``record`` at stop and to numbered
+        record_window_s: for services left on: keep only the last N seconds of events, on disk
+            as they arrive (``<stem>-window.gpudiag`` survives a crash or ``kill -9``; at most
+            ``record_window_bytes`` a file), moved to ``record`` at stop, and written to numbered
             files beside it when a memory watch fires, an allocation fails, or on
             :meth:`dump` / :meth:`request_dump`. 0 = write everything as it comes.
-        record_window_bytes: the window's memory.
+        record_window_bytes: the most one window file takes on disk (about; two are kept).
         capture_gpu: capture GPU activity through CUPTI when available.
         deep: take CUPTI's callback subscriber for allocation call sites (torch.profiler GPU
             tracing may then be unavailable in this process).

@@ -40,15 +40,19 @@ struct SessionOptions {
     /// The recording file never grows past this many bytes (0 = no cap; at least 4 MiB): later
     /// events are counted, and the recording says from when it misses them.
     std::uint64_t record_max_bytes = 0;
-    /// For services left on: keep only the last `record_window_s` seconds of events in memory (at
-    /// most `record_window_bytes`) instead of writing everything, and write them out when they
-    /// matter: as record_path at stop(), and as dumps beside it
+    /// For services left on: keep only the last `record_window_s` seconds of events instead of
+    /// everything, on disk as they arrive in <stem>-window<ext> beside record_path (it survives
+    /// a crash, kill -9 or the OOM killer: at most the last flush_period_ms are lost; it holds
+    /// one to two windows, each file at most about `record_window_bytes`, and begins with the
+    /// state from before it: live allocations and latest levels). It becomes record_path at
+    /// stop(); dumps are written beside it
     /// (<stem>-dump-<pid>-<UTC yyyymmddThhmmss>-<n>-<why>, created exclusively) when a memory
     /// watch fires (at most one per 30 s), when an allocation fails, and on dump() /
     /// request_dump(). No dump is refused for want of room: the first of each reason and the 4
     /// latest of each are kept, the oldest others deleted to stay within 8 windows' bytes. A
-    /// recording a previous run left at record_path is kept as <stem>-previous-<its time>
-    /// (the 3 latest), never overwritten. 0 = off. Needs record_path.
+    /// recording or window file a previous run left is kept as <stem>-previous-<its time> or
+    /// <stem>-window-previous-<its time> (the 3 latest), never overwritten. 0 = off. Needs
+    /// record_path.
     double record_window_s = 0;
     std::uint64_t record_window_bytes = std::uint64_t{256} << 20;
     /// Capture GPU activity through CUPTI when available (off: framework events and NVML only).

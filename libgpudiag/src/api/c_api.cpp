@@ -61,6 +61,15 @@ char* copy_out(const std::string& text) noexcept {
         }                                                                                 \
     } while (false)
 
+std::string rendered(const gpudiag::Report& report, gpudiag_format_t format) {
+    switch (format) {
+        case GPUDIAG_FORMAT_JSON: return gpudiag::render_json(report);
+        case GPUDIAG_FORMAT_JSON_COMPACT: return gpudiag::render_json(report, true);
+        case GPUDIAG_FORMAT_PROMETHEUS: return gpudiag::render_prometheus(report);
+        default: return gpudiag::render_text(report);
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -74,19 +83,6 @@ const char* gpudiag_last_error(void) {
 void gpudiag_free(char* text) {
     std::free(text);
 }
-
-namespace {
-
-std::string rendered(const gpudiag::Report& report, gpudiag_format_t format) {
-    switch (format) {
-        case GPUDIAG_FORMAT_JSON: return gpudiag::render_json(report);
-        case GPUDIAG_FORMAT_JSON_COMPACT: return gpudiag::render_json(report, true);
-        case GPUDIAG_FORMAT_PROMETHEUS: return gpudiag::render_prometheus(report);
-        default: return gpudiag::render_text(report);
-    }
-}
-
-}  // namespace
 
 void gpudiag_session_options_init(gpudiag_session_options_t* o) {
     if (o == nullptr) return;

@@ -49,7 +49,7 @@ std::uint64_t size_of(const std::string& path) {
 
 }  // namespace
 
-DumpFiles::DumpFiles(std::string record_path, std::uint64_t budget_bytes, long pid)
+DumpFiles::DumpFiles(const std::string& record_path, std::uint64_t budget_bytes, long pid)
     : budget_(budget_bytes), pid_(pid) {
     std::tie(stem_, extension_) = split_extension(record_path);
 }

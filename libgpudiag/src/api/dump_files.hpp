@@ -33,7 +33,7 @@ public:
 
     /// `record_path`: the session's recording; `budget_bytes`: what all dumps may take (0 = no
     /// budget).
-    DumpFiles(std::string record_path, std::uint64_t budget_bytes, long pid);
+    DumpFiles(const std::string& record_path, std::uint64_t budget_bytes, long pid);
 
     /// Whether a dump for `why` is to be written now (a watch's is spaced; the others always are).
     [[nodiscard]] bool due(const std::string& why, std::chrono::steady_clock::time_point now);

@@ -279,8 +279,18 @@ struct Session::Impl final : detail::EventQueue {
             // The window is written at stop (and dumps beside it): a path that cannot be written
             // fails now, not silently at the end.
             if (Status w = can_create(options.record_path); !w.is_ok()) return w;
-            window = std::make_unique<detail::RecordingWindow>(options.record_window_s,
-                                                               options.record_window_bytes);
+            // A window file a crashed run left is its evidence: kept aside, like the recording.
+            auto kept = detail::DumpFiles::keep_previous(
+                detail::RecordingWindow::window_path(options.record_path));
+            if (!kept) return kept.status();
+            previous_window = *kept;
+            window = std::make_unique<detail::RecordingWindow>(
+                options.record_path, options.record_window_s, options.record_window_bytes,
+                std::chrono::milliseconds(std::max<std::uint32_t>(options.flush_period_ms, 1)));
+            if (Status opened = window->open(); !opened.is_ok()) {
+                window.reset();
+                return opened;
+            }
             dumps = std::make_unique<detail::DumpFiles>(options.record_path, dump_budget_bytes(),
                                                         static_cast<long>(pid));
         } else if (!options.record_path.empty()) {
@@ -446,7 +456,7 @@ struct Session::Impl final : detail::EventQueue {
             if (!closed.is_ok()) degraded_reason = closed.to_string();
         }
         if (window) {
-            Status written = write_window_locked(options.record_path, "stop", false);
+            Status written = window->finish(final_summary);
             if (!written.is_ok()) degraded_reason = written.to_string();
         }
     }
@@ -611,7 +621,13 @@ struct Session::Impl final : detail::EventQueue {
     // A recording written whole goes to disk at least every kRecordingFlushPeriod, not only
     // when a chunk fills: a slow service killed without warning loses seconds, not hours, and
     // `gpudiag run --report-every` reads the run so far.
+    // A window goes to disk at every tick: it exists for the crash.
     void flush_recording_if_due_locked() {
+        if (window) {
+            Status flushed = window->flush();
+            if (!flushed.is_ok()) last_dump_error = flushed.to_string();
+            return;
+        }
         if (!writer) return;
         const auto now = std::chrono::steady_clock::now();
         if (now < next_recording_flush) return;
@@ -669,12 +685,20 @@ struct Session::Impl final : detail::EventQueue {
             report.notes.push_back("The recording a previous run left at " + options.record_path +
                                    " was kept as " + previous_recording + ".");
         }
+        if (!previous_window.empty()) {
+            report.notes.push_back(
+                "The window file a previous run left (it ended without stop(): a crash or a kill) "
+                "was kept as " +
+                previous_window + ".");
+        }
         if (!window) return;
         std::string note = fmt::format(
-            "Recording: the last {:g} s of events are kept in memory ({} MiB held) and written to "
-            "{} at stop; {} dumps written",
-            window->seconds(), window->bytes_held() >> 20, options.record_path,
-            dumps->written_count());
+            "Recording: {} holds the last {:.1f} s of events (a window of {:g} s keeps {:g} s to "
+            "{:g} s; {} MiB on disk, written every {} ms, so a crash loses at most the last {} "
+            "ms) and goes to {} at stop; {} dumps written",
+            window->path(), window->seconds_held(), window->seconds(), window->seconds(),
+            2 * window->seconds(), window->bytes_on_disk() >> 20, options.flush_period_ms,
+            options.flush_period_ms, options.record_path, dumps->written_count());
         const auto kept = dumps->kept();
         const std::size_t listed = std::min<std::size_t>(kept.size(), 4);
         for (std::size_t i = kept.size() - listed; i < kept.size(); ++i) {
@@ -798,6 +822,7 @@ struct Session::Impl final : detail::EventQueue {
     std::unique_ptr<detail::DumpFiles> dumps;  // with a window: where dumps go, which stay
     std::uint64_t dumps_failed = 0;
     std::string last_dump_error;
+    std::string previous_window;     // the window file a previous run left, moved aside
     std::string previous_recording;  // what a previous run left at record_path, moved aside
     std::unique_ptr<detail::AnalysisPipeline> pipeline;  // from start(); feeds writer, window
     SessionWatches watches;                              // guarded by sink_mutex

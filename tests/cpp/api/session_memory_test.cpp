@@ -6,11 +6,13 @@
 #include <gpudiag/gpudiag.hpp>
 
 #include "session_test_support.hpp"
+#include "temp_dir.hpp"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 namespace gpudiag {
@@ -141,6 +143,96 @@ TEST(ServiceMemory, PlantedDriverLeakIsFoundWithItsSiteRateAndOnsetAndExplainsTh
         EXPECT_EQ(a.find("batch"), std::string::npos) << a;
     }
     EXPECT_EQ(oom.device, 0);  // inferred: the only device the process allocates on
+}
+
+const Figure* section_figure(const Report& r, const char* section, const char* key) {
+    const Section* s = r.section(section);
+    if (s == nullptr) return nullptr;
+    for (const auto& f : s->figures) {
+        if (f.key == key) return &f;
+    }
+    return nullptr;
+}
+
+// The same service in window mode (a one-hour window on disk): the dump written when the first
+// request fails begins with what was held before its window, so it states the held memory, the
+// leak's rate, site and onset, and the time until full of the whole session, not of its hour.
+TEST(ServiceMemory, AnOomDumpOfAWindowStatesWhatTheWholeSessionDoes) {
+    testing::TempDir dir("oom_dump");
+    SessionOptions o = cpu_options();
+    o.record_path = dir.file("svc.gpudiag");
+    o.record_window_s = 3600;
+    o.record_window_bytes = 16 * kMiB;
+    auto created = Session::create(o);
+    ASSERT_TRUE(created.is_ok());
+    Session& s = **created;
+    ASSERT_TRUE(s.start().is_ok());
+    const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
+    const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
+    const std::uint64_t t0 = 1'000'000'000'000ull;
+    Event capacity;
+    capacity.kind = EventKind::kCounter;
+    capacity.device = 0;
+    capacity.start_ns = capacity.end_ns = t0;
+    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
+    capacity.counter.value = static_cast<double>(24 * kGiB);
+    put(s, capacity);
+    put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB,
+                  s.intern("svc.cpp:40 Model::load (cudaMalloc)")));
+    std::uint64_t used = 10 * kGiB;
+    std::uint64_t leak_address = 0x7a0000000000;
+    for (std::uint64_t minute = 0;; ++minute) {
+        const std::uint64_t t = t0 + (minute + 1) * kMinute;
+        if (used + 256 * kMiB > 24 * kGiB) {
+            Event oom;
+            oom.kind = EventKind::kOutOfMemory;
+            oom.start_ns = oom.end_ns = t;
+            oom.oom.requested_bytes = 256 * kMiB;
+            put(s, oom);
+            break;  // the first failure: nothing after it, so the dump and the session agree
+        }
+        put(s, driver(EventKind::kDeviceAlloc, t, 0x7e0000000000, 256 * kMiB, workspace));
+        if (minute >= 8 * 60) {
+            put(s, driver(EventKind::kDeviceAlloc, t + 1000, leak_address, 6 * kMiB, planted));
+            leak_address += 6 * kMiB;
+            used += 6 * kMiB;
+        }
+        put(s, driver(EventKind::kDeviceFree, t + 2000, 0x7e0000000000, 256 * kMiB, workspace));
+    }
+    std::vector<std::string> dumps;
+    for (int i = 0; i < 1000 && dumps.empty(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        dumps = dir.files("svc-dump-", "-oom.gpudiag");
+    }
+    ASSERT_EQ(dumps.size(), 1u) << "no dump for the failed allocation";
+    ASSERT_TRUE(s.stop().is_ok());
+    auto whole = s.report();
+    ASSERT_TRUE(whole.is_ok());
+    auto dumped = analyze_files({dumps.front()});
+    ASSERT_TRUE(dumped.is_ok()) << dumped.status().to_string();
+    if (std::getenv("PRINT")) std::puts(render_text(*dumped).c_str());
+
+    for (const char* key : {"outside_framework_bytes", "capacity_bytes", "peak_used_bytes"}) {
+        const Figure* a = section_figure(*whole, "memory", key);
+        const Figure* b = section_figure(*dumped, "memory", key);
+        ASSERT_NE(a, nullptr) << key;
+        ASSERT_NE(b, nullptr) << key << render_text(*dumped);
+        EXPECT_EQ(a->value, b->value) << key;
+    }
+    const Finding* leak_whole = whole->finding("memory_leak");
+    const Finding* leak_dump = dumped->finding("memory_leak");
+    ASSERT_NE(leak_whole, nullptr);
+    ASSERT_NE(leak_dump, nullptr) << render_text(*dumped);
+    ASSERT_FALSE(leak_dump->sites.empty());
+    EXPECT_EQ(leak_dump->sites.front().location, leak_whole->sites.front().location);
+    for (const char* key : {"leak_rate_bytes_per_hour", "time_until_full_ns", "since_ns"}) {
+        const Figure* a = figure(*leak_whole, key);
+        const Figure* b = figure(*leak_dump, key);
+        ASSERT_NE(a, nullptr) << key;
+        ASSERT_NE(b, nullptr) << key;
+        EXPECT_NEAR(b->value, a->value, 0.02 * std::abs(a->value)) << key;
+    }
+    EXPECT_NE(dumped->finding("out_of_memory"), nullptr);
 }
 
 // A step-less service with no leak: requests allocate and free, with noise; no memory_leak and no
