@@ -69,6 +69,9 @@ struct SessionOptions {
     /// Call `on_report` with a fresh report this often (0 = never): for services left on.
     std::uint32_t report_period_ms = 0;
     std::function<void(const Report&)> on_report;
+    /// How long stop() waits for a watch or report callback still running: past it stop()
+    /// returns (the report says so) and the session's destructor waits for the callback.
+    std::uint32_t stop_callback_wait_ms = 10000;
     AnalysisOptions analysis;
     /// Free-form facts about the program for the report, e.g. {"expandable_segments", "true"}.
     std::vector<std::pair<std::string, std::string>> properties;

@@ -15,14 +15,14 @@ CallbackThread::~CallbackThread() {
     if (thread_.joinable()) thread_.detach();  // destroyed from its own task: it ends at once
 }
 
-void CallbackThread::start(const void* owner) {
+void CallbackThread::start(const void* owner, const char* name) {
     {
         std::lock_guard<std::mutex> lock(mutex_);  // a start after a failed one begins afresh
         stopping_ = false;
         finished_ = false;
     }
     owner_ = owner;
-    thread_ = quiet_thread("gpudiag-callbk", [this] { run(); });
+    thread_ = quiet_thread(name, [this] { run(); });
 }
 
 bool CallbackThread::post(Task task) {
@@ -37,16 +37,8 @@ bool CallbackThread::post(Task task) {
 }
 
 void CallbackThread::stop(std::chrono::milliseconds limit) {
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!stopping_) {
-            stopping_ = true;
-            dropped_ += queue_.size();
-            queue_.clear();
-        }
-    }
-    wake_.notify_all();
-    if (!thread_.joinable() || on_thread_of(owner_)) return;
+    ask_to_stop();
+    if (!thread_.joinable() || on_own_thread()) return;
     if (limit != std::chrono::milliseconds::max()) {
         std::unique_lock<std::mutex> lock(mutex_);
         if (!wake_.wait_for(lock, limit, [this] { return finished_; })) {
@@ -58,11 +50,39 @@ void CallbackThread::stop(std::chrono::milliseconds limit) {
     thread_.join();
 }
 
+bool CallbackThread::stop_within(std::chrono::milliseconds limit) {
+    ask_to_stop();
+    if (!thread_.joinable() || on_own_thread()) return false;
+    {
+        std::unique_lock<std::mutex> lock(mutex_);
+        if (!wake_.wait_for(lock, limit, [this] { return finished_; })) return false;
+    }
+    thread_.join();
+    return true;
+}
+
+void CallbackThread::ask_to_stop() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!stopping_) {
+            stopping_ = true;
+            dropped_ += queue_.size();
+            queue_.clear();
+        }
+    }
+    wake_.notify_all();
+}
+
 bool CallbackThread::run_after_current_task(Task last) {
-    if (!on_thread_of(owner_)) return false;
+    if (!on_own_thread()) return false;
     std::lock_guard<std::mutex> lock(mutex_);
     after_task_ = std::move(last);
     return true;
+}
+
+// A session has two of these: which one a call comes from is the thread's identity, not its owner.
+bool CallbackThread::on_own_thread() const noexcept {
+    return thread_.joinable() && std::this_thread::get_id() == thread_.get_id();
 }
 
 bool CallbackThread::on_thread_of(const void* owner) noexcept {

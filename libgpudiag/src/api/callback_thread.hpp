@@ -25,8 +25,9 @@ public:
     CallbackThread(const CallbackThread&) = delete;
     CallbackThread& operator=(const CallbackThread&) = delete;
 
-    /// Starts the thread; `owner` is what on_this_thread() answers for.
-    void start(const void* owner);
+    /// Starts the thread, named `name` (at most 15 characters); `owner` is what
+    /// on_thread_of() answers for.
+    void start(const void* owner, const char* name);
     /// Queues `task`; false (and counted) when kMaxQueued are waiting or the thread stopped.
     bool post(Task task);
     /// Ends the thread once its running task returns; queued tasks are dropped (counted). On the
@@ -34,6 +35,10 @@ public:
     /// returns, then the thread ends. Elsewhere it waits for the thread, at most `limit` when
     /// given (at exit, a callback stuck for good must not hang the process: it is let go).
     void stop(std::chrono::milliseconds limit = std::chrono::milliseconds::max());
+    /// Asks the thread to end (queued tasks dropped) and waits at most `limit` for the running
+    /// task; true when the thread has ended. When not, the thread stays joinable: stop() (or the
+    /// destructor) waits for it later. On the thread itself: only marks it, returns false.
+    bool stop_within(std::chrono::milliseconds limit);
     /// On the thread itself: runs `last` once the running task returns, then the thread ends
     /// without touching this object again, so `last` may destroy it (a session destroyed from
     /// its own callback is deleted there, after the callback). Elsewhere: false, nothing done.
@@ -46,6 +51,8 @@ public:
 
 private:
     void run();
+    void ask_to_stop();
+    [[nodiscard]] bool on_own_thread() const noexcept;
 
     mutable std::mutex mutex_;
     std::condition_variable wake_;

@@ -191,7 +191,8 @@ struct Session::Impl final : detail::EventQueue {
         // After stop() from a callback: the worker was joined, the callback may still be
         // running; wait for it before any member goes.
         if (worker.joinable()) worker.join();
-        callbacks.stop();
+        watch_callbacks.stop();
+        report_callbacks.stop();
     }
 
     // API calls made from the session's own callbacks run on its callback thread.
@@ -325,7 +326,8 @@ struct Session::Impl final : detail::EventQueue {
         started_ns = detail::monotonic_now_ns();
         running.store(true);
         try {
-            callbacks.start(this);
+            watch_callbacks.start(this, "gpudiag-watch");
+            report_callbacks.start(this, "gpudiag-report");
             worker = detail::quiet_thread("gpudiag-worker", [this] { worker_loop(); });
         } catch (const std::system_error& e) {
             undo_start();
@@ -344,7 +346,8 @@ struct Session::Impl final : detail::EventQueue {
         running.store(false);
         accepting.store(false);
         if (backend) backend->stop();
-        callbacks.stop();
+        watch_callbacks.stop();
+        report_callbacks.stop();
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
             watches.attach(nullptr);
@@ -436,13 +439,40 @@ struct Session::Impl final : detail::EventQueue {
             }
         }
         end_sinks();
-        // After the sinks: a running callback may be waiting for them (report()). At exit a
-        // callback stuck for good (one waiting for a Python interpreter that is gone) is let go.
-        callbacks.stop(at_exit ? std::chrono::milliseconds(5000)
-                               : std::chrono::milliseconds::max());
+        stop_callbacks(at_exit);
         stopped_once = true;
         stopped.store(true);
         return Status::ok();
+    }
+
+    // After the sinks: a running callback may be waiting for them (report()). At exit a callback
+    // stuck for good (one waiting for a Python interpreter that is gone) is let go; otherwise
+    // stop() waits stop_callback_wait_ms for it and returns, saying so, and the destructor waits
+    // the rest.
+    void stop_callbacks(bool at_exit) {
+        if (at_exit) {
+            watch_callbacks.stop(std::chrono::milliseconds(5000));
+            report_callbacks.stop(std::chrono::milliseconds(5000));
+            return;
+        }
+        if (on_callback_thread()) {  // the caller's own callback cannot be waited for
+            watch_callbacks.stop_within(std::chrono::milliseconds(0));
+            report_callbacks.stop_within(std::chrono::milliseconds(0));
+            return;
+        }
+        const std::chrono::milliseconds wait(options.stop_callback_wait_ms);
+        const auto deadline = std::chrono::steady_clock::now() + wait;
+        const bool watch_ended = watch_callbacks.stop_within(wait);
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(deadline - std::chrono::steady_clock::now(),
+                     std::chrono::steady_clock::duration::zero()));
+        const bool report_ended = report_callbacks.stop_within(left);
+        if (watch_ended && report_ended) return;
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        stop_abandoned = fmt::format(
+            "stop() waited {} ms for the program's {} callback, still running, and returned "
+            "without it; the session is destroyed only once it returns.",
+            wait.count(), watch_ended ? "report" : "watch");
     }
 
     void end_sinks() {
@@ -567,7 +597,7 @@ struct Session::Impl final : detail::EventQueue {
             flush_recording_if_due_locked();
         }
         for (auto& [callback, bytes] : due) {
-            (void)callbacks.post(
+            (void)watch_callbacks.post(
                 [callback = std::move(callback), bytes = bytes] { callback(bytes); });
         }
         if (options.report_period_ms > 0 && options.on_report && running.load() &&
@@ -577,7 +607,7 @@ struct Session::Impl final : detail::EventQueue {
             // are skipped (counted), not queued.
             if (report_pending.exchange(true)) {
                 reports_skipped.fetch_add(1, std::memory_order_relaxed);
-            } else if (!callbacks.post([this] { periodic_report(); })) {
+            } else if (!report_callbacks.post([this] { periodic_report(); })) {
                 report_pending.store(false);
             }
         }
@@ -760,7 +790,8 @@ struct Session::Impl final : detail::EventQueue {
 
     void add_callback_notes(Report& report) const {
         const std::uint64_t skipped = reports_skipped.load(std::memory_order_relaxed);
-        const std::uint64_t dropped = callbacks.dropped();
+        const std::uint64_t dropped = watch_callbacks.dropped() + report_callbacks.dropped();
+        if (!stop_abandoned.empty()) report.notes.push_back(stop_abandoned);
         if (const auto n = deviceless_memory_events.load(std::memory_order_relaxed); n > 0) {
             report.notes.push_back(fmt::format(
                 "{} device-memory events named no device (Event::device left at kNoDevice) and "
@@ -774,7 +805,8 @@ struct Session::Impl final : detail::EventQueue {
                 "negative device, address 0, or after stop()); each call returned why.",
                 n));
         }
-        if (const std::uint64_t threw = callbacks.threw(); threw > 0) {
+        if (const std::uint64_t threw = watch_callbacks.threw() + report_callbacks.threw();
+            threw > 0) {
             report.notes.push_back(fmt::format(
                 "Callbacks: {} of the program's watch or report callbacks ended in an exception; "
                 "gpudiag caught it (it never lets one reach its threads' end) and went on.",
@@ -841,7 +873,11 @@ struct Session::Impl final : detail::EventQueue {
     std::atomic<std::uint64_t> refused_allocations{0};       // record_allocation() / _free() failed
     bool worker_finished = false;                            // guarded by wake_mutex
     std::thread worker;
-    detail::CallbackThread callbacks;  // runs watch and report callbacks off the worker
+    // User callbacks run off the worker, watches and periodic reports on threads of their own:
+    // a slow report callback never delays a watch's.
+    detail::CallbackThread watch_callbacks;
+    detail::CallbackThread report_callbacks;
+    std::string stop_abandoned;  // guarded by sink_mutex: what stop() did not wait for
     std::mutex replays_mutex;
     std::vector<std::string> replays;  // one note per replayed file (bounded below)
     std::atomic<bool> report_pending{false};
@@ -891,7 +927,11 @@ Session::~Session() {
     if (impl_->on_callback_thread()) {
         Impl* impl = impl_.release();
         (void)impl->stop();
-        if (!impl->callbacks.run_after_current_task([impl] { delete impl; })) delete impl;
+        auto last = [impl] { delete impl; };
+        if (!impl->watch_callbacks.run_after_current_task(last) &&
+            !impl->report_callbacks.run_after_current_task(last)) {
+            delete impl;
+        }
     }
 }
 

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -33,6 +34,8 @@ namespace {
 using testing::cpu_options;
 using testing::make;
 using testing::wait_for;
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
 
 // This process' threads: name -> the mask of signals each blocks (SigBlk of /proc's status).
 std::multimap<std::string, std::uint64_t> threads_and_blocked_signals() {
@@ -66,7 +69,8 @@ TEST(SessionNeighbour, ItsThreadsHaveNamesAndTakeNoAsynchronousSignal) {
     // A thread names itself as it starts running.
     EXPECT_TRUE(wait_for([] {
         const auto t = threads_and_blocked_signals();
-        return t.count("gpudiag-worker") == 1 && t.count("gpudiag-callbk") == 1;
+        return t.count("gpudiag-worker") == 1 && t.count("gpudiag-watch") == 1 &&
+               t.count("gpudiag-report") == 1;
     }));
     const auto threads = threads_and_blocked_signals();
     int ours = 0;
@@ -79,9 +83,70 @@ TEST(SessionNeighbour, ItsThreadsHaveNamesAndTakeNoAsynchronousSignal) {
         EXPECT_FALSE(blocks(mask, SIGSEGV)) << name << ": its own faults stay unblocked";
     }
     EXPECT_EQ(threads.count("gpudiag-worker"), 1u);
-    EXPECT_EQ(threads.count("gpudiag-callbk"), 1u);
-    EXPECT_GE(ours, 2);
+    EXPECT_EQ(threads.count("gpudiag-watch"), 1u);
+    EXPECT_EQ(threads.count("gpudiag-report"), 1u);
+    EXPECT_GE(ours, 3);
     EXPECT_TRUE(s->stop().is_ok());
+}
+
+// A report callback that takes seconds (a slow exporter) does not hold up a watch: the watch's
+// callback runs while the report's still runs.
+TEST(SessionNeighbour, ASlowReportCallbackDoesNotDelayAWatch) {
+    std::atomic<bool> reporting{false};
+    std::atomic<bool> release{false};
+    std::atomic<bool> watched{false};
+    SessionOptions o = cpu_options();
+    o.report_period_ms = 10;
+    o.on_report = [&](const Report&) {
+        reporting = true;
+        for (int i = 0; i < 500 && !release.load(); ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+    };
+    auto s = make(o);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->watch_memory(kGiB, [&](std::uint64_t) { watched = true; }).is_ok());
+    ASSERT_TRUE(s->start().is_ok());
+    ASSERT_TRUE(wait_for([&] { return reporting.load(); }));
+    ASSERT_TRUE(s->record_allocation(0, 0x7f0000000000, 2 * kGiB, "svc.cpp:1").is_ok());
+    EXPECT_TRUE(wait_for([&] { return watched.load(); }))
+        << "the watch waited for the report callback";
+    EXPECT_FALSE(release.load());
+    release = true;
+    EXPECT_TRUE(s->stop().is_ok());
+}
+
+// stop() waits a bounded time for a callback that does not return, returns, and says so; the
+// session is destroyed once the callback ends.
+TEST(SessionNeighbour, StopWaitsABoundedTimeForACallbackAndSaysSo) {
+    std::atomic<bool> inside{false};
+    std::atomic<bool> release{false};
+    SessionOptions o = cpu_options();
+    o.stop_callback_wait_ms = 200;
+    auto s = make(o);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->watch_memory(kGiB, [&](std::uint64_t) {
+                     inside = true;
+                     while (!release.load())
+                         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                 }).is_ok());
+    ASSERT_TRUE(s->start().is_ok());
+    ASSERT_TRUE(s->record_allocation(0, 0x7f0000000000, 2 * kGiB, "svc.cpp:1").is_ok());
+    ASSERT_TRUE(wait_for([&] { return inside.load(); }));
+    const auto before = std::chrono::steady_clock::now();
+    EXPECT_TRUE(s->stop().is_ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - before, std::chrono::seconds(5));
+    auto report = s->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_TRUE(std::any_of(report->notes.begin(), report->notes.end(), [](const std::string& n) {
+        return n.find("stop() waited 200 ms for the program's watch callback") != std::string::npos;
+    })) << render_text(*report);
+    std::thread releaser([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        release = true;
+    });
+    s.reset();  // waits for the callback
+    releaser.join();
 }
 
 // A service that blocks SIGTERM after starting its session and waits for it with sigwait() gets
