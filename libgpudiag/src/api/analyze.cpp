@@ -5,15 +5,12 @@
 #include <gpudiag/job.hpp>
 
 #include "analysis/pipeline/analysis_pipeline.hpp"
-#include "importers/archive.hpp"
 #include "importers/job_inputs.hpp"
-#include "importers/open_source.hpp"
 
 #include <zlib.h>
 
 #include <algorithm>
 #include <exception>
-#include <filesystem>
 #include <limits>
 #include <new>
 
@@ -92,47 +89,39 @@ Result<Report> analyze_source(Result<std::unique_ptr<detail::EventSource>> sourc
 }
 
 // One input: a saved report comes back as it was; anything else goes through the analyses.
-Result<Report> analyze_one_input(const JobInput& input, const AnalysisOptions& options) {
-    if (input.member.empty()) {
-        auto format = detect_format(input.path);
-        if (format && *format == InputFormat::kReportJson) return read_report(input.path);
+Result<Report> analyze_found(const detail::FoundInput& found, const AnalysisOptions& options) {
+    if (found.input.member.empty() && found.format == InputFormat::kReportJson) {
+        return read_report(found.input.path);
     }
-    return analyze_source(detail::open_input_source(input, options), options);
+    return analyze_source(detail::open_found_input(found, options), options);
 }
 
-// A single file as it is, the way gpudiag always read one (archives and folders are expanded).
-bool single_plain_file(const std::vector<std::string>& paths) {
-    if (paths.size() != 1) return false;
-    auto format = detect_format(paths.front());
-    if (format) return true;
-    if (format.status().code() == StatusCode::kNotFound) {
-        return paths.front().find_first_of("*?[") == std::string::npos;  // not a pattern
-    }
-    auto tar = detail::is_tar_archive(paths.front());
-    return !(tar && *tar) && !std::filesystem::is_directory(paths.front());
-}
-
+// The inputs come through the front door, each told once; a single file given as itself is
+// reported as it is, anything that stands for several (a folder, an archive, a pattern) as a job.
 Result<Report> analyze_all(const std::vector<std::string>& paths, const AnalysisOptions& options) {
-    if (paths.empty()) return invalid_argument("no input files given");
-    if (single_plain_file(paths)) {
-        return analyze_one_input(JobInput{paths.front(), {}}, options);
+    auto found = detail::find_inputs(paths);
+    if (!found) return found.status();
+    if (paths.size() == 1 && found->size() == 1 && found->front().input.member.empty() &&
+        found->front().input.path == paths.front()) {
+        return analyze_found(found->front(), options);
     }
-    auto inputs = detail::expand_inputs(paths);
-    if (!inputs) return inputs.status();
     AnalysisOptions each = options;
-    each.for_job = each.for_job || inputs->size() > 1;
+    each.for_job = each.for_job || found->size() > 1;
     std::vector<Report> reports;
-    reports.reserve(inputs->size());
-    for (const auto& input : *inputs) {
-        auto one = analyze_one_input(input, each);
+    std::vector<JobInput> inputs;
+    reports.reserve(found->size());
+    inputs.reserve(found->size());
+    for (const auto& input : *found) {
+        auto one = analyze_found(input, each);
         if (!one) {
             const std::string& m = one.status().message();
-            const std::string name = input.name();
+            const std::string name = input.input.name();
             return Status(one.status().code(), m.rfind(name, 0) == 0 ? m : name + ": " + m);
         }
         reports.push_back(std::move(*one));
+        inputs.push_back(input.input);
     }
-    return combine_input_reports(std::move(reports), *inputs, options);
+    return combine_input_reports(std::move(reports), inputs, options);
 }
 
 }  // namespace
@@ -174,7 +163,9 @@ Result<Report> analyze_events(std::span<const Event> events, const SourceInfo& i
 
 Result<Report> analyze_input(const JobInput& input, const AnalysisOptions& options) noexcept {
     try {
-        return analyze_one_input(input, options);
+        auto found = detail::find_input(input);
+        if (!found) return found.status();
+        return analyze_found(*found, options);
     } catch (const std::bad_alloc&) {
         return resource_exhausted("out of host memory while analysing");
     } catch (const std::exception& e) {

@@ -136,7 +136,7 @@ Result<std::string> DumpFiles::keep_previous(const std::string& record_path) {
     const auto [stem, ext] = split_extension(record_path);
     std::string moved = stem + "-previous-" + utc_stamp(st.st_mtime) + ext;
     for (int n = 2; exists(moved); ++n) {
-        moved = stem + "-previous-" + utc_stamp(st.st_mtime) + "-" + std::to_string(n) + ext;
+        moved = fmt::format("{}-previous-{}-{}{}", stem, utc_stamp(st.st_mtime), n, ext);
     }
     if (std::rename(record_path.c_str(), moved.c_str()) != 0) {
         return io_error(record_path +

@@ -503,14 +503,16 @@ struct Session::Impl final : detail::EventQueue {
             untimed = capture.kernels_without_timing;
         }
         if (s.dropped > 0) {
-            s.notes.push_back(std::to_string(s.dropped) +
-                              " events were dropped because the hand-off or capture buffers were "
-                              "full; raise SessionOptions::queue_capacity or flush more often.");
+            s.notes.push_back(fmt::format(
+                "{} events were dropped because the hand-off or capture buffers were full; raise "
+                "SessionOptions::queue_capacity or flush more often.",
+                s.dropped));
         }
         if (untimed > 0) {
-            s.notes.push_back(std::to_string(untimed) +
-                              " kernels were seen without timing (CUPTI's device timestamp buffer "
-                              "was full): they are missing from GPU busy time.");
+            s.notes.push_back(fmt::format(
+                "{} kernels were seen without timing (CUPTI's device timestamp buffer was full): "
+                "they are missing from GPU busy time.",
+                untimed));
         }
         if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
         add_loss_coverage(s);
@@ -939,8 +941,8 @@ Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcep
     try {
         if (options.queue_capacity < 64 ||
             (options.queue_capacity & (options.queue_capacity - 1))) {
-            return invalid_argument("queue_capacity must be a power of two >= 64, got " +
-                                    std::to_string(options.queue_capacity));
+            return invalid_argument(fmt::format(
+                "queue_capacity must be a power of two >= 64, got {}", options.queue_capacity));
         }
         if (options.nvml_hz < 0 || options.nvml_hz > 1000) {
             return invalid_argument("nvml_hz must be within [0, 1000]");
@@ -1088,7 +1090,7 @@ Status Session::unwatch_memory(WatchId id) noexcept {
     try {
         std::lock_guard<std::mutex> lock(impl_->sink_mutex);
         if (impl_->watches.remove(id)) return Status::ok();
-        return not_found("no watch with id " + std::to_string(id));
+        return not_found(fmt::format("no watch with id {}", id));
     } catch (...) {
         return internal_error("unwatch_memory failed");
     }
@@ -1103,7 +1105,7 @@ Status Session::record_watch_action(WatchId id, std::string_view action, bool ok
                                          std::string(detail))) {
             return Status::ok();
         }
-        return not_found("watch " + std::to_string(id) + " has no crossing waiting for its action");
+        return not_found(fmt::format("watch {} has no crossing waiting for its action", id));
     } catch (...) {
         return resource_exhausted("out of memory recording a watch action");
     }

@@ -53,37 +53,38 @@ Result<std::string> sniff(std::unique_ptr<ByteStream> in) {
 }
 
 // Adds the readable members of the archive at `path`.
-Status add_archive(const std::string& path, std::vector<JobInput>& out) {
+Status add_archive(const std::string& path, std::vector<FoundInput>& out) {
     auto in = open_content_stream(path);
     if (!in) return in.status();
     TarReader tar(std::move(*in));
-    std::vector<JobInput> members;
+    std::vector<FoundInput> members;
     for (;;) {
         auto more = tar.next();
         if (!more) return Status(more.status().code(), path + ": " + more.status().message());
         if (!*more) break;
         auto head = sniff(borrowed_stream(tar.member()));
-        if (head && classify_content(*head) != InputFormat::kUnknown) {
-            members.push_back(JobInput{path, tar.name()});
-        }
+        const InputFormat format = head ? classify_content(*head) : InputFormat::kUnknown;
+        if (format != InputFormat::kUnknown)
+            members.push_back({JobInput{path, tar.name()}, format});
         if (out.size() + members.size() > kMaxInputs)
             return invalid_argument(path + ": too many members");
     }
     if (members.empty())
         return invalid_argument(path + ": no member gpudiag reads in this archive");
     // In name order, as a folder's files: archives list members in the order they were added.
-    std::sort(members.begin(), members.end(),
-              [](const JobInput& a, const JobInput& b) { return a.member < b.member; });
+    std::sort(members.begin(), members.end(), [](const FoundInput& a, const FoundInput& b) {
+        return a.input.member < b.input.member;
+    });
     out.insert(out.end(), members.begin(), members.end());
     return Status::ok();
 }
 
 // Adds one file: itself when gpudiag reads its format, its members when it is an archive.
 // `listed`: found in a folder, where other files are skipped rather than refused.
-Status add_file(const std::string& path, std::vector<JobInput>& out, bool listed) {
+Status add_file(const std::string& path, std::vector<FoundInput>& out, bool listed) {
     auto format = detect_format(path);
     if (format) {
-        out.push_back(JobInput{path, {}});
+        out.push_back({JobInput{path, {}}, *format});
         return Status::ok();
     }
     auto tar = is_tar_archive(path);
@@ -93,7 +94,7 @@ Status add_file(const std::string& path, std::vector<JobInput>& out, bool listed
 }
 
 // The readable files under `dir`, sorted by path, subfolders included down to kMaxFolderDepth.
-Status add_folder(const std::string& dir, std::vector<JobInput>& out) {
+Status add_folder(const std::string& dir, std::vector<FoundInput>& out) {
     std::vector<std::string> files;
     std::error_code ec;
     fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
@@ -121,7 +122,7 @@ Status add_folder(const std::string& dir, std::vector<JobInput>& out) {
     return Status::ok();
 }
 
-Status add_path(const std::string& path, std::vector<JobInput>& out) {
+Status add_path(const std::string& path, std::vector<FoundInput>& out) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) return add_folder(path, out);
     if (!fs::exists(path, ec) && has_glob_chars(path)) {
@@ -236,33 +237,43 @@ private:
 
 }  // namespace
 
-Result<std::vector<JobInput>> expand_inputs(const std::vector<std::string>& paths) {
+Result<std::vector<FoundInput>> find_inputs(const std::vector<std::string>& paths) {
     if (paths.empty()) return invalid_argument("no input files given");
-    std::vector<JobInput> out;
+    std::vector<FoundInput> out;
     for (const auto& p : paths) GPUDIAG_RETURN_IF_ERROR(add_path(p, out));
     return out;
 }
 
-Result<InputFormat> input_format(const JobInput& input) {
-    if (input.member.empty()) return detect_format(input.path);
-    auto member = open_archive_member(input.path, input.member);
-    if (!member) return member.status();
-    std::string head(kSniffBytes, '\0');
-    auto got = read_fully(**member, head.data(), head.size());
-    if (!got) return got.status();
-    head.resize(*got);
-    InputFormat f = classify_content(head);
-    if (f == InputFormat::kUnknown)
-        return unsupported(input.name() + ": not a format gpudiag reads");
-    return f;
+Result<std::vector<JobInput>> expand_inputs(const std::vector<std::string>& paths) {
+    auto found = find_inputs(paths);
+    if (!found) return found.status();
+    std::vector<JobInput> out;
+    out.reserve(found->size());
+    for (auto& f : *found) out.push_back(std::move(f.input));
+    return out;
 }
 
-Result<std::unique_ptr<EventSource>> open_input_source(const JobInput& input,
-                                                       const AnalysisOptions& options) {
-    if (input.member.empty()) return open_event_source(input.path, options);
-    auto format = input_format(input);
-    if (!format) return format.status();
-    if (*format == InputFormat::kKinetoJson) {
+Result<FoundInput> find_input(const JobInput& input) {
+    if (input.member.empty()) {
+        auto format = detect_format(input.path);
+        if (!format) return format.status();
+        return FoundInput{input, *format};
+    }
+    auto member = open_archive_member(input.path, input.member);
+    if (!member) return member.status();
+    auto head = sniff(std::move(*member));
+    if (!head) return head.status();
+    const InputFormat f = classify_content(*head);
+    if (f == InputFormat::kUnknown)
+        return unsupported(input.name() + ": not a format gpudiag reads");
+    return FoundInput{input, f};
+}
+
+Result<std::unique_ptr<EventSource>> open_found_input(const FoundInput& found,
+                                                      const AnalysisOptions& options) {
+    const JobInput& input = found.input;
+    if (input.member.empty()) return open_source_as(input.path, found.format, options);
+    if (found.format == InputFormat::kKinetoJson) {
         const JobInput copy = input;
         return open_kineto_stream_source(
             input.name(), [copy] { return open_archive_member(copy.path, copy.member); }, options);
@@ -271,7 +282,7 @@ Result<std::unique_ptr<EventSource>> open_input_source(const JobInput& input,
     if (!member) return member.status();
     auto file = std::make_unique<TempFile>();
     GPUDIAG_RETURN_IF_ERROR(file->write_from(**member));
-    auto inner = open_event_source(file->path(), options);
+    auto inner = open_source_as(file->path(), found.format, options);
     if (!inner)
         return Status(inner.status().code(), input.name() + ": " + inner.status().message());
     return std::unique_ptr<EventSource>(

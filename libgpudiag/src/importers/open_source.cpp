@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 namespace gpudiag {
@@ -42,26 +41,24 @@ InputFormat classify_json(const unsigned char* text, std::size_t n) {
     return InputFormat::kKinetoJson;
 }
 
-// The format of a gzip file's content, from its first decompressed bytes.
-InputFormat classify_inflated(const std::string& path) {
-    gzFile f = gzopen(path.c_str(), "rb");
-    if (f == nullptr) return InputFormat::kUnknown;
+// The format of what `path` holds, from its first bytes, inflated when it is gzip (zlib reads a
+// plain file through as it is, so one open tells both).
+InputFormat classify_file(gzFile f) {
     unsigned char buf[512];
-    int n = gzread(f, buf, sizeof buf);
-    gzclose(f);
-    for (int i = 0; i < n; ++i) {
-        unsigned char c = buf[i];
-        if (c == 0x80) return InputFormat::kTorchSnapshot;  // a pickle's protocol opcode
-        if (is_space(c)) continue;
-        if (c == '{' || c == '[') return classify_json(buf + i, static_cast<std::size_t>(n - i));
+    const int n = gzread(f, buf, sizeof buf);
+    if (n <= 0) return InputFormat::kUnknown;
+    const auto size = static_cast<std::size_t>(n);
+    if (gzdirect(f) == 0) {  // compressed: a pickle, or JSON
+        for (std::size_t i = 0; i < size; ++i) {
+            const unsigned char c = buf[i];
+            if (c == 0x80) return InputFormat::kTorchSnapshot;  // a pickle's protocol opcode
+            if (is_space(c)) continue;
+            if (c == '{' || c == '[') return classify_json(buf + i, size - i);
+            return InputFormat::kUnknown;
+        }
         return InputFormat::kUnknown;
     }
-    return InputFormat::kUnknown;
-}
-
-InputFormat classify(const unsigned char* head, std::size_t n, const std::string& path) {
-    if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return classify_inflated(path);
-    return detail::classify_content(std::string_view(reinterpret_cast<const char*>(head), n));
+    return detail::classify_content(std::string_view(reinterpret_cast<const char*>(buf), size));
 }
 
 }  // namespace
@@ -92,31 +89,31 @@ InputFormat classify_content(std::string_view text) noexcept {
 
 Result<InputFormat> detect_format(const std::string& path) noexcept {
     try {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) {
+        errno = 0;
+        gzFile f = gzopen(path.c_str(), "rb");
+        if (f == nullptr) {
             if (errno == ENOENT) return not_found(path + ": no such file");
             return io_error(path + ": cannot open (" + std::strerror(errno) + ")");
         }
-        unsigned char head[64] = {};
-        in.read(reinterpret_cast<char*>(head), sizeof head);
-        auto n = static_cast<std::size_t>(in.gcount());
-        if (n == 0) return corrupt_data(path + ": the file is empty");
-        InputFormat f = classify(head, n, path);
-        if (f == InputFormat::kUnknown &&
+        const InputFormat found = classify_file(f);
+        const bool empty = found == InputFormat::kUnknown && gztell(f) == 0;
+        gzclose(f);
+        if (empty) return corrupt_data(path + ": the file is empty");
+        if (found == InputFormat::kUnknown &&
             (ends_with(path, ".nsys-rep") || ends_with(path, ".qdrep"))) {
             return unsupported(path +
                                ": an Nsight Systems report, which gpudiag reads once exported "
                                "to SQLite: nsys export --type sqlite --output report.sqlite " +
                                path);
         }
-        if (f == InputFormat::kUnknown) {
+        if (found == InputFormat::kUnknown) {
             return unsupported(path +
                                ": not a format gpudiag reads (expected a .gpudiag recording, a "
                                "PyTorch profiler/Kineto JSON trace, plain or .gz, a torch "
                                "memory snapshot pickle, an Nsight Systems SQLite export, or a "
                                "gpudiag JSON report)");
         }
-        return f;
+        return found;
     } catch (...) {
         return io_error(path + ": cannot read");
     }
@@ -128,7 +125,12 @@ Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
                                                        const AnalysisOptions& options) {
     auto format = detect_format(path);
     if (!format) return format.status();
-    switch (*format) {
+    return open_source_as(path, *format, options);
+}
+
+Result<std::unique_ptr<EventSource>> open_source_as(const std::string& path, InputFormat format,
+                                                    const AnalysisOptions& options) {
+    switch (format) {
         case InputFormat::kRecording: return open_recording_source(path, options);
         case InputFormat::kKinetoJson: return open_kineto_source(path, options);
         case InputFormat::kTorchSnapshot: return open_snapshot_source(path, options);

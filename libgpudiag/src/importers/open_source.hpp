@@ -20,9 +20,13 @@ namespace gpudiag::detail {
 /// a gpudiag report or a trace); kUnknown when none matches. Callers peek through gzip first.
 InputFormat classify_content(std::string_view head) noexcept;
 
-/// Opens the right reader for `path`. Defined in importers/open_source.cpp.
+/// Opens the right reader for `path`, telling its format first. Defined in
+/// importers/open_source.cpp.
 Result<std::unique_ptr<EventSource>> open_event_source(const std::string& path,
                                                        const AnalysisOptions& options);
+/// Opens the reader of `format` for `path`, whose format is already known.
+Result<std::unique_ptr<EventSource>> open_source_as(const std::string& path, InputFormat format,
+                                                    const AnalysisOptions& options);
 
 // One opener per format: importers/recording_source.cpp, kineto/, torch_snapshot/, nsight/.
 Result<std::unique_ptr<EventSource>> open_recording_source(const std::string& path,

@@ -190,6 +190,40 @@ TEST(JobInputs, CombiningReportsMadeApartEqualsAnalysingTogether) {
     EXPECT_EQ(one->source.rank, 3);
 }
 
+// The front door tells each input's format once, as it finds it (a file, an archive's members),
+// and what opens the input afterwards goes by that word: told the wrong format, the reader of
+// that format refuses the file, rather than the input being sniffed again.
+TEST(JobInputs, TheFrontDoorTellsEachInputsFormatOnce) {
+    const std::string archive = corpus_kineto_trace("param_dlrm_kineto_8ranks.tar.gz");
+    const std::string snap = corpus_snapshot("silmont2000_cs336a2_mem_snapshot.pickle");
+    GPUDIAG_REQUIRE_FILES(archive);
+    GPUDIAG_REQUIRE_FILES(snap);
+    auto found = detail::find_inputs({archive, snap});
+    ASSERT_TRUE(found.is_ok()) << found.status().to_string();
+    ASSERT_EQ(found->size(), 9u);
+    for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ((*found)[i].format, InputFormat::kKinetoJson);
+    EXPECT_EQ(found->back().format, InputFormat::kTorchSnapshot);
+    EXPECT_TRUE(found->back().input.member.empty());
+
+    detail::FoundInput mistold = found->back();
+    mistold.format = InputFormat::kRecording;
+    struct Count final : EventSink {
+        void consume(std::span<const Event> events) override { n += events.size(); }
+        std::size_t n = 0;
+    } count;
+    auto source = detail::open_found_input(mistold, AnalysisOptions{});
+    if (source.is_ok()) {
+        StringTable strings;
+        const Status read = (*source)->run(count, strings);
+        EXPECT_FALSE(read.is_ok() && count.n > 0)
+            << "a snapshot read as a recording: the told format was not the one used";
+    }
+
+    auto one = detail::find_input(JobInput{archive, (*found)[3].input.member});
+    ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+    EXPECT_EQ(one->format, InputFormat::kKinetoJson);
+}
+
 TEST(JobInputs, RanksFromNames) {
     using detail::rank_from_name;
     EXPECT_EQ(rank_from_name({"/x/hta_sampled_rank-1.json.gz", ""}), 1);
