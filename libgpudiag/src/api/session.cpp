@@ -17,6 +17,7 @@
 #include "api/dump_files.hpp"
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
+#include "core/allocation_site.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "importers/open_source.hpp"
@@ -219,7 +220,7 @@ struct Session::Impl final : detail::EventQueue {
         e.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
         e.memory.address = address;
         e.memory.bytes = bytes;
-        e.memory.site = site.empty() ? kNoString : strings.intern(site);
+        e.memory.site = site_name(site);
         e.start_ns = e.end_ns = detail::monotonic_now_ns();
         e.process = pid;
         e.thread = current_tid();
@@ -777,6 +778,8 @@ struct Session::Impl final : detail::EventQueue {
     static constexpr std::size_t kMaxNameBytes = std::size_t{16} << 20;
     static constexpr std::size_t kMaxNames = std::size_t{1} << 18;
     static constexpr std::uint32_t kMaxPhaseNames = 4096;
+    static constexpr std::uint64_t kMaxSiteNames =
+        16384;  // well under the ledger's 65536 tracked sites
 
     // The id for phase `name`: past kMaxPhaseNames distinct names, the shared "other phases".
     StringId phase_name(std::string_view name) noexcept {
@@ -789,6 +792,24 @@ struct Session::Impl final : detail::EventQueue {
         return strings.intern(kOtherPhases);
     }
     static constexpr std::string_view kOtherPhases = "<other phases: past the cap on names>";
+
+    // The id for allocation site `site`: past kMaxSiteNames distinct sites (a request id in
+    // each, say), the numbers that vary are folded, so a leak's site keeps its place in the
+    // report instead of vanishing into the table's overflow.
+    StringId site_name(std::string_view site) noexcept {
+        if (site.empty()) return kNoString;
+        StringId id = strings.find(site);
+        if (id != kNoString) return id;
+        if (site_names.fetch_add(1, std::memory_order_relaxed) < kMaxSiteNames) {
+            return strings.intern(site);
+        }
+        site_names_past_cap.fetch_add(1, std::memory_order_relaxed);
+        try {
+            return strings.intern(detail::site_without_numbers(site));
+        } catch (...) {
+            return StringTable::kOverflowString;
+        }
+    }
 
     void add_callback_notes(Report& report) const {
         const std::uint64_t skipped = reports_skipped.load(std::memory_order_relaxed);
@@ -829,6 +850,13 @@ struct Session::Impl final : detail::EventQueue {
                 "(names unique per request or per item are better as one phase name).",
                 past, kMaxPhaseNames, kOtherPhases));
         }
+        if (const auto past = site_names_past_cap.load(std::memory_order_relaxed); past > 0) {
+            report.notes.push_back(fmt::format(
+                "{} allocation sites came past the first {} distinct ones: their numbers were "
+                "folded into '#' (\"svc.cpp:88 request #\"), so a site that differs per request "
+                "is one site.",
+                past, kMaxSiteNames));
+        }
         if (const auto refused = strings.overflowed(); refused > 0) {
             report.notes.push_back(fmt::format(
                 "{} names (kernels, sites, phases) came after the session's name table was full "
@@ -841,6 +869,8 @@ struct Session::Impl final : detail::EventQueue {
     StringTable strings{kMaxNameBytes, kMaxNames};
     std::atomic<std::uint64_t> phase_names{0};
     std::atomic<std::uint64_t> phase_names_past_cap{0};
+    std::atomic<std::uint64_t> site_names{0};
+    std::atomic<std::uint64_t> site_names_past_cap{0};
     std::unique_ptr<detail::EventChannel> channel_owner;
     detail::EventChannel& channel;
     std::uint32_t pid = static_cast<std::uint32_t>(::getpid());

@@ -127,6 +127,30 @@ MemoryCategory allocation_category(std::span<const FrameView> frames) {
                         : MemoryCategory::kOther;
 }
 
+std::string site_without_numbers(std::string_view site) {
+    const auto digit = [&](std::size_t k) {
+        return k < site.size() && site[k] >= '0' && site[k] <= '9';
+    };
+    std::string out;
+    out.reserve(site.size());
+    for (std::size_t i = 0; i < site.size();) {
+        if (!digit(i)) {
+            out += site[i++];
+            continue;
+        }
+        const bool line = i > 0 && site[i - 1] == ':';
+        std::size_t end = i;
+        while (digit(end)) ++end;
+        if (line) {
+            out.append(site.substr(i, end - i));
+        } else {
+            out += '#';
+        }
+        i = end;
+    }
+    return out;
+}
+
 }  // namespace gpudiag::detail
 
 namespace gpudiag {

@@ -27,6 +27,11 @@ struct FrameView {
 /// no frame says anything.
 std::string allocation_site(std::span<const FrameView> frames);
 
+/// A site with the numbers that vary between calls folded into '#', for a session past its cap on
+/// distinct sites: "svc.cpp:88 bind request 40213" -> "svc.cpp:88 bind request #". A number
+/// right after ':' is a line and is kept, so sites from different lines stay apart.
+std::string site_without_numbers(std::string_view site);
+
 /// What the framework's own frames say an allocation holds: made by torch.optim (optimizer
 /// state), during the backward pass (gradients), by module setup or loading (parameters), during
 /// a module's forward call (activations); kOther when they say nothing.

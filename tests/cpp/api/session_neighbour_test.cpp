@@ -149,6 +149,43 @@ TEST(SessionNeighbour, StopWaitsABoundedTimeForACallbackAndSaysSo) {
     releaser.join();
 }
 
+// Sites with a request id in them (one distinct name per request) no longer exhaust the name
+// table: past the cap on distinct sites their numbers fold, and the leak keeps its site.
+TEST(SessionNeighbour, ALeaksSiteSurvivesTheCapOnNames) {
+    auto s = make();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    constexpr std::uint64_t kRequests = 20000;
+    for (std::uint64_t i = 0; i < kRequests; ++i) {
+        const std::string site = "svc.cpp:88 bind_output request " + std::to_string(i);
+        Status st = s->record_allocation(0, 0x7000'0000'0000 + i * 4096, 4096, site);
+        while (st.code() == StatusCode::kResourceExhausted) {  // the hand-off is full: wait
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            st = s->record_allocation(0, 0x7000'0000'0000 + i * 4096, 4096, site);
+        }
+        ASSERT_TRUE(st.is_ok()) << st.to_string();
+    }
+    ASSERT_TRUE(s->stop().is_ok());
+    auto report = s->report();
+    ASSERT_TRUE(report.is_ok());
+    EXPECT_TRUE(std::any_of(report->notes.begin(), report->notes.end(), [](const std::string& n) {
+        return n.find("allocation sites came past the first 16384") != std::string::npos;
+    })) << render_text(*report);
+    const Section* memory = report->section("memory");
+    ASSERT_NE(memory, nullptr);
+    bool folded = false;
+    for (const auto& t : memory->tables) {
+        for (const auto& row : t.rows) {
+            for (const auto& cell : row) {
+                if (const auto* text = std::get_if<std::string>(&cell)) {
+                    folded = folded || *text == "svc.cpp:88 bind_output request #";
+                }
+            }
+        }
+    }
+    EXPECT_TRUE(folded) << render_text(*report);
+}
+
 // A service that blocks SIGTERM after starting its session and waits for it with sigwait() gets
 // it and shuts down on its own; were one of gpudiag's threads to take it, its default action
 // would kill the process. Run in a child: the exit code says which way it went.

@@ -2,6 +2,8 @@
 // The allocation-site rule: frames innermost first, as torch's allocator history records them.
 #include <gpudiag/memory.hpp>
 
+#include "core/allocation_site.hpp"
+
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -43,6 +45,18 @@ TEST(AllocationSite, WindowsPathsReadTheSame) {
     EXPECT_EQ(allocation_site({py("C:\\Users\\me\\torch\\nn\\linear.py", "forward", 3),
                                py("C:\\Users\\me\\proj\\train.py", "step", 12)}),
               "proj/train.py:12 step");
+}
+
+// Past a session's cap on distinct sites, what varies per call folds; the line stays.
+TEST(AllocationSite, NumbersThatVaryFoldButLinesStay) {
+    EXPECT_EQ(detail::site_without_numbers("svc.cpp:88 bind request 40213"),
+              "svc.cpp:88 bind request #");
+    EXPECT_EQ(detail::site_without_numbers("svc.cpp:88 bind request 7"),
+              "svc.cpp:88 bind request #");
+    EXPECT_NE(detail::site_without_numbers("svc.cpp:88 x"),
+              detail::site_without_numbers("svc.cpp:89 x"));
+    EXPECT_EQ(detail::site_without_numbers("user 12 slot 3"), "user # slot #");
+    EXPECT_EQ(detail::site_without_numbers(""), "");
 }
 
 }  // namespace
