@@ -113,7 +113,7 @@ Status RecordingWindow::start_file(File& file, const std::string& path) {
     file.state = state_.totals();
     file.first_ns = file.last_ns = 0;
     file.events = 0;
-    return file.writer->status();
+    return file.writer->flush();  // the state is on disk before any event of the file
 }
 
 void RecordingWindow::consume(std::span<const Event> events) {
@@ -173,6 +173,9 @@ void RecordingWindow::rotate_if_due() {
         return;
     }
     if (!full(next_)) return;
+    // On disk before it takes the window's name: a kill right after the rename finds a file
+    // that holds the window, not one whose events wait in a buffer.
+    if (Status s = next_.writer->flush(); !s.is_ok()) status_ = s;
     (void)window_.writer->close();
     window_.writer.reset();
     if (std::rename(next_path_.c_str(), window_path_.c_str()) != 0) {

@@ -4,7 +4,7 @@
 // worker tick, flush_period_ms, plus the tick's own work), beginning with what was held before
 // it.
 //
-// The child is a service: a session with a half-second window (so that windows rotate during the
+// The child is a service: a session with a quarter-second window (so that windows rotate during the
 // runs), one allocation at start that it never frees, then events stamped with the monotonic clock
 // at about 20 k a second. The parent kills it after a random delay and reads the window file. Runs:
 // GPUDIAG_KILL_RUNS (default 50), five children at a time.
@@ -53,7 +53,7 @@ Event at(EventKind kind, std::uint64_t t) {
 [[noreturn]] void serve_until_killed(const std::string& record_path, int ready_fd) {
     ::alarm(30);  // never outlive a parent that failed to kill us
     SessionOptions o = testing::cpu_options(record_path);
-    o.record_window_s = 0.5;
+    o.record_window_s = 0.25;
     o.record_window_bytes = 4u << 20;
     auto created = Session::create(o);
     if (!created.is_ok() || !(*created)->start().is_ok()) ::_exit(2);
