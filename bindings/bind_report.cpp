@@ -7,6 +7,7 @@
 
 #include "bindings.hpp"
 #include "status_to_python.hpp"
+#include "unit_caster.hpp"
 
 namespace gpudiag::python {
 
@@ -144,9 +145,11 @@ void bind_report(py::module_& m) {
           py::arg("report"));
     m.def("render_prometheus", py::overload_cast<const std::vector<Report>&>(&render_prometheus),
           py::arg("reports"));
-    m.def("format_figure", &format_figure, py::arg("value"), py::arg("unit"),
+    m.def("format_figure", py::overload_cast<double, std::string_view>(&format_figure),
+          py::arg("value"), py::arg("unit"),
           "A number as reports print it, by its unit: format_figure(2.5e6, 'ns') == '2.5 ms'.");
-    m.def("column_heading", &column_heading, py::arg("key"), py::arg("unit"),
+    m.def("column_heading", py::overload_cast<std::string_view, std::string_view>(&column_heading),
+          py::arg("key"), py::arg("unit"),
           "A table column's key as reports head it: column_heading('step_time_ns', 'ns') == "
           "'step time'.");
     m.def("figure_row", &figure_row, py::arg("figure"),

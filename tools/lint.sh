@@ -24,6 +24,10 @@ report "abort/exit/terminate/assert in libgpudiag (never end the host process)" 
   "$(code_grep '(^|[^_[:alnum:]])(abort|exit|_exit|quick_exit)\(|std::terminate|(^|[^_[:alnum:]])assert\(' libgpudiag)"
 report "throw in capture code (callbacks run inside CUDA; use Status)" \
   "$(code_grep '(^|[^_[:alnum:]])throw([^_[:alnum:]]|$)' libgpudiag/src/capture)"
+# A message (finding, note, error) is one fmt format string that reads as the sentence it
+# prints, not a chain of std::to_string pieces.
+report "std::to_string in libgpudiag/src (messages are written with fmt: fmt::format, or fmt::to_string for a bare number)" \
+  "$(code_grep 'std::to_string' libgpudiag/src)"
 report "public headers must include only the standard library and gpudiag headers" \
   "$(grep -rnE '^\s*#\s*include\s*[<"]' libgpudiag/include | grep -vE '#\s*include\s*<(gpudiag/[a-z_]+\.h(pp)?|[a-z_]+(\.h)?)>' ; grep -rnE '^\s*#\s*include\s*<(cuda|cupti|nvml|nvtx|fmt|pybind|simdjson|zlib|libdeflate)' libgpudiag/include || true)"
 if [ -d bindings ]; then

@@ -51,7 +51,7 @@ typedef enum gpudiag_status {
 typedef enum gpudiag_format {
     GPUDIAG_FORMAT_TEXT = 0,
     GPUDIAG_FORMAT_JSON = 1,         /* indented */
-    GPUDIAG_FORMAT_JSON_COMPACT = 2, /* one line, for logs */
+    GPUDIAG_FORMAT_JSON_COMPACT = 2, /* one line of at most 16 KiB, for logs (render_json_line) */
     GPUDIAG_FORMAT_PROMETHEUS = 3,   /* text exposition 0.0.4, for a /metrics endpoint */
     GPUDIAG_FORMAT_FORCE_INT32 = 0x7FFFFFFF
 } gpudiag_format_t;

@@ -23,21 +23,21 @@ template <>
 GPUDIAG_API EnumNames<Severity> enum_names<Severity>() noexcept;
 GPUDIAG_API const char* severity_name(Severity s) noexcept;  ///< "info", "warning", "critical"
 
-/// The units a figure, a table column or a series declares. Reports carry the unit's spelling
-/// (its name: "bytes", "ns", "bytes/step", ...), and every renderer decides from the unit how to
-/// print, plot and export a number, never from the figure's key.
+/// The units a figure, a table column or a series declares. JSON reports and Python carry the
+/// unit's spelling (its name: "bytes", "ns", "bytes/step", ...), and every renderer decides from
+/// the unit how to print, plot and export a number, never from the figure's key.
 enum class Unit : std::uint8_t {
-    kUnknown = 0,        ///< a spelling no unit has: printed as "<number> <spelling>", not exported
-    kNumber = 1,         ///< "": a plain number
-    kCount = 2,          ///< "count": a number of things
-    kBytes = 3,          ///< "bytes"
-    kNanoseconds = 4,    ///< "ns"
-    kMicroseconds = 5,   ///< "us"
-    kMilliseconds = 6,   ///< "ms"
-    kSeconds = 7,        ///< "s"
-    kFraction = 8,       ///< "fraction": a share, 0..1 (the figure's label says of what)
-    kPercent = 9,        ///< "percent": 0..100
-    kBytesPerStep = 10,  ///< "bytes/step"
+    kUnknown = 0,          ///< a spelling no unit has (a newer writer's): a number, not exported
+    kNumber = 1,           ///< "": a plain number
+    kCount = 2,            ///< "count": a number of things
+    kBytes = 3,            ///< "bytes"
+    kNanoseconds = 4,      ///< "ns"
+    kMicroseconds = 5,     ///< "us"
+    kMilliseconds = 6,     ///< "ms"
+    kSeconds = 7,          ///< "s"
+    kFraction = 8,         ///< "fraction": a share, 0..1 (the figure's label says of what)
+    kPercent = 9,          ///< "percent": 0..100
+    kBytesPerStep = 10,    ///< "bytes/step"
     kBytesPerSecond = 11,  ///< "bytes/s"
     kBytesPerHour = 12,    ///< "bytes/hour"
     kCelsius = 13,         ///< "celsius"
@@ -83,7 +83,7 @@ GPUDIAG_API const char* evidence_label(Evidence e) noexcept;
 struct Figure {
     std::string key;  ///< stable snake_case name, e.g. "input_wait_share"
     double value = 0;
-    std::string unit;   ///< a Unit's name ("bytes", "ns", "fraction", "count", "bytes/step", ...)
+    Unit unit = Unit::kNumber;
     std::string label;  ///< human label, e.g. "time waiting for input"
     FigureKind kind = FigureKind::kGauge;
 };
@@ -104,7 +104,7 @@ struct Finding {
     std::string summary;      ///< a paragraph with the numbers
     double confidence = 1.0;  ///< 0..1
     std::vector<Figure> figures;
-    std::string site_unit;  ///< unit of CallSite::value
+    Unit site_unit = Unit::kNumber;  ///< unit of CallSite::value
     std::vector<CallSite> sites;
     std::vector<std::string> evidence;  ///< concrete observations backing the verdict
     std::vector<std::string> advice;    ///< what to change, most effective first
@@ -153,20 +153,20 @@ struct Table {
     std::string title;
     std::vector<std::string> columns;
     std::vector<std::vector<Cell>> rows;
-    /// The unit of each column's numbers (a Unit's name), parallel to `columns`; empty or
-    /// shorter when a table does not declare them (its numbers print as plain numbers).
-    std::vector<std::string> units{};
+    /// The unit of each column's numbers, parallel to `columns`; empty or shorter when a table
+    /// does not declare them (its numbers print as plain numbers).
+    std::vector<Unit> units{};
     TableKind kind = TableKind::kRows;
 };
 
-/// A bounded series for plots: (x, value) with x in `x_unit` ("s": seconds from the start;
-/// "step": step ordinal).
+/// A bounded series for plots: (x, value) with x in `x_unit` (kSeconds: seconds from the start;
+/// kStep: step ordinal).
 struct Series {
     std::string id;
     std::string title;
-    std::string unit;
+    Unit unit = Unit::kNumber;
     std::vector<std::pair<double, double>> points;
-    std::string x_unit = "s";
+    Unit x_unit = Unit::kSeconds;
 };
 
 /// One analysis' figures (memory, timeline, health ...).
@@ -261,6 +261,16 @@ GPUDIAG_API std::string render_text(const Report& report) noexcept;
 /// JSON rendering; the schema is documented in docs/api.md ("The JSON report"). `compact`: one line
 /// with no spaces (for log lines and services), else indented. Errors: none ("" on OOM).
 GPUDIAG_API std::string render_json(const Report& report, bool compact = false) noexcept;
+/// The compact JSON report as one log line (ending in a newline) of at most `max_bytes`, the
+/// newline included: 16 KiB by default, the line limit of Docker's json-file log driver, within
+/// journald's and fluentd's. A report that does not fit is trimmed, never cut or split (each
+/// line stays one JSON object a log pipeline can parse alone): section tables and series, ranks,
+/// sections, the findings' detail, notes, then the least important findings, in that order, until
+/// it fits; it then closes with "truncated": {"full_bytes", "headline" (the full report's),
+/// "dropped": [what went], "findings_dropped"}. The full report stays what render_json gives.
+/// Errors: none ("" on OOM, or when not even the bare report fits).
+GPUDIAG_API std::string render_json_line(const Report& report,
+                                         std::size_t max_bytes = 16384) noexcept;
 /// Reads a report that render_json wrote (any schema version up to this one; fields a newer
 /// writer added are ignored). Errors: kCorruptData for text that is not JSON or not a report
 /// (the message says where), kResourceExhausted when out of memory.
@@ -279,9 +289,12 @@ GPUDIAG_API Result<Report> parse_report_json(std::string_view json) noexcept;
 GPUDIAG_API std::string render_prometheus(const Report& report) noexcept;
 GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports) noexcept;
 
-/// A number as reports print it, by its unit's name: "1.3 GiB" (bytes), "62.3 ms" (ns),
-/// "39.4 %" (fraction), "1234" (count), "20 MiB/step", "n/a" for NaN. The one formatter behind
+/// A number as reports print it, by its unit: "1.3 GiB" (kBytes), "62.3 ms" (kNanoseconds),
+/// "39.4 %" (kFraction), "1234" (kCount), "20 MiB/step", "n/a" for NaN. The one formatter behind
 /// the text report, the HTML report and the Python layer. Errors: none ("" on OOM).
+GPUDIAG_API std::string format_figure(double value, Unit unit) noexcept;
+/// The same by the unit's spelling (the Python layer's form: "ns"); a spelling no unit has prints
+/// after the number ("3 furlongs").
 GPUDIAG_API std::string format_figure(double value, std::string_view unit) noexcept;
 
 /// A figure as reports list it: its label (its key when it has none) and its value by its unit.
@@ -295,9 +308,11 @@ GPUDIAG_API std::pair<std::string, std::string> figure_row(const Figure& figure)
 GPUDIAG_API std::string describe_device(const DeviceInfo& device) noexcept;
 
 /// A table column's key as reports head it: the words of the key without the one that restates
-/// its declared unit ("step_time_ns", "ns" -> "step time"; "wait_ns_per_step" -> "wait per step";
-/// "idle_share" stays "idle share"); a column named by anything but a snake_case key (an allocation
-/// site, "other sites") keeps its name as it is. Errors: none ("" on OOM).
+/// its declared unit ("step_time_ns", kNanoseconds -> "step time"; "wait_ns_per_step" -> "wait per
+/// step"; "idle_share" stays "idle share"); a column named by anything but a snake_case key (an
+/// allocation site, "other sites") keeps its name as it is. Errors: none ("" on OOM).
+GPUDIAG_API std::string column_heading(std::string_view key, Unit unit) noexcept;
+/// The same by the unit's spelling (the Python layer's form: "ns").
 GPUDIAG_API std::string column_heading(std::string_view key, std::string_view unit) noexcept;
 
 /// What fixing a finding is worth, from its `predicted_saving`, as every report says it: "Fixing

@@ -8,6 +8,8 @@
 #include "core/input_coverage.hpp"
 #include "importers/job_inputs.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <exception>
 #include <new>
@@ -80,10 +82,10 @@ Result<Report> combine(std::vector<Report> reports, const std::vector<JobInput>&
         processes.push_back(std::move(merged));
     }
     if (processes.empty())
-        return not_found("no input file holds rank " + std::to_string(options.rank));
+        return not_found(fmt::format("no input file holds rank {}", options.rank));
     auto job = analyze_job(std::move(processes), options);
     if (job && !job->ranks.empty())
-        job->source.description = std::to_string(inputs.size()) + " files";
+        job->source.description = fmt::format("{} files", inputs.size());
     return job;
 }
 
@@ -111,7 +113,7 @@ Result<Report> analyze_job(std::vector<Report> ranks, const AnalysisOptions& opt
             return a.source.rank < b.source.rank;
         });
         job.source = job.ranks.front().source;
-        job.source.description = std::to_string(job.ranks.size()) + " ranks";
+        job.source.description = fmt::format("{} ranks", job.ranks.size());
         job.source.rank = -1;
         if (job.source.world_size <= 0) {
             job.source.world_size = static_cast<std::int32_t>(job.ranks.size());

@@ -5,6 +5,8 @@
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
 
+#include <fmt/format.h>
+
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -64,7 +66,7 @@ char* copy_out(const std::string& text) noexcept {
 std::string rendered(const gpudiag::Report& report, gpudiag_format_t format) {
     switch (format) {
         case GPUDIAG_FORMAT_JSON: return gpudiag::render_json(report);
-        case GPUDIAG_FORMAT_JSON_COMPACT: return gpudiag::render_json(report, true);
+        case GPUDIAG_FORMAT_JSON_COMPACT: return gpudiag::render_json_line(report);
         case GPUDIAG_FORMAT_PROMETHEUS: return gpudiag::render_prometheus(report);
         default: return gpudiag::render_text(report);
     }
@@ -115,9 +117,10 @@ gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
         constexpr std::size_t kFirstVersion =
             offsetof(gpudiag_session_options_t, record_window_bytes) + sizeof(uint64_t);
         if (o->size < kFirstVersion) {
-            return to_c(gpudiag::invalid_argument(
-                "options.size is " + std::to_string(o->size) +
-                ": fill the options with gpudiag_session_options_init() first"));
+            return to_c(
+                gpudiag::invalid_argument(fmt::format("options.size is {}: fill the options with "
+                                                      "gpudiag_session_options_init() first",
+                                                      o->size)));
         }
         auto handle = std::make_unique<gpudiag_session>();
         gpudiag::SessionOptions options;

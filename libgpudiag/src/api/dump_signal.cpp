@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "api/dump_signal.hpp"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cctype>
 #include <csignal>
@@ -40,16 +42,16 @@ int parse_dump_signal(std::string_view spec) noexcept {
 }
 
 Status install_dump_signal(Session& session, int signum) noexcept {
-    if (parse_dump_signal(std::to_string(signum)) == 0) {
-        return invalid_argument("signal " + std::to_string(signum) +
-                                " cannot ask for dumps (use USR1, USR2, HUP or a real-time one)");
+    if (parse_dump_signal(fmt::to_string(signum)) == 0) {
+        return invalid_argument(fmt::format(
+            "signal {} cannot ask for dumps (use USR1, USR2, HUP or a real-time one)", signum));
     }
     struct sigaction current {};
     if (::sigaction(signum, nullptr, &current) != 0) return io_error("sigaction failed");
     if (current.sa_handler != SIG_DFL && current.sa_handler != SIG_IGN &&
         current.sa_handler != &on_dump_signal) {
-        return failed_precondition("the program handles signal " + std::to_string(signum) +
-                                   " itself; it is left to it");
+        return failed_precondition(
+            fmt::format("the program handles signal {} itself; it is left to it", signum));
     }
     g_dump_session.store(&session, std::memory_order_relaxed);
     struct sigaction action {};

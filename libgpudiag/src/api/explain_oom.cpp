@@ -6,6 +6,8 @@
 #include "analysis/memory/oom_explainer.hpp"
 #include "importers/open_source.hpp"
 
+#include <fmt/format.h>
+
 #include <exception>
 #include <new>
 #include <string>
@@ -17,8 +19,8 @@ Result<OomExplanation> explain_oom_in_snapshot(const std::string& path, std::uin
     if (request_bytes == 0)
         return invalid_argument("explain_oom_in_snapshot: the request is 0 bytes");
     if (device < 0 || device >= 0xFFFF) {
-        return invalid_argument("explain_oom_in_snapshot: device " + std::to_string(device) +
-                                " is not a device ordinal");
+        return invalid_argument(
+            fmt::format("explain_oom_in_snapshot: device {} is not a device ordinal", device));
     }
     try {
         auto format = detect_format(path);

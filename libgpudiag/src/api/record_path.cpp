@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "api/record_path.hpp"
 
+#include <fmt/format.h>
+
 namespace gpudiag::detail {
 
 std::string per_process_record_path(std::string_view requested, long pid) {
     std::string path(requested);
-    const std::string id = std::to_string(pid);
+    const std::string id = fmt::to_string(pid);
     if (auto at = path.find("%p"); at != std::string::npos) {
         for (; at != std::string::npos; at = path.find("%p", at + id.size()))
             path.replace(at, 2, id);

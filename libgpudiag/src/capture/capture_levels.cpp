@@ -2,6 +2,8 @@
 // Capture levels, what each gives here, and why the others are not available.
 #include "capture/capture_levels.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace gpudiag::detail {
@@ -13,9 +15,10 @@ void add_available(const CaptureFacts& f, bool nvml, bool activity, bool deep,
                    std::vector<std::string>& out) {
     out.emplace_back("analysis: recordings, Kineto and Nsight traces, torch memory snapshots");
     if (nvml) {
-        out.push_back("nvml: GPU health on " + std::to_string(f.nvml_devices) +
-                      " device(s): utilization, memory, clocks and clock-event reasons, "
-                      "temperature, power, ECC, other processes' memory");
+        out.push_back(fmt::format(
+            "nvml: GPU health on {} device(s): utilization, memory, clocks and clock-event "
+            "reasons, temperature, power, ECC, other processes' memory",
+            f.nvml_devices));
     }
     out.emplace_back(f.framework_reported
                          ? "framework: step times, phases, input waits and allocator figures from "
@@ -97,8 +100,8 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
         } else if (!f.cupti_loaded) {
             r.push_back("cupti_activity: " + f.cupti_why_not);
         } else if (!f.cuda_driver_loaded) {
-            r.push_back("cupti_activity: libcupti " + std::to_string(f.cupti_version) + " at " +
-                        f.cupti_path + " loaded, but " + f.cuda_why_not);
+            r.push_back(fmt::format("cupti_activity: libcupti {} at {} loaded, but {}",
+                                    f.cupti_version, f.cupti_path, f.cuda_why_not));
         } else if (f.nvml_loaded && f.nvml_devices == 0) {
             r.push_back("cupti_activity: the CUDA driver is present but NVML sees no GPU");
         } else if (f.activity_reasons.empty()) {

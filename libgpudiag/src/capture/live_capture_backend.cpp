@@ -14,6 +14,8 @@
 #include "capture/platform/own_device_memory.hpp"
 #include "capture/platform/platform.hpp"
 
+#include <fmt/format.h>
+
 #if GPUDIAG_HAVE_CUDA_HEADERS
 #    include "capture/cupti/cupti_api.hpp"
 #    include "capture/cupti/cupti_record_layouts.hpp"
@@ -85,8 +87,7 @@ CaptureFacts gather_static_facts() {
         f.stack.cupti = cupti->description;
         f.stack.cupti_library = cupti->path;
         if (int cuda = cupti_cuda_version(cupti->version); cuda != 0) {
-            f.stack.cupti_cuda =
-                std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
+            f.stack.cupti_cuda = fmt::format("{}.{}", cuda / 1000, cuda % 1000 / 10);
         }
     } else {
         f.cupti_why_not = why;

@@ -10,6 +10,8 @@
 // touches no counter besides the position it must CAS anyway.
 #include "core/event_channel.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <new>
 
@@ -17,8 +19,9 @@ namespace gpudiag::detail {
 
 Result<std::unique_ptr<EventChannel>> EventChannel::create(std::size_t capacity) noexcept {
     if (capacity < 2 || capacity > kMaxCapacity || (capacity & (capacity - 1)) != 0) {
-        return invalid_argument("event channel capacity must be a power of two between 2 and " +
-                                std::to_string(kMaxCapacity) + ", got " + std::to_string(capacity));
+        return invalid_argument(
+            fmt::format("event channel capacity must be a power of two between 2 and {}, got {}",
+                        kMaxCapacity, capacity));
     }
     try {
         auto slots = std::make_unique<Slot[]>(capacity);
@@ -29,8 +32,8 @@ Result<std::unique_ptr<EventChannel>> EventChannel::create(std::size_t capacity)
         return std::unique_ptr<EventChannel>(
             new EventChannel(std::move(slots), std::move(batch), capacity));
     } catch (const std::bad_alloc&) {
-        return resource_exhausted("cannot allocate an event channel of " +
-                                  std::to_string(capacity) + " events");
+        return resource_exhausted(
+            fmt::format("cannot allocate an event channel of {} events", capacity));
     }
 }
 

@@ -81,7 +81,7 @@ InputCoverage job_coverage(const std::vector<Report>& ranks, std::int32_t world_
         c.complete = false;
         std::string list;
         for (std::size_t i = 0; i < absent.size(); ++i)
-            list += (i > 0 ? ", " : "") + std::to_string(absent[i]);
+            list += fmt::format("{}{}", i > 0 ? ", " : "", absent[i]);
         if (total > absent.size()) list += fmt::format(" and {} more", total - absent.size());
         c.missing.insert(
             c.missing.begin(),

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "output/chrome_host_tracks.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -64,7 +66,7 @@ bool HostTracks::on_event(const Event& e) {
             note_thread(e.process, e.thread);
             writer_.instant(e.device == kNoDevice
                                 ? std::string("out of memory")
-                                : "out of memory on GPU " + std::to_string(e.device),
+                                : fmt::format("out of memory on GPU {}", e.device),
                             "out_of_memory", pid_of(e.process), e.thread, e.start_ns,
                             {{"requested_bytes", static_cast<std::int64_t>(e.oom.requested_bytes)},
                              {"free_bytes", static_cast<std::int64_t>(e.oom.free_bytes)}});
@@ -197,7 +199,7 @@ void HostTracks::step_end(const Event& e) {
 
 void HostTracks::draw_step(std::uint32_t process, const OpenStep& s, std::uint64_t end,
                            bool ended) {
-    std::string name = "step " + std::to_string(s.number) + (ended ? "" : kUnended);
+    std::string name = fmt::format("step {}{}", s.number, ended ? "" : kUnended);
     writer_.complete(name, "step", pid_of(process), kStepsTid, s.start, end, nullptr,
                      {{"step", static_cast<std::int64_t>(s.number)}});
     processes_[process].drew_steps = true;
@@ -260,8 +262,8 @@ void HostTracks::finish() {
 void HostTracks::name_tracks(std::uint32_t process, const Process& p) {
     const std::uint64_t pid = pid_of(process);
     writer_.process_name(pid,
-                         (rank_ >= 0 ? "rank " + std::to_string(rank_) + " " : std::string()) +
-                             "host process " + std::to_string(process),
+                         rank_ >= 0 ? fmt::format("rank {} host process {}", rank_, process)
+                                    : fmt::format("host process {}", process),
                          0);
     if (p.drew_steps) {
         writer_.thread_name(pid, kStepsTid, "steps");
@@ -275,7 +277,7 @@ void HostTracks::name_tracks(std::uint32_t process, const Process& p) {
     for (std::uint32_t thread : p.threads) {
         writer_.thread_name(
             pid, thread,
-            thread == process && process != 0 ? "main thread" : "thread " + std::to_string(thread));
+            thread == process && process != 0 ? "main thread" : fmt::format("thread {}", thread));
         writer_.thread_sort_index(pid, thread, sort++);
     }
 }

@@ -2,6 +2,8 @@
 // ChromeTraceSink: one input's events as Chrome / Perfetto trace events.
 #include "output/chrome_trace_sink.hpp"
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 
@@ -90,15 +92,15 @@ void ChromeTraceSink::end(const SourceSummary& summary) {
     host_.finish();
     lost_ = summary.dropped + summary.damaged;
     for (std::uint16_t d : devices_) {
-        std::string label = "GPU " + std::to_string(d) +
-                            (rank_ >= 0 ? " (rank " + std::to_string(rank_) + ")" : "");
+        std::string label =
+            rank_ >= 0 ? fmt::format("GPU {} (rank {})", d, rank_) : fmt::format("GPU {}", d);
         writer_.process_name(gpu_pid(d), label, static_cast<int>(gpu_pid(d) - kGpuPidBase));
         if (active_devices_.count(d) != 0) {
             writer_.thread_name(gpu_pid(d), 0, "idle gaps (by cause)");
         }
     }
     for (const auto& [d, stream] : streams_) {
-        writer_.thread_name(gpu_pid(d), stream + 1, "stream " + std::to_string(stream));
+        writer_.thread_name(gpu_pid(d), stream + 1, fmt::format("stream {}", stream));
     }
     if (status_.is_ok()) status_ = writer_.maybe_flush();
 }
@@ -152,18 +154,19 @@ std::string ChromeTraceSink::held() const {
     for (std::size_t k = 0; k < kinds_.size(); ++k) {
         if (kinds_[k] == 0) continue;
         total += kinds_[k];
-        kinds += (kinds.empty() ? "" : ", ") + std::to_string(kinds_[k]) + " " +
-                 event_kind_name(static_cast<EventKind>(k));
+        kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", kinds_[k],
+                             event_kind_name(static_cast<EventKind>(k)));
     }
-    std::string text = total == 0 ? std::string("holds no events")
-                                  : "holds " + std::to_string(total) +
-                                        (total == 1 ? " event (" : " events (") + kinds +
-                                        "), none of which a timeline shows (it shows GPU work, "
-                                        "memory blocks, counters, steps and host ranges)";
+    std::string text = "holds no events";
+    if (total > 0) {
+        text = fmt::format(
+            "holds {} {} ({}), none of which a timeline shows (it shows GPU work, memory blocks, "
+            "counters, steps and host ranges)",
+            total, total == 1 ? "event" : "events", kinds);
+    }
     if (lost_ > 0) {
-        text += "; " + std::to_string(lost_) +
-                " more were lost (dropped by the capture or "
-                "damaged in the file)";
+        text += fmt::format("; {} more were lost (dropped by the capture or damaged in the file)",
+                            lost_);
     }
     return text;
 }

@@ -34,9 +34,8 @@ bool snake_case_key(std::string_view key) noexcept {
     return true;
 }
 
-std::string heading(std::string_view key, std::string_view unit_name) {
+std::string heading(std::string_view key, Unit unit) {
     if (!snake_case_key(key)) return std::string(key);
-    const Unit unit = unit_from_name(unit_name);
     std::vector<std::string_view> words;
     for (std::size_t start = 0; start <= key.size();) {
         std::size_t end = key.find('_', start);
@@ -55,12 +54,16 @@ std::string heading(std::string_view key, std::string_view unit_name) {
 
 }  // namespace
 
-std::string column_heading(std::string_view key, std::string_view unit) noexcept {
+std::string column_heading(std::string_view key, Unit unit) noexcept {
     try {
         return heading(key, unit);
     } catch (const std::exception&) {
         return {};
     }
+}
+
+std::string column_heading(std::string_view key, std::string_view unit) noexcept {
+    return column_heading(key, unit_from_name(unit));
 }
 
 }  // namespace gpudiag

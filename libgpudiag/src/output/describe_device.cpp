@@ -4,6 +4,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <exception>
 
 namespace gpudiag {
@@ -17,8 +19,8 @@ std::string describe_device(const DeviceInfo& device) noexcept {
         if (!device.uuid.empty()) out += ", " + device.uuid;
         if (!device.pci_bus_id.empty()) out += ", PCI " + device.pci_bus_id;
         if (!device.parent_uuid.empty()) {
-            out += ", MIG instance GI " + std::to_string(device.gpu_instance) + " CI " +
-                   std::to_string(device.compute_instance) + " of " + device.parent_uuid;
+            out += fmt::format(", MIG instance GI {} CI {} of {}", device.gpu_instance,
+                               device.compute_instance, device.parent_uuid);
         }
         return out;
     } catch (const std::exception&) {

@@ -17,8 +17,8 @@ using detail::format_bytes;
 using detail::format_duration_ns;
 using detail::format_number;
 
-std::string format_by_unit(double value, std::string_view spelling) {
-    switch (unit_from_name(spelling)) {
+std::string format_by_unit(double value, Unit unit) {
+    switch (unit) {
         case Unit::kNumber: return format_number(value, 3);
         case Unit::kCount:
         case Unit::kStep:
@@ -40,7 +40,7 @@ std::string format_by_unit(double value, std::string_view spelling) {
         case Unit::kMegahertz: return format_number(value, 0) + " MHz";
         case Unit::kUnknown: break;
     }
-    return format_number(value, 2) + " " + std::string(spelling);
+    return format_number(value, 2);
 }
 
 // An "enum" figure's label reads "name: 0 first, 1 second, ..."; the row shows the name and the
@@ -67,7 +67,7 @@ std::pair<std::string, std::string> enum_row(const Figure& f) {
 
 std::pair<std::string, std::string> figure_row(const Figure& figure) noexcept {
     try {
-        if (unit_from_name(figure.unit) == Unit::kCode) return enum_row(figure);
+        if (figure.unit == Unit::kCode) return enum_row(figure);
         return {figure.label.empty() ? figure.key : figure.label,
                 format_by_unit(figure.value, figure.unit)};
     } catch (...) {  // only std::bad_alloc can get here
@@ -75,9 +75,22 @@ std::pair<std::string, std::string> figure_row(const Figure& figure) noexcept {
     }
 }
 
-std::string format_figure(double value, std::string_view unit) noexcept {
+std::string format_figure(double value, Unit unit) noexcept {
     try {
         return format_by_unit(value, unit);
+    } catch (...) {  // only std::bad_alloc can get here
+        return {};
+    }
+}
+
+std::string format_figure(double value, std::string_view unit) noexcept {
+    try {
+        const Unit known = unit_from_name(unit);
+        // A spelling no unit has keeps it after the number, so a caller sees what it passed.
+        if (known == Unit::kUnknown && unit != enum_name(Unit::kUnknown)) {
+            return format_number(value, 2) + " " + std::string(unit);
+        }
+        return format_by_unit(value, known);
     } catch (...) {  // only std::bad_alloc can get here
         return {};
     }

@@ -4,6 +4,8 @@
 // problem" for what was never seen.
 #include <gpudiag/report.hpp>
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
@@ -86,9 +88,9 @@ std::string headline(const Report& report) noexcept {
                          "events, so there is nothing to diagnose.";
         }
         if (count == 0) return no_findings(report);
-        return std::to_string(count) + (count == 1 ? " problem" : " problems") + " found" +
-               (count == 1 ? std::string(", ") : std::string(", the worst ")) +
-               severity_name(worst) + not_observed(report) + ".";
+        return fmt::format("{} {} found, {}{}{}.", count, count == 1 ? "problem" : "problems",
+                           count == 1 ? "" : "the worst ", severity_name(worst),
+                           not_observed(report));
     } catch (...) {
         return {};
     }

@@ -18,7 +18,7 @@ void write_figures(JsonWriter& w, const std::vector<Figure>& figures, const char
     w.key(key).begin_object();
     for (const auto& f : figures) {
         w.key(f.key).begin_object();
-        w.field("value", f.value).field("unit", f.unit).field("label", f.label);
+        w.field("value", f.value).field("unit", enum_name(f.unit)).field("label", f.label);
         w.field("kind", enum_name(f.kind));
         w.end_object();
     }
@@ -73,7 +73,7 @@ void write_finding(JsonWriter& w, const Finding& f) {
     if (!f.predicted_saving.empty()) {
         write_figures(w, f.predicted_saving, "predicted_saving", &f.saving_shared_with);
     }
-    w.field("site_unit", f.site_unit);
+    w.field("site_unit", enum_name(f.site_unit));
     w.key("sites").begin_array();
     for (const auto& s : f.sites) {
         w.begin_object();
@@ -116,7 +116,7 @@ void write_section(JsonWriter& w, const Section& s) {
         }
         w.end_array();
         w.key("units").begin_array();
-        for (const auto& u : t.units) w.value(u);
+        for (Unit u : t.units) w.value(enum_name(u));
         w.end_array();
         w.field("kind", enum_name(t.kind));
         w.end_object();
@@ -125,8 +125,8 @@ void write_section(JsonWriter& w, const Section& s) {
     w.key("series").begin_array();
     for (const auto& series : s.series) {
         w.begin_object();
-        w.field("id", series.id).field("title", series.title).field("unit", series.unit);
-        w.field("x_unit", series.x_unit);
+        w.field("id", series.id).field("title", series.title);
+        w.field("unit", enum_name(series.unit)).field("x_unit", enum_name(series.x_unit));
         w.key("points").begin_array();
         for (const auto& [x, y] : series.points) {
             w.begin_array().value(x).value(y).end_array();
@@ -180,6 +180,99 @@ void write_report(JsonWriter& w, const Report& r) {
 }
 
 }  // namespace
+
+namespace {
+
+// One step of render_json_line's ladder: what it leaves out, and how, most detailed first.
+struct LineTrim {
+    const char* dropped;
+    void (*apply)(Report&);
+};
+
+void drop_section_detail(Report& r) {
+    for (auto& s : r.sections) {
+        s.tables.clear();
+        s.series.clear();
+    }
+}
+void drop_ranks(Report& r) {
+    r.ranks.clear();
+}
+void drop_sections(Report& r) {
+    r.sections.clear();
+}
+void drop_finding_detail(Report& r) {
+    for (auto& f : r.findings) {
+        f.evidence.clear();
+        f.sites.clear();
+        if (f.advice.size() > 1) f.advice.resize(1);
+        f.summary.clear();
+    }
+}
+void drop_notes(Report& r) {
+    r.notes.clear();
+}
+
+// The ladder: detail nobody alerts on first; findings (ranked, most important first) last.
+constexpr LineTrim kLineTrims[] = {
+    {"sections.tables_and_series", drop_section_detail},
+    {"ranks", drop_ranks},
+    {"sections", drop_sections},
+    {"findings.summary_evidence_sites_and_later_advice", drop_finding_detail},
+    {"notes", drop_notes},
+};
+
+// What a trimmed line left out: the full line's size, the full report's headline (the line's own
+// findings may be fewer), the ladder's steps taken and the findings dropped.
+struct LineMarker {
+    std::size_t full_bytes = 0;
+    std::string headline;
+    std::vector<const char*> dropped;
+    std::size_t findings_dropped = 0;
+};
+
+// render_json(r, true) with a "truncated" object closing it.
+std::string compact_with_marker(const Report& r, const LineMarker& m) {
+    std::string out = render_json(r, true);
+    if (out.size() < 2) return {};
+    out.resize(out.size() - 2);  // the closing brace and the newline
+    std::string marker;
+    JsonWriter w(marker, false);
+    w.begin_object().key("full_bytes").value(static_cast<std::uint64_t>(m.full_bytes));
+    w.key("headline").value(m.headline).key("dropped").begin_array();
+    for (const char* d : m.dropped) w.value(d);
+    w.end_array().key("findings_dropped").value(static_cast<std::uint64_t>(m.findings_dropped));
+    w.end_object();
+    out += ",\"truncated\":" + marker + "}\n";
+    return out;
+}
+
+}  // namespace
+
+std::string render_json_line(const Report& report, std::size_t max_bytes) noexcept {
+    try {
+        std::string full = render_json(report, true);
+        if (full.empty() || full.size() <= max_bytes) return full;
+        Report trimmed = report;
+        LineMarker marker{full.size(), headline(report), {}, 0};
+        for (const auto& trim : kLineTrims) {
+            trim.apply(trimmed);
+            marker.dropped.push_back(trim.dropped);
+            std::string line = compact_with_marker(trimmed, marker);
+            if (line.size() <= max_bytes) return line;
+        }
+        // Findings are ranked most important first: the least important go.
+        while (!trimmed.findings.empty()) {
+            trimmed.findings.pop_back();
+            ++marker.findings_dropped;
+            std::string line = compact_with_marker(trimmed, marker);
+            if (line.size() <= max_bytes) return line;
+        }
+        return {};  // not even the bare report fits: no line rather than a cut one
+    } catch (...) {
+        return {};
+    }
+}
 
 std::string render_json(const Report& report, bool compact) noexcept {
     try {

@@ -7,6 +7,7 @@
 
 #include "core/input_coverage.hpp"
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <cmath>
@@ -124,6 +125,24 @@ private:
         return true;
     }
 
+    // Every spelling a gpudiag report has carried is in the Unit table; one that is not can only
+    // come from a newer writer's unit. Its number is kept as Unit::kUnknown (printed plain, never
+    // exported) and the spelling dropped: the model holds units, not free text beside them.
+    bool unit(dom::object o, const char* key, const std::string& path, Unit& out) {
+        dom::element e;
+        if (o[key].get(e) != simdjson::SUCCESS) return true;
+        std::string_view v;
+        if (e.get(v) != simdjson::SUCCESS) return fail(path + "." + key, "expected a string");
+        out = unit_from_name(v);
+        return true;
+    }
+    bool units(dom::object o, const char* key, const std::string& path, std::vector<Unit>& out) {
+        std::vector<std::string> spellings;
+        if (!strings(o, key, path, spellings)) return false;
+        for (const auto& s : spellings) out.push_back(unit_from_name(s));
+        return true;
+    }
+
     bool strings(dom::object o, const char* key, const std::string& path,
                  std::vector<std::string>& out) {
         dom::element e;
@@ -149,8 +168,7 @@ private:
         if (e.get(a) != simdjson::SUCCESS) return fail(path + "." + key, "expected an array");
         for (dom::element item : a) {
             T value{};
-            if (!(this->*one)(item, path + "." + key + "[" + std::to_string(out.size()) + "]",
-                              value)) {
+            if (!(this->*one)(item, fmt::format("{}.{}[{}]", path, key, out.size()), value)) {
                 return false;
             }
             out.push_back(std::move(value));
@@ -244,7 +262,7 @@ private:
             std::string where = path + "." + key + "." + f.key;
             dom::object o;
             if (!(object(field.value, where, o) && number(o, "value", where, f.value) &&
-                  text(o, "unit", where, f.unit) && text(o, "label", where, f.label) &&
+                  unit(o, "unit", where, f.unit) && text(o, "label", where, f.label) &&
                   named(o, "kind", where, f.kind))) {
                 return false;
             }
@@ -268,7 +286,7 @@ private:
                integer(o, "rank", path, f.rank) && integer(o, "device", path, f.device) &&
                figures(o, path, f.figures) &&
                figures(o, path, f.predicted_saving, "predicted_saving", &f.saving_shared_with) &&
-               text(o, "site_unit", path, f.site_unit) &&
+               unit(o, "site_unit", path, f.site_unit) &&
                list(o, "sites", path, f.sites, &ReportReader::site) &&
                strings(o, "evidence", path, f.evidence) && strings(o, "advice", path, f.advice);
     }
@@ -294,7 +312,7 @@ private:
         return object(e, path, o) && text(o, "id", path, t.id) && text(o, "title", path, t.title) &&
                strings(o, "columns", path, t.columns) &&
                list(o, "rows", path, t.rows, &ReportReader::row) &&
-               strings(o, "units", path, t.units) && named(o, "kind", path, t.kind);
+               units(o, "units", path, t.units) && named(o, "kind", path, t.kind);
     }
 
     bool point(dom::element e, const std::string& path, std::pair<double, double>& p) {
@@ -307,7 +325,7 @@ private:
     bool series(dom::element e, const std::string& path, Series& s) {
         dom::object o;
         return object(e, path, o) && text(o, "id", path, s.id) && text(o, "title", path, s.title) &&
-               text(o, "unit", path, s.unit) && text(o, "x_unit", path, s.x_unit) &&
+               unit(o, "unit", path, s.unit) && unit(o, "x_unit", path, s.x_unit) &&
                list(o, "points", path, s.points, &ReportReader::point);
     }
 

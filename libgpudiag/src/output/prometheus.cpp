@@ -139,7 +139,7 @@ private:
 Labels gpu_labels(const SourceInfo& source, int device) {
     Labels out;
     if (device < 0) return out;
-    out.emplace_back("gpu", std::to_string(device));
+    out.emplace_back("gpu", fmt::to_string(device));
     for (const auto& d : source.devices) {
         if (d.ordinal != device) continue;
         // A MIG instance is labelled as dcgm-exporter labels it: its GPU's UUID and GPU_I_ID.
@@ -147,7 +147,7 @@ Labels gpu_labels(const SourceInfo& source, int device) {
         if (!uuid.empty()) out.emplace_back("UUID", uuid);
         if (!d.pci_bus_id.empty()) out.emplace_back("pci_bus_id", d.pci_bus_id);
         if (!d.name.empty()) out.emplace_back("modelName", d.name);
-        if (d.gpu_instance >= 0) out.emplace_back("GPU_I_ID", std::to_string(d.gpu_instance));
+        if (d.gpu_instance >= 0) out.emplace_back("GPU_I_ID", fmt::to_string(d.gpu_instance));
     }
     return out;
 }
@@ -161,7 +161,7 @@ Labels operator+(Labels a, const Labels& b) {
 // source's only device; -1 when they are about several (or none).
 int section_device(const Section& s, const SourceInfo& source) {
     for (const auto& f : s.figures) {
-        if (unit_from_name(f.unit) == Unit::kDevice && std::isfinite(f.value) && f.value >= 0) {
+        if (f.unit == Unit::kDevice && std::isfinite(f.value) && f.value >= 0) {
             return static_cast<int>(f.value);
         }
     }
@@ -170,7 +170,7 @@ int section_device(const Section& s, const SourceInfo& source) {
 
 void add_figure(Exposition& out, const std::string& prefix, const std::string& help_suffix,
                 const Figure& f, const Labels& labels) {
-    const detail::UnitTraits& unit = detail::unit_traits(unit_from_name(f.unit));
+    const detail::UnitTraits& unit = detail::unit_traits(f.unit);
     if (unit.kind != detail::UnitClass::kQuantity) return;  // names, codes, unknown units
     bool counter = f.kind == FigureKind::kTotal;
     std::string stem = metric_stem(f.key, unit);
@@ -240,7 +240,7 @@ struct Exported {
 Labels identity(const Report& r) {
     Labels out;
     if (!r.source.hostname.empty()) out.emplace_back("Hostname", r.source.hostname);
-    if (r.source.rank >= 0) out.emplace_back("rank", std::to_string(r.source.rank));
+    if (r.source.rank >= 0) out.emplace_back("rank", fmt::to_string(r.source.rank));
     return out;
 }
 
@@ -260,7 +260,7 @@ void tell_apart(std::vector<Exported>& units) {
     std::map<std::string, int> seen;
     for (auto& u : units) {
         std::string source = u.report->source.description;
-        if (uses[source] > 1) source += " #" + std::to_string(++seen[source]);
+        if (uses[source] > 1) source += fmt::format(" #{}", ++seen[source]);
         u.labels.insert(u.labels.begin(), {"source", source});
     }
 }

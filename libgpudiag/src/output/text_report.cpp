@@ -6,6 +6,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 namespace gpudiag {
@@ -21,9 +23,9 @@ const char* severity_tag(Severity s) {
 }
 
 // A number prints by its column's declared unit; a table that declares none prints plain numbers.
-std::string render_cell(const Cell& cell, const std::string& unit) {
+std::string render_cell(const Cell& cell, Unit unit) {
     if (const auto* d = std::get_if<double>(&cell)) {
-        return unit.empty() ? detail::format_number(*d, 2) : format_figure(*d, unit);
+        return unit == Unit::kNumber ? detail::format_number(*d, 2) : format_figure(*d, unit);
     }
     return std::get<std::string>(cell);
 }
@@ -32,13 +34,14 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
     std::vector<std::vector<std::string>> cells;
     std::vector<std::string> headings;
     for (std::size_t i = 0; i < t.columns.size(); ++i)
-        headings.push_back(column_heading(t.columns[i], i < t.units.size() ? t.units[i] : ""));
+        headings.push_back(
+            column_heading(t.columns[i], i < t.units.size() ? t.units[i] : Unit::kNumber));
     cells.push_back(std::move(headings));
     for (std::size_t r = 0; r < t.rows.size() && r < max_rows; ++r) {
         std::vector<std::string> row;
         for (std::size_t i = 0; i < t.rows[r].size(); ++i) {
             std::string s =
-                render_cell(t.rows[r][i], i < t.units.size() ? t.units[i] : std::string());
+                render_cell(t.rows[r][i], i < t.units.size() ? t.units[i] : Unit::kNumber);
             if (s.size() > 60) s = s.substr(0, 57) + "...";
             row.push_back(std::move(s));
         }
@@ -59,7 +62,7 @@ void render_table(std::string& out, const Table& t, std::size_t max_rows) {
         out += '\n';
     }
     if (t.rows.size() > max_rows) {
-        out += "      ... " + std::to_string(t.rows.size() - max_rows) + " more rows\n";
+        out += fmt::format("      ... {} more rows\n", t.rows.size() - max_rows);
     }
 }
 
@@ -72,7 +75,7 @@ void render_saving(std::string& out, const Finding& f) {
 
 void render_finding(std::string& out, const Finding& f) {
     out += "  " + std::string(severity_tag(f.severity)) + " " + f.id;
-    if (f.rank >= 0) out += " (rank " + std::to_string(f.rank) + ")";
+    if (f.rank >= 0) out += fmt::format(" (rank {})", f.rank);
     out += ": " + f.title + "\n";
     if (!f.summary.empty()) out += "      " + f.summary + "\n";
     render_saving(out, f);
@@ -92,7 +95,7 @@ void render_finding(std::string& out, const Finding& f) {
             out += "\n";
         }
         if (f.sites.size() > shown) {
-            out += "        ... " + std::to_string(f.sites.size() - shown) + " more\n";
+            out += fmt::format("        ... {} more\n", f.sites.size() - shown);
         }
     }
     if (!f.evidence.empty()) {
@@ -128,7 +131,7 @@ void render_input(std::string& out, const InputCoverage& in) {
     out +=
         "PARTIAL INPUT: only part of the input could be read; everything below covers that "
         "part alone.\n";
-    out += "  Read: " + std::to_string(in.events) + " events";
+    out += fmt::format("  Read: {} events", in.events);
     if (in.events > 0) {
         out += " over " + detail::format_duration_ns(static_cast<double>(in.span_ns())) +
                " of the input's time";
@@ -149,16 +152,16 @@ void render_report(std::string& out, const Report& r, bool nested) {
                 "*** SIMULATED DATA: generated to demonstrate gpudiag, not recorded on a GPU ***\n";
         }
         for (const auto& d : r.source.devices) {
-            out += "  device " + std::to_string(d.ordinal) + ": " + describe_device(d) + "\n";
+            out += fmt::format("  device {}: {}\n", d.ordinal, describe_device(d));
         }
         out += "\n";
     } else {
-        out += "== rank " + std::to_string(r.source.rank) + " (" + r.source.description + ")\n";
+        out += fmt::format("== rank {} ({})\n", r.source.rank, r.source.description);
     }
     render_input(out, r.input);
     out += headline(r) + "\n\n";
     if (!r.findings.empty()) {
-        out += "Findings (" + std::to_string(r.findings.size()) + ", what to fix first on top):\n";
+        out += fmt::format("Findings ({}, what to fix first on top):\n", r.findings.size());
         std::vector<Finding> ranked = r.findings;
         rank_findings(ranked);
         for (const auto& f : ranked) render_finding(out, f);
@@ -173,11 +176,10 @@ void render_report(std::string& out, const Report& r, bool nested) {
         for (const auto& n : r.capture.notes) out += "  - " + n + "\n";
         if (r.capture.dropped > 0) {
             // Only live capture has buffers to fill; an importer's skipped events are its own.
-            out +=
-                "  - " + std::to_string(r.capture.dropped) +
-                (r.source.producer == "gpudiag-capture"
-                     ? " events were dropped by full capture buffers; figures may be incomplete.\n"
-                     : " events of the input could not be used; figures may be incomplete.\n");
+            out += fmt::format("  - {} events {}; figures may be incomplete.\n", r.capture.dropped,
+                               r.source.producer == "gpudiag-capture"
+                                   ? "were dropped by full capture buffers"
+                                   : "of the input could not be used");
         }
     }
 }

@@ -16,7 +16,7 @@ namespace {
 
 // 1234567 -> "1,234,567"
 std::string grouped(std::uint64_t v) {
-    std::string digits = std::to_string(v);
+    std::string digits = fmt::to_string(v);
     std::string out;
     for (std::size_t i = 0; i < digits.size(); ++i) {
         if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
@@ -104,9 +104,8 @@ void table_text(const WhatIfResult& r, std::string& out) {
 }
 
 std::string render_text(const WhatIfResult& r) {
-    std::string out =
-        "Allocator what-if: " + (r.source.empty() ? std::string("events") : r.source) +
-        ", device " + std::to_string(r.device) + "\n";
+    std::string out = fmt::format("Allocator what-if: {}, device {}\n",
+                                  r.source.empty() ? std::string("events") : r.source, r.device);
     out += "History: " + grouped(r.history_entries) + " entries (" + grouped(r.allocations) +
            " allocations)";
     if (r.history_from_start) {

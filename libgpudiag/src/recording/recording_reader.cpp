@@ -18,6 +18,8 @@
 #include "core/event_strings.hpp"
 #include "recording/file_layout.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,12 +60,11 @@ public:
             const ssize_t got = ::pread(fd_, out, n, static_cast<off_t>(offset));
             if (got < 0) {
                 if (errno == EINTR) continue;
-                error = "read failed at byte " + std::to_string(offset) + " (" +
-                        std::strerror(errno) + ")";
+                error = fmt::format("read failed at byte {} ({})", offset, std::strerror(errno));
                 return false;
             }
             if (got == 0) {
-                error = "the file shrank while being read (at byte " + std::to_string(offset) + ")";
+                error = fmt::format("the file shrank while being read (at byte {})", offset);
                 return false;
             }
             out += got;
@@ -118,9 +119,8 @@ public:
     void append_to(std::vector<std::string>& out) const {
         out.insert(out.end(), notes_.begin(), notes_.end());
         if (suppressed_ > 0) {
-            out.push_back(std::to_string(suppressed_) +
-                          " more problem(s) of the same kinds were "
-                          "not listed");
+            out.push_back(
+                fmt::format("{} more problem(s) of the same kinds were not listed", suppressed_));
         }
     }
 
@@ -130,8 +130,7 @@ private:
 };
 
 std::string describe_chunk(const ChunkHeader& h, std::uint64_t offset) {
-    return std::string(chunk_type_name(h.type)) + " chunk #" + std::to_string(h.sequence) +
-           " at byte " + std::to_string(offset);
+    return fmt::format("{} chunk #{} at byte {}", chunk_type_name(h.type), h.sequence, offset);
 }
 
 // Rewrites the string id of `e` through `remap` (writer id -> id in the caller's table).
@@ -142,8 +141,7 @@ void remap_strings(Event& e, const std::unordered_map<StringId, StringId>& remap
 }
 
 std::string version_string(std::uint32_t packed) {
-    return std::to_string(packed >> 16) + "." + std::to_string((packed >> 8) & 0xFF) + "." +
-           std::to_string(packed & 0xFF);
+    return fmt::format("{}.{}.{}", packed >> 16, (packed >> 8) & 0xFF, packed & 0xFF);
 }
 
 Status convert_exception() {
@@ -207,24 +205,25 @@ struct RecordingReader::Impl {
                                 "GPUDIAG magic)");
         }
         if (n < kFileHeaderBytes) {
-            return corrupt_data(name + ": cut short inside its 32-byte file header (" +
-                                std::to_string(n) + " bytes): no events to read");
+            return corrupt_data(fmt::format(
+                "{}: cut short inside its 32-byte file header ({} bytes): no events to read", name,
+                n));
         }
         bool crc_ok = false;
         const FileHeader h = decode_file_header(head, crc_ok);
         const bool layout_ok = h.header_bytes == kFileHeaderBytes && h.event_bytes == kEventBytes &&
                                h.chunk_header_bytes == kChunkHeaderBytes;
         if (crc_ok && h.version > kRecordingFormatVersion) {
-            return unsupported(name + ": recording format version " + std::to_string(h.version) +
-                               " (written by gpudiag " + version_string(h.writer_version) +
-                               "); this gpudiag reads versions up to " +
-                               std::to_string(kRecordingFormatVersion) + ": upgrade gpudiag");
+            return unsupported(fmt::format(
+                "{}: recording format version {} (written by gpudiag {}); this gpudiag reads "
+                "versions up to {}: upgrade gpudiag",
+                name, h.version, version_string(h.writer_version), kRecordingFormatVersion));
         }
         if (crc_ok && !layout_ok) {
-            return unsupported(name + ": recording with " + std::to_string(h.event_bytes) +
-                               "-byte events and " + std::to_string(h.header_bytes) + "/" +
-                               std::to_string(h.chunk_header_bytes) +
-                               "-byte headers; this gpudiag reads 64-byte events and 32/48");
+            return unsupported(fmt::format(
+                "{}: recording with {}-byte events and {}/{}-byte headers; this gpudiag reads "
+                "64-byte events and 32/48",
+                name, h.event_bytes, h.header_bytes, h.chunk_header_bytes));
         }
         if (!crc_ok) {
             if (h.version != kRecordingFormatVersion || !layout_ok) {
@@ -316,10 +315,11 @@ struct RecordingReader::Impl {
             if (walk.io_failed) return Step::kEnd;
             if (walk.pos >= size) {
                 walk.truncated = true;
-                walk.notes.add("the recording ends at byte " + std::to_string(size) +
-                               " without its closing index: the writer stopped before close() "
-                               "(crash, kill or full disk); everything up to the last complete "
-                               "chunk was read");
+                walk.notes.add(fmt::format(
+                    "the recording ends at byte {} without its closing index: the writer stopped "
+                    "before close() (crash, kill or full disk); everything up to the last "
+                    "complete chunk was read",
+                    size));
                 return Step::kEnd;
             }
             const std::uint64_t left = size - walk.pos;
@@ -329,19 +329,20 @@ struct RecordingReader::Impl {
             }
             if (left < kChunkHeaderBytes) {
                 walk.truncated = true;
-                walk.notes.add("the recording is cut short inside a chunk header at byte " +
-                               std::to_string(walk.pos) +
-                               " (the writer stopped mid-write); "
-                               "everything before it was read");
+                walk.notes.add(fmt::format(
+                    "the recording is cut short inside a chunk header at byte {} (the writer "
+                    "stopped mid-write); everything before it was read",
+                    walk.pos));
                 return Step::kEnd;
             }
             unsigned char hb[kChunkHeaderBytes];
             if (!read_bytes(walk, walk.pos, hb, sizeof hb)) return Step::kEnd;
             if (auto h = decode_chunk_header(hb)) {
                 if (h->payload_bytes > kMaxChunkPayload) {
-                    walk.notes.add("chunk at byte " + std::to_string(walk.pos) + " claims " +
-                                   std::to_string(h->payload_bytes) +
-                                   " payload bytes, above the 64 MiB limit: treated as damage");
+                    walk.notes.add(fmt::format(
+                        "chunk at byte {} claims {} payload bytes, above the 64 MiB limit: "
+                        "treated as damage",
+                        walk.pos, h->payload_bytes));
                 } else if (h->payload_bytes > left - kChunkHeaderBytes) {
                     // A chunk longer than the rest of the file: the last one, cut short by a
                     // writer that stopped mid-write, unless valid chunks follow (then its length
@@ -351,27 +352,24 @@ struct RecordingReader::Impl {
                     if (resume >= size) {
                         walk.truncated = true;
                         walk.lost_events += h->event_count;
-                        walk.notes.add("the last " + describe_chunk(*h, walk.pos) +
-                                       " is cut short (" +
-                                       std::to_string(left - kChunkHeaderBytes) + " of " +
-                                       std::to_string(h->payload_bytes) +
-                                       " bytes): the writer stopped mid-write; everything before "
-                                       "it was read");
+                        walk.notes.add(fmt::format(
+                            "the last {} is cut short ({} of {} bytes): the writer stopped "
+                            "mid-write; everything before it was read",
+                            describe_chunk(*h, walk.pos), left - kChunkHeaderBytes,
+                            h->payload_bytes));
                         return Step::kEnd;
                     }
                     walk.lost_events += h->event_count;
-                    walk.notes.add(describe_chunk(*h, walk.pos) + " claims " +
-                                   std::to_string(h->payload_bytes) +
-                                   " payload bytes, more than the file holds after it, yet valid "
-                                   "chunks follow: its length is damaged; skipped to byte " +
-                                   std::to_string(resume));
+                    walk.notes.add(fmt::format(
+                        "{} claims {} payload bytes, more than the file holds after it, yet valid "
+                        "chunks follow: its length is damaged; skipped to byte {}",
+                        describe_chunk(*h, walk.pos), h->payload_bytes, resume));
                     walk.pos = resume;
                     continue;
                 } else {
                     if (h->sequence > walk.next_sequence) {
-                        walk.notes.add(std::to_string(h->sequence - walk.next_sequence) +
-                                       " chunk(s) before byte " + std::to_string(walk.pos) +
-                                       " were lost to damage");
+                        walk.notes.add(fmt::format("{} chunk(s) before byte {} were lost to damage",
+                                                   h->sequence - walk.next_sequence, walk.pos));
                     }
                     walk.next_sequence = h->sequence + 1;
                     chunk_offset = walk.pos;
@@ -387,13 +385,15 @@ struct RecordingReader::Impl {
             if (walk.io_failed) return Step::kEnd;
             if (resume >= size) {
                 walk.truncated = true;
-                walk.notes.add("bytes " + std::to_string(damaged_at) + ".." + std::to_string(size) +
-                               " hold no valid chunk (damaged, or an "
-                               "unfinished write); reading stopped there");
+                walk.notes.add(fmt::format(
+                    "bytes {}..{} hold no valid chunk (damaged, or an unfinished write); reading "
+                    "stopped there",
+                    damaged_at, size));
                 return Step::kEnd;
             }
-            walk.notes.add("bytes " + std::to_string(damaged_at) + ".." + std::to_string(resume) +
-                           " are damaged (no valid chunk header); skipped to the next chunk");
+            walk.notes.add(fmt::format(
+                "bytes {}..{} are damaged (no valid chunk header); skipped to the next chunk",
+                damaged_at, resume));
             walk.pos = resume;
         }
     }
@@ -434,10 +434,9 @@ struct RecordingReader::Impl {
             if (!read_payload(walk, h, at, crc_ok)) break;
             if (!crc_ok) {
                 walk.lost_events += h.event_count;
-                walk.notes.add(describe_chunk(h, at) + " failed its CRC check and was skipped" +
-                               (h.event_count > 0
-                                    ? " (" + std::to_string(h.event_count) + " events lost)"
-                                    : std::string()));
+                walk.notes.add(fmt::format(
+                    "{} failed its CRC check and was skipped{}", describe_chunk(h, at),
+                    h.event_count > 0 ? fmt::format(" ({} events lost)", h.event_count) : ""));
                 continue;
             }
             const unsigned char* data = reinterpret_cast<const unsigned char*>(payload.get());
@@ -537,18 +536,20 @@ struct RecordingReader::Impl {
         summary.missing = writer_summary.missing;
         walk.notes.append_to(summary.missing);
         if (unknown_chunks > 0) {
-            summary.notes.push_back(std::to_string(unknown_chunks) +
-                                    " chunk(s) of a type this gpudiag does not know were skipped "
-                                    "(written by a newer version)");
+            summary.notes.push_back(
+                fmt::format("{} chunk(s) of a type this gpudiag does not know were skipped "
+                            "(written by a newer version)",
+                            unknown_chunks));
         }
         if (bad_strings > 0) {
-            summary.notes.push_back(std::to_string(bad_strings) +
-                                    " string(s) with reserved ids were ignored");
+            summary.notes.push_back(
+                fmt::format("{} string(s) with reserved ids were ignored", bad_strings));
         }
         if (unmapped_strings > 0) {
-            summary.notes.push_back(std::to_string(unmapped_strings) +
-                                    " string(s) could not be matched to ids (too many conflicts); "
-                                    "some names may be missing");
+            summary.notes.push_back(
+                fmt::format("{} string(s) could not be matched to ids (too many conflicts); "
+                            "some names may be missing",
+                            unmapped_strings));
         }
         if (walk.io_failed) summary.missing.push_back("stopped by a read error: " + walk.io_error);
         last_summary = summary;

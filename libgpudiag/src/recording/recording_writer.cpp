@@ -12,6 +12,8 @@
 
 #include "recording/file_layout.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -108,9 +110,10 @@ struct RecordingWriter::Impl {
                 if (::ftruncate(fd, static_cast<off_t>(offset)) != 0) {
                     // The partial chunk stays; readers report the file as truncated there.
                 }
-                fail(io_error(path + ": write failed after " + std::to_string(offset) + " bytes (" +
-                              std::strerror(err) +
-                              "); the recording keeps what was written before"));
+                fail(io_error(fmt::format(
+                    "{}: write failed after {} bytes ({}); the recording keeps what was written "
+                    "before",
+                    path, offset, std::strerror(err))));
                 return false;
             }
             written += static_cast<std::size_t>(n);
@@ -259,16 +262,14 @@ struct RecordingWriter::Impl {
     void write_summary(const SourceSummary& given) {
         SourceSummary summary = given;
         if (events_capped > 0) {
-            summary.missing.push_back(
-                std::to_string(events_capped) + " events from " + std::to_string(capped_from_ns) +
-                " ns on (the session's clock) are not in the recording: it reached its size cap "
-                "of " +
-                std::to_string(options.max_file_bytes >> 20) + " MiB");
+            summary.missing.push_back(fmt::format(
+                "{} events from {} ns on (the session's clock) are not in the recording: it "
+                "reached its size cap of {} MiB",
+                events_capped, capped_from_ns, options.max_file_bytes >> 20));
         }
         if (strings_cut > 0) {
-            summary.notes.push_back(std::to_string(strings_cut) +
-                                    " string(s) longer than 1 MiB were cut to 1 MiB in the "
-                                    "recording");
+            summary.notes.push_back(fmt::format(
+                "{} string(s) longer than 1 MiB were cut to 1 MiB in the recording", strings_cut));
         }
         scratch.clear();
         encode_summary(summary, scratch);
@@ -300,8 +301,8 @@ Status RecordingWriter::open(const std::string& path) noexcept {
         if (!w.buffer) w.buffer = std::make_unique<Event[]>(w.capacity_events);
         w.path = path;
     } catch (const std::bad_alloc&) {
-        return resource_exhausted("out of memory for a " + std::to_string(w.options.chunk_bytes) +
-                                  "-byte chunk buffer");
+        return resource_exhausted(
+            fmt::format("out of memory for a {}-byte chunk buffer", w.options.chunk_bytes));
     }
     const int create = w.options.exclusive ? O_EXCL : O_TRUNC;
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | create | O_CLOEXEC, 0644);

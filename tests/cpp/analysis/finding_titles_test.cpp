@@ -76,7 +76,8 @@ std::set<std::string> printed_figures(const Finding& f) {
     for (const auto* figures : {&f.figures, &f.predicted_saving}) {
         for (const auto& fig : *figures) {
             out.insert(format_figure(fig.value, fig.unit));
-            if (fig.unit.rfind("bytes/", 0) == 0) out.insert(format_figure(fig.value, "bytes"));
+            if (std::string(enum_name(fig.unit)).rfind("bytes/", 0) == 0)
+                out.insert(format_figure(fig.value, Unit::kBytes));
         }
     }
     return out;

@@ -14,7 +14,7 @@ Report rank_report(int rank, double busy) {
     r.capture.events = 100;
     Section s;
     s.id = "timeline";
-    s.figures.push_back({"busy_share", busy, "fraction", "busy"});
+    s.figures.push_back({"busy_share", busy, Unit::kFraction, "busy"});
     r.sections.push_back(s);
     return r;
 }

@@ -116,6 +116,7 @@ TEST(CApi, ReportsInEveryFormat) {
     const std::string line(compact);
     gpudiag_free(compact);
     EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line, ending in a newline";
+    EXPECT_LE(line.size(), 16384u) << "a log line: at most 16 KiB";
     char* metrics = nullptr;
     ASSERT_EQ(gpudiag_session_report(s, GPUDIAG_FORMAT_PROMETHEUS, &metrics), GPUDIAG_OK);
     EXPECT_NE(std::string(metrics).find("# TYPE gpudiag_"), std::string::npos);

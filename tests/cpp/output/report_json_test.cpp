@@ -73,9 +73,29 @@ TEST(ReportJson, OlderDocumentsKeepDefaults) {
     ASSERT_TRUE(r.is_ok()) << r.status().to_string();
     const Section& s = r->sections.at(0);
     EXPECT_EQ(s.figures.at(0).kind, FigureKind::kGauge);
-    EXPECT_EQ(s.series.at(0).x_unit, "s");
+    EXPECT_EQ(s.series.at(0).x_unit, Unit::kSeconds);
     EXPECT_TRUE(std::isnan(s.series.at(0).points.at(1).second));  // null is how NaN is written
     EXPECT_EQ(r->source.rank, -1);
+}
+
+// Units are read by their spelling; one this version does not know (a newer writer's) keeps its
+// number, prints it plain and is exported nowhere.
+TEST(ReportJson, UnitsReadBySpelling) {
+    auto r = parse_report_json(R"({"schema_version": 1, "sections": [{"id": "memory",
+        "figures": {"peak": {"value": 5, "unit": "bytes/step", "label": "peak"},
+                    "odd": {"value": 3, "unit": "furlongs", "label": "odd"}},
+        "tables": [{"id": "t", "columns": ["a", "b"], "rows": [], "units": ["ns", "furlongs"]}],
+        "series": [{"id": "s", "unit": "fraction", "x_unit": "step", "points": []}]}]})");
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    const Section& s = r->sections.at(0);
+    EXPECT_EQ(s.figure("peak")->unit, Unit::kBytesPerStep);
+    EXPECT_EQ(s.figure("odd")->unit, Unit::kUnknown);
+    EXPECT_EQ(s.tables.at(0).units, (std::vector<Unit>{Unit::kNanoseconds, Unit::kUnknown}));
+    EXPECT_EQ(s.series.at(0).unit, Unit::kFraction);
+    EXPECT_EQ(s.series.at(0).x_unit, Unit::kStep);
+    EXPECT_NE(render_text(*r).find("    odd   3\n"), std::string::npos) << render_text(*r);
+    EXPECT_NE(render_json(*r).find(R"("unit": "bytes/step")"), std::string::npos);
+    EXPECT_EQ(render_prometheus(*r).find("odd"), std::string::npos);
 }
 
 TEST(ReportJson, RefusesWhatIsNotAReportSayingWhere) {
@@ -94,6 +114,49 @@ TEST(ReportJson, RefusesWhatIsNotAReportSayingWhere) {
     auto severity = parse_report_json(
         R"({"schema_version": 1, "findings": [{"id": "x", "severity": "dire"}]})");
     EXPECT_EQ(severity.status().message(), "report.findings[0].severity: unknown value \"dire\"");
+}
+
+}  // namespace
+}  // namespace gpudiag
+
+namespace gpudiag {
+namespace {
+
+// render_json_line: every line, however big the report, is one parseable JSON object within the
+// bound (a log line of 16 KiB), its most important findings kept in order, and says what it left
+// out; a report that fits is the compact JSON unchanged.
+void expect_bounded_line(const Report& report, std::size_t max_bytes) {
+    std::string full = render_json(report, true);
+    std::string line = render_json_line(report, max_bytes);
+    ASSERT_FALSE(line.empty());
+    EXPECT_LE(line.size(), max_bytes);
+    EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1);
+    if (full.size() <= max_bytes) {
+        EXPECT_EQ(line, full);
+        return;
+    }
+    EXPECT_NE(line.find("\"truncated\":{\"full_bytes\":" + std::to_string(full.size())),
+              std::string::npos);
+    auto back = parse_report_json(line);
+    ASSERT_TRUE(back.is_ok()) << back.status().to_string();
+    // The line's findings may be fewer: the full report's headline travels with it.
+    EXPECT_NE(line.find("\"headline\":\"" + headline(report) + "\""), std::string::npos);
+    ASSERT_LE(back->findings.size(), report.findings.size());
+    for (std::size_t i = 0; i < back->findings.size(); ++i) {
+        EXPECT_EQ(back->findings[i].id, report.findings[i].id);
+    }
+}
+
+TEST(ReportJson, CompactLinesStayWithinTheLogLineLimit) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kStarvedTrace, testing::kSnapshot, testing::kRank0Trace,
+                           testing::kRank1Trace);
+    const Report& job = corpus_report({testing::kRank0Trace, testing::kRank1Trace});
+    ASSERT_GT(render_json(job, true).size(), 16384u);  // the case the bound exists for
+    for (const Report* r :
+         {&job, &corpus_report({testing::kStarvedTrace}), &corpus_report({testing::kSnapshot})}) {
+        expect_bounded_line(*r, 16384);
+        expect_bounded_line(*r, 4096);  // deeper down the ladder: findings go last
+    }
 }
 
 }  // namespace

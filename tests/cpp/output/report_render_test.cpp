@@ -19,9 +19,9 @@ Report sample_report() {
     f.severity = Severity::kCritical;
     f.title = "Input-bound: 39.4 % of step time waiting for the next batch";
     f.summary = "The GPU waited for input.";
-    f.figures.push_back({"input_wait_share", 0.394, "fraction", "time waiting for input"});
-    f.figures.push_back({"longest_wait_ns", 62.3e6, "ns", "longest wait"});
-    f.site_unit = "bytes";
+    f.figures.push_back({"input_wait_share", 0.394, Unit::kFraction, "time waiting for input"});
+    f.figures.push_back({"longest_wait_ns", 62.3e6, Unit::kNanoseconds, "longest wait"});
+    f.site_unit = Unit::kBytes;
     f.sites.push_back({"train.py:42", 3.0 * (1 << 20), 0.75, "grows every step"});
     f.evidence.push_back("1,243 gaps");
     f.advice.push_back("Raise DataLoader num_workers.");
@@ -29,9 +29,9 @@ Report sample_report() {
     Section s;
     s.id = "timeline";
     s.title = "Timeline";
-    s.figures.push_back({"idle_share", 0.5, "fraction", "idle"});
+    s.figures.push_back({"idle_share", 0.5, Unit::kFraction, "idle"});
     s.tables.push_back({"t", "Table", {"name", "value"}, {{std::string("a\tb"), 1.5}}});
-    s.series.push_back({"mem", "Memory", "bytes", {{0.0, 1.0}, {1.0, 2.0}}});
+    s.series.push_back({"mem", "Memory", Unit::kBytes, {{0.0, 1.0}, {1.0, 2.0}}});
     r.sections.push_back(s);
     r.notes.push_back("a note");
     return r;
@@ -58,7 +58,7 @@ TEST(RenderJson, NonFiniteBecomesNull) {
     Report r;
     Section s;
     s.id = "x";
-    s.figures.push_back({"nan", std::numeric_limits<double>::quiet_NaN(), "count", ""});
+    s.figures.push_back({"nan", std::numeric_limits<double>::quiet_NaN(), Unit::kCount, ""});
     r.sections.push_back(s);
     std::string json = render_json(r);
     simdjson::dom::parser parser;

@@ -2,6 +2,8 @@
 // Parsing of the caching allocator's settings, with torch's own range checks.
 #include "analysis/allocator/allocator_settings.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -115,8 +117,8 @@ Status size_in_mib(std::string_view key, std::string_view value, std::uint64_t m
                                 std::string(value) + "'");
     }
     if (mib < minimum_mib) {
-        return invalid_argument(std::string(key) + " too small: must be >= " +
-                                std::to_string(minimum_mib) + " (torch refuses smaller)");
+        return invalid_argument(
+            fmt::format("{} too small: must be >= {} (torch refuses smaller)", key, minimum_mib));
     }
     out = std::min(mib, kNoSplitLimit / kMiB) * kMiB;
     return Status::ok();
@@ -142,11 +144,11 @@ std::string AllocatorSettings::to_conf() const {
     std::vector<std::string> parts;
     if (expandable_segments) parts.emplace_back("expandable_segments:True");
     if (max_split_size != kNoSplitLimit) {
-        parts.push_back("max_split_size_mb:" + std::to_string(max_split_size / kMiB));
+        parts.push_back(fmt::format("max_split_size_mb:{}", max_split_size / kMiB));
     }
     if (max_non_split_rounding_size != defaults.max_non_split_rounding_size) {
-        parts.push_back("max_non_split_rounding_mb:" +
-                        std::to_string(max_non_split_rounding_size / kMiB));
+        parts.push_back(
+            fmt::format("max_non_split_rounding_mb:{}", max_non_split_rounding_size / kMiB));
     }
     if (garbage_collection_threshold > 0) {
         char buf[32];
@@ -159,20 +161,19 @@ std::string AllocatorSettings::to_conf() const {
                         [&](std::uint32_t d) { return d == roundup_power2_divisions[0]; });
         std::string text = "roundup_power2_divisions:";
         if (uniform) {
-            text += std::to_string(roundup_power2_divisions[0]);
+            text += fmt::to_string(roundup_power2_divisions[0]);
         } else {
             text += '[';
             for (std::size_t i = 0; i < kRoundupIntervals; ++i) {
                 if (i > 0) text += ',';
-                text += std::to_string(std::uint64_t{1} << i) + ":" +
-                        std::to_string(roundup_power2_divisions[i]);
+                text += fmt::format("{}:{}", std::uint64_t{1} << i, roundup_power2_divisions[i]);
             }
             text += ']';
         }
         parts.push_back(std::move(text));
     }
     if (large_segment_size != defaults.large_segment_size) {
-        parts.push_back("large_segment_size_mb:" + std::to_string(large_segment_size / kMiB));
+        parts.push_back(fmt::format("large_segment_size_mb:{}", large_segment_size / kMiB));
     }
     if (memory_fraction < 1.0) {
         char buf[32];

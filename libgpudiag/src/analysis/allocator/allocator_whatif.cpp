@@ -29,8 +29,8 @@ const DeviceHistory* pick_device(const AllocationHistory& history, int requested
         }
     }
     if (requested >= 0 && best == nullptr) {
-        error = invalid_argument("device " + std::to_string(requested) +
-                                 " has no allocator activity in " + history.info().description);
+        error = invalid_argument(fmt::format("device {} has no allocator activity in {}", requested,
+                                             history.info().description));
         return nullptr;
     }
     if (best == nullptr || best->ops.empty()) {
@@ -152,13 +152,12 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline,
                          (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) +
                          ".";
         } else {
-            a.sentence = "Within " + bytes_text(capacity) +
-                         " the recorded settings run out of memory at "
-                         "history entry " +
-                         std::to_string(baseline.oom_entry + 1) + " (a " +
-                         bytes_text(baseline.oom_request_bytes) + " request); with " +
-                         best->change + " the program fits, with a peak reserved of " +
-                         bytes_text(best->peak_reserved_bytes) + ".";
+            a.sentence = fmt::format(
+                "Within {} the recorded settings run out of memory at history entry {} (a {} "
+                "request); with {} the program fits, with a peak reserved of {}.",
+                bytes_text(capacity), baseline.oom_entry + 1,
+                bytes_text(baseline.oom_request_bytes), best->change,
+                bytes_text(best->peak_reserved_bytes));
         }
         return a;
     }
@@ -258,23 +257,24 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
                           "); torch's defaults were assumed.");
     }
     if (r.segments_before_history > 0) {
-        r.notes.push_back(
-            "The history starts after " + std::to_string(r.segments_before_history) +
-            " segments existed (a trace ring buffer keeps only the last entries); the state at its "
-            "start was rebuilt from the final state and the trace. The rows after the reproduction "
-            "start from the " +
-            std::to_string(r.live_blocks_before_history) +
-            " blocks live then, allocated afresh with an empty cache, so the cache built before "
-            "the "
-            "history does not bias the comparison; compare them with the baseline row.");
+        r.notes.push_back(fmt::format(
+            "The history starts after {} segments existed (a trace ring buffer keeps only the "
+            "last entries); the state at its start was rebuilt from the final state and the "
+            "trace. The rows after the reproduction start from the {} blocks live then, allocated "
+            "afresh with an empty cache, so the cache built before the history does not bias the "
+            "comparison; compare them with the baseline row.",
+            r.segments_before_history, r.live_blocks_before_history));
     }
     if (h.cache_releases > 0) {
-        std::string n = "The history releases the cache " + std::to_string(h.cache_releases) +
-                        " times (torch.cuda.empty_cache(), replayed as such under every setting)";
+        std::string n = fmt::format(
+            "The history releases the cache {} times (torch.cuda.empty_cache(), replayed as such "
+            "under every setting)",
+            h.cache_releases);
         if (h.releases_before_new_segment > 0) {
-            n += "; " + std::to_string(h.releases_before_new_segment) +
-                 " came right before a new segment, which is also what the allocator does itself "
-                 "when cudaMalloc fails: memory was nearly full there";
+            n += fmt::format(
+                "; {} came right before a new segment, which is also what the allocator does "
+                "itself when cudaMalloc fails: memory was nearly full there",
+                h.releases_before_new_segment);
         }
         r.notes.push_back(n + ".");
     }
@@ -297,26 +297,26 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
             "below 1; try it with per_process_memory_fraction and a capacity.");
     }
     if (h.start_blocks_outside_segments > 0) {
-        r.notes.push_back(std::to_string(h.start_blocks_outside_segments) +
-                          " blocks live before the history lie outside every recorded segment and "
-                          "were left out.");
+        r.notes.push_back(fmt::format(
+            "{} blocks live before the history lie outside every recorded segment and were left "
+            "out.",
+            h.start_blocks_outside_segments));
     }
     if (history.outside_allocator_events() > 0) {
-        r.notes.push_back("Memory allocated outside the caching allocator (" +
-                          std::to_string(history.outside_allocator_events()) +
-                          " events) is not part of the replay.");
+        r.notes.push_back(fmt::format(
+            "Memory allocated outside the caching allocator ({} events) is not part of the replay.",
+            history.outside_allocator_events()));
     }
     if (h.truncated) {
-        r.notes.push_back("The history was cut at " + std::to_string(history.max_ops()) +
-                          " entries; figures cover that part.");
+        r.notes.push_back(fmt::format("The history was cut at {} entries; figures cover that part.",
+                                      history.max_ops()));
     }
     if (history.devices().size() > 1) {
         std::string n = "Devices with allocator activity:";
         for (const DeviceHistory& d : history.devices()) {
-            n += " " + std::to_string(d.device) + " (" + std::to_string(d.allocations) +
-                 " allocations)";
+            n += fmt::format(" {} ({} allocations)", d.device, d.allocations);
         }
-        r.notes.push_back(n + "; replayed: device " + std::to_string(h.device) + ".");
+        r.notes.push_back(fmt::format("{}; replayed: device {}.", n, h.device));
     }
     r.notes.push_back(
         "Not modelled: CUDA graph private pools and MemPools (replayed as the default "
@@ -401,10 +401,10 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
                        "empty allocator and its figures cover the allocations the input holds.");
     }
     if (reproduced.unknown_frees > 0) {
-        r.notes.push_back(
-            std::to_string(reproduced.unknown_frees) +
-            " frees name blocks the replay does not hold (allocated before the history "
-            "and not in the recorded state): they were skipped.");
+        r.notes.push_back(fmt::format(
+            "{} frees name blocks the replay does not hold (allocated before the history and not "
+            "in the recorded state): they were skipped.",
+            reproduced.unknown_frees));
     }
     // The baseline differs from the reproduction only by its addresses when no limit applies.
     const bool comparable = r.history_from_start && options.capacity_bytes == 0 &&

@@ -21,6 +21,8 @@
 #include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iterator>
 #include <string>
@@ -157,20 +159,21 @@ void HealthAnalyzer::add_xid_finding(Report& report, std::uint16_t device, const
         const XidMeaning* m = meaning_of(xid);
         hardware = hardware || !program_fault(xid);
         events += count;
-        listed += (listed.empty() ? "" : ", ") + std::string("Xid ") + std::to_string(xid);
-        f.evidence.push_back("Xid " + std::to_string(xid) + " (" +
-                             (m != nullptr ? m->what : "see NVIDIA's Xid catalog") +
-                             "): " + std::to_string(count) + (count == 1 ? " event" : " events"));
+        listed += fmt::format("{}Xid {}", listed.empty() ? "" : ", ", xid);
+        f.evidence.push_back(fmt::format("Xid {} ({}): {} {}", xid,
+                                         m != nullptr ? m->what : "see NVIDIA's Xid catalog", count,
+                                         count == 1 ? "event" : "events"));
     }
     f.severity = hardware ? Severity::kCritical : Severity::kWarning;
     f.title = gpu + " reported " + listed;
-    f.summary = "The driver reported " + std::to_string(events) + " Xid " +
-                (events == 1 ? "event" : "events") + " on " + gpu + " while the program ran. " +
-                (hardware ? "At least one means the GPU, its memory or its link failed: work on "
-                            "it may have been lost or be wrong."
-                          : "These are most often the program's own error (an illegal memory "
-                            "access or a killed kernel), not the hardware's.");
-    f.figures.push_back({"xid_events", static_cast<double>(events), "count", "Xid events"});
+    f.summary = fmt::format(
+        "The driver reported {} Xid {} on {} while the program ran. {}", events,
+        events == 1 ? "event" : "events", gpu,
+        hardware ? "At least one means the GPU, its memory or its link failed: work on it may have "
+                   "been lost or be wrong."
+                 : "These are most often the program's own error (an illegal memory access or a "
+                   "killed kernel), not the hardware's.");
+    f.figures.push_back({"xid_events", static_cast<double>(events), Unit::kCount, "Xid events"});
     if (hardware) {
         f.advice.push_back(
             "Drain the GPU and have the operators check it (nvidia-smi -q, the kernel log's "
@@ -218,15 +221,15 @@ void HealthAnalyzer::add_memory_health_finding(Report& report, std::uint16_t dev
                                 " set failing memory aside before this run; it has spare "
                                 "memory for it, and nothing waits for a reset.";
     if (d.rows_correctable.count > 0) {
-        f.figures.push_back({"remapped_rows_correctable", d.rows_correctable.last, "count",
+        f.figures.push_back({"remapped_rows_correctable", d.rows_correctable.last, Unit::kCount,
                              "rows remapped for corrected errors"});
-        f.figures.push_back({"remapped_rows_uncorrectable", d.rows_uncorrectable.last, "count",
+        f.figures.push_back({"remapped_rows_uncorrectable", d.rows_uncorrectable.last, Unit::kCount,
                              "rows remapped for uncorrected errors"});
     }
     if (d.retired_single.count > 0) {
-        f.figures.push_back({"retired_pages_single_bit", d.retired_single.last, "count",
+        f.figures.push_back({"retired_pages_single_bit", d.retired_single.last, Unit::kCount,
                              "pages retired for repeated corrected errors"});
-        f.figures.push_back({"retired_pages_double_bit", d.retired_double.last, "count",
+        f.figures.push_back({"retired_pages_double_bit", d.retired_double.last, Unit::kCount,
                              "pages retired for uncorrected errors"});
     }
     f.evidence.push_back(std::string("NVML: ") + (failed ? "remap failure reported; " : "") +
@@ -276,18 +279,20 @@ void HealthAnalyzer::add_pcie_finding(Report& report, std::uint16_t device, cons
                 (errors && (narrow || slow)
                      ? " It also retransmitted " + format_number(replays, 0) + " times."
                      : "");
-    f.figures.push_back({"pcie_link_width", d.pcie_width.last, "count", "lanes the link runs on"});
     f.figures.push_back(
-        {"pcie_link_width_max", d.pcie_width_max.last, "count", "lanes both ends support"});
-    f.figures.push_back({"pcie_link_generation", d.pcie_gen.last, "count", "PCIe generation now"});
+        {"pcie_link_width", d.pcie_width.last, Unit::kCount, "lanes the link runs on"});
     f.figures.push_back(
-        {"pcie_link_generation_max", d.pcie_gen_max.last, "count", "highest PCIe generation"});
-    f.figures.push_back({"pcie_replays_during_run", replays, "count", "PCIe replays in the run"});
-    f.evidence.push_back(
-        std::to_string(d.narrow_samples) + " of " + std::to_string(d.link_samples) +
-        " PCIe readings narrower than x" + format_number(d.pcie_width_max.last, 0) + "; " +
-        std::to_string(d.slow_busy_samples) + " of " + std::to_string(d.busy_link_samples) +
-        " readings while busy below Gen " + format_number(d.pcie_gen_max.last, 0));
+        {"pcie_link_width_max", d.pcie_width_max.last, Unit::kCount, "lanes both ends support"});
+    f.figures.push_back(
+        {"pcie_link_generation", d.pcie_gen.last, Unit::kCount, "PCIe generation now"});
+    f.figures.push_back(
+        {"pcie_link_generation_max", d.pcie_gen_max.last, Unit::kCount, "highest PCIe generation"});
+    f.figures.push_back(
+        {"pcie_replays_during_run", replays, Unit::kCount, "PCIe replays in the run"});
+    f.evidence.push_back(fmt::format(
+        "{} of {} PCIe readings narrower than x{}; {} of {} readings while busy below Gen {}",
+        d.narrow_samples, d.link_samples, format_number(d.pcie_width_max.last, 0),
+        d.slow_busy_samples, d.busy_link_samples, format_number(d.pcie_gen_max.last, 0)));
     f.advice.push_back(
         "Have the operators reseat the GPU or its riser and check the slot and BIOS link "
         "settings (nvidia-smi -q -d PCIE shows the link; lspci -vv the slot).");
@@ -320,11 +325,11 @@ void HealthAnalyzer::add_nvlink_finding(Report& report, std::uint16_t device,
                            : "needed error recovery during the run: each recovery stalls the "
                              "link, and collectives over it slow down.");
     f.figures.push_back(
-        {"nvlink_links_active", d.nvlink_active.last, "count", "NVLink links up at the end"});
+        {"nvlink_links_active", d.nvlink_active.last, Unit::kCount, "NVLink links up at the end"});
+    f.figures.push_back({"nvlink_recoveries_during_run", recoveries, Unit::kCount,
+                         "link recoveries during the run"});
     f.figures.push_back(
-        {"nvlink_recoveries_during_run", recoveries, "count", "link recoveries during the run"});
-    f.figures.push_back(
-        {"nvlink_errors_during_run", errors, "count", "replay and CRC errors during the run"});
+        {"nvlink_errors_during_run", errors, Unit::kCount, "replay and CRC errors during the run"});
     f.evidence.push_back("NVML NVLink counters summed over the active links: recoveries +" +
                          format_number(recoveries, 0) + ", replay and CRC errors +" +
                          format_number(errors, 0));

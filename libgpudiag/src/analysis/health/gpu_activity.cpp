@@ -13,6 +13,8 @@
 #include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace gpudiag::detail {
@@ -80,32 +82,31 @@ void HealthAnalyzer::add_busy_not_computing_finding(Report& report, std::uint16_
     f.severity = Severity::kWarning;
     f.title = gpu + " looked busy (" + percent(a.busy_util.mean()) + " utilization) but only " +
               percent(a.busy_sm_active.mean()) + " of its SMs had work";
-    f.summary =
-        "NVML's utilization counts the time at least one kernel ran, however few SMs it used. "
-        "In the " +
-        std::to_string(a.busy_sm_active.count) + " readings where " + gpu + " was at least " +
-        percent(kLooksBusyPercent) + " utilized, on average " + percent(a.busy_sm_active.mean()) +
-        " of its SMs had work: the GPU was occupied, not computing. Kernels too small to fill "
-        "it, launched one after another, or kernels that mostly wait look like this.";
+    f.summary = fmt::format(
+        "NVML's utilization counts the time at least one kernel ran, however few SMs it used. In "
+        "the {} readings where {} was at least {} utilized, on average {} of its SMs had work: "
+        "the GPU was occupied, not computing. Kernels too small to fill it, launched one after "
+        "another, or kernels that mostly wait look like this.",
+        a.busy_sm_active.count, gpu, percent(kLooksBusyPercent), percent(a.busy_sm_active.mean()));
     const bool memory_bound =
         a.busy_dram.count > 0 && a.busy_dram.mean() >= kMemoryBoundDramPercent;
     f.figures.push_back(
-        {"busy_utilization_percent", a.busy_util.mean(), "percent", "NVML utilization"});
+        {"busy_utilization_percent", a.busy_util.mean(), Unit::kPercent, "NVML utilization"});
     f.figures.push_back(
-        {"busy_sm_active_percent", a.busy_sm_active.mean(), "percent", "SMs with work"});
+        {"busy_sm_active_percent", a.busy_sm_active.mean(), Unit::kPercent, "SMs with work"});
     if (a.busy_occupancy.count > 0) {
-        f.figures.push_back({"busy_sm_occupancy_percent", a.busy_occupancy.mean(), "percent",
+        f.figures.push_back({"busy_sm_occupancy_percent", a.busy_occupancy.mean(), Unit::kPercent,
                              "warps resident of the SMs' maximum"});
     }
     if (a.busy_tensor.count > 0) {
-        f.figures.push_back(
-            {"busy_tensor_active_percent", a.busy_tensor.mean(), "percent", "tensor pipes busy"});
+        f.figures.push_back({"busy_tensor_active_percent", a.busy_tensor.mean(), Unit::kPercent,
+                             "tensor pipes busy"});
     }
     if (a.busy_dram.count > 0) {
-        f.figures.push_back({"busy_dram_active_percent", a.busy_dram.mean(), "percent",
+        f.figures.push_back({"busy_dram_active_percent", a.busy_dram.mean(), Unit::kPercent,
                              "DRAM bandwidth of the peak"});
     }
-    f.figures.push_back({"busy_readings", static_cast<double>(a.busy_sm_active.count), "count",
+    f.figures.push_back({"busy_readings", static_cast<double>(a.busy_sm_active.count), Unit::kCount,
                          "GPM readings while utilization >= " + percent(kLooksBusyPercent)});
     f.evidence.push_back("NVML GPM over the readings while " + gpu + " looked busy: SM active " +
                          percent(a.busy_sm_active.mean()) + ", occupancy " +
@@ -141,14 +142,14 @@ void HealthAnalyzer::add_activity_figures(Section& s) const {
         if (d.activity.dram.count > 0) dram.add(d.activity.dram.mean());
     }
     if (sm.count == 0) return;
-    s.figures.push_back(
-        {"mean_sm_active_percent", sm.mean(), "percent", "mean SM activity (GPM: SMs with work)"});
+    s.figures.push_back({"mean_sm_active_percent", sm.mean(), Unit::kPercent,
+                         "mean SM activity (GPM: SMs with work)"});
     if (tensor.count > 0) {
-        s.figures.push_back(
-            {"mean_tensor_active_percent", tensor.mean(), "percent", "mean tensor-pipe activity"});
+        s.figures.push_back({"mean_tensor_active_percent", tensor.mean(), Unit::kPercent,
+                             "mean tensor-pipe activity"});
     }
     if (dram.count > 0) {
-        s.figures.push_back({"mean_dram_active_percent", dram.mean(), "percent",
+        s.figures.push_back({"mean_dram_active_percent", dram.mean(), Unit::kPercent,
                              "mean DRAM bandwidth of the peak"});
     }
 }

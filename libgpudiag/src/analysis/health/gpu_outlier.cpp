@@ -14,6 +14,8 @@
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -58,25 +60,26 @@ void HealthAnalyzer::add_outlier_findings(Report& report) const {
                           " of busy samples, the others in " + format_percent(throttle));
         }
         if (how.empty()) continue;
-        const std::string gpu = "GPU " + std::to_string(p.device);
+        const std::string gpu = fmt::format("GPU {}", p.device);
         Finding f;
         f.id = finding_name(FindingId::kGpuOutlier);
         f.device = static_cast<int>(p.device);
         f.severity = Severity::kWarning;
-        f.title = gpu + " is slower or hotter than the other " + std::to_string(peers.size() - 1) +
-                  " GPUs";
-        f.summary = gpu + " stands out among the " + std::to_string(peers.size()) +
-                    " busy GPUs of this machine: " + how.front() +
-                    ". In data-parallel work every step waits for the slowest GPU, so this one "
-                    "sets the pace of the whole job.";
+        f.title =
+            fmt::format("{} is slower or hotter than the other {} GPUs", gpu, peers.size() - 1);
+        f.summary = fmt::format(
+            "{} stands out among the {} busy GPUs of this machine: {}. In data-parallel work every "
+            "step waits for the slowest GPU, so this one sets the pace of the whole job.",
+            gpu, peers.size(), how.front());
         f.evidence = how;
         f.figures.push_back(
-            {"sm_clock_under_load_mhz", p.clock, "MHz", "mean SM clock while busy"});
+            {"sm_clock_under_load_mhz", p.clock, Unit::kMegahertz, "mean SM clock while busy"});
         f.figures.push_back(
-            {"peers_sm_clock_under_load_mhz", clock, "MHz", "the other GPUs' median"});
-        f.figures.push_back({"max_temperature_c", p.temperature, "celsius", "max temperature"});
+            {"peers_sm_clock_under_load_mhz", clock, Unit::kMegahertz, "the other GPUs' median"});
         f.figures.push_back(
-            {"peers_max_temperature_c", temperature, "celsius", "the other GPUs' median"});
+            {"max_temperature_c", p.temperature, Unit::kCelsius, "max temperature"});
+        f.figures.push_back(
+            {"peers_max_temperature_c", temperature, Unit::kCelsius, "the other GPUs' median"});
         f.advice.push_back(
             "Have the operators check this GPU's cooling and power (nvidia-smi -q -d "
             "PERFORMANCE,TEMPERATURE,POWER) against its neighbours, or move the job off it.");

@@ -17,6 +17,8 @@
 #include "analysis/findings/finding_catalog.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -34,7 +36,7 @@ constexpr std::uint64_t kPowerBits =
 }  // namespace
 
 std::string device_label(std::uint16_t device) {
-    return device == kNoDevice ? std::string("GPU ?") : "GPU " + std::to_string(device);
+    return device == kNoDevice ? std::string("GPU ?") : fmt::format("GPU {}", device);
 }
 
 void HealthAnalyzer::Stat::add(double v) {
@@ -156,11 +158,11 @@ std::string HealthAnalyzer::largest_others(const DeviceHealth& d) {
     std::sort(by_size.rbegin(), by_size.rend());
     std::string out = "largest other processes (PIDs as NVML lists them): ";
     for (std::size_t i = 0; i < by_size.size() && i < kOtherProcessesNamed; ++i) {
-        out += (i > 0 ? ", PID " : "PID ") + std::to_string(by_size[i].second) + " " +
-               format_bytes(by_size[i].first);
+        out += fmt::format("{}PID {} {}", i > 0 ? ", " : "", by_size[i].second,
+                           format_bytes(by_size[i].first));
     }
     if (by_size.size() > kOtherProcessesNamed) {
-        out += " and " + std::to_string(by_size.size() - kOtherProcessesNamed) + " more";
+        out += fmt::format(" and {} more", by_size.size() - kOtherProcessesNamed);
     }
     return out;
 }
@@ -191,14 +193,16 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                          : "");
         f.confidence = d.active_samples >= 20 ? 0.9 : 0.6;
         f.figures.push_back(
-            {"thermal_throttle_share", share, "fraction", "busy samples throttled"});
-        f.figures.push_back({"max_temperature_c", d.temperature.max, "celsius", "max temperature"});
+            {"thermal_throttle_share", share, Unit::kFraction, "busy samples throttled"});
+        f.figures.push_back(
+            {"max_temperature_c", d.temperature.max, Unit::kCelsius, "max temperature"});
         if (d.sm_clock.count > 0) {
-            f.figures.push_back({"mean_sm_clock_mhz", d.sm_clock.mean(), "MHz", "mean SM clock"});
+            f.figures.push_back(
+                {"mean_sm_clock_mhz", d.sm_clock.mean(), Unit::kMegahertz, "mean SM clock"});
         }
-        f.evidence.push_back(std::to_string(d.thermal_samples) + " of " +
-                             std::to_string(d.active_samples) +
-                             " busy NVML samples report a thermal clock-event reason");
+        f.evidence.push_back(
+            fmt::format("{} of {} busy NVML samples report a thermal clock-event reason",
+                        d.thermal_samples, d.active_samples));
         add_step_slowdown(f, d, kMarkThermal);
         f.advice.push_back(
             "Check the cooling of this GPU (fans, airflow, inlet temperature); "
@@ -226,15 +230,16 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                               (clocks.empty() ? std::string(".") : ": " + clocks + ".");
         f.confidence = d.active_samples >= 20 ? 0.85 : 0.6;
         f.figures.push_back(
-            {"power_throttle_share", share, "fraction", "busy samples power-limited"});
+            {"power_throttle_share", share, Unit::kFraction, "busy samples power-limited"});
         if (d.power.count > 0)
-            f.figures.push_back({"mean_power_w", d.power.mean(), "W", "mean power"});
+            f.figures.push_back({"mean_power_w", d.power.mean(), Unit::kWatts, "mean power"});
         if (d.power_limit.count > 0) {
-            f.figures.push_back({"power_limit_w", d.power_limit.last, "W", "enforced power limit"});
+            f.figures.push_back(
+                {"power_limit_w", d.power_limit.last, Unit::kWatts, "enforced power limit"});
         }
-        f.evidence.push_back(std::to_string(d.power_samples) + " of " +
-                             std::to_string(d.active_samples) +
-                             " busy NVML samples report a power clock-event reason");
+        f.evidence.push_back(
+            fmt::format("{} of {} busy NVML samples report a power clock-event reason",
+                        d.power_samples, d.active_samples));
         add_step_slowdown(f, d, kMarkPower);
         if (brake) {
             f.advice.push_back(
@@ -279,9 +284,9 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                           "only after a reset."
                         : "The GPU's memory needed error correction while the program ran; a "
                           "growing count points at failing memory.";
-        f.figures.push_back({"ecc_uncorrected", d.ecc_uncorrected.max, "count",
+        f.figures.push_back({"ecc_uncorrected", d.ecc_uncorrected.max, Unit::kCount,
                              "uncorrected ECC errors (volatile)"});
-        f.figures.push_back({"ecc_corrected_during_run", corrected_growth, "count",
+        f.figures.push_back({"ecc_corrected_during_run", corrected_growth, Unit::kCount,
                              "corrected ECC errors during the run"});
         f.evidence.push_back("NVML volatile ECC counters: corrected " +
                              format_number(d.ecc_corrected.last, 0) + ", uncorrected " +
@@ -316,18 +321,18 @@ void HealthAnalyzer::add_findings(Report& report, std::uint16_t device, const De
                     "'s memory while the program ran: less headroom before an "
                     "out-of-memory error, and shared compute time.";
         f.figures.push_back(
-            {"foreign_memory_bytes", foreign, "bytes", "other processes' memory (max)"});
+            {"foreign_memory_bytes", foreign, Unit::kBytes, "other processes' memory (max)"});
         if (capacity > 0) {
-            f.figures.push_back(
-                {"foreign_memory_share", foreign / capacity, "fraction", "share of device memory"});
+            f.figures.push_back({"foreign_memory_share", foreign / capacity, Unit::kFraction,
+                                 "share of device memory"});
         }
         f.evidence.push_back("NVML's compute-process list for " + gpu +
                              " shows memory held by other PIDs");
         if (!d.other_processes.empty()) f.evidence.push_back(largest_others(d));
         if (d.foreign_sm.count > 0) {
-            f.figures.push_back({"foreign_sm_percent_mean", d.foreign_sm.mean(), "percent",
+            f.figures.push_back({"foreign_sm_percent_mean", d.foreign_sm.mean(), Unit::kPercent,
                                  "SM time other processes used (mean)"});
-            f.figures.push_back({"foreign_sm_percent_max", d.foreign_sm.max, "percent",
+            f.figures.push_back({"foreign_sm_percent_max", d.foreign_sm.max, Unit::kPercent,
                                  "SM time other processes used (max)"});
             f.evidence.push_back("NVML's per-process utilization: other processes used " +
                                  format_number(d.foreign_sm.mean(), 0) + " % of " + gpu +
@@ -357,11 +362,12 @@ void HealthAnalyzer::add_mode_figures(Section& s) const {
         }
     }
     if (seen > 0) {
-        s.figures.push_back({"gpus_without_persistence_mode", without_persistence, "count",
+        s.figures.push_back({"gpus_without_persistence_mode", without_persistence, Unit::kCount,
                              "GPUs with persistence mode off (the driver reloads per job)"});
     }
     if (mig_seen > 0) {
-        s.figures.push_back({"gpus_in_mig_mode", in_mig, "count", "GPUs split into MIG instances"});
+        s.figures.push_back(
+            {"gpus_in_mig_mode", in_mig, Unit::kCount, "GPUs split into MIG instances"});
     }
 }
 
@@ -386,8 +392,9 @@ void HealthAnalyzer::contribute(Report& report) {
                  "max_foreign_memory_bytes",
                  "ecc_corrected",
                  "ecc_uncorrected"};
-    t.units = {"",  "percent",  "MHz",      "MHz",   "celsius", "W",
-               "W", "fraction", "fraction", "bytes", "count",   "count"};
+    t.units = {Unit::kNumber,   Unit::kPercent, Unit::kMegahertz, Unit::kMegahertz,
+               Unit::kCelsius,  Unit::kWatts,   Unit::kWatts,     Unit::kFraction,
+               Unit::kFraction, Unit::kBytes,   Unit::kCount,     Unit::kCount};
     double max_temp = 0;
     double max_foreign = 0;
     double worst_thermal = 0;
@@ -414,10 +421,10 @@ void HealthAnalyzer::contribute(Report& report) {
         // refuses it), so the lambda captures a plain copy of the ordinal.
         const auto ordinal = device;
         auto to_series = [&, ordinal](const Series& src, const char* id, const char* title,
-                                      const char* unit) {
+                                      Unit unit) {
             if (src.points.empty()) return;
             gpudiag::Series out;
-            out.id = std::string(id) + "_gpu" + std::to_string(ordinal);
+            out.id = fmt::format("{}_gpu{}", id, ordinal);
             out.title = device_label(ordinal) + " " + title;
             out.unit = unit;
             for (const auto& [ts, v] : src.points) {
@@ -426,9 +433,9 @@ void HealthAnalyzer::contribute(Report& report) {
             }
             s.series.push_back(std::move(out));
         };
-        to_series(d.temperature_series, "temperature", "temperature", "celsius");
-        to_series(d.power_series, "power", "power", "W");
-        to_series(d.clock_series, "sm_clock", "SM clock", "MHz");
+        to_series(d.temperature_series, "temperature", "temperature", Unit::kCelsius);
+        to_series(d.power_series, "power", "power", Unit::kWatts);
+        to_series(d.clock_series, "sm_clock", "SM clock", Unit::kMegahertz);
         add_findings(report, device, d);
         add_card_findings(report, device, d);
         add_busy_not_computing_finding(report, device, d);
@@ -436,20 +443,22 @@ void HealthAnalyzer::contribute(Report& report) {
     add_outlier_findings(report);
     add_mode_figures(s);
     add_activity_figures(s);
-    s.figures.push_back({"devices", static_cast<double>(devices_.size()), "count", "GPUs sampled"});
-    s.figures.push_back({"samples", static_cast<double>(samples), "count", "NVML samples per GPU"});
+    s.figures.push_back(
+        {"devices", static_cast<double>(devices_.size()), Unit::kCount, "GPUs sampled"});
+    s.figures.push_back(
+        {"samples", static_cast<double>(samples), Unit::kCount, "NVML samples per GPU"});
     if (util_count > 0) {
         s.figures.push_back({"mean_gpu_utilization_percent",
-                             util_sum / static_cast<double>(util_count), "percent",
+                             util_sum / static_cast<double>(util_count), Unit::kPercent,
                              "mean GPU utilization (time a kernel ran)"});
     }
-    s.figures.push_back({"max_temperature_c", max_temp, "celsius", "max temperature"});
-    s.figures.push_back({"thermal_throttle_share", worst_thermal, "fraction",
+    s.figures.push_back({"max_temperature_c", max_temp, Unit::kCelsius, "max temperature"});
+    s.figures.push_back({"thermal_throttle_share", worst_thermal, Unit::kFraction,
                          "busy samples thermally throttled (worst GPU)"});
-    s.figures.push_back({"power_throttle_share", worst_power, "fraction",
+    s.figures.push_back({"power_throttle_share", worst_power, Unit::kFraction,
                          "busy samples power-limited (worst GPU)"});
     s.figures.push_back(
-        {"max_foreign_memory_bytes", max_foreign, "bytes", "other processes' memory (max)"});
+        {"max_foreign_memory_bytes", max_foreign, Unit::kBytes, "other processes' memory (max)"});
     s.tables.push_back(std::move(t));
     report.sections.push_back(std::move(s));
 }

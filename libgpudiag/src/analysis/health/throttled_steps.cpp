@@ -11,6 +11,8 @@
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 
@@ -60,16 +62,15 @@ void HealthAnalyzer::add_step_slowdown(Finding& f, const DeviceHealth& d,
     const double slowdown = s.throttled_median_s / s.clean_median_s - 1;
     const double share =
         static_cast<double>(s.throttled) / static_cast<double>(s.throttled + s.clean);
-    const std::string seen = "Of the " + std::to_string(s.throttled + s.clean) +
-                             " steps a busy NVML sample fell in, " + std::to_string(s.throttled) +
-                             " ran while throttled: median " +
-                             format_duration_ns(s.throttled_median_s * 1e9) + " against " +
-                             format_duration_ns(s.clean_median_s * 1e9) + " for the " +
-                             std::to_string(s.clean) + " that ran unthrottled";
+    const std::string seen = fmt::format(
+        "Of the {} steps a busy NVML sample fell in, {} ran while throttled: median {} against {} "
+        "for the {} that ran unthrottled",
+        s.throttled + s.clean, s.throttled, format_duration_ns(s.throttled_median_s * 1e9),
+        format_duration_ns(s.clean_median_s * 1e9), s.clean);
+    f.figures.push_back({"throttled_step_median_s", s.throttled_median_s, Unit::kSeconds,
+                         "median step while throttled"});
     f.figures.push_back(
-        {"throttled_step_median_s", s.throttled_median_s, "s", "median step while throttled"});
-    f.figures.push_back(
-        {"unthrottled_step_median_s", s.clean_median_s, "s", "median step unthrottled"});
+        {"unthrottled_step_median_s", s.clean_median_s, Unit::kSeconds, "median step unthrottled"});
     if (slowdown <= kThrottleNoiseShare) {
         f.evidence.push_back(seen +
                              ": no slower, so this program's steps are not bound by the "
@@ -79,11 +80,12 @@ void HealthAnalyzer::add_step_slowdown(Finding& f, const DeviceHealth& d,
     const double lost =
         (s.throttled_median_s - s.clean_median_s) * share * static_cast<double>(s.steps);
     f.figures.push_back(
-        {"throttled_step_slowdown", slowdown, "fraction", "throttled steps slower by"});
-    f.figures.push_back({"step_time_lost_s", lost, "s", "step time lost to throttling (estimate)"});
-    f.evidence.push_back(seen + " (+" + format_percent(slowdown) + "); about " +
-                         format_duration_ns(lost * 1e9) + " lost over the " +
-                         std::to_string(s.steps) + " steps");
+        {"throttled_step_slowdown", slowdown, Unit::kFraction, "throttled steps slower by"});
+    f.figures.push_back(
+        {"step_time_lost_s", lost, Unit::kSeconds, "step time lost to throttling (estimate)"});
+    f.evidence.push_back(fmt::format("{} (+{}); about {} lost over the {} steps", seen,
+                                     format_percent(slowdown), format_duration_ns(lost * 1e9),
+                                     s.steps));
 }
 
 }  // namespace gpudiag::detail

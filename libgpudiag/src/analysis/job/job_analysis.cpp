@@ -8,6 +8,8 @@
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -41,7 +43,7 @@ struct RankFigures {
 
 void add_rank_table(Report& job, Section& s) {
     // Columns: every figure of every section that all ranks report.
-    std::map<std::string, std::pair<std::string, int>> common;  // key -> (unit, ranks having it)
+    std::map<std::string, std::pair<Unit, int>> common;  // key -> (unit, ranks having it)
     for (const auto& r : job.ranks) {
         for (const auto& sec : r.sections) {
             for (const auto& f : sec.figures) {
@@ -55,7 +57,7 @@ void add_rank_table(Report& job, Section& s) {
     t.id = "ranks";
     t.title = "Per-rank figures";
     t.columns.push_back("rank");
-    t.units.push_back("rank");
+    t.units.push_back(Unit::kRank);
     std::vector<std::string> keys;
     for (const auto& [key, info] : common) {
         if (info.second == static_cast<int>(job.ranks.size())) {
@@ -226,7 +228,7 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
     t.title = "When each rank started " + id.kernel + " (stream " + format_number(id.stream, 0) +
               "), step by step: the latest two of each step are flagged (HTA's straggler view)";
     t.columns = {"step", "rank", "start_offset_ns", "duration_ns", "late"};
-    t.units = {"step", "rank", "ns", "ns", "count"};
+    t.units = {Unit::kStep, Unit::kRank, Unit::kNanoseconds, Unit::kNanoseconds, Unit::kCount};
     std::map<std::int32_t, int> late_count;
     std::map<std::int32_t, double> lateness;
     for (std::int64_t step : steps) {
@@ -262,10 +264,10 @@ void add_late_collectives(Report& job, Section& s, const AnalysisOptions& option
         if (late_count[a] != late_count[b]) return late_count[a] > late_count[b];
         return lateness[a] > lateness[b];
     });
-    s.figures.push_back({"late_start_rank", static_cast<double>(order[0]), "rank",
+    s.figures.push_back({"late_start_rank", static_cast<double>(order[0]), Unit::kRank,
                          "rank most often among the last two to start the dominant collective"});
     if (order.size() > 1) {
-        s.figures.push_back({"late_start_rank_2", static_cast<double>(order[1]), "rank",
+        s.figures.push_back({"late_start_rank_2", static_cast<double>(order[1]), Unit::kRank,
                              "the rank next most often among them"});
     }
     s.tables.push_back(std::move(t));
@@ -346,7 +348,8 @@ GpuArrivals gpu_arrivals(const Report& job) {
         "Who reached each collective last on the GPU (clocks aligned on the collectives' end)";
     out.table.columns = {"step",    "kernel",          "occurrence",       "last_rank",
                          "wait_ns", "last_compute_ns", "median_compute_ns"};
-    out.table.units = {"step", "", "count", "rank", "ns", "ns", "ns"};
+    out.table.units = {Unit::kStep,        Unit::kNumber,      Unit::kCount,      Unit::kRank,
+                       Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds};
     constexpr std::size_t kRows = 256;
     for (const auto& [key, by_rank] : arrivals) {
         std::vector<std::pair<double, std::int32_t>> at;  // aligned start (ns), rank
@@ -415,9 +418,10 @@ struct WaitSaving {
           step_ns(median_step_ns) {}
 
     [[nodiscard]] std::vector<Figure> figures() const {
-        return {{"saving_ns", saving, "ns", "time saved per step"},
-                {"share", share, "fraction", "share of the step time"},
-                {"step_time_ns", std::max(0.0, step_ns - saving), "ns", "predicted step time"}};
+        return {{"saving_ns", saving, Unit::kNanoseconds, "time saved per step"},
+                {"share", share, Unit::kFraction, "share of the step time"},
+                {"step_time_ns", std::max(0.0, step_ns - saving), Unit::kNanoseconds,
+                 "predicted step time"}};
     }
     // A straggler is graded by what bringing it on time is worth now: a wait off the others'
     // critical path costs nothing until what holds their steps back is fixed.
@@ -471,13 +475,14 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     const LateRank& lr = worst->second;
     const double wait = lr.wait_ns / steps;
     const double excess = median_step_ns > 0 ? wait / median_step_ns : 0;
-    s.figures.push_back({"collectives_matched", static_cast<double>(g.matched), "count",
+    s.figures.push_back({"collectives_matched", static_cast<double>(g.matched), Unit::kCount,
                          "collective kernels matched across ranks"});
-    s.figures.push_back({"gpu_late_rank", static_cast<double>(rank), "rank",
+    s.figures.push_back({"gpu_late_rank", static_cast<double>(rank), Unit::kRank,
                          "rank the others wait for most, by when its GPU reached the collectives"});
-    s.figures.push_back({"gpu_late_wait_ns", wait, "ns", "the others' wait for it, per step"});
     s.figures.push_back(
-        {"gpu_late_share", excess, "fraction", "that wait, share of the median step"});
+        {"gpu_late_wait_ns", wait, Unit::kNanoseconds, "the others' wait for it, per step"});
+    s.figures.push_back(
+        {"gpu_late_share", excess, Unit::kFraction, "that wait, share of the median step"});
     Table per_rank;
     per_rank.id = "gpu_arrivals";
     per_rank.title =
@@ -488,7 +493,8 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
                         "compute_before_ns",
                         "median_compute_before_ns",
                         "clock_offset_ns"};
-    per_rank.units = {"rank", "count", "ns", "ns", "ns", "ns"};
+    per_rank.units = {Unit::kRank,        Unit::kCount,       Unit::kNanoseconds,
+                      Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds};
     for (const auto& [r, x] : g.ranks) {
         per_rank.rows.push_back({static_cast<double>(r), static_cast<double>(x.last),
                                  x.wait_ns / steps, x.last > 0 ? x.compute_ns / x.last : 0.0,
@@ -504,46 +510,43 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
     f.id = finding_name(FindingId::kRankStraggler);
     f.severity = saving.straggler_severity();
     f.rank = rank;
-    f.title = "Rank " + std::to_string(rank) +
-              " reaches the collectives last on the GPU: the other "
-              "ranks wait about " +
-              format_duration_ns(wait) + " per step (" + format_percent(excess) + ") for it";
-    f.summary =
-        "Rank " + std::to_string(rank) + "'s GPU started " + std::to_string(lr.last) + " of the " +
-        std::to_string(g.matched) +
-        " collective kernels matched across ranks last; the others "
-        "waited inside them " +
-        format_duration_ns(wait) +
-        " per step for it. Before those "
-        "collectives its GPU computed " +
-        format_duration_ns(own) + " each, against " + format_duration_ns(typical) +
-        " on the median rank" +
-        (own > typical * kSlowerCompute
-             ? ": it is slow in the compute before them (in backward when they "
-               "are the gradients' all-reduce)."
-             : ": its compute is not slower, so it starts that compute late "
-               "(host, input or launch delays on that rank).") +
-        " Step times can be equal on every rank all the same: each rank waits for it inside "
-        "the collective.";
-    f.figures = {
-        {"share", excess, "fraction", "wait for this rank, share of the step"},
-        {"wait_ns", wait, "ns", "the others' wait per step"},
-        {"collectives_last", static_cast<double>(lr.last), "count", "collectives it reached last"},
-        {"compute_before_ns", own, "ns", "its compute before each of them"},
-        {"median_compute_before_ns", typical, "ns", "the median rank's compute before them"}};
+    f.title = fmt::format(
+        "Rank {} reaches the collectives last on the GPU: the other ranks wait about {} per step "
+        "({}) for it",
+        rank, format_duration_ns(wait), format_percent(excess));
+    f.summary = fmt::format(
+        "Rank {}'s GPU started {} of the {} collective kernels matched across ranks last; the "
+        "others waited inside them {} per step for it. Before those collectives its GPU computed "
+        "{} each, against {} on the median rank{} Step times can be equal on every rank all the "
+        "same: each rank waits for it inside the collective.",
+        rank, lr.last, g.matched, format_duration_ns(wait), format_duration_ns(own),
+        format_duration_ns(typical),
+        own > typical * kSlowerCompute
+            ? ": it is slow in the compute before them (in backward when they are the gradients' "
+              "all-reduce)."
+            : ": its compute is not slower, so it starts that compute late (host, input or launch "
+              "delays on that rank).");
+    f.figures = {{"share", excess, Unit::kFraction, "wait for this rank, share of the step"},
+                 {"wait_ns", wait, Unit::kNanoseconds, "the others' wait per step"},
+                 {"collectives_last", static_cast<double>(lr.last), Unit::kCount,
+                  "collectives it reached last"},
+                 {"compute_before_ns", own, Unit::kNanoseconds, "its compute before each of them"},
+                 {"median_compute_before_ns", typical, Unit::kNanoseconds,
+                  "the median rank's compute before them"}};
     f.predicted_saving = saving.figures();
-    f.site_unit = "ns";
+    f.site_unit = Unit::kNanoseconds;
     double total = 0;
     for (const auto& [r, x] : g.ranks) total += x.wait_ns;
     for (const auto& [r, x] : g.ranks) {
         if (x.last == 0) continue;
-        f.sites.push_back(CallSite{"rank " + std::to_string(r), x.wait_ns / steps,
+        f.sites.push_back(CallSite{fmt::format("rank {}", r), x.wait_ns / steps,
                                    total > 0 ? x.wait_ns / total : 0.0,
-                                   std::to_string(x.last) + " collectives reached last"});
+                                   fmt::format("{} collectives reached last", x.last)});
     }
-    f.evidence.push_back("GPU start of the collectives, clocks aligned on their common end: rank " +
-                         std::to_string(rank) + " last at " + std::to_string(lr.last) + " of " +
-                         std::to_string(g.matched));
+    f.evidence.push_back(fmt::format(
+        "GPU start of the collectives, clocks aligned on their common end: rank {} last at {} of "
+        "{}",
+        rank, lr.last, g.matched));
     f.summary += " " + straggler_saving_note(wait, saving.bound);
     f.advice.push_back(
         "Look at this rank's compute before the collectives it reaches last (its "
@@ -596,26 +599,25 @@ void summarise_rank_findings(Report& job) {
         f.confidence = w.confidence;
         f.rank = -1;
         f.device = -1;
-        f.title =
-            "On " + std::to_string(hits.size()) + " of " + std::to_string(job.ranks.size()) +
-            " ranks: " + w.title +
-            (hits.size() > 1 ? " (rank " + std::to_string(worst->first) + ", the worst)" : "");
-        f.summary = "Rank " + std::to_string(worst->first) + ": " + w.summary;
+        f.title = fmt::format(
+            "On {} of {} ranks: {}{}", hits.size(), job.ranks.size(), w.title,
+            hits.size() > 1 ? fmt::format(" (rank {}, the worst)", worst->first) : std::string());
+        f.summary = fmt::format("Rank {}: {}", worst->first, w.summary);
         f.figures = w.figures;
         f.figures.push_back(
-            {"ranks", static_cast<double>(hits.size()), "count", "ranks with this finding"});
-        f.site_unit = lead_figure(w) != nullptr ? lead_figure(w)->unit : "";
+            {"ranks", static_cast<double>(hits.size()), Unit::kCount, "ranks with this finding"});
+        f.site_unit = lead_figure(w) != nullptr ? lead_figure(w)->unit : Unit::kNumber;
         double total = 0;
         for (const auto& hit : hits) total += lead_value(*hit.second);
         for (const auto& [rank, finding] : hits) {
             const double value = lead_value(*finding);
             f.sites.push_back(
-                CallSite{"rank " + std::to_string(rank), value,
+                CallSite{fmt::format("rank {}", rank), value,
                          total > 0 ? value / total : 1.0 / static_cast<double>(hits.size()),
                          finding->title});
         }
         for (const auto& e : w.evidence)
-            f.evidence.push_back("rank " + std::to_string(worst->first) + ": " + e);
+            f.evidence.push_back(fmt::format("rank {}: {}", worst->first, e));
         f.advice = w.advice;
         f.predicted_saving = w.predicted_saving;
         job.findings.push_back(std::move(f));
@@ -627,8 +629,8 @@ void summarise_rank_findings(Report& job) {
 void analyze_job(Report& job, const AnalysisOptions& options) {
     Section s;
     s.id = "job";
-    s.title = "Job of " + std::to_string(job.ranks.size()) + " ranks";
-    s.figures.push_back({"ranks", static_cast<double>(job.ranks.size()), "count", "ranks"});
+    s.title = fmt::format("Job of {} ranks", job.ranks.size());
+    s.figures.push_back({"ranks", static_cast<double>(job.ranks.size()), Unit::kCount, "ranks"});
 
     std::vector<RankFigures> ranks;
     for (const auto& r : job.ranks) {
@@ -661,11 +663,11 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             overlap += f.overlap_share;
             idle += f.idle_share;
         }
-        s.figures.push_back({"communication_share", comm / n, "fraction",
+        s.figures.push_back({"communication_share", comm / n, Unit::kFraction,
                              "communication kernels, mean share of the window over ranks"});
-        s.figures.push_back({"comm_overlap_share", overlap / n, "fraction",
+        s.figures.push_back({"comm_overlap_share", overlap / n, Unit::kFraction,
                              "communication overlapped with compute, mean over ranks"});
-        s.figures.push_back({"idle_share", idle / n, "fraction", "GPU idle, mean over ranks"});
+        s.figures.push_back({"idle_share", idle / n, Unit::kFraction, "GPU idle, mean over ranks"});
 
         Table t;
         t.id = "rank_balance";
@@ -679,7 +681,9 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                      "communication_ns",
                      "exposed_communication_ns",
                      "work_ns"};
-        t.units = {"rank", "ns", "fraction", "fraction", "fraction", "fraction", "ns", "ns", "ns"};
+        t.units = {Unit::kRank,        Unit::kNanoseconds, Unit::kFraction,
+                   Unit::kFraction,    Unit::kFraction,    Unit::kFraction,
+                   Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds};
         for (const auto& f : ranks) {
             t.rows.push_back({static_cast<double>(f.rank), f.step_ns, f.idle_share, f.compute_share,
                               f.comm_share, f.overlap_share, f.comm_ns, f.exposed_comm_ns,
@@ -707,11 +711,11 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         double med_step = median(steps);
         double wait = std::max(0.0, med_comm - slowest->comm_ns);
         double excess = med_step > 0 ? wait / med_step : 0;
-        s.figures.push_back({"slowest_rank", static_cast<double>(slowest->rank), "rank",
+        s.figures.push_back({"slowest_rank", static_cast<double>(slowest->rank), Unit::kRank,
                              "rank the others wait for in collectives"});
-        s.figures.push_back(
-            {"straggler_wait_ns", wait, "ns", "median rank's extra time in collectives, per step"});
-        s.figures.push_back({"straggler_excess", excess, "fraction",
+        s.figures.push_back({"straggler_wait_ns", wait, Unit::kNanoseconds,
+                             "median rank's extra time in collectives, per step"});
+        s.figures.push_back({"straggler_excess", excess, Unit::kFraction,
                              "that wait as a share of the median step time"});
         // The GPU's arrival at each collective names the straggler exactly; collective time per
         // rank is the estimate for reports that lack it.
@@ -722,35 +726,34 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             f.id = finding_name(FindingId::kRankStraggler);
             f.severity = saving.straggler_severity();
             f.rank = slowest->rank;
-            f.title = "Rank " + std::to_string(slowest->rank) +
-                      " is the straggler: the other ranks "
-                      "wait about " +
-                      format_duration_ns(wait) + " per step (" + format_percent(excess) +
-                      ") for it in collectives";
-            f.summary = "Rank " + std::to_string(slowest->rank) + " spends " +
-                        format_duration_ns(slowest->comm_ns) +
-                        " per step in collective kernels against a median of " +
-                        format_duration_ns(med_comm) +
-                        ": it reaches each collective last, and the others wait inside the "
-                        "collective for it. Its GPU is idle " +
-                        format_percent(slowest->idle_share) + " of its window. " +
-                        straggler_saving_note(wait, saving.bound);
+            f.title = fmt::format(
+                "Rank {} is the straggler: the other ranks wait about {} per step ({}) for it in "
+                "collectives",
+                slowest->rank, format_duration_ns(wait), format_percent(excess));
+            f.summary = fmt::format(
+                "Rank {} spends {} per step in collective kernels against a median of {}: it "
+                "reaches each collective last, and the others wait inside the collective for it. "
+                "Its GPU is idle {} of its window. {}",
+                slowest->rank, format_duration_ns(slowest->comm_ns), format_duration_ns(med_comm),
+                format_percent(slowest->idle_share), straggler_saving_note(wait, saving.bound));
             f.figures = {
-                {"share", excess, "fraction", "wait for this rank, share of the step"},
-                {"wait_ns", wait, "ns", "others' extra collective time per step"},
-                {"communication_ns", slowest->comm_ns, "ns", "its collective time per step"},
-                {"median_communication_ns", med_comm, "ns", "median collective time"}};
+                {"share", excess, Unit::kFraction, "wait for this rank, share of the step"},
+                {"wait_ns", wait, Unit::kNanoseconds, "others' extra collective time per step"},
+                {"communication_ns", slowest->comm_ns, Unit::kNanoseconds,
+                 "its collective time per step"},
+                {"median_communication_ns", med_comm, Unit::kNanoseconds,
+                 "median collective time"}};
             f.predicted_saving = saving.figures();
-            f.site_unit = "ns";
+            f.site_unit = Unit::kNanoseconds;
             for (const auto& r : ranks) {
                 f.sites.push_back(
-                    CallSite{"rank " + std::to_string(r.rank), r.comm_ns,
+                    CallSite{fmt::format("rank {}", r.rank), r.comm_ns,
                              total_comm > 0 ? r.comm_ns / total_comm : 0,
                              "collective time per step; idle " + format_percent(r.idle_share)});
             }
-            f.evidence.push_back("collective time per step: rank " + std::to_string(slowest->rank) +
-                                 " " + format_duration_ns(slowest->comm_ns) + ", median " +
-                                 format_duration_ns(med_comm));
+            f.evidence.push_back(fmt::format("collective time per step: rank {} {}, median {}",
+                                             slowest->rank, format_duration_ns(slowest->comm_ns),
+                                             format_duration_ns(med_comm)));
             f.advice.push_back(
                 "Look at this rank's own findings first (input pipeline, host "
                 "syncs, launch overhead): its delay is every rank's delay.");
@@ -770,35 +773,34 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
             ranks.begin(), ranks.end(),
             [](const RankFigures& a, const RankFigures& b) { return a.comm_ns < b.comm_ns; });
         double spread = mean_comm > 0 ? (hi->comm_ns - lo->comm_ns) / mean_comm : 0;
-        s.figures.push_back({"communication_spread", spread, "fraction",
+        s.figures.push_back({"communication_spread", spread, Unit::kFraction,
                              "(max - min) collective time over its mean"});
         if (spread >= kCommImbalanceNotable) {
             Finding f;
             f.id = finding_name(FindingId::kCommImbalance);
             f.severity = Severity::kWarning;
             f.rank = hi->rank;
-            f.title = "Uneven collective time: rank " + std::to_string(hi->rank) + " " +
-                      format_duration_ns(hi->comm_ns) + " vs rank " + std::to_string(lo->rank) +
-                      " " + format_duration_ns(lo->comm_ns) + " per step";
-            f.summary = "Collective kernels take " + format_percent(spread) +
-                        " of their mean more on rank " + std::to_string(hi->rank) +
-                        " than on rank " + std::to_string(lo->rank) +
-                        ". Time inside a collective includes waiting "
-                        "for the last rank to arrive: rank " +
-                        std::to_string(hi->rank) + " waits longest, rank " +
-                        std::to_string(lo->rank) + " arrives last.";
-            f.figures = {{"share", spread, "fraction", "(max - min) over the mean"},
-                         {"max_communication_ns", hi->comm_ns, "ns", "most collective time"},
-                         {"min_communication_ns", lo->comm_ns, "ns", "least collective time"}};
+            f.title = fmt::format("Uneven collective time: rank {} {} vs rank {} {} per step",
+                                  hi->rank, format_duration_ns(hi->comm_ns), lo->rank,
+                                  format_duration_ns(lo->comm_ns));
+            f.summary = fmt::format(
+                "Collective kernels take {} of their mean more on rank {} than on rank {}. Time "
+                "inside a collective includes waiting for the last rank to arrive: rank {} waits "
+                "longest, rank {} arrives last.",
+                format_percent(spread), hi->rank, lo->rank, hi->rank, lo->rank);
+            f.figures = {
+                {"share", spread, Unit::kFraction, "(max - min) over the mean"},
+                {"max_communication_ns", hi->comm_ns, Unit::kNanoseconds, "most collective time"},
+                {"min_communication_ns", lo->comm_ns, Unit::kNanoseconds, "least collective time"}};
             // Evening it out means the rank arriving last arrives with the median one; the
             // others' shorter collectives count only as far as their critical paths let them.
             f.predicted_saving =
                 WaitSaving(job, lo->rank, std::max(0.0, med_comm - lo->comm_ns), med_step)
                     .figures();
-            f.site_unit = "ns";
+            f.site_unit = Unit::kNanoseconds;
             for (const auto& r : ranks) {
                 f.sites.push_back(CallSite{
-                    "rank " + std::to_string(r.rank), r.comm_ns,
+                    fmt::format("rank {}", r.rank), r.comm_ns,
                     mean_comm > 0 ? r.comm_ns / (mean_comm * static_cast<double>(ranks.size())) : 0,
                     "overlap " + format_percent(r.overlap_share)});
             }

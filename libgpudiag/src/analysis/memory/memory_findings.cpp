@@ -46,12 +46,13 @@ const char* metric_words(TrendMetric m) {
 
 std::string basis_words(const MemoryTrend& t) {
     switch (t.basis) {
-        case Repetition::kSteps: return std::to_string(t.repetitions) + " steps";
+        case Repetition::kSteps: return fmt::format("{} steps", t.repetitions);
         case Repetition::kPeriod:
-            return "a pattern that repeats every " + seconds(t.period_ns / 1e9) + " (" +
-                   std::to_string(t.repetitions) + " repetitions of the same allocation)";
+            return fmt::format(
+                "a pattern that repeats every {} ({} repetitions of the same allocation)",
+                seconds(t.period_ns / 1e9), t.repetitions);
         case Repetition::kWindows:
-            return std::to_string(t.repetitions) + " windows of " + seconds(t.window_ns / 1e9);
+            return fmt::format("{} windows of {}", t.repetitions, seconds(t.window_ns / 1e9));
         case Repetition::kNone: break;
     }
     return "too few repetitions";
@@ -66,8 +67,8 @@ std::string until_full_text(const MemoryTrend& t) {
     if (t.until_full <= 0) return " The device is full already.";
     if (!t.per_step)
         return " At this rate the device is full in about " + seconds(t.until_full) + ".";
-    std::string out = " At this rate the device is full in about " +
-                      std::to_string(static_cast<long long>(t.until_full)) + " more steps";
+    std::string out = fmt::format(" At this rate the device is full in about {} more steps",
+                                  static_cast<long long>(t.until_full));
     if (t.step_ns > 0)
         out += " (" + seconds(t.until_full * t.step_ns / 1e9) + " at the mean step time)";
     return out + ".";
@@ -159,18 +160,20 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
               (t.per_step      ? ""
                : t.since_s > 0 ? " since " + seconds(t.since_s) + " into the run"
                                : " since the start of the run");
-    f.summary = std::string("Across ") + basis_words(t) + ", the lowest level of " +
-                metric_words(t.metric) + " in each " +
-                (t.per_step                       ? "step"
-                 : t.basis == Repetition::kPeriod ? "repetition"
-                                                  : "window") +
-                " keeps rising: from " + b(t.first_level) + " to " + b(t.last_level) + " (+" +
-                b(growth) +
-                (t.since_s > 0 ? ") since " + seconds(t.since_s) + " after the first event, over "
-                               : ") from the first event on, over ") +
-                (t.per_step ? std::to_string(static_cast<long long>(t.span_steps)) + " steps"
-                            : seconds(t.span_s)) +
-                "." + until_full_text(t);
+    const std::string since =
+        t.since_s > 0 ? fmt::format("since {} after the first event", seconds(t.since_s))
+                      : std::string("from the first event on");
+    const std::string span = t.per_step
+                                 ? fmt::format("{} steps", static_cast<long long>(t.span_steps))
+                                 : seconds(t.span_s);
+    f.summary = fmt::format(
+        "Across {}, the lowest level of {} in each {} keeps rising: from {} to {} (+{}) {}, over "
+        "{}.{}",
+        basis_words(t), metric_words(t.metric),
+        t.per_step                       ? "step"
+        : t.basis == Repetition::kPeriod ? "repetition"
+                                         : "window",
+        b(t.first_level), b(t.last_level), b(growth), since, span, until_full_text(t));
     if (!t.sites.empty()) {
         f.summary += " " + t.sites.front().site + " holds " +
                      format_percent(t.sites.front().bytes / std::max(t.sites_total, 1.0)) +
@@ -178,23 +181,28 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     }
     if (causes_oom) f.summary += " It explains the out-of-memory failures reported below.";
     if (t.per_step) {
-        f.figures.push_back({"leak_rate_bytes_per_step", t.rate, "bytes/step", "growth rate"});
-    } else {
-        f.figures.push_back({"leak_rate_bytes_per_second", t.rate, "bytes/s", "growth rate"});
         f.figures.push_back(
-            {"leak_rate_bytes_per_hour", t.rate * 3600.0, "bytes/hour", "growth rate per hour"});
+            {"leak_rate_bytes_per_step", t.rate, Unit::kBytesPerStep, "growth rate"});
+    } else {
+        f.figures.push_back(
+            {"leak_rate_bytes_per_second", t.rate, Unit::kBytesPerSecond, "growth rate"});
+        f.figures.push_back({"leak_rate_bytes_per_hour", t.rate * 3600.0, Unit::kBytesPerHour,
+                             "growth rate per hour"});
     }
-    f.figures.push_back({"growth_bytes", growth, "bytes", "growth since the onset"});
-    f.figures.push_back({"level_bytes", t.result.level, "bytes", "median level"});
-    f.figures.push_back({"since_ns", t.since_s * 1e9, "ns", "onset, after the first event"});
+    f.figures.push_back({"growth_bytes", growth, Unit::kBytes, "growth since the onset"});
+    f.figures.push_back({"level_bytes", t.result.level, Unit::kBytes, "median level"});
     f.figures.push_back(
-        {"repetitions", d(t.repetitions), "count", "repeated iterations the trend covers"});
-    f.figures.push_back({"p_value", t.result.p_value, "", "Mann-Kendall p-value (one-sided)"});
+        {"since_ns", t.since_s * 1e9, Unit::kNanoseconds, "onset, after the first event"});
+    f.figures.push_back(
+        {"repetitions", d(t.repetitions), Unit::kCount, "repeated iterations the trend covers"});
+    f.figures.push_back(
+        {"p_value", t.result.p_value, Unit::kNumber, "Mann-Kendall p-value (one-sided)"});
     if (t.full_known) {
-        f.figures.push_back(t.per_step ? Figure{"steps_until_full", t.until_full, "count",
-                                                "steps until the device is full"}
-                                       : Figure{"time_until_full_ns", t.until_full * 1e9, "ns",
-                                                "time until the device is full"});
+        f.figures.push_back(t.per_step
+                                ? Figure{"steps_until_full", t.until_full, Unit::kCount,
+                                         "steps until the device is full"}
+                                : Figure{"time_until_full_ns", t.until_full * 1e9,
+                                         Unit::kNanoseconds, "time until the device is full"});
     }
     f.evidence.push_back(std::string("metric: ") + trend_metric_name(t.metric));
     f.evidence.push_back("repeated iterations: " + basis_words(t));
@@ -207,7 +215,7 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
         fmt::format("growth {} >= the {} a leak must reach ({}, {} of the level, {} of capacity)",
                     b(growth), b(t.floor_bytes), quote_bytes(kLeakMinBytes),
                     quote_share(kLeakMinLevelShare), quote_share(kLeakMinCapacityShare)));
-    f.site_unit = "bytes";
+    f.site_unit = Unit::kBytes;
     for (std::size_t i = 0; i < t.sites.size() && i < kSitesPerFinding; ++i) {
         f.sites.push_back(CallSite{t.sites[i].site, t.sites[i].bytes,
                                    t.sites_total > 0 ? t.sites[i].bytes / t.sites_total : 0,
@@ -226,25 +234,25 @@ void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const Memory
     const double growth = std::max(0.0, t.last_level - t.first_level);
     f.title = "Memory held within the iteration: allocated rose by " + b(growth) + " over " +
               seconds(t.span_s) + " (not a leak verdict)";
-    f.summary = "The allocated level rises from " + b(t.first_level) + " to " + b(t.last_level) +
-                " over " + seconds(t.span_s) + ", but the input holds " +
-                (dev.total_steps > 0 ? std::to_string(dev.total_steps) + " steps"
-                                     : std::string("no repeated allocation pattern")) +
-                ": fewer than " + std::to_string(kMinRepetitions) +
-                " repetitions. Growth within one iteration is memory held until later in it "
-                "(activations kept for the backward pass, outputs gathered until the end), not a "
-                "leak: a leak shows as a floor that rises from one iteration to the next. No rate "
-                "is given, as none can be extrapolated from it.";
-    f.figures = {{"growth_bytes", growth, "bytes", "growth over the input"},
-                 {"span_ns", t.span_s * 1e9, "ns", "time it covers"},
-                 {"repetitions", d(dev.total_steps), "count", "steps in the input"}};
+    f.summary = fmt::format(
+        "The allocated level rises from {} to {} over {}, but the input holds {}: fewer than {} "
+        "repetitions. Growth within one iteration is memory held until later in it (activations "
+        "kept for the backward pass, outputs gathered until the end), not a leak: a leak shows as "
+        "a floor that rises from one iteration to the next. No rate is given, as none can be "
+        "extrapolated from it.",
+        b(t.first_level), b(t.last_level), seconds(t.span_s),
+        dev.total_steps > 0 ? fmt::format("{} steps", dev.total_steps)
+                            : std::string("no repeated allocation pattern"),
+        kMinRepetitions);
+    f.figures = {{"growth_bytes", growth, Unit::kBytes, "growth over the input"},
+                 {"span_ns", t.span_s * 1e9, Unit::kNanoseconds, "time it covers"},
+                 {"repetitions", d(dev.total_steps), Unit::kCount, "steps in the input"}};
     f.evidence.push_back("lowest allocated per interval went from " + b(t.first_level) + " to " +
                          b(t.last_level));
-    f.evidence.push_back("repetitions: " + std::to_string(dev.total_steps) +
-                         " steps, no period in the "
-                         "allocation pattern (a leak verdict needs " +
-                         std::to_string(kMinRepetitions) + ")");
-    f.site_unit = "bytes";
+    f.evidence.push_back(fmt::format(
+        "repetitions: {} steps, no period in the allocation pattern (a leak verdict needs {})",
+        dev.total_steps, kMinRepetitions));
+    f.site_unit = Unit::kBytes;
     double total = 0;
     for (const auto& l : dev.growth_sites) total += l.bytes;
     for (std::size_t i = 0; i < dev.growth_sites.size() && i < kSitesPerFinding; ++i) {
@@ -252,9 +260,10 @@ void add_memory_growth_in_iteration(const DeviceMemorySummary& dev, const Memory
         f.sites.push_back(CallSite{l.site, l.bytes, total > 0 ? l.bytes / total : 0,
                                    "live bytes gained over the input"});
     }
-    f.advice.push_back("To tell held memory from a leak, record at least " +
-                       std::to_string(kMinRepetitions) +
-                       " iterations and mark them (gpudiag.step(), or torch.profiler's step()).");
+    f.advice.push_back(
+        fmt::format("To tell held memory from a leak, record at least {} iterations and mark them "
+                    "(gpudiag.step(), or torch.profiler's step()).",
+                    kMinRepetitions));
     report.findings.push_back(std::move(f));
 }
 
@@ -314,34 +323,37 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
                                                                               : Severity::kWarning;
     f.title = "Reserved but unused: " + b(unused) + " of " + b(reserved) +
               " reserved is cached, only " + bu(t.allocated_rounded) + " allocated";
-    f.summary =
-        "The framework holds " + b(reserved) +
-        (layout ? " in " + std::to_string(t.segments) + " segments" : "") + " but only " +
-        bu(t.allocated_rounded) + " is in live blocks; " + b(unused) + " is cached free memory. " +
-        (!split_known ? std::string("How much of it empty_cache() could return is not in the input")
-         : bloated
-             ? b(releasable) + " of it (" + format_percent(releasable / unused) +
-                   ") is wholly free segments, a bloated cache that torch.cuda.empty_cache() would "
-                   "return to the driver"
-             : b(stranded) +
-                   " of it sits in partly used segments, which empty_cache() cannot return") +
-        ". This is cache, not a leak: the allocator reuses it for its own requests, but other "
+    const std::string returnable =
+        !split_known ? std::string("How much of it empty_cache() could return is not in the input")
+        : bloated    ? fmt::format(
+                           "{} of it ({}) is wholly free segments, a bloated cache that "
+                              "torch.cuda.empty_cache() would return to the driver",
+                           b(releasable), format_percent(releasable / unused))
+                  : fmt::format(
+                        "{} of it sits in partly used segments, which empty_cache() cannot return",
+                        b(stranded));
+    f.summary = fmt::format(
+        "The framework holds {}{} but only {} is in live blocks; {} is cached free memory. {}. "
+        "This is cache, not a leak: the allocator reuses it for its own requests, but other "
         "processes and libraries cannot use it. It is usually what is left after a peak (peak "
-        "allocated " +
-        bu(dev.peaks.allocated_rounded) + ").";
+        "allocated {}).",
+        b(reserved), layout ? fmt::format(" in {} segments", t.segments) : std::string(),
+        bu(t.allocated_rounded), b(unused), returnable, bu(dev.peaks.allocated_rounded));
     f.figures = {
-        {"reserved_bytes", reserved, "bytes", "reserved"},
-        {"allocated_bytes", d(t.allocated_rounded), "bytes", "allocated (rounded)"},
-        {"unused_bytes", unused, "bytes", "reserved but unallocated"},
-        {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), "bytes", "peak allocated"},
-        {"needed_bytes", d(dev.needed), "bytes",
+        {"reserved_bytes", reserved, Unit::kBytes, "reserved"},
+        {"allocated_bytes", d(t.allocated_rounded), Unit::kBytes, "allocated (rounded)"},
+        {"unused_bytes", unused, Unit::kBytes, "reserved but unallocated"},
+        {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), Unit::kBytes, "peak allocated"},
+        {"needed_bytes", d(dev.needed), Unit::kBytes,
          "allocated now, or the recent per-step peak in step-based programs"}};
     if (split_known) {
-        f.figures.push_back({"releasable_bytes", releasable, "bytes", "in wholly free segments"});
-        f.figures.push_back({"inactive_split_bytes", stranded, "bytes", "in partly used segments"});
+        f.figures.push_back(
+            {"releasable_bytes", releasable, Unit::kBytes, "in wholly free segments"});
+        f.figures.push_back(
+            {"inactive_split_bytes", stranded, Unit::kBytes, "in partly used segments"});
     }
     if (layout)
-        f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), "bytes",
+        f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), Unit::kBytes,
                              "largest free block"});
     f.evidence.push_back("reserved " + b(reserved) + " vs needed " + bu(dev.needed) + " (" +
                          format_percent(unused / std::max(reserved, 1.0)) + " unused)");
@@ -349,10 +361,10 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
         f.evidence.push_back("wholly free segments " + b(releasable) +
                              " vs stranded in partly used " + b(stranded));
     if (layout) {
-        f.evidence.push_back("largest free block " + bu(dev.layout.largest_free) + " of " +
-                             std::to_string(dev.layout.free_blocks) + " free blocks");
+        f.evidence.push_back(fmt::format("largest free block {} of {} free blocks",
+                                         bu(dev.layout.largest_free), dev.layout.free_blocks));
     }
-    f.site_unit = "bytes";
+    f.site_unit = Unit::kBytes;
     for (const auto& [free, site] : free_segment_sites(dev)) {
         if (f.sites.size() >= kSitesPerFinding) break;
         f.sites.push_back(CallSite{site, d(free), d(free) / std::max(unused, 1.0),
@@ -400,22 +412,21 @@ void add_fragmentation(const MemorySummary& s, const DeviceMemorySummary& dev,
               (t.segments_seen ? ", largest hole " + bu(l.largest_split_free) : std::string());
     f.summary =
         b(split) + " of the " + b(reserved) + " reserved is free but stranded between live blocks" +
-        (t.segments_seen
-             ? " (" + std::to_string(l.free_blocks) + " free blocks; external fragmentation " +
-                   format_percent(l.external_fragmentation()) + ")"
-             : std::string()) +
+        (t.segments_seen ? fmt::format(" ({} free blocks; external fragmentation {})",
+                                       l.free_blocks, format_percent(l.external_fragmentation()))
+                         : std::string()) +
         ". empty_cache() cannot return it" +
         (t.segments_seen ? " and a request larger than " + bu(l.largest_free) + " cannot use it"
                          : std::string()) +
         (dev.fragmentation_oom ? "; an allocation failed because of it." : ".");
-    f.figures = {{"inactive_split_bytes", split, "bytes", "free in partly used segments"},
-                 {"reserved_bytes", reserved, "bytes", "reserved"}};
+    f.figures = {{"inactive_split_bytes", split, Unit::kBytes, "free in partly used segments"},
+                 {"reserved_bytes", reserved, Unit::kBytes, "reserved"}};
     if (t.segments_seen) {
         f.figures.push_back(
-            {"free_in_segments_bytes", d(l.free_in_segments), "bytes", "free in segments"});
+            {"free_in_segments_bytes", d(l.free_in_segments), Unit::kBytes, "free in segments"});
         f.figures.push_back(
-            {"largest_free_block_bytes", d(l.largest_free), "bytes", "largest free block"});
-        f.figures.push_back({"external_fragmentation", l.external_fragmentation(), "fraction",
+            {"largest_free_block_bytes", d(l.largest_free), Unit::kBytes, "largest free block"});
+        f.figures.push_back({"external_fragmentation", l.external_fragmentation(), Unit::kFraction,
                              "1 - largest free / free"});
         f.evidence.push_back("stranded " + b(split) + " (" +
                              format_percent(split / std::max(reserved, 1.0)) +
@@ -423,7 +434,7 @@ void add_fragmentation(const MemorySummary& s, const DeviceMemorySummary& dev,
     }
     if (dev.fragmentation_oom)
         f.evidence.push_back("an allocation failed with enough free in total (out_of_memory)");
-    f.site_unit = "bytes";
+    f.site_unit = Unit::kBytes;
     for (const auto& [site, pinned] : dev.pinning_sites) {
         f.sites.push_back(CallSite{site, d(pinned),
                                    split > 0 ? std::min(1.0, d(pinned) / split) : 0,
@@ -463,12 +474,12 @@ void add_near_oom(const DeviceMemorySummary& dev, Report& report) {
         bu(p.reserved) + " reserved by the framework, " + bu(p.outside) + " outside it" +
         (p.process_used > p.used ? ", " + bu(p.process_used) + " per NVML" : std::string()) +
         "). A larger batch, a longer sequence or a library workspace would fail.";
-    f.figures = {{"peak_used_bytes", d(held), "bytes", "peak used"},
-                 {"capacity_bytes", d(t.capacity), "bytes", "capacity"},
-                 {"peak_share", share, "fraction", "peak share of capacity"}};
+    f.figures = {{"peak_used_bytes", d(held), Unit::kBytes, "peak used"},
+                 {"capacity_bytes", d(t.capacity), Unit::kBytes, "capacity"},
+                 {"peak_share", share, Unit::kFraction, "peak share of capacity"}};
     if (dev.allocated_known())
         f.figures.push_back(
-            {"peak_allocated_bytes", d(p.allocated_rounded), "bytes", "peak allocated"});
+            {"peak_allocated_bytes", d(p.allocated_rounded), Unit::kBytes, "peak allocated"});
     f.evidence.push_back(fmt::format("peak {} >= {} of capacity {}", bu(held),
                                      quote_share(kNearOomShare), bu(t.capacity)));
     f.advice.push_back(
@@ -508,14 +519,14 @@ void add_memory_outside_framework(const DeviceMemorySummary& dev, Report& report
                            " of driver allocations were matched to the framework's own "
                            "segments and are not counted here."
                      : std::string());
-    f.figures = {{"outside_framework_bytes", outside, "bytes", "peak outside"},
-                 {"outside_now_bytes", d(t.outside()), "bytes", "outside now"},
-                 {"reserved_bytes", d(t.reserved), "bytes", "reserved by the framework"}};
+    f.figures = {{"outside_framework_bytes", outside, Unit::kBytes, "peak outside"},
+                 {"outside_now_bytes", d(t.outside()), Unit::kBytes, "outside now"},
+                 {"reserved_bytes", d(t.reserved), Unit::kBytes, "reserved by the framework"}};
     f.evidence.push_back(fmt::format("outside {} >= {} and >= {} of the {} held", b(outside),
                                      quote_bytes(kOutsideMinBytes), quote_share(kOutsideMinShare),
                                      bu(dev.peaks.used)));
     if (!owners.empty()) f.evidence.push_back("by owner: " + owners);
-    f.site_unit = "bytes";
+    f.site_unit = Unit::kBytes;
     for (const auto& l : dev.live_sites) {
         if (!l.driver || f.sites.size() >= kSitesPerFinding) continue;
         f.sites.push_back(CallSite{l.site, l.bytes, l.bytes / std::max(d(t.outside()), 1.0),
@@ -539,10 +550,11 @@ std::string moments_text(const MemorySummary& s, const OomGroup& g) {
 }
 
 std::string oom_summary(const MemorySummary& s, const OomGroup& g, const MemoryTrend* leak) {
-    std::string out = (g.count > 1 ? std::to_string(g.count) + " allocations failed (at " +
-                                         moments_text(s, g) + " after the first event). The first: "
-                                   : std::string()) +
-                      g.explanation.summary;
+    std::string out = g.count > 1 ? fmt::format(
+                                        "{} allocations failed (at {} after the first event). The "
+                                        "first: {}",
+                                        g.count, moments_text(s, g), g.explanation.summary)
+                                  : g.explanation.summary;
     if (leak != nullptr) {
         out += " Behind it: the memory leak reported above. " +
                std::string(metric_words(leak->metric)) + " grew by " +
@@ -559,23 +571,25 @@ std::string oom_summary(const MemorySummary& s, const OomGroup& g, const MemoryT
 
 std::vector<Figure> oom_figures(const OomGroup& g) {
     const OomExplanation& x = g.explanation;
-    std::vector<Figure> f = {{"failures", d(g.count), "count", "distinct failed allocations"}};
+    std::vector<Figure> f = {{"failures", d(g.count), Unit::kCount, "distinct failed allocations"}};
     if (x.requested_bytes != 0) {
-        f.push_back({"requested_bytes", d(g.smallest_request), "bytes", "smallest failed request"});
         f.push_back(
-            {"largest_request_bytes", d(g.largest_request), "bytes", "largest failed request"});
+            {"requested_bytes", d(g.smallest_request), Unit::kBytes, "smallest failed request"});
+        f.push_back({"largest_request_bytes", d(g.largest_request), Unit::kBytes,
+                     "largest failed request"});
     }
     if (x.device_free_known)
-        f.push_back({"device_free_bytes", d(x.device_free_bytes), "bytes", "free on the device"});
-    f.push_back({"reserved_bytes", d(x.reserved_bytes), "bytes", "reserved"});
-    f.push_back({"allocated_bytes", d(x.allocated_bytes), "bytes", "allocated"});
-    f.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), "bytes",
+        f.push_back(
+            {"device_free_bytes", d(x.device_free_bytes), Unit::kBytes, "free on the device"});
+    f.push_back({"reserved_bytes", d(x.reserved_bytes), Unit::kBytes, "reserved"});
+    f.push_back({"allocated_bytes", d(x.allocated_bytes), Unit::kBytes, "allocated"});
+    f.push_back({"inactive_split_bytes", d(x.inactive_split_bytes), Unit::kBytes,
                  "free in partly used segments"});
     if (x.largest_free_block_bytes != 0) {
-        f.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), "bytes",
+        f.push_back({"largest_free_block_bytes", d(x.largest_free_block_bytes), Unit::kBytes,
                      "largest free block"});
     }
-    f.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), "bytes",
+    f.push_back({"outside_framework_bytes", d(x.outside_framework_bytes), Unit::kBytes,
                  "outside the framework"});
     return f;
 }
@@ -615,17 +629,14 @@ void add_out_of_memory(const MemorySummary& s, const OomGroup& g,
     const std::string cause = std::string(leak != nullptr ? finding_name(FindingId::kMemoryLeak)
                                                           : oom_cause_name(x.cause));
     const std::string size_unknown = x.requested_bytes == 0 ? ", request size unknown" : "";
+    const std::string what = g.count != 1 ? fmt::format(": {} failed allocations", g.count)
+                             : x.requested_bytes != 0 ? fmt::format(": {}", bu(x.requested_bytes))
+                                                      : std::string();
     f.title =
-        g.count == 1
-            ? (x.requested_bytes != 0 ? "Out of memory: " + bu(x.requested_bytes) + " on device "
-                                      : std::string("Out of memory on device ")) +
-                  std::to_string(f.device) + size_unknown
-            : "Out of memory: " + std::to_string(g.count) + " failed allocations on device " +
-                  std::to_string(f.device) + size_unknown;
-    f.title += " (" + cause + ")";
+        fmt::format("Out of memory{} on device {}{} ({})", what, f.device, size_unknown, cause);
     f.summary = oom_summary(s, g, leak);
     f.figures = oom_figures(g);
-    f.site_unit = "bytes";
+    f.site_unit = Unit::kBytes;
     if (leak != nullptr) {
         for (std::size_t i = 0; i < leak->sites.size() && i < kSitesPerFinding; ++i) {
             f.sites.push_back(
@@ -662,29 +673,29 @@ void add_oom_notes(const MemorySummary& s, Report& report) {
     const std::uint64_t on_devices =
         s.oom_events - std::min(s.oom_events, s.host_ooms + s.unplaced_ooms);
     if (on_devices > distinct) {
-        report.notes.push_back(
-            std::to_string(on_devices) + " out-of-memory events on devices; " +
-            std::to_string(distinct) +
-            " distinct failures (the rest were retries of the same request within a second, "
-            "or one failure seen both by CUPTI and by the framework)");
+        report.notes.push_back(fmt::format(
+            "{} out-of-memory events on devices; {} distinct failures (the rest were retries of "
+            "the same request within a second, or one failure seen both by CUPTI and by the "
+            "framework)",
+            on_devices, distinct));
     }
     if (s.host_ooms > 0) {
-        report.notes.push_back(
-            std::to_string(s.host_ooms) +
-            " host allocations through CUDA (cudaMallocHost, cudaHostAlloc, cudaHostRegister) "
-            "failed: host memory ran out, not GPU memory");
+        report.notes.push_back(fmt::format(
+            "{} host allocations through CUDA (cudaMallocHost, cudaHostAlloc, cudaHostRegister) "
+            "failed: host memory ran out, not GPU memory",
+            s.host_ooms));
     }
     if (s.unplaced_ooms > 0) {
-        report.notes.push_back(
-            std::to_string(s.unplaced_ooms) +
-            " allocations failed on a device the capture could not tell (several devices in "
-            "use, or none seen); they are not explained");
+        report.notes.push_back(fmt::format(
+            "{} allocations failed on a device the capture could not tell (several devices in "
+            "use, or none seen); they are not explained",
+            s.unplaced_ooms));
     }
     if (s.retried_ooms > 0) {
-        report.notes.push_back(
-            std::to_string(s.retried_ooms) +
-            " failed allocations succeeded when their caller retried them (a caching "
-            "allocator freeing its cache): not out-of-memory errors");
+        report.notes.push_back(fmt::format(
+            "{} failed allocations succeeded when their caller retried them (a caching allocator "
+            "freeing its cache): not out-of-memory errors",
+            s.retried_ooms));
     }
 }
 
@@ -743,7 +754,7 @@ void add_memory_notes(const MemorySummary& s, Report& report) {
     for (const auto& dev : s.devices) {
         const LedgerTotals& t = dev.totals;
         const std::string which =
-            s.devices.size() > 1 ? " of device " + std::to_string(dev.device) : "";
+            s.devices.size() > 1 ? fmt::format(" of device {}", dev.device) : "";
         if (t.allocated_from_sizes) {
             report.notes.push_back(
                 "Allocated memory" + which +

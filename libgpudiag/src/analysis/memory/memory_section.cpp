@@ -34,10 +34,10 @@ std::string hex(std::uint64_t v) {
 }
 
 std::string suffix_for(const MemorySummary& s, std::uint16_t dev) {
-    return s.devices.size() > 1 ? " (device " + std::to_string(dev) + ")" : "";
+    return s.devices.size() > 1 ? fmt::format(" (device {})", dev) : "";
 }
 std::string id_suffix(const MemorySummary& s, std::uint16_t dev) {
-    return s.devices.size() > 1 ? "_" + std::to_string(dev) : "";
+    return s.devices.size() > 1 ? fmt::format("_{}", dev) : "";
 }
 
 std::string kind_of(const SiteLine& l) {
@@ -110,7 +110,7 @@ Totals totals_of(const MemorySummary& s) {
 // watermarks).
 struct FigureAdder {
     Section& sec;
-    void operator()(const char* key, double v, const char* unit, std::string label,
+    void operator()(const char* key, double v, Unit unit, std::string label,
                     FigureKind kind = FigureKind::kGauge) const {
         sec.figures.push_back(Figure{key, v, unit, std::move(label), kind});
     }
@@ -122,19 +122,20 @@ void add_level_figures(const Totals& x, Section& sec) {
     FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
     if (x.reserved)
-        fig("reserved_bytes", d(t.reserved), "bytes", "reserved by the framework (its segments)");
+        fig("reserved_bytes", d(t.reserved), Unit::kBytes,
+            "reserved by the framework (its segments)");
     if (x.exact_requested) {
-        fig("allocated_requested_bytes", d(t.allocated_requested), "bytes",
+        fig("allocated_requested_bytes", d(t.allocated_requested), Unit::kBytes,
             "allocated, requested sizes (= _memory_viz.py stats 'allocated')");
     }
     if (x.allocated)
-        fig("allocated_rounded_bytes", d(t.allocated_rounded), "bytes", x.allocated_source);
+        fig("allocated_rounded_bytes", d(t.allocated_rounded), Unit::kBytes, x.allocated_source);
     if (x.segments && x.exact_requested) {
-        fig("free_bytes", d(t.reserved - std::min(t.reserved, t.allocated_requested)), "bytes",
+        fig("free_bytes", d(t.reserved - std::min(t.reserved, t.allocated_requested)), Unit::kBytes,
             "reserved minus allocated (requested) (= _memory_viz.py stats 'free')");
         fig("rounding_waste_bytes",
-            d(t.allocated_rounded - std::min(t.allocated_rounded, t.allocated_requested)), "bytes",
-            "allocated rounded minus requested (_memory_viz 'internal')");
+            d(t.allocated_rounded - std::min(t.allocated_rounded, t.allocated_requested)),
+            Unit::kBytes, "allocated rounded minus requested (_memory_viz 'internal')");
     }
 }
 
@@ -143,25 +144,26 @@ void add_layout_figures(const Totals& x, Section& sec) {
     FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
     if (x.segments) {
-        fig("free_in_segments_bytes", d(x.layout.free_in_segments), "bytes",
+        fig("free_in_segments_bytes", d(x.layout.free_in_segments), Unit::kBytes,
             "free blocks inside segments (inactive)");
-        fig("largest_free_block_bytes", d(x.layout.largest_free), "bytes",
+        fig("largest_free_block_bytes", d(x.layout.largest_free), Unit::kBytes,
             "largest free block in a segment");
-        fig("external_fragmentation", x.layout.external_fragmentation(), "fraction",
+        fig("external_fragmentation", x.layout.external_fragmentation(), Unit::kFraction,
             "1 - largest free block / free in segments");
-        fig("inactive_split_bytes", d(x.layout.inactive_split), "bytes",
+        fig("inactive_split_bytes", d(x.layout.inactive_split), Unit::kBytes,
             "free blocks in partly used segments (fragmentation: empty_cache cannot return them)");
-        fig("releasable_bytes", d(x.layout.releasable), "bytes",
+        fig("releasable_bytes", d(x.layout.releasable), Unit::kBytes,
             "free in wholly free segments (empty_cache returns them)");
-        fig("segments", d(t.segments), "count", "segments");
-        fig("free_blocks", d(x.layout.free_blocks), "count", "free blocks in segments");
+        fig("segments", d(t.segments), Unit::kCount, "segments");
+        fig("free_blocks", d(x.layout.free_blocks), Unit::kCount, "free blocks in segments");
     } else if (x.split_reported) {
-        fig("inactive_split_bytes", d(t.inactive_split_reported), "bytes",
+        fig("inactive_split_bytes", d(t.inactive_split_reported), Unit::kBytes,
             "free blocks in partly used segments, the framework's figure (fragmentation)");
     }
     if (x.exact_requested) {  // with the framework's totals, blocks cover only the input's window
-        fig("pending_free_bytes", d(t.pending_free), "bytes", "freed, awaiting stream completion");
-        fig("live_blocks", d(t.live_blocks), "count", "live blocks");
+        fig("pending_free_bytes", d(t.pending_free), Unit::kBytes,
+            "freed, awaiting stream completion");
+        fig("live_blocks", d(t.live_blocks), Unit::kCount, "live blocks");
     }
 }
 
@@ -170,38 +172,38 @@ void add_held_figures(const MemorySummary& s, const Totals& x, Section& sec) {
     FigureAdder fig{sec};
     const LedgerTotals& t = x.sum;
     if (x.driver) {
-        fig("outside_framework_bytes", d(t.outside_device), "bytes",
+        fig("outside_framework_bytes", d(t.outside_device), Unit::kBytes,
             "device memory held outside the framework's allocator");
     }
     if (t.framework_attributed > 0) {
-        fig("framework_driver_bytes", d(t.framework_attributed), "bytes",
+        fig("framework_driver_bytes", d(t.framework_attributed), Unit::kBytes,
             "driver allocations that are the framework's segments (counted once, as reserved)");
     }
     if (t.capacity != 0) {
-        fig("capacity_bytes", d(t.capacity), "bytes",
-            x.devices_with_capacity > 1
-                ? "capacity of the " + std::to_string(x.devices_with_capacity) +
-                      " devices the program used"
-                : std::string("capacity of the device the program used"));
+        fig("capacity_bytes", d(t.capacity), Unit::kBytes,
+            x.devices_with_capacity > 1 ? fmt::format("capacity of the {} devices the program used",
+                                                      x.devices_with_capacity)
+                                        : std::string("capacity of the device the program used"));
     }
     if (x.allocated)
-        fig("peak_allocated_bytes", d(x.peak.allocated_rounded), "bytes",
+        fig("peak_allocated_bytes", d(x.peak.allocated_rounded), Unit::kBytes,
             "peak allocated (rounded)", kPeak);
-    if (x.reserved) fig("peak_reserved_bytes", d(x.peak.reserved), "bytes", "peak reserved", kPeak);
+    if (x.reserved)
+        fig("peak_reserved_bytes", d(x.peak.reserved), Unit::kBytes, "peak reserved", kPeak);
     if (x.reserved || x.driver)
-        fig("peak_used_bytes", d(x.peak.used), "bytes", "peak reserved + outside", kPeak);
+        fig("peak_used_bytes", d(x.peak.used), Unit::kBytes, "peak reserved + outside", kPeak);
     if (x.allocated || x.driver) {
-        fig("peak_live_bytes", d(x.peak.live), "bytes",
+        fig("peak_live_bytes", d(x.peak.live), Unit::kBytes,
             "peak of live allocations (allocated + outside)", kPeak);
     }
     if (x.process) {
-        fig("process_used_bytes", d(t.process_used), "bytes",
+        fig("process_used_bytes", d(t.process_used), Unit::kBytes,
             "the process' device memory per NVML");
-        fig("peak_process_used_bytes", d(x.peak.process_used), "bytes",
+        fig("peak_process_used_bytes", d(x.peak.process_used), Unit::kBytes,
             "peak of the process per NVML", kPeak);
         std::uint64_t unattributed = 0;
         for (const auto& dev : s.devices) unattributed += dev.totals.unattributed();
-        fig("unattributed_bytes", d(unattributed), "bytes",
+        fig("unattributed_bytes", d(unattributed), Unit::kBytes,
             "NVML's per-process figure minus what the ledger attributes (CUDA context, unseen "
             "allocations)");
     }
@@ -209,18 +211,18 @@ void add_held_figures(const MemorySummary& s, const Totals& x, Section& sec) {
         // Shown only where the input reports such allocations (CUPTI does; snapshots do not):
         // a zero from a source that cannot see them would be an all-clear for data not seen.
         // Host RAM, not device memory: never plotted against the device's levels.
-        fig("pinned_host_bytes", d(h.pinned), "bytes",
+        fig("pinned_host_bytes", d(h.pinned), Unit::kBytes,
             "pinned host memory (host RAM, not GPU memory)");
-        fig("peak_pinned_host_bytes", d(h.peak_pinned), "bytes", "peak pinned host memory");
-        fig("managed_bytes", d(h.managed), "bytes",
+        fig("peak_pinned_host_bytes", d(h.peak_pinned), Unit::kBytes, "peak pinned host memory");
+        fig("managed_bytes", d(h.managed), Unit::kBytes,
             "managed memory (migrates on demand; not counted as device memory)");
-        fig("peak_managed_bytes", d(h.peak_managed), "bytes", "peak managed memory");
+        fig("peak_managed_bytes", d(h.peak_managed), Unit::kBytes, "peak managed memory");
         if (h.peak_pageable != 0)
-            fig("pageable_host_bytes", d(h.pageable), "bytes",
+            fig("pageable_host_bytes", d(h.pageable), Unit::kBytes,
                 "pageable host memory CUDA reported");
     }
     if (s.unmatched_frees > 0) {
-        fig("unmatched_frees", d(s.unmatched_frees), "count",
+        fig("unmatched_frees", d(s.unmatched_frees), Unit::kCount,
             "frees of allocations the input never showed");
     }
 }
@@ -240,15 +242,15 @@ void add_leak_figures(const MemorySummary& s, Section& sec) {
     if (fastest == nullptr) return;
     if (fastest->per_step) {
         sec.figures.push_back(
-            {"leak_rate_bytes_per_step", fastest->rate, "bytes/step",
+            {"leak_rate_bytes_per_step", fastest->rate, Unit::kBytesPerStep,
              std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
     } else {
         sec.figures.push_back(
-            {"leak_rate_bytes_per_second", fastest->rate, "bytes/s",
+            {"leak_rate_bytes_per_second", fastest->rate, Unit::kBytesPerSecond,
              std::string("memory leak rate (") + trend_metric_name(fastest->metric) + ")"});
     }
     sec.figures.push_back(
-        {"leak_growth_bytes", fastest->result.growth, "bytes", "growth since the leak began"});
+        {"leak_growth_bytes", fastest->result.growth, Unit::kBytes, "growth since the leak began"});
 }
 
 void add_devices_table(const MemorySummary& s, Section& sec) {
@@ -364,11 +366,12 @@ void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
     t.title = "Live at the peak: " + bu(p.live) + ", " + format_duration_ns(when * 1e9) +
               " after the first event" + suffix_for(s, dev.device);
     t.columns = {"site", "kind", "bytes", "share"};
-    t.units = {"", "", "bytes", "fraction"};
+    t.units = {Unit::kNumber, Unit::kNumber, Unit::kBytes, Unit::kFraction};
     for (const PeakRow& r : peak_rows(dev))
         t.rows.push_back({r.site, r.kind, r.bytes, r.bytes / d(p.live)});
     sec.tables.push_back(std::move(t));
-    sec.figures.push_back({"peak_live_time_ns" + id_suffix(s, dev.device), when * 1e9, "ns",
+    sec.figures.push_back({"peak_live_time_ns" + id_suffix(s, dev.device), when * 1e9,
+                           Unit::kNanoseconds,
                            "when the peak of live allocations was reached (from the first event)" +
                                suffix_for(s, dev.device)});
     if (!dev.categories_known) return;
@@ -377,7 +380,7 @@ void add_peak_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Sec
     c.title =
         "Live at the peak by what it holds (where the framework says)" + suffix_for(s, dev.device);
     c.columns = {"category", "bytes", "share"};
-    c.units = {"", "bytes", "fraction"};
+    c.units = {Unit::kNumber, Unit::kBytes, Unit::kFraction};
     for (std::size_t k = 0; k < kMemoryCategoryCount; ++k) {
         double v = dev.peak_by_category[k];
         if (v <= 0) continue;
@@ -415,15 +418,15 @@ void add_peak_partition(const MemorySummary& s, Section& sec) {
     t.title = "Live at the peak, by site";
     t.kind = TableKind::kPartition;
     t.columns = {"peak"};
-    t.units = {""};
+    t.units = {Unit::kNumber};
     for (const auto& [site, bytes] : by_site) {
         t.columns.push_back(site);
-        t.units.emplace_back("bytes");
+        t.units.emplace_back(Unit::kBytes);
     }
     t.columns.emplace_back("other sites");
-    t.units.emplace_back("bytes");
+    t.units.emplace_back(Unit::kBytes);
     for (const auto& [dev, rows] : peaks) {
-        std::vector<Cell> row{s.devices.size() > 1 ? "device " + std::to_string(dev->device)
+        std::vector<Cell> row{s.devices.size() > 1 ? fmt::format("device {}", dev->device)
                                                    : std::string("peak")};
         double named = 0;
         for (const auto& [site, total] : by_site) {
@@ -453,9 +456,9 @@ void add_segment_table(const MemorySummary& s, const DeviceMemorySummary& dev, S
     });
     Table t;
     t.id = "segments";
-    t.title = "Segments with the most free space" + suffix_for(s, dev.device) + " (top " +
-              std::to_string(std::min(segs.size(), kTopSegments)) + " of " +
-              std::to_string(segs.size()) + ")";
+    t.title =
+        fmt::format("Segments with the most free space{} (top {} of {})", suffix_for(s, dev.device),
+                    std::min(segs.size(), kTopSegments), segs.size());
     t.columns = {"address",     "size",   "allocated", "free",      "largest free",
                  "free blocks", "stream", "kind",      "created at"};
     for (std::size_t i = 0; i < segs.size() && i < kTopSegments; ++i) {
@@ -526,10 +529,10 @@ void add_series(const MemorySummary& s, const DeviceMemorySummary& dev, Section&
     const std::string suffix = suffix_for(s, dev.device);
     const std::string ids = id_suffix(s, dev.device);
     if (!dev.series.empty()) {
-        Series alloc{"allocated" + ids, "Allocated (peak per interval)" + suffix, "bytes", {}};
-        Series res{"reserved" + ids, "Reserved (peak per interval)" + suffix, "bytes", {}};
-        Series out{"outside" + ids, "Outside the framework" + suffix, "bytes", {}};
-        Series proc{"process" + ids, "The process per NVML" + suffix, "bytes", {}};
+        Series alloc{"allocated" + ids, "Allocated (peak per interval)" + suffix, Unit::kBytes, {}};
+        Series res{"reserved" + ids, "Reserved (peak per interval)" + suffix, Unit::kBytes, {}};
+        Series out{"outside" + ids, "Outside the framework" + suffix, Unit::kBytes, {}};
+        Series proc{"process" + ids, "The process per NVML" + suffix, Unit::kBytes, {}};
         const std::uint64_t t0 = dev.series.front().start_ns;
         bool any_outside = false, any_process = false;
         for (const auto& p : dev.series) {
@@ -547,9 +550,16 @@ void add_series(const MemorySummary& s, const DeviceMemorySummary& dev, Section&
         if (any_process) sec.series.push_back(std::move(proc));
     }
     if (dev.steps.empty() || !dev.allocated_known()) return;
-    Series sp{"step_peak_allocated" + ids, "Peak allocated per step" + suffix, "bytes", {}, "step"};
-    Series sm{
-        "step_min_allocated" + ids, "Lowest allocated per step" + suffix, "bytes", {}, "step"};
+    Series sp{"step_peak_allocated" + ids,
+              "Peak allocated per step" + suffix,
+              Unit::kBytes,
+              {},
+              Unit::kStep};
+    Series sm{"step_min_allocated" + ids,
+              "Lowest allocated per step" + suffix,
+              Unit::kBytes,
+              {},
+              Unit::kStep};
     double ordinal = 0;
     std::uint64_t max_peak = 0;
     for (const auto& st : dev.steps) {
@@ -561,8 +571,8 @@ void add_series(const MemorySummary& s, const DeviceMemorySummary& dev, Section&
     sec.series.push_back(std::move(sp));
     sec.series.push_back(std::move(sm));
     if (&dev == &s.devices.front()) {
-        sec.figures.push_back({"steps", ordinal, "count", "steps with memory watermarks"});
-        sec.figures.push_back({"peak_step_allocated_bytes", d(max_peak), "bytes",
+        sec.figures.push_back({"steps", ordinal, Unit::kCount, "steps with memory watermarks"});
+        sec.figures.push_back({"peak_step_allocated_bytes", d(max_peak), Unit::kBytes,
                                "highest per-step peak allocated", FigureKind::kPeak});
     }
 }
@@ -572,7 +582,7 @@ void add_crossings_table(const MemorySummary& s, Section& sec) {
     if (s.crossings.empty()) return;
     Table t;
     t.id = "watch_crossings";
-    t.title = "Memory watch crossings (" + std::to_string(s.crossings_total) + ")";
+    t.title = fmt::format("Memory watch crossings ({})", s.crossings_total);
     t.columns = {"device",   "metric", "level", "value", "empty_cache could return",
                  "stranded", "action", "result"};
     for (const auto& c : s.crossings) {

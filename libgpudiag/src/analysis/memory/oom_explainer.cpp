@@ -15,6 +15,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -277,8 +279,8 @@ OomExplanation decide(const AllocatorOomState& s, const Pins& pins) {
     const std::uint64_t dev_free = s.device_free_known ? s.device_free_bytes : 0;
     const std::uint64_t free_total = s.inactive_split_bytes + releasable + dev_free;
     const std::string head =
-        (r != 0 ? "A request of " + bytes(s.requested_bytes) : std::string("A request")) +
-        " on device " + std::to_string(s.device) + " ";
+        r != 0 ? fmt::format("A request of {} on device {} ", bytes(s.requested_bytes), s.device)
+               : fmt::format("A request on device {} ", s.device);
     const bool other_fits =
         s.other_processes_bytes > 0 && free_total + s.other_processes_bytes >= r;
     const bool outside_fits =

@@ -46,19 +46,19 @@ void OverviewAnalyzer::contribute(Report& report) {
     double span = last_ns_ > first_ns_ && first_ns_ != UINT64_MAX
                       ? static_cast<double>(last_ns_ - first_ns_)
                       : 0.0;
-    s.figures.push_back({"events", static_cast<double>(total), "count", "events"});
-    s.figures.push_back({"span_ns", span, "ns", "time span"});
+    s.figures.push_back({"events", static_cast<double>(total), Unit::kCount, "events"});
+    s.figures.push_back({"span_ns", span, Unit::kNanoseconds, "time span"});
     s.figures.push_back(
-        {"devices", static_cast<double>(devices_.size()), "count", "devices with events"});
-    s.figures.push_back({"gpu_streams", static_cast<double>(streams_.size()), "count",
+        {"devices", static_cast<double>(devices_.size()), Unit::kCount, "devices with events"});
+    s.figures.push_back({"gpu_streams", static_cast<double>(streams_.size()), Unit::kCount,
                          "GPU streams with activity"});
     s.figures.push_back(
-        {"host_threads", static_cast<double>(threads_.size()), "count", "host threads"});
+        {"host_threads", static_cast<double>(threads_.size()), Unit::kCount, "host threads"});
     Table t;
     t.id = "event_counts";
     t.title = "Events by kind";
     t.columns = {"kind", "count"};
-    t.units = {"", "count"};
+    t.units = {Unit::kNumber, Unit::kCount};
     for (std::size_t k = 0; k < counts_.size(); ++k) {
         if (counts_[k] == 0) continue;
         t.rows.push_back({std::string(event_kind_name(static_cast<EventKind>(k))),

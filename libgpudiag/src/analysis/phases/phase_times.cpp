@@ -3,6 +3,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -58,7 +60,7 @@ double d(std::uint64_t v) {
 
 // "1 phase", "3 phases".
 std::string count_of(std::uint64_t n, const char* one, const char* many) {
-    return std::to_string(n) + " " + (n == 1 ? one : many);
+    return fmt::format("{} {}", n, n == 1 ? one : many);
 }
 
 }  // namespace
@@ -348,19 +350,19 @@ Table phase_table(std::vector<PhaseRow> rows, const StepWindow& w, std::size_t m
     t.id = "phase_times";
     t.title = "Time per phase";
     t.columns = {"phase", "calls", "total_ns", "mean_per_call_ns"};
-    t.units = {"", "count", "ns", "ns"};
+    t.units = {Unit::kNumber, Unit::kCount, Unit::kNanoseconds, Unit::kNanoseconds};
     if (w.steps == 0) {
         t.columns.emplace_back("self_ns");
-        t.units.emplace_back("ns");
+        t.units.emplace_back(Unit::kNanoseconds);
     } else {
         t.columns.insert(t.columns.end(),
                          {"self_per_step_ns", "self_share_of_step", "self_outside_steps_ns"});
-        t.units.insert(t.units.end(), {"ns", "fraction", "ns"});
+        t.units.insert(t.units.end(), {Unit::kNanoseconds, Unit::kFraction, Unit::kNanoseconds});
     }
     if (rows.size() > max_rows) {
         PhaseRow rest;
         for (std::size_t i = max_rows - 1; i < rows.size(); ++i) rest.add(rows[i]);
-        rest.name = "(" + std::to_string(rows.size() - max_rows + 1) + " more phases)";
+        rest.name = fmt::format("({} more phases)", rows.size() - max_rows + 1);
         rows.resize(max_rows - 1);
         rows.push_back(std::move(rest));
     }
@@ -403,16 +405,16 @@ void PhaseTimeAnalyzer::contribute(Report& report) {
     Section sec;
     sec.id = "phases";
     sec.title = "Phases";
-    sec.figures.push_back({"phases", d(rows.size()), "count", "phases"});
-    sec.figures.push_back({"phase_calls", d(all.calls), "count", "phase calls"});
+    sec.figures.push_back({"phases", d(rows.size()), Unit::kCount, "phases"});
+    sec.figures.push_back({"phase_calls", d(all.calls), Unit::kCount, "phase calls"});
     double share_sum = 0;
     if (w.steps > 0) {
         share_sum = w.time_ns > 0 ? d(all.in_window_ns) / d(w.time_ns) : 0.0;
-        sec.figures.push_back({"steps", d(w.steps), "count", "steps counted"});
+        sec.figures.push_back({"steps", d(w.steps), Unit::kCount, "steps counted"});
         sec.figures.push_back(
-            {"phase_share_of_step", share_sum, "fraction", "step time inside phases"});
-        sec.figures.push_back({"self_outside_steps_ns", d(all.self_ns - all.in_window_ns), "ns",
-                               "phase time outside the counted steps"});
+            {"phase_share_of_step", share_sum, Unit::kFraction, "step time inside phases"});
+        sec.figures.push_back({"self_outside_steps_ns", d(all.self_ns - all.in_window_ns),
+                               Unit::kNanoseconds, "phase time outside the counted steps"});
     }
     if (!rows.empty()) sec.tables.push_back(phase_table(std::move(rows), w, kTableRows));
     report.sections.push_back(std::move(sec));
@@ -421,7 +423,7 @@ void PhaseTimeAnalyzer::contribute(Report& report) {
 
 std::string PhaseTimeAnalyzer::slot_name(std::uint32_t slot) const {
     if (slot == other_slot_) {
-        return "(other phases: names past the first " + std::to_string(kMaxNames) + ")";
+        return fmt::format("(other phases: names past the first {})", kMaxNames);
     }
     std::string_view name = strings_ != nullptr ? strings_->lookup(totals_[slot].name) : "";
     return name.empty() ? std::string("(unnamed)") : std::string(name);
@@ -469,16 +471,17 @@ void PhaseTimeAnalyzer::add_notes(Report& report, double share_sum,
                         "ended twice): ignored.");
     }
     if (past_name_cap_ > 0) {
-        notes.push_back("Phases: more than " + std::to_string(kMaxNames) + " distinct names; " +
-                        std::to_string(past_name_cap_) +
-                        " ranges with later names are counted together as one row.");
+        notes.push_back(fmt::format(
+            "Phases: more than {} distinct names; {} ranges with later names are counted "
+            "together as one row.",
+            kMaxNames, past_name_cap_));
     }
     if (past_thread_cap_ + past_depth_cap_ > 0) {
-        notes.push_back(
-            "Phases: " + count_of(past_thread_cap_ + past_depth_cap_, "phase was", "phases were") +
-            " not timed: more than " + std::to_string(kMaxThreads) +
-            " threads had phases open at once, or phases nested deeper than " +
-            std::to_string(kMaxOpen) + ".");
+        notes.push_back(fmt::format(
+            "Phases: {} not timed: more than {} threads had phases open at once, or phases "
+            "nested deeper than {}.",
+            count_of(past_thread_cap_ + past_depth_cap_, "phase was", "phases were"), kMaxThreads,
+            kMaxOpen));
     }
     const bool forced_in_steps =
         forced_first_ < forced_last_ &&
@@ -486,9 +489,10 @@ void PhaseTimeAnalyzer::add_notes(Report& report, double share_sum,
             return overlap(forced_first_, forced_last_, s.start_ns, s.end_ns) > 0;
         });
     if (forced_in_steps) {
-        notes.push_back("Phases: a step held more phase time pieces than kept at once (" +
-                        std::to_string(kMaxPieces / 2) +
-                        "); the earliest were counted before the step ended, as outside steps.");
+        notes.push_back(fmt::format(
+            "Phases: a step held more phase time pieces than kept at once ({}); the earliest "
+            "were counted before the step ended, as outside steps.",
+            kMaxPieces / 2));
     }
 }
 

@@ -8,6 +8,8 @@
 
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -1083,7 +1085,8 @@ Table step_breakdown_table() {
     t.id = "step_breakdown";
     t.title = "GPU time per step: busy, and idle by cause";
     t.columns = {"step", "busy", "idle: input wait", "idle: host wait", "idle: other"};
-    t.units = {"step", "ns", "ns", "ns", "ns"};
+    t.units = {Unit::kStep, Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds,
+               Unit::kNanoseconds};
     t.kind = TableKind::kPartition;
     return t;
 }
@@ -1095,7 +1098,7 @@ Table host_step_breakdown_table() {
     t.id = "step_host_breakdown";
     t.title = "Step time: waiting for input, and the rest of the step";
     t.columns = {"step", "input wait", "rest of the step"};
-    t.units = {"step", "ns", "ns"};
+    t.units = {Unit::kStep, Unit::kNanoseconds, Unit::kNanoseconds};
     t.kind = TableKind::kPartition;
     return t;
 }
@@ -1123,7 +1126,7 @@ void TimelineAnalyzer::add_between_steps(const TimelineSummary& s, Section& sec,
                                          Report& report) const {
     constexpr double kBetweenNotable = 0.05;
     if (s.lead_in_waits > 0) {
-        sec.figures.push_back({"lead_in_waits", static_cast<double>(s.lead_in_waits), "count",
+        sec.figures.push_back({"lead_in_waits", static_cast<double>(s.lead_in_waits), Unit::kCount,
                                "input waits before a step's marked start, booked to that step"});
     }
     // Below half a percent of the steps' span (the few µs between a profiler's step ranges) the
@@ -1131,19 +1134,19 @@ void TimelineAnalyzer::add_between_steps(const TimelineSummary& s, Section& sec,
     constexpr double kBetweenWorthAFigure = 0.005;
     const double share = share_of(s.between_steps_ns, s.steps_span_ns);
     if (s.between_step_gaps == 0 || share < kBetweenWorthAFigure) return;
-    sec.figures.push_back({"between_steps_ns", static_cast<double>(s.between_steps_ns), "ns",
-                           "time between steps (in no step)"});
+    sec.figures.push_back({"between_steps_ns", static_cast<double>(s.between_steps_ns),
+                           Unit::kNanoseconds, "time between steps (in no step)"});
     sec.figures.push_back(
-        {"between_steps_share", share, "fraction", "share of the steps' span between steps"});
+        {"between_steps_share", share, Unit::kFraction, "share of the steps' span between steps"});
     if (share < kBetweenNotable) return;
-    report.notes.push_back(
-        format_duration_ns(static_cast<double>(s.between_steps_ns)) + " (" + format_percent(share) +
-        " of the time from the first step's start to the last one's end) fell between steps, in " +
-        std::to_string(s.between_step_gaps) + (s.between_step_gaps == 1 ? " gap" : " gaps") +
-        " (the longest " + format_duration_ns(static_cast<double>(s.longest_between_steps_ns)) +
-        "): work between the hooks that mark the steps, such as evaluation, checkpoints or "
-        "logging. The step figures leave it out" +
-        (s.lead_in_waits > 0 ? "; the input waits in it are booked to the step after them." : "."));
+    report.notes.push_back(fmt::format(
+        "{} ({} of the time from the first step's start to the last one's end) fell between "
+        "steps, in {} {} (the longest {}): work between the hooks that mark the steps, such as "
+        "evaluation, checkpoints or logging. The step figures leave it out{}",
+        format_duration_ns(static_cast<double>(s.between_steps_ns)), format_percent(share),
+        s.between_step_gaps, s.between_step_gaps == 1 ? "gap" : "gaps",
+        format_duration_ns(static_cast<double>(s.longest_between_steps_ns)),
+        s.lead_in_waits > 0 ? "; the input waits in it are booked to the step after them." : "."));
 }
 
 void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
@@ -1151,82 +1154,93 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     sec.id = "timeline";
     sec.title = s.has_gpu_activity ? "GPU timeline: busy, idle and why"
                                    : "Host timeline (no GPU activity in the input)";
-    auto fig = [&](const char* key, double value, const char* unit, const char* label) {
+    auto fig = [&](const char* key, double value, Unit unit, const char* label) {
         sec.figures.push_back(Figure{key, value, unit, label});
     };
     const auto share = share_of;
     const GpuTimeStats& g = s.gpu;
-    fig("window", static_cast<double>(s.window), "enum", "window: 0 steps, 1 hta, 2 all");
+    fig("window", static_cast<double>(s.window), Unit::kCode, "window: 0 steps, 1 hta, 2 all");
     if (s.has_gpu_activity) {  // without, the title says so: a 0 would claim what was not seen
-        fig("gpu_activities", static_cast<double>(gpu_activities_), "count",
+        fig("gpu_activities", static_cast<double>(gpu_activities_), Unit::kCount,
             "GPU kernels, copies and memsets");
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
-        fig("device", s.device, "ordinal", "device (ordinal) these figures describe");
-        fig("window_span_ns", static_cast<double>(span), "ns", "GPU time in the window");
-        fig("busy_ns", static_cast<double>(g.busy_ns), "ns", "GPU busy");
-        fig("idle_ns", static_cast<double>(g.idle_ns), "ns", "GPU idle");
-        fig("idle_share", share(g.idle_ns, span), "fraction", "GPU idle share of the window");
-        fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), "fraction",
+        fig("device", s.device, Unit::kDevice, "device (ordinal) these figures describe");
+        fig("window_span_ns", static_cast<double>(span), Unit::kNanoseconds,
+            "GPU time in the window");
+        fig("busy_ns", static_cast<double>(g.busy_ns), Unit::kNanoseconds, "GPU busy");
+        fig("idle_ns", static_cast<double>(g.idle_ns), Unit::kNanoseconds, "GPU idle");
+        fig("idle_share", share(g.idle_ns, span), Unit::kFraction, "GPU idle share of the window");
+        fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), Unit::kFraction,
             "idle time: host wait");
-        fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), "fraction",
+        fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), Unit::kFraction,
             "idle time: kernel wait");
-        fig("other_wait_share", share(g.idle_by_kind[2], g.idle_ns), "fraction",
+        fig("other_wait_share", share(g.idle_by_kind[2], g.idle_ns), Unit::kFraction,
             "idle time: other");
-        fig("host_wait_ns", static_cast<double>(g.idle_by_kind[0]), "ns", "host wait");
-        fig("kernel_wait_ns", static_cast<double>(g.idle_by_kind[1]), "ns", "kernel wait");
-        fig("other_wait_ns", static_cast<double>(g.idle_by_kind[2]), "ns", "other idle");
-        fig("unobserved_ns", static_cast<double>(g.unobserved_ns), "ns",
+        fig("host_wait_ns", static_cast<double>(g.idle_by_kind[0]), Unit::kNanoseconds,
+            "host wait");
+        fig("kernel_wait_ns", static_cast<double>(g.idle_by_kind[1]), Unit::kNanoseconds,
+            "kernel wait");
+        fig("other_wait_ns", static_cast<double>(g.idle_by_kind[2]), Unit::kNanoseconds,
+            "other idle");
+        fig("unobserved_ns", static_cast<double>(g.unobserved_ns), Unit::kNanoseconds,
             "GPU time not observed (capture paused), excluded from idle");
         for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
             std::string key =
                 std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
             sec.figures.push_back(
-                Figure{key, share(g.cause_ns[c], g.idle_ns), "fraction",
+                Figure{key, share(g.cause_ns[c], g.idle_ns), Unit::kFraction,
                        std::string("idle time: ") + idle_cause_label(static_cast<IdleCause>(c))});
         }
-        fig("compute_share", share(g.class_ns[0], span), "fraction", "computation kernels");
-        fig("communication_share", share(g.class_ns[1], span), "fraction", "communication kernels");
-        fig("memory_share", share(g.class_ns[2], span), "fraction", "copies and memsets");
-        fig("communication_kernel_share", share(g.class_ns[1], kernel_time), "fraction",
+        fig("compute_share", share(g.class_ns[0], span), Unit::kFraction, "computation kernels");
+        fig("communication_share", share(g.class_ns[1], span), Unit::kFraction,
+            "communication kernels");
+        fig("memory_share", share(g.class_ns[2], span), Unit::kFraction, "copies and memsets");
+        fig("communication_kernel_share", share(g.class_ns[1], kernel_time), Unit::kFraction,
             "communication share of kernel time");
-        fig("comm_overlap_share", share(g.comm_overlap_ns(), g.class_ns[1]), "fraction",
+        fig("comm_overlap_share", share(g.comm_overlap_ns(), g.class_ns[1]), Unit::kFraction,
             "communication overlapped with compute");
         fig("comm_exposed_share",
-            share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span), "fraction",
-            "communication not overlapped, share of the window");
-        fig("gaps", static_cast<double>(g.gaps), "count", "idle gaps");
-        fig("longest_gap_ns", static_cast<double>(g.longest_gap_ns), "ns", "longest idle gap");
-        fig("kernels", static_cast<double>(g.kernels), "count", "kernels");
-        fig("kernel_median_ns", s.kernel_median_ns, "ns", "median kernel duration");
-        fig("launch_median_ns", s.launch_median_ns, "ns", "median launch call duration");
-        fig("pageable_copies", static_cast<double>(g.pageable_copies), "count", "pageable copies");
-        fig("pageable_bytes", static_cast<double>(g.pageable_bytes), "bytes",
+            share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span),
+            Unit::kFraction, "communication not overlapped, share of the window");
+        fig("gaps", static_cast<double>(g.gaps), Unit::kCount, "idle gaps");
+        fig("longest_gap_ns", static_cast<double>(g.longest_gap_ns), Unit::kNanoseconds,
+            "longest idle gap");
+        fig("kernels", static_cast<double>(g.kernels), Unit::kCount, "kernels");
+        fig("kernel_median_ns", s.kernel_median_ns, Unit::kNanoseconds, "median kernel duration");
+        fig("launch_median_ns", s.launch_median_ns, Unit::kNanoseconds,
+            "median launch call duration");
+        fig("pageable_copies", static_cast<double>(g.pageable_copies), Unit::kCount,
+            "pageable copies");
+        fig("pageable_bytes", static_cast<double>(g.pageable_bytes), Unit::kBytes,
             "pageable bytes copied");
     }
     // Host figures only where the input has what they measure: no steps, no step times; no
     // DataLoader fetches, no input figures (a program without one waits for no input it shows);
     // no GPU work and no syncs, no sync figures.
     if (s.steps > 0) {
-        fig("steps", static_cast<double>(s.steps), "count", "steps in the window");
-        fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), "ns", "mean step time");
-        fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), "ns", "longest step");
+        fig("steps", static_cast<double>(s.steps), Unit::kCount, "steps in the window");
+        fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), Unit::kNanoseconds,
+            "mean step time");
+        fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), Unit::kNanoseconds,
+            "longest step");
     }
     add_between_steps(s, sec, report);
     if (s.input_waits > 0) {
-        fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), "fraction",
+        fig("input_wait_share", share(s.input_wait_ns, s.host_time_ns), Unit::kFraction,
             s.steps > 0 ? "step time waiting for input" : "host time waiting for input");
         if (s.steps > 0) {
             fig("input_wait_per_step_ns",
-                static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps), "ns",
-                "input wait per step");
+                static_cast<double>(s.input_wait_ns) / static_cast<double>(s.steps),
+                Unit::kNanoseconds, "input wait per step");
         }
-        fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns",
+        fig("input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), Unit::kNanoseconds,
             "longest input wait");
     }
     if (s.has_gpu_activity || s.sync_calls > 0) {
-        fig("sync_calls", static_cast<double>(s.sync_calls), "count", "host synchronizations");
-        fig("sync_ns", static_cast<double>(s.sync_ns), "ns", "time blocked in synchronizations");
+        fig("sync_calls", static_cast<double>(s.sync_calls), Unit::kCount, "host synchronizations");
+        fig("sync_ns", static_cast<double>(s.sync_ns), Unit::kNanoseconds,
+            "time blocked in synchronizations");
     }
 
     if (s.has_gpu_activity) {
@@ -1234,7 +1248,7 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         causes.id = "idle_causes";
         causes.title = "Idle time by kind and host-side cause";
         causes.columns = {"category", "ns", "share_of_idle"};
-        causes.units = {"", "ns", "fraction"};
+        causes.units = {Unit::kNumber, Unit::kNanoseconds, Unit::kFraction};
         const char* kinds[] = {"host_wait", "kernel_wait", "other"};
         for (std::size_t k = 0; k < 3; ++k) {
             causes.rows.push_back({std::string(kinds[k]), static_cast<double>(g.idle_by_kind[k]),
@@ -1252,7 +1266,9 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
         streams.title = "Per stream (HTA's per-stream idle breakdown)";
         streams.columns = {"device",       "stream",         "activities", "busy_ns",
                            "host_wait_ns", "kernel_wait_ns", "other_ns",   "host_wait_ratio"};
-        streams.units = {"ordinal", "", "count", "ns", "ns", "ns", "ns", "fraction"};
+        streams.units = {Unit::kDevice,      Unit::kNumber,      Unit::kCount,
+                         Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds,
+                         Unit::kNanoseconds, Unit::kFraction};
         for (const auto& d : devices_) {
             for (const auto& [id, ss] : window_view(d).streams) {
                 StreamStats w = select_window(ss.buckets, ss.unattributed);
@@ -1273,7 +1289,8 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             devs.title = "Per device";
             devs.columns = {"device",     "busy_ns",       "idle_ns",
                             "idle_share", "compute_share", "communication_share"};
-            devs.units = {"ordinal", "ns", "ns", "fraction", "fraction", "fraction"};
+            devs.units = {Unit::kDevice,   Unit::kNanoseconds, Unit::kNanoseconds,
+                          Unit::kFraction, Unit::kFraction,    Unit::kFraction};
             for (const auto& d : devices_) {
                 const UnionView& v = window_view(d);
                 GpuTimeStats w = select_window(v.buckets, v.unattributed);
@@ -1298,15 +1315,15 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
                                "stalled); that time is excluded from the idle figures.");
     }
     if (steps_dropped_ > 0) {
-        report.notes.push_back("Only the first " + std::to_string(kMaxSteps) +
-                               " steps are broken out; " + std::to_string(steps_dropped_) +
-                               " later steps count toward the last one.");
+        report.notes.push_back(fmt::format(
+            "Only the first {} steps are broken out; {} later steps count toward the last one.",
+            kMaxSteps, steps_dropped_));
     }
     if (host_spans_dropped_ > 0) {
         report.notes.push_back(
-            "Host activity far ahead of the GPU was dropped from idle-cause "
-            "attribution (" +
-            std::to_string(host_spans_dropped_) + " spans).");
+            fmt::format("Host activity far ahead of the GPU was dropped from idle-cause "
+                        "attribution ({} spans).",
+                        host_spans_dropped_));
     }
 }
 
@@ -1326,20 +1343,23 @@ void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) c
                          "gpu_busy_ns",   "gpu_idle_ns", "host_wait_ns",
                          "input_wait_ns", "compute_ns",  "communication_ns",
                          "memory_ns",     "sync_calls"};
-        steps.units = {"step", "s", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "ns", "count"};
+        steps.units = {Unit::kStep,        Unit::kSeconds,     Unit::kNanoseconds,
+                       Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds,
+                       Unit::kNanoseconds, Unit::kNanoseconds, Unit::kNanoseconds,
+                       Unit::kNanoseconds, Unit::kCount};
     } else {
         steps.columns = {"step", "start_s", "duration_ns"};
-        steps.units = {"step", "s", "ns"};
+        steps.units = {Unit::kStep, Unit::kSeconds, Unit::kNanoseconds};
     }
     const bool input = !gpu && s.input_waits > 0;  // a host-only table adds only what it saw
     if (input) {
         steps.columns.emplace_back("input_wait_ns");
-        steps.units.emplace_back("ns");
+        steps.units.emplace_back(Unit::kNanoseconds);
     }
     Table breakdown = step_breakdown_table();
     Table host_breakdown = host_step_breakdown_table();
-    Series idle_series{"step_idle_share", "GPU idle share per step", "fraction", {}};
-    Series time_series{"step_time", "Step time", "ns", {}};
+    Series idle_series{"step_idle_share", "GPU idle share per step", Unit::kFraction, {}};
+    Series time_series{"step_time", "Step time", Unit::kNanoseconds, {}};
     std::size_t stride = std::max<std::size_t>(1, (steps_.size() + kStepRows - 1) / kStepRows);
     std::size_t series_stride =
         std::max<std::size_t>(1, (steps_.size() + kSeriesPoints - 1) / kSeriesPoints);
@@ -1408,12 +1428,12 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
                                          Report& report) const {
     const CriticalPathSummary& cp = s.critical_path;
     if (!cp.available) return;
-    auto fig = [&](std::string key, double value, const char* unit, std::string label) {
+    auto fig = [&](std::string key, double value, Unit unit, std::string label) {
         sec.figures.push_back(Figure{std::move(key), value, unit, std::move(label)});
     };
     const char* per = cp.per_step ? "per step" : "over the window";
     if (cp.traced_steps > 0) {
-        fig("critical_path_steps", static_cast<double>(cp.traced_steps), "count",
+        fig("critical_path_steps", static_cast<double>(cp.traced_steps), Unit::kCount,
             "steps whose critical path was traced");
         double gpu = 0;
         for (PathPart p :
@@ -1421,12 +1441,12 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
             gpu += cp.path_ns[static_cast<std::size_t>(p)];
         }
         fig("critical_path_gpu_share", cp.path_step_ns > 0 ? gpu / cp.path_step_ns : 0.0,
-            "fraction", "share of the critical path on the GPU");
+            Unit::kFraction, "share of the critical path on the GPU");
         Table parts;
         parts.id = "critical_path";
         parts.title = "Critical path per step: what the step time was made of";
         parts.columns = {"part", "ns_per_step", "share_of_step"};
-        parts.units = {"", "ns", "fraction"};
+        parts.units = {Unit::kNumber, Unit::kNanoseconds, Unit::kFraction};
         for (std::size_t p = 0; p < kPathParts; ++p) {
             parts.rows.push_back({std::string(path_part_key(static_cast<PathPart>(p))),
                                   cp.path_ns[p],
@@ -1438,10 +1458,10 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
         per_step.title = "Critical path of each step, by part";
         per_step.kind = TableKind::kPartition;
         per_step.columns = {"step"};
-        per_step.units = {"step"};
+        per_step.units = {Unit::kStep};
         for (std::size_t p = 0; p < kPathParts; ++p) {
             per_step.columns.emplace_back(path_part_key(static_cast<PathPart>(p)));
-            per_step.units.emplace_back("ns");
+            per_step.units.emplace_back(Unit::kNanoseconds);
         }
         for (const auto& [index, path] : cp.step_paths) {
             std::vector<Cell> row{
@@ -1452,44 +1472,45 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
         sec.tables.push_back(std::move(per_step));
     }
     if (cp.untraced_steps > 0) {
-        fig("critical_path_untraced_steps", static_cast<double>(cp.untraced_steps), "count",
+        fig("critical_path_untraced_steps", static_cast<double>(cp.untraced_steps), Unit::kCount,
             "steps too large to trace (more events than the history holds)");
-        report.notes.push_back("The critical path of " + std::to_string(cp.untraced_steps) +
-                               " steps was not traced: they hold more than " +
-                               std::to_string(CriticalPath::kMaxHistory) +
-                               " events (the what-ifs still cover them).");
+        report.notes.push_back(fmt::format(
+            "The critical path of {} steps was not traced: they hold more than {} events (the "
+            "what-ifs still cover them).",
+            cp.untraced_steps, CriticalPath::kMaxHistory));
     }
     Table whatif;
     whatif.id = "what_if";
     whatif.title = std::string("Step time with one cause removed (replayed critical path), ") + per;
     whatif.columns = {"what_if", "saving_ns", "saving_share", "predicted_ns"};
-    whatif.units = {"", "ns", "fraction", "ns"};
+    whatif.units = {Unit::kNumber, Unit::kNanoseconds, Unit::kFraction, Unit::kNanoseconds};
     const double base = cp.measured_ns;
     for (std::size_t w = 1; w < kWhatIfs; ++w) {
         whatif.rows.push_back({std::string(what_if_key(static_cast<WhatIf>(w))), cp.saving_ns[w],
                                base > 0 ? cp.saving_ns[w] / base : 0.0, base - cp.saving_ns[w]});
     }
     sec.tables.push_back(std::move(whatif));
-    fig("replay_step_ns", base, "ns",
+    fig("replay_step_ns", base, Unit::kNanoseconds,
         std::string("replayed time ") + per + " (the what-ifs' baseline)");
-    fig("replay_error_ns", cp.replay_error_ns, "ns",
+    fig("replay_error_ns", cp.replay_error_ns, Unit::kNanoseconds,
         "replayed minus measured span (0: the graph explains it all)");
-    fig("launch_links", static_cast<double>(cp.launch_edges), "count",
+    fig("launch_links", static_cast<double>(cp.launch_edges), Unit::kCount,
         "GPU activities joined to their launch");
-    fig("sync_waits", static_cast<double>(cp.sync_waits), "count",
+    fig("sync_waits", static_cast<double>(cp.sync_waits), Unit::kCount,
         "syncs and copies that waited for GPU work");
-    fig("sync_links_named", static_cast<double>(cp.syncs_named), "count",
+    fig("sync_links_named", static_cast<double>(cp.syncs_named), Unit::kCount,
         "syncs joined to the stream the trace names");
-    fig("sync_links_inferred", static_cast<double>(cp.syncs_inferred), "count",
+    fig("sync_links_inferred", static_cast<double>(cp.syncs_inferred), Unit::kCount,
         "syncs joined by timing");
-    fig("stream_wait_links", static_cast<double>(cp.stream_waits), "count",
+    fig("stream_wait_links", static_cast<double>(cp.stream_waits), Unit::kCount,
         "cross-stream event waits the trace names");
-    fig("stream_wait_links_inferred", static_cast<double>(cp.stream_waits_inferred), "count",
+    fig("stream_wait_links_inferred", static_cast<double>(cp.stream_waits_inferred), Unit::kCount,
         "waits on another stream inferred by timing");
     if (cp.forced_items + cp.late_items > 0) {
         report.notes.push_back(
-            "The critical-path replay took " + std::to_string(cp.late_items + cp.forced_items) +
-            " host events out of order (they arrived late); the what-ifs are approximate there.");
+            fmt::format("The critical-path replay took {} host events out of order (they arrived "
+                        "late); the what-ifs are approximate there.",
+                        cp.late_items + cp.forced_items));
     }
 }
 

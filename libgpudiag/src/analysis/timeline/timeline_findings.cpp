@@ -4,6 +4,8 @@
 #include "analysis/timeline/timeline_summary.hpp"
 #include "support/format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -110,9 +112,10 @@ void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
     const double share = ratio(saving, base);
     const std::string per = per_step ? " per step" : " over the window";
     f.predicted_saving = {
-        {"saving_ns", saving, "ns", std::string("time saved") + per},
-        {"share", share, "fraction", per_step ? "share of the step time" : "share of the window"},
-        {"step_time_ns", base - saving, "ns",
+        {"saving_ns", saving, Unit::kNanoseconds, std::string("time saved") + per},
+        {"share", share, Unit::kFraction,
+         per_step ? "share of the step time" : "share of the window"},
+        {"step_time_ns", base - saving, Unit::kNanoseconds,
          per_step ? "predicted step time" : "predicted window"}};
     // The number itself is describe_saving's line under the summary: the summary says only how
     // far to trust it.
@@ -134,7 +137,7 @@ void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
 std::string setting(std::int64_t v, bool flag = false) {
     if (v < 0) return "?";
     if (flag) return v != 0 ? "True" : "False";
-    return std::to_string(v);
+    return fmt::to_string(v);
 }
 
 // Whether more DataLoader workers would help, from the loader's own settings: each batch costs
@@ -147,15 +150,15 @@ bool add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     const std::int64_t workers = l != nullptr ? l->num_workers : (s.single_process_loader ? 0 : -1);
     const std::int64_t cores = l != nullptr ? l->cpu_cores : -1;
     if (l != nullptr) {
-        f.evidence.push_back(
-            "DataLoader settings (read live): num_workers=" + setting(l->num_workers) +
-            ", pin_memory=" + setting(l->pin_memory, true) + ", prefetch_factor=" +
-            (l->prefetch_factor < 0 ? std::string("None") : setting(l->prefetch_factor)) +
-            ", persistent_workers=" + setting(l->persistent_workers, true) +
-            ", batch_size=" + setting(l->batch_size) +
-            (cores > 0 ? ", on " + std::to_string(cores) + " CPU cores" : std::string()));
-        f.figures.push_back(
-            {"num_workers", static_cast<double>(l->num_workers), "count", "DataLoader workers"});
+        f.evidence.push_back(fmt::format(
+            "DataLoader settings (read live): num_workers={}, pin_memory={}, prefetch_factor={}, "
+            "persistent_workers={}, batch_size={}{}",
+            setting(l->num_workers), setting(l->pin_memory, true),
+            l->prefetch_factor < 0 ? std::string("None") : setting(l->prefetch_factor),
+            setting(l->persistent_workers, true), setting(l->batch_size),
+            cores > 0 ? fmt::format(", on {} CPU cores", cores) : std::string()));
+        f.figures.push_back({"num_workers", static_cast<double>(l->num_workers), Unit::kCount,
+                             "DataLoader workers"});
     }
     const double step = replay_base(s);
     const double input_saving = saving_of(s, WhatIf::kNoInputWait);
@@ -166,51 +169,47 @@ bool add_loader_verdict(const TimelineSummary& s, double wait_per_step, Finding&
     const double fetch = workers == 0 ? wait_per_step : static_cast<double>(workers) * step;
     const auto needed = static_cast<std::int64_t>(std::ceil(fetch / compute));
     f.figures.push_back(
-        {"workers_needed", static_cast<double>(needed), "count",
+        {"workers_needed", static_cast<double>(needed), Unit::kCount,
          "workers that would keep up (batch fetch time / step time without input wait)"});
-    const std::string basis =
-        "a batch takes about " + dur(fetch) + " of worker time" +
-        (workers > 0 ? " (" + std::to_string(workers) + " workers, one batch each per " +
-                           std::to_string(workers) + " steps of " + dur(step) + ")"
-                     : "") +
-        " and the step without input wait " + dur(compute);
+    const std::string basis = fmt::format(
+        "a batch takes about {} of worker time{} and the step without input wait {}", dur(fetch),
+        workers > 0
+            ? fmt::format(" ({0} workers, one batch each per {0} steps of {1})", workers, dur(step))
+            : std::string(),
+        dur(compute));
     if (cores > 0 && workers > 0 && workers + 1 >= cores) {
-        f.evidence.push_back(
-            "More workers would not help: the " + std::to_string(workers) +
-            " workers and the training loop already occupy the " + std::to_string(cores) +
-            " CPU cores; the source (decoding, augmentation or disk) is the limit: " + basis + ".");
+        f.evidence.push_back(fmt::format(
+            "More workers would not help: the {} workers and the training loop already occupy "
+            "the {} CPU cores; the source (decoding, augmentation or disk) is the limit: {}.",
+            workers, cores, basis));
         f.advice.insert(
             f.advice.begin(),
             "The data source is the limit, not the worker count: make each "
             "sample cheaper (decode once and cache, smaller or pre-resized inputs, GPU decoding "
             "such as DALI or torchvision.io.decode_jpeg on the GPU) or read from faster storage.");
     } else if (cores > 0 && needed + 1 > cores) {
-        f.evidence.push_back("About " + std::to_string(needed) + " workers would keep up (" +
-                             basis + "), more than the " + std::to_string(cores) +
-                             " CPU cores can run: more workers "
-                             "help up to " +
-                             std::to_string(cores - 1) + ", then the source is the limit.");
+        f.evidence.push_back(fmt::format(
+            "About {} workers would keep up ({}), more than the {} CPU cores can run: more "
+            "workers help up to {}, then the source is the limit.",
+            needed, basis, cores, cores - 1));
         f.advice.insert(f.advice.begin(),
-                        "Raise num_workers to " +
-                            std::to_string(std::max<std::int64_t>(1, cores - 1)) +
-                            ", then make each sample cheaper: the CPU cannot run the " +
-                            std::to_string(needed) + " workers this loop needs.");
+                        fmt::format("Raise num_workers to {}, then make each sample cheaper: the "
+                                    "CPU cannot run the {} workers this loop needs.",
+                                    std::max<std::int64_t>(1, cores - 1), needed));
     } else if (needed > workers) {
-        f.evidence.push_back(
-            "More workers would help: about " + std::to_string(needed) + " keep up (" + basis +
-            ")" +
-            (cores > 0 ? ", and the " + std::to_string(cores) + " CPU cores can run them" : "") +
-            ".");
+        f.evidence.push_back(fmt::format(
+            "More workers would help: about {} keep up ({}){}.", needed, basis,
+            cores > 0 ? fmt::format(", and the {} CPU cores can run them", cores) : std::string()));
         f.advice.insert(f.advice.begin(),
-                        "DataLoader(num_workers=" + std::to_string(needed) + ")" +
-                            (workers == 0 ? " moves the fetch out of the training loop."
-                                          : " keeps up with the loop."));
+                        fmt::format("DataLoader(num_workers={}){}", needed,
+                                    workers == 0 ? " moves the fetch out of the training loop."
+                                                 : " keeps up with the loop."));
     } else {
-        f.evidence.push_back("The " + std::to_string(workers) +
-                             " workers keep up on average (about " + std::to_string(needed) +
-                             " would: " + basis +
-                             "): the waits come in bursts, from batches of uneven cost or the "
-                             "workers' start, which more batches in flight absorb.");
+        f.evidence.push_back(fmt::format(
+            "The {} workers keep up on average (about {} would: {}): the waits come in bursts, "
+            "from batches of uneven cost or the workers' start, which more batches in flight "
+            "absorb.",
+            workers, needed, basis));
     }
     if (l != nullptr && l->pin_memory == 0) {
         f.advice.push_back("pin_memory=True: this loader copies batches from pageable memory.");
@@ -236,32 +235,31 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
               " input-bound: " + pct(share) + " of step time waiting for the next batch";
     double steps = s.steps > 0 ? static_cast<double>(s.steps) : 1.0;
     double per_step = static_cast<double>(s.input_wait_ns) / steps;
-    f.summary = "The training loop waited " + dur(static_cast<double>(s.input_wait_ns)) + " of " +
-                dur(static_cast<double>(s.host_time_ns)) + " for batches (" +
-                std::to_string(s.input_waits) + " fetches, " + dur(per_step) +
-                (s.steps > 0 ? " per step" : " per trace") + ", longest " +
-                dur(static_cast<double>(s.longest_input_wait_ns)) +
-                "). TensorFlow's input-pipeline analyzer calls 5 % moderately and 20 % highly "
-                "input-bound.";
-    f.figures = {
-        {"share", share, "fraction", "share of step time waiting for input"},
-        {"input_wait_per_step_ns", per_step, "ns", "waiting per step"},
-        {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns), "ns", "longest wait"}};
+    f.summary = fmt::format(
+        "The training loop waited {} of {} for batches ({} fetches, {}{}, longest {}). "
+        "TensorFlow's input-pipeline analyzer calls 5 % moderately and 20 % highly input-bound.",
+        dur(static_cast<double>(s.input_wait_ns)), dur(static_cast<double>(s.host_time_ns)),
+        s.input_waits, dur(per_step), s.steps > 0 ? " per step" : " per trace",
+        dur(static_cast<double>(s.longest_input_wait_ns)));
+    f.figures = {{"share", share, Unit::kFraction, "share of step time waiting for input"},
+                 {"input_wait_per_step_ns", per_step, Unit::kNanoseconds, "waiting per step"},
+                 {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns),
+                  Unit::kNanoseconds, "longest wait"}};
     // The waits are host time: measured without GPU activity. What they cost the GPU is not.
     if (s.has_gpu_activity) {
         double idle_input =
             ratio(static_cast<double>(s.gpu.cause_ns[0]), static_cast<double>(s.gpu.idle_ns));
         f.summary += " " + pct(idle_input) + " of the GPU's idle time falls inside these waits.";
         f.figures.push_back(
-            {"idle_input_share", idle_input, "fraction", "GPU idle time inside input waits"});
+            {"idle_input_share", idle_input, Unit::kFraction, "GPU idle time inside input waits"});
     } else {
         f.evidence.push_back(
             "GPU activity was not observed (no CUPTI records): how much GPU idle "
             "time these waits cause is not known");
     }
-    f.evidence.push_back(std::to_string(s.input_waits) + " DataLoader fetches took " +
-                         dur(static_cast<double>(s.input_wait_ns)) + " in total, the longest " +
-                         dur(static_cast<double>(s.longest_input_wait_ns)));
+    f.evidence.push_back(fmt::format("{} DataLoader fetches took {} in total, the longest {}",
+                                     s.input_waits, dur(static_cast<double>(s.input_wait_ns)),
+                                     dur(static_cast<double>(s.longest_input_wait_ns))));
     if (s.single_process_loader) {
         f.evidence.push_back(
             "the fetches run in the training process "
@@ -307,9 +305,8 @@ void word_host_sync_stall(const TimelineSummary& s, double share, double saving_
     const double replayed_share = saving >= 0 ? ratio(saving, replay_base(s)) : 0.0;
     const std::string count = per_step >= 1 || s.steps == 0
                                   ? format_number(per_step, 0) + " syncs per step"
-                                  : std::to_string(s.sync_calls) +
-                                        (s.sync_calls == 1 ? " sync in " : " syncs in ") +
-                                        std::to_string(s.steps) + " steps";
+                                  : fmt::format("{} {} in {} steps", s.sync_calls,
+                                                s.sync_calls == 1 ? "sync" : "syncs", s.steps);
     if (saving >= 0 && replayed_share < kWorthFixing) {
         f.title = count + ", but they cost < 1 % of the " +
                   (s.critical_path.per_step ? "step time" : "window") + ": not worth fixing first";
@@ -317,9 +314,9 @@ void word_host_sync_stall(const TimelineSummary& s, double share, double saving_
         f.title = count + ": removing them saves " + pct(replayed_share) + " of the " +
                   (s.critical_path.per_step ? "step time" : "window");
     }
-    f.summary = std::to_string(s.sync_calls) +
-                (s.sync_calls == 1 ? " synchronizing call" : " synchronizing calls") +
-                " blocked the host for " + dur(static_cast<double>(s.sync_ns)) + ".";
+    f.summary = fmt::format("{} {} blocked the host for {}.", s.sync_calls,
+                            s.sync_calls == 1 ? "synchronizing call" : "synchronizing calls",
+                            dur(static_cast<double>(s.sync_ns)));
     if (sync_idle > 0) {
         f.summary +=
             " The GPU ran out of work right as the host returned from a synchronization, then "
@@ -353,19 +350,20 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     f.rank = s.rank;
     f.device = s.device;
     word_host_sync_stall(s, share, saving_share, sync_idle, f);
-    f.figures = {{"share", share, "fraction", "share of the window idle after synchronizations"},
-                 {"sync_idle_ns", sync_idle, "ns", "GPU idle after synchronizations"},
-                 {"sync_calls", static_cast<double>(s.sync_calls), "count", "synchronizing calls"},
-                 {"sync_ns", static_cast<double>(s.sync_ns), "ns", "host blocked"}};
-    f.site_unit = "ns";
+    f.figures = {
+        {"share", share, Unit::kFraction, "share of the window idle after synchronizations"},
+        {"sync_idle_ns", sync_idle, Unit::kNanoseconds, "GPU idle after synchronizations"},
+        {"sync_calls", static_cast<double>(s.sync_calls), Unit::kCount, "synchronizing calls"},
+        {"sync_ns", static_cast<double>(s.sync_ns), Unit::kNanoseconds, "host blocked"}};
+    f.site_unit = Unit::kNanoseconds;
     for (std::size_t i = 0; i < s.sync_by_name.size() && i < 5; ++i) {
         const auto& [name, cn] = s.sync_by_name[i];
         f.sites.push_back(
             CallSite{name, static_cast<double>(cn.second),
                      ratio(static_cast<double>(cn.second), static_cast<double>(s.sync_ns)),
-                     std::to_string(cn.first) + " calls"});
-        f.evidence.push_back(name + ": " + std::to_string(cn.first) + " calls, " +
-                             dur(static_cast<double>(cn.second)));
+                     fmt::format("{} calls", cn.first)});
+        f.evidence.push_back(
+            fmt::format("{}: {} calls, {}", name, cn.first, dur(static_cast<double>(cn.second))));
     }
     f.advice.push_back(
         "Keep values on the GPU inside the loop: no .item(), .cpu(), .tolist(), "
@@ -392,25 +390,22 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
     f.severity = share >= kCauseNotable ? Severity::kWarning : Severity::kInfo;
     f.rank = s.rank;
     f.device = s.device;
-    f.title = std::to_string(g.pageable_copies) + " copies from pageable memory (" +
-              format_bytes(static_cast<double>(g.pageable_bytes)) + ", " + format_bytes(bandwidth) +
-              "/s)";
-    f.summary =
-        "Copies between pageable host memory and the GPU are staged through a driver "
-        "buffer and block the host: " +
-        std::to_string(g.pageable_copies) + " such copies (" +
-        format_bytes(static_cast<double>(g.pageable_bytes)) +
-        (s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction) +
-        ") took " + dur(static_cast<double>(g.pageable_ns)) + " at " + format_bytes(bandwidth) +
-        "/s, " + pct(share) +
-        " of the window with the host time "
-        "spent in them.";
-    f.figures = {{"share", share, "fraction", "share of the window"},
-                 {"bytes", static_cast<double>(g.pageable_bytes), "bytes", "bytes copied"},
-                 {"count", static_cast<double>(g.pageable_copies), "count", "copies"},
-                 {"bandwidth", bandwidth, "bytes/s", "achieved bandwidth"}};
-    f.evidence.push_back("Memcpy activities with a Pageable source or destination: " +
-                         std::to_string(g.pageable_copies));
+    f.title =
+        fmt::format("{} copies from pageable memory ({}, {}/s)", g.pageable_copies,
+                    format_bytes(static_cast<double>(g.pageable_bytes)), format_bytes(bandwidth));
+    f.summary = fmt::format(
+        "Copies between pageable host memory and the GPU are staged through a driver buffer and "
+        "block the host: {} such copies ({}{}) took {} at {}/s, {} of the window with the host "
+        "time spent in them.",
+        g.pageable_copies, format_bytes(static_cast<double>(g.pageable_bytes)),
+        s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction,
+        dur(static_cast<double>(g.pageable_ns)), format_bytes(bandwidth), pct(share));
+    f.figures = {{"share", share, Unit::kFraction, "share of the window"},
+                 {"bytes", static_cast<double>(g.pageable_bytes), Unit::kBytes, "bytes copied"},
+                 {"count", static_cast<double>(g.pageable_copies), Unit::kCount, "copies"},
+                 {"bandwidth", bandwidth, Unit::kBytesPerSecond, "achieved bandwidth"}};
+    f.evidence.push_back(fmt::format("Memcpy activities with a Pageable source or destination: {}",
+                                     g.pageable_copies));
     f.advice.push_back(
         "DataLoader(pin_memory=True), or tensor.pin_memory() for buffers you copy "
         "every step.");
@@ -446,19 +441,20 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     f.title = "Launch-bound: the host spent " + pct(launch_share) +
               " of the GPU's idle time launching kernels (median kernel " +
               dur(s.kernel_median_ns) + ", median launch call " + dur(s.launch_median_ns) + ")";
-    f.summary = "The GPU idled " + pct(idle_share) + " of the window; for " + pct(launch_share) +
-                " of that idle time the host was inside launch calls or waiting out a launch's "
-                "latency, so kernels ran out before the next one was queued. " +
-                std::to_string(g.kernels) + " kernels ran a median " + dur(s.kernel_median_ns) +
-                "; a launch call took a median " + dur(s.launch_median_ns) + " of host time.";
+    f.summary = fmt::format(
+        "The GPU idled {} of the window; for {} of that idle time the host was inside launch "
+        "calls or waiting out a launch's latency, so kernels ran out before the next one was "
+        "queued. {} kernels ran a median {}; a launch call took a median {} of host time.",
+        pct(idle_share), pct(launch_share), g.kernels, dur(s.kernel_median_ns),
+        dur(s.launch_median_ns));
     f.figures = {
-        {"share", ratio(launching, span), "fraction", "share of the window idle launching"},
-        {"launch_share_of_idle", launch_share, "fraction", "idle time spent launching"},
-        {"kernels", static_cast<double>(g.kernels), "count", "kernels"},
-        {"kernel_median_ns", s.kernel_median_ns, "ns", "median kernel"},
-        {"launch_median_ns", s.launch_median_ns, "ns", "median launch call"}};
-    f.evidence.push_back(std::to_string(s.launch_calls) + " launch calls, median " +
-                         dur(s.launch_median_ns));
+        {"share", ratio(launching, span), Unit::kFraction, "share of the window idle launching"},
+        {"launch_share_of_idle", launch_share, Unit::kFraction, "idle time spent launching"},
+        {"kernels", static_cast<double>(g.kernels), Unit::kCount, "kernels"},
+        {"kernel_median_ns", s.kernel_median_ns, Unit::kNanoseconds, "median kernel"},
+        {"launch_median_ns", s.launch_median_ns, Unit::kNanoseconds, "median launch call"}};
+    f.evidence.push_back(
+        fmt::format("{} launch calls, median {}", s.launch_calls, dur(s.launch_median_ns)));
     f.evidence.push_back("median kernel " + dur(s.kernel_median_ns));
     f.advice.push_back(
         "Capture the step in a CUDA graph: torch.compile(mode=\"reduce-overhead\") "
@@ -491,10 +487,10 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
                 " of the window); only " + pct(ratio(overlap, comm)) +
                 " of that overlapped computation, leaving " + dur(exposed) + " exposed.";
     f.figures = {
-        {"share", share, "fraction", "exposed communication, share of the window"},
-        {"communication_share", ratio(comm, span), "fraction", "communication kernels"},
-        {"comm_overlap_share", ratio(overlap, comm), "fraction", "overlapped with compute"},
-        {"exposed_ns", exposed, "ns", "communication not overlapped"}};
+        {"share", share, Unit::kFraction, "exposed communication, share of the window"},
+        {"communication_share", ratio(comm, span), Unit::kFraction, "communication kernels"},
+        {"comm_overlap_share", ratio(overlap, comm), Unit::kFraction, "overlapped with compute"},
+        {"exposed_ns", exposed, Unit::kNanoseconds, "communication not overlapped"}};
     f.evidence.push_back("NCCL kernel time " + dur(comm) + ", overlapped " + dur(overlap));
     f.advice.push_back(
         "Overlap gradients' all-reduce with backward: DDP buckets (bucket_cap_mb), "
@@ -545,16 +541,16 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
                 " kernel wait (gaps under 30 µs between queued kernels), " +
                 pct(ratio(static_cast<double>(g.idle_by_kind[2]), idle)) + " other." +
                 (causes.empty() ? "" : " During host waits the host was: " + causes + ".");
-    f.figures = {{"share", idle_share, "fraction", "GPU idle share of the window"},
-                 {"host_wait_share", ratio(host_wait, idle), "fraction", "idle: host wait"}};
+    f.figures = {{"share", idle_share, Unit::kFraction, "GPU idle share of the window"},
+                 {"host_wait_share", ratio(host_wait, idle), Unit::kFraction, "idle: host wait"}};
     for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
         f.figures.push_back(
             Figure{std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share",
-                   ratio(static_cast<double>(g.cause_ns[c]), idle), "fraction",
+                   ratio(static_cast<double>(g.cause_ns[c]), idle), Unit::kFraction,
                    idle_cause_label(static_cast<IdleCause>(c))});
     }
-    f.evidence.push_back(std::to_string(g.gaps) + " idle gaps, the longest " +
-                         dur(static_cast<double>(g.longest_gap_ns)));
+    f.evidence.push_back(fmt::format("{} idle gaps, the longest {}", g.gaps,
+                                     dur(static_cast<double>(g.longest_gap_ns))));
     if (host_dominated) {
         f.advice.push_back(cause_advice(static_cast<IdleCause>(top)));
     } else {
@@ -599,12 +595,12 @@ void add_fix_all_saving(const TimelineSummary& s, Report& report) {
     const bool per_step = s.critical_path.per_step;
     const double base = replay_base(s);
     const std::string per = per_step ? " per step" : " over the window";
-    report.fix_all_saving = {
-        {"saving_ns", every, "ns", "time saved" + per + " with every cause removed together"},
-        {"share", ratio(every, base), "fraction",
-         per_step ? "share of the step time" : "share of the window"},
-        {"step_time_ns", base - every, "ns",
-         per_step ? "predicted step time" : "predicted window"}};
+    report.fix_all_saving = {{"saving_ns", every, Unit::kNanoseconds,
+                              "time saved" + per + " with every cause removed together"},
+                             {"share", ratio(every, base), Unit::kFraction,
+                              per_step ? "share of the step time" : "share of the window"},
+                             {"step_time_ns", base - every, Unit::kNanoseconds,
+                              per_step ? "predicted step time" : "predicted window"}};
 }
 
 void add_savings_together(const TimelineSummary& s, std::size_t first, Report& report) {

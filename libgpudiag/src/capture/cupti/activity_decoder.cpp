@@ -24,6 +24,8 @@
 //                         overheadData CUPTI allocates (Overhead3, 12.4+) is freed
 #include "capture/cupti/activity_decoder.hpp"
 
+#include <fmt/format.h>
+
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
 #    include "capture/cupti/api_whitelist.hpp"
@@ -612,8 +614,8 @@ StringId ActivityDecoder::api_name(ApiDomain domain, std::uint32_t cbid) {
     std::string name =
         api != nullptr
             ? std::string(api->name)
-            : std::string(domain == ApiDomain::kRuntime ? "cuda_runtime#" : "cuda_driver#") +
-                  std::to_string(cbid);
+            : fmt::format("{}#{}", domain == ApiDomain::kRuntime ? "cuda_runtime" : "cuda_driver",
+                          cbid);
     StringId id = strings_.intern(name);
     if (api_names_.size() >= kMaxCachedNames) api_names_.clear();
     api_names_.emplace(key, id);

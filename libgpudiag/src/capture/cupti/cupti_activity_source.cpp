@@ -24,6 +24,8 @@
 //   FATAL_ERROR callback, which only deep mode receives.
 #include "capture/cupti/cupti_activity_source.hpp"
 
+#include <fmt/format.h>
+
 #include <new>
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
@@ -463,9 +465,10 @@ struct CuptiActivitySource::Impl {
         if (++flush_failures == kFlushFailuresToDegrade) {
             std::lock_guard<std::mutex> lock(status_mutex);
             try {
-                flush_failure = "cupti_activity: cuptiActivityFlushAll failed " +
-                                std::to_string(kFlushFailuresToDegrade) + " times in a row (" +
-                                api->result_name(rc) + "); CUPTI is not delivering records";
+                flush_failure = fmt::format(
+                    "cupti_activity: cuptiActivityFlushAll failed {} times in a row ({}); CUPTI "
+                    "is not delivering records",
+                    kFlushFailuresToDegrade, api->result_name(rc));
             } catch (...) {
             }
         }
@@ -524,18 +527,16 @@ struct CuptiActivitySource::Impl {
         std::uint64_t silent_s = (now - watch.stalled_since()) / 1'000'000'000ULL;
         std::string reason;
         try {
-            reason =
-                "cupti_activity: starved: no buffer request and no record from CUPTI for " +
-                std::to_string(silent_s) +
-                " s while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
+            reason = fmt::format(
+                "cupti_activity: starved: no buffer request and no record from CUPTI for {} s "
+                "while the GPU was busy (NVML utilization or CUDA API calls). Another CUPTI "
                 "client (libkineto in this process, on-demand tracing, Nsight Systems) has "
-                "probably taken the activity API, so GPU activity is not being recorded";
+                "probably taken the activity API, so GPU activity is not being recorded",
+                silent_s);
             std::uint64_t foreign = foreign_buffers.load(std::memory_order_relaxed);
-            if (foreign > 0) {
-                reason += "; " + std::to_string(foreign) + " of its buffers reached gpudiag";
-            }
-            reason += " (a single kernel running longer than " +
-                      std::to_string(watch.stall_ns() / 1'000'000'000ULL) + " s looks the same)";
+            if (foreign > 0) reason += fmt::format("; {} of its buffers reached gpudiag", foreign);
+            reason += fmt::format(" (a single kernel running longer than {} s looks the same)",
+                                  watch.stall_ns() / 1'000'000'000ULL);
         } catch (...) {
         }
         push_marker(EventKind::kCapturePaused, watch.stalled_since(), "CUPTI stopped delivering");
@@ -738,10 +739,10 @@ Status CuptiActivitySource::Impl::enable_failure(const KindToEnable& k, CUptiRes
                                cupti_failure_hint(rc, per_subscriber_api) +
                                "); NVML and NVTX capture continue");
         }
-        std::string msg = "cupti_activity: libcupti " + std::to_string(api->version) + " at " +
-                          api->path + " loaded but cuptiActivityEnable(" + k.name +
-                          ") failed: " + api->result_name(rc) +
-                          cupti_failure_hint(rc, per_subscriber_api);
+        std::string msg = fmt::format(
+            "cupti_activity: libcupti {} at {} loaded but cuptiActivityEnable({}) failed: {}{}",
+            api->version, api->path, k.name, api->result_name(rc),
+            cupti_failure_hint(rc, per_subscriber_api));
         if (!owner.empty()) msg += "; CUPTI's subscriber is held by " + owner;
         return unavailable(msg);
     } catch (...) {
@@ -791,8 +792,8 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
                 }
             }
             if (failed > 0) {
-                notes.push_back("cupti_activity: " + std::to_string(failed) +
-                                " whitelisted API callbacks could not be enabled");
+                notes.push_back(fmt::format(
+                    "cupti_activity: {} whitelisted API callbacks could not be enabled", failed));
             }
         }
         if (api->version == 130000) {
@@ -929,8 +930,8 @@ void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons
         }
         (void)api->enable_callback(1, handle, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
         if (failed > 0) {
-            reasons.push_back("cupti_deep: " + std::to_string(failed) +
-                              " allocation callbacks could not be enabled");
+            reasons.push_back(
+                fmt::format("cupti_deep: {} allocation callbacks could not be enabled", failed));
         }
         std::lock_guard<std::mutex> lock(status_mutex);
         snapshot.deep_active = true;
@@ -1205,14 +1206,15 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
             copy.reasons.push_back(s.flush_failure);
         }
         if (s.callback_failures.load() > 0 && !copy.degraded) {
-            copy.notes.push_back("cupti_deep: " + std::to_string(s.callback_failures.load()) +
-                                 " callbacks failed internally and were skipped");
+            copy.notes.push_back(
+                fmt::format("cupti_deep: {} callbacks failed internally and were skipped",
+                            s.callback_failures.load()));
         }
         if (s.stalls_recovered > 0) {
-            copy.notes.push_back("cupti_activity: CUPTI delivered nothing while the GPU was busy " +
-                                 std::to_string(s.stalls_recovered) + " time(s), " +
-                                 std::to_string(s.starved_ns / 1'000'000'000ULL) +
-                                 " s in all; those windows are marked unobserved");
+            copy.notes.push_back(
+                fmt::format("cupti_activity: CUPTI delivered nothing while the GPU was busy {} "
+                            "time(s), {} s in all; those windows are marked unobserved",
+                            s.stalls_recovered, s.starved_ns / 1'000'000'000ULL));
         }
         if (s.left_settings_to_other.load()) {
             copy.notes.push_back(
@@ -1221,14 +1223,16 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
                 "them");
         }
         if (s.lost_buffers.load() > 0) {
-            copy.notes.push_back("cupti_activity: " + std::to_string(s.lost_buffers.load()) +
-                                 " of gpudiag's activity buffers went to another CUPTI client's "
-                                 "callbacks and never came back (their records are lost)");
+            copy.notes.push_back(fmt::format(
+                "cupti_activity: {} of gpudiag's activity buffers went to another CUPTI client's "
+                "callbacks and never came back (their records are lost)",
+                s.lost_buffers.load()));
         }
         if (s.foreign_buffers.load() > 0) {
-            copy.notes.push_back("cupti_activity: " + std::to_string(s.foreign_buffers.load()) +
-                                 " activity buffers of another CUPTI client reached gpudiag and "
-                                 "were dropped unread");
+            copy.notes.push_back(fmt::format(
+                "cupti_activity: {} activity buffers of another CUPTI client reached gpudiag and "
+                "were dropped unread",
+                s.foreign_buffers.load()));
         }
         if (copy.foreign_clock) {
             char rate[32];
@@ -1240,13 +1244,14 @@ CuptiSourceStatus CuptiActivitySource::status() const noexcept {
                                  "slope and offset");
         }
         if (copy.incomplete_at_flush > 0) {
-            copy.notes.push_back("cupti_activity: " + std::to_string(copy.incomplete_at_flush) +
-                                 " records were still in flight at a pause or stop and came back "
-                                 "incomplete" +
-                                 (copy.unreadable_bytes > 0
-                                      ? "; up to " + std::to_string(copy.unreadable_bytes) +
-                                            " bytes behind them could not be read"
-                                      : std::string()));
+            copy.notes.push_back(fmt::format(
+                "cupti_activity: {} records were still in flight at a pause or stop and came back "
+                "incomplete{}",
+                copy.incomplete_at_flush,
+                copy.unreadable_bytes > 0
+                    ? fmt::format("; up to {} bytes behind them could not be read",
+                                  copy.unreadable_bytes)
+                    : std::string()));
         }
         return copy;
     } catch (...) {

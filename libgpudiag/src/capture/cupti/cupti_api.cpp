@@ -6,6 +6,8 @@
 #include "capture/cupti/cupti_api.hpp"
 #include "capture/platform/cuda_driver_api.hpp"
 
+#include <fmt/format.h>
+
 #if GPUDIAG_HAVE_CUDA_HEADERS
 
 #    include "capture/cupti/cupti_record_layouts.hpp"
@@ -21,11 +23,11 @@ namespace {
 // older report a small API version number instead (CUPTI_API_VERSION: 18 for 11.8 and for the
 // 12.0 and 12.1 libraries, 19-28 for 12.x).
 std::string cuda_release(int cuda) {
-    return std::to_string(cuda / 1000) + "." + std::to_string(cuda % 1000 / 10);
+    return fmt::format("{}.{}", cuda / 1000, cuda % 1000 / 10);
 }
 
 std::string describe_version(std::uint32_t version, bool cupti12_abi) {
-    std::string api = " (API version " + std::to_string(version) + ")";
+    std::string api = fmt::format(" (API version {})", version);
     if (version >= 100000)
         return "CUPTI " + cuda_release(static_cast<int>(version / 100 * 10)) + api;
     if (!decodes_cupti(version, cupti12_abi)) {
@@ -197,7 +199,7 @@ std::string CuptiApi::result_name(CUptiResult result) const noexcept {
             s != nullptr) {
             return s;
         }
-        return "CUPTI error " + std::to_string(static_cast<int>(result));
+        return fmt::format("CUPTI error {}", static_cast<int>(result));
     } catch (...) {
         return {};
     }

@@ -4,6 +4,8 @@
 
 #include "capture/platform/dynamic_library.hpp"
 
+#include <fmt/format.h>
+
 #include <vector>
 
 namespace gpudiag::detail {
@@ -174,7 +176,7 @@ nvml::Return list_processes(Fn fn, nvml::Device device, std::vector<Info>& buf, 
 
 std::string NvmlApi::error_name(nvml::Return r) const {
     const char* s = error_string != nullptr ? error_string(r) : nullptr;
-    return s != nullptr ? std::string(s) : "NVML error " + std::to_string(r);
+    return s != nullptr ? std::string(s) : fmt::format("NVML error {}", r);
 }
 
 nvml::Return NvmlApi::memory_info(nvml::Device device, nvml::MemoryFigures& out) const {

@@ -17,6 +17,8 @@
 #include "capture/platform/platform.hpp"
 #include "core/clock.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -186,22 +188,19 @@ std::vector<std::string> NvmlSampler::notes() const {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<std::string> out;
     if (recognised_pid_ != 0) {
-        out.push_back("nvml: this process is PID " + std::to_string(recognised_pid_) +
-                      " in NVML's process list (a PID namespace hides that PID here): recognised "
-                      "by " +
-                      std::to_string(recognised_matches_) +
-                      " steps of its own memory that only that process' memory followed");
+        out.push_back(fmt::format(
+            "nvml: this process is PID {} in NVML's process list (a PID namespace hides that PID "
+            "here): recognised by {} steps of its own memory that only that process' memory "
+            "followed",
+            recognised_pid_, recognised_matches_));
     }
     if (unattributed_rounds_ > 0) {
-        out.push_back(
-            "nvml: other processes' memory not reported in " +
-            std::to_string(unattributed_rounds_) +
-            " samples: NVML listed several processes under PIDs a PID namespace hides, and which "
-            "one is this process was not known yet (it is recognised once its own memory has "
-            "moved by " +
-            std::to_string(OwnPidFinder::kMinStepBytes >> 20) + " MiB or more " +
-            std::to_string(OwnPidFinder::kMatchesNeeded) +
-            " times, with that process' alone moving alike)");
+        out.push_back(fmt::format(
+            "nvml: other processes' memory not reported in {} samples: NVML listed several "
+            "processes under PIDs a PID namespace hides, and which one is this process was not "
+            "known yet (it is recognised once its own memory has moved by {} MiB or more {} "
+            "times, with that process' alone moving alike)",
+            unattributed_rounds_, OwnPidFinder::kMinStepBytes >> 20, OwnPidFinder::kMatchesNeeded));
     }
     return out;
 }
@@ -740,7 +739,8 @@ void NvmlSampler::sample_once(EventQueue& out, std::uint64_t now) noexcept {
 
 Status NvmlSampler::start(double hz, EventQueue& out) noexcept {
     if (!(hz > 0.0) || hz > 100.0) {
-        return invalid_argument("nvml_hz must be in (0, 100], got " + std::to_string(hz));
+        // {:f}: six decimals, as this message has always printed them.
+        return invalid_argument(fmt::format("nvml_hz must be in (0, 100], got {:f}", hz));
     }
     if (thread_.joinable()) return failed_precondition("the NVML sampler is already running");
     try {

@@ -56,8 +56,7 @@ Loaded load() {
 }  // namespace
 
 std::string CudaDriverApi::version_string() const {
-    return std::to_string(driver_version / 1000) + "." +
-           std::to_string((driver_version % 1000) / 10);
+    return fmt::format("{}.{}", driver_version / 1000, (driver_version % 1000) / 10);
 }
 
 std::string format_gpu_uuid(const std::array<unsigned char, 16>& b) {

@@ -14,6 +14,7 @@
 #include "importers/kineto/start_order.hpp"
 #include "importers/kineto/trace_split.hpp"
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include <algorithm>
@@ -857,12 +858,12 @@ simdjson::error_code read_event_array(od::array& events, Converter& converter,
                 t == od::json_type::array) {
                 attempt.not_a_trace_kind = true;
             }
-            attempt.where = "in event " + std::to_string(index);
+            attempt.where = fmt::format("in event {}", index);
             return err;
         }
         r.reset();
         if (auto err = read_event(obj, r); err) {
-            attempt.where = "in event " + std::to_string(index);
+            attempt.where = fmt::format("in event {}", index);
             return err;
         }
         converter.convert(r);
@@ -1005,7 +1006,7 @@ ParseAttempt parse_document(const char* data, std::size_t size, std::size_t capa
                     f.value().get_string().get(s) == simdjson::SUCCESS) {
                     out.info.properties.emplace_back(name, std::string(s));
                 } else if (read_int(f.value(), n)) {
-                    out.info.properties.emplace_back(name, std::to_string(n));
+                    out.info.properties.emplace_back(name, fmt::to_string(n));
                 }
             }
         }
@@ -1211,8 +1212,8 @@ Status finish_result(KinetoParseResult& out) {
 void finish_kineto_result(KinetoParseResult& out, std::uint64_t events) {
     out.summary.events = events;
     if (out.summary.dropped > 0) {
-        out.summary.notes.push_back(std::to_string(out.summary.dropped) +
-                                    " events without a usable timestamp were skipped");
+        out.summary.notes.push_back(
+            fmt::format("{} events without a usable timestamp were skipped", out.summary.dropped));
     }
     if (out.device_vendor.empty() && out.gpu_activities > 0) out.device_vendor = "nvidia";
     if (!out.device_vendor.empty())
@@ -1335,8 +1336,9 @@ Status parse_before_non_json_byte(const TraceBuffer& buffer, std::size_t at,
     out.info = info;
     if (parse_copy(close_after_last_complete_event(before), strings, out) && !out.events.empty()) {
         out.summary.truncated = true;
-        out.summary.missing.push_back(problem + "; kept the " + std::to_string(out.events.size()) +
-                                      " events before it, whatever followed is missing");
+        out.summary.missing.push_back(
+            fmt::format("{}; kept the {} events before it, whatever followed is missing", problem,
+                        out.events.size()));
         return finish_result(out);
     }
     return corrupt_data(name + ": " + problem + "; no event came before it");
@@ -1403,8 +1405,9 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
         }
         out.summary.truncated = true;
         out.summary.missing.push_back(
-            problem + ": the trace is unreadable from there on; kept the " +
-            std::to_string(out.events.size()) + " events before it, whatever followed is missing");
+            fmt::format("{}: the trace is unreadable from there on; kept the {} events before it, "
+                        "whatever followed is missing",
+                        problem, out.events.size()));
     } else if (!first.found_events) {
         return corrupt_data(name +
                             ": valid JSON but no \"traceEvents\" array: not a "

@@ -7,6 +7,8 @@
 #include "core/range_names.hpp"
 #include "support/utf8.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <string_view>
@@ -318,9 +320,8 @@ std::string select_for(const TableSpec& spec, const Columns& c, const Enums& enu
     }
     std::string sql = "SELECT " + cols + " FROM " + sql_identifier(spec.table);
     if (spec.kind == TableKind::kNvtx) {
-        sql += " WHERE " + c.pick({"eventType"}, "0") + " IN (" +
-               std::to_string(enums.nvtx_push_pop) + ", " + std::to_string(enums.nvtx_start_end) +
-               ", " + std::to_string(enums.nvtx_mark) + ")";
+        sql += fmt::format(" WHERE {} IN ({}, {}, {})", c.pick({"eventType"}, "0"),
+                           enums.nvtx_push_pop, enums.nvtx_start_end, enums.nvtx_mark);
     }
     return sql + " ORDER BY start";
 }
@@ -597,9 +598,9 @@ std::map<std::int64_t, std::string> nvtx_domains(SqliteDb& db, const Enums& enum
     std::map<std::int64_t, std::string> out;
     Columns c(db, "NVTX_EVENTS");
     if (!c.has("domainId") || !c.has("eventType")) return out;
-    auto stmt = db.prepare(
-        "SELECT domainId, " + c.pick({"text"}) + ", " + c.pick({"textId"}) +
-        " FROM NVTX_EVENTS WHERE eventType = " + std::to_string(enums.nvtx_domain_create));
+    auto stmt =
+        db.prepare(fmt::format("SELECT domainId, {}, {} FROM NVTX_EVENTS WHERE eventType = {}",
+                               c.pick({"text"}), c.pick({"textId"}), enums.nvtx_domain_create));
     if (!stmt) return out;
     while (stmt->step() && out.size() < 4096) {
         StringId id = !stmt->is_null(1) ? names.at(*stmt, 1) : names.at(*stmt, 2);
@@ -760,12 +761,13 @@ Status NsightReader::read(EventSink& sink, StringTable& strings) {
             "--trace=cuda?): GPU timeline figures are not available");
     }
     if (cx.dropped > 0) {
-        summary.notes.push_back(std::to_string(cx.dropped) +
-                                " rows without a start time were skipped");
+        summary.notes.push_back(
+            fmt::format("{} rows without a start time were skipped", cx.dropped));
     }
     if (names.invalid_utf8() > 0) {
-        summary.notes.push_back(std::to_string(names.invalid_utf8()) +
-                                " names were not valid UTF-8; their invalid bytes read as U+FFFD");
+        summary.notes.push_back(
+            fmt::format("{} names were not valid UTF-8; their invalid bytes read as U+FFFD",
+                        names.invalid_utf8()));
     }
     if (!error.empty()) {
         summary.truncated = true;

@@ -22,6 +22,8 @@
 //   refunded when they are dropped.
 #include "importers/torch_snapshot/safe_pickle_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstddef>
@@ -516,8 +518,8 @@ public:
         unsigned char proto = 0;
         if (!in_.byte(proto)) fail_truncated("the protocol byte");
         if (proto < 2 || proto > 5) {
-            fail(unsupported(name_ + ": pickle protocol " + std::to_string(proto) +
-                             " is not supported (expected 2 to 5)"));
+            fail(unsupported(fmt::format(
+                "{}: pickle protocol {} is not supported (expected 2 to 5)", name_, proto)));
         }
         for (;;) {
             run_plain_ops();
@@ -544,9 +546,9 @@ public:
             step(op);
         }
         if (stack_.size() != 1 || !marks_.empty()) {
-            fail(corrupt_data(name_ + ": malformed pickle: STOP at offset " +
-                              std::to_string(in_.op_offset()) + " with " +
-                              std::to_string(stack_.size()) + " values on the stack"));
+            fail(corrupt_data(
+                fmt::format("{}: malformed pickle: STOP at offset {} with {} values on the stack",
+                            name_, in_.op_offset(), stack_.size())));
         }
         return stack_.back();
     }
@@ -715,14 +717,14 @@ private:
     [[noreturn, gnu::cold, gnu::noinline]] void fail_truncated(const char* what) {
         if (!in_.error().is_ok()) fail(in_.error());
         throw PickleError{
-            corrupt_data(name_ + ": the file ends early (offset " + std::to_string(in_.offset()) +
-                         ") while reading " + what + "; the snapshot was cut short"),
+            corrupt_data(fmt::format(
+                "{}: the file ends early (offset {}) while reading {}; the snapshot was cut short",
+                name_, in_.offset(), what)),
             true};
     }
     [[noreturn, gnu::cold, gnu::noinline]] void fail_at(unsigned char op, const std::string& why) {
-        fail(corrupt_data(name_ + ": malformed pickle at offset " +
-                          std::to_string(in_.op_offset()) + " (opcode " + pickle_opcode_name(op) +
-                          "): " + why));
+        fail(corrupt_data(fmt::format("{}: malformed pickle at offset {} (opcode {}): {}", name_,
+                                      in_.op_offset(), pickle_opcode_name(op), why)));
     }
     [[noreturn, gnu::cold, gnu::noinline]] void fail_at(unsigned char op, const char* why) {
         fail_at(op, std::string(why));
@@ -730,8 +732,8 @@ private:
     // "<name>: <before><limit><after> at offset <n>"
     [[noreturn, gnu::cold, gnu::noinline]] void fail_limit(const char* before, std::size_t limit,
                                                            const char* after) {
-        fail(resource_exhausted(name_ + ": " + before + std::to_string(limit) + after +
-                                " at offset " + std::to_string(in_.op_offset())));
+        fail(resource_exhausted(
+            fmt::format("{}: {}{}{} at offset {}", name_, before, limit, after, in_.op_offset())));
     }
     static std::string hex(unsigned char c) {
         const char* digits = "0123456789abcdef";
@@ -742,11 +744,10 @@ private:
     void charge(std::uint64_t bytes) {
         live_bytes_ += bytes;
         if (live_bytes_ > limits_.max_live_bytes) {
-            fail(resource_exhausted(
-                name_ + ": decoding needs more than " +
-                std::to_string(limits_.max_live_bytes >> 20) +
-                " MiB of memory (limit reached at offset " + std::to_string(in_.op_offset()) +
-                "); the file is larger than the configured cap or is built to amplify"));
+            fail(resource_exhausted(fmt::format(
+                "{}: decoding needs more than {} MiB of memory (limit reached at offset {}); the "
+                "file is larger than the configured cap or is built to amplify",
+                name_, limits_.max_live_bytes >> 20, in_.op_offset())));
         }
     }
     void refund(std::uint64_t bytes) noexcept { live_bytes_ -= std::min(live_bytes_, bytes); }
@@ -812,17 +813,16 @@ private:
         // hostility), reported as such before anything is allocated for it.
         if (n > in_.remaining()) {
             throw PickleError{
-                corrupt_data(name_ + ": a " + pickle_opcode_name(op) + " value at offset " +
-                             std::to_string(in_.op_offset()) + " declares " + std::to_string(n) +
-                             " bytes, but only " + std::to_string(in_.remaining()) +
-                             " follow: the file is cut short or damaged"),
+                corrupt_data(fmt::format(
+                    "{}: a {} value at offset {} declares {} bytes, but only {} follow: the file "
+                    "is cut short or damaged",
+                    name_, pickle_opcode_name(op), in_.op_offset(), n, in_.remaining())),
                 true};
         }
         if (n > limits_.max_string_bytes) {
-            fail(resource_exhausted(name_ + ": a " + pickle_opcode_name(op) + " value of " +
-                                    std::to_string(n) + " bytes at offset " +
-                                    std::to_string(in_.op_offset()) + " exceeds the limit of " +
-                                    std::to_string(limits_.max_string_bytes) + " bytes"));
+            fail(resource_exhausted(fmt::format(
+                "{}: a {} value of {} bytes at offset {} exceeds the limit of {} bytes", name_,
+                pickle_opcode_name(op), n, in_.op_offset(), limits_.max_string_bytes)));
         }
         return static_cast<std::size_t>(n);
     }
@@ -1094,8 +1094,8 @@ private:
     MemoEntry& memo_slot_for(std::uint64_t index) {
         if (MemoEntry* found = memo_find(index)) return *found;
         if (memo_count_ >= kMaxMemo || index > std::numeric_limits<std::uint32_t>::max()) {
-            fail(resource_exhausted(name_ + ": more than " + std::to_string(kMaxMemo) +
-                                    " memoized values, or a memo index past 2^32"));
+            fail(resource_exhausted(fmt::format(
+                "{}: more than {} memoized values, or a memo index past 2^32", name_, kMaxMemo)));
         }
         ++memo_count_;
         if (index < memo_dense_.size() || index <= 2 * memo_count_ + 1024) {
@@ -1166,7 +1166,7 @@ private:
     [[gnu::noinline]] void memo_get_any(std::uint64_t index, unsigned char op) {
         MemoEntry* m = memo_find(index);
         if (m == nullptr) {
-            fail_at(op, "refers to memo entry " + std::to_string(index) + " that was never stored");
+            fail_at(op, fmt::format("refers to memo entry {} that was never stored", index));
         }
         if (!m->holds_value()) fail_at(op, "refers back to a list item that was already streamed");
         const auto kind = m->kind();
@@ -1190,7 +1190,7 @@ private:
             case 0x80: {  // PROTO again (allowed by pickle; must be a supported protocol)
                 unsigned char p = 0;
                 if (!in_.byte(p)) fail_truncated("PROTO");
-                if (p < 2 || p > 5) fail_at(op, "unsupported protocol " + std::to_string(p));
+                if (p < 2 || p > 5) fail_at(op, fmt::format("unsupported protocol {}", p));
                 return;
             }
             case '(':
@@ -1314,18 +1314,18 @@ private:
         }
         if (is_code_opcode(op)) {
             fail(corrupt_data(
-                name_ + ": refusing to load: opcode " + pickle_opcode_name(op) + " at offset " +
-                std::to_string(in_.op_offset()) +
-                " would import or call Python code. A torch memory snapshot holds only plain "
-                "data (dicts, lists, strings, numbers), so this file is not a genuine snapshot "
-                "or was tampered with. Nothing in it was executed."));
+                fmt::format("{}: refusing to load: opcode {} at offset {} would import or call "
+                            "Python code. A torch memory snapshot holds only plain data (dicts, "
+                            "lists, strings, numbers), so this file is not a genuine snapshot or "
+                            "was tampered with. Nothing in it was executed.",
+                            name_, pickle_opcode_name(op), in_.op_offset())));
         }
         std::string why = std::string(pickle_opcode_name(op)) == "unknown"
                               ? "unknown opcode 0x" + hex(op)
                               : std::string("opcode ") + pickle_opcode_name(op) +
                                     " is not used by torch memory snapshots and is not supported";
-        fail(corrupt_data(name_ + ": cannot read the pickle at offset " +
-                          std::to_string(in_.op_offset()) + ": " + why));
+        fail(corrupt_data(fmt::format("{}: cannot read the pickle at offset {}: {}", name_,
+                                      in_.op_offset(), why)));
     }
 
     static constexpr std::size_t kMaxMemo = std::size_t{1} << 28;

@@ -29,6 +29,8 @@
 #include "importers/torch_snapshot/compact_trace.hpp"
 #include "importers/torch_snapshot/torch_snapshot.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -208,11 +210,11 @@ public:
         if (cut_short) {
             summary_.truncated = true;
             summary_.missing.push_back(
-                first.message() + ": read " + std::to_string(state.segments.size()) +
-                " segments and " + std::to_string(state.trace_entries) +
-                " trace entries before the cut; what followed (more segments, the rest of the "
-                "allocation history, the allocator settings) is missing, so the memory state at "
-                "the end is only what was read");
+                fmt::format("{}: read {} segments and {} trace entries before the cut; what "
+                            "followed (more segments, the rest of the allocation history, the "
+                            "allocator settings) is missing, so the memory state at the end is "
+                            "only what was read",
+                            first.message(), state.segments.size(), state.trace_entries));
         }
         prepare(state, strings);
 
@@ -246,15 +248,16 @@ public:
         summary_.events = delivered_;
         if (!status.is_ok()) summary_.truncated = true;
         if (reconciled_ > 0) {
-            summary_.notes.push_back(std::to_string(reconciled_) +
-                                     " allocations or segments were reconciled with the "
-                                     "snapshot's final state (their history fell out of the "
-                                     "trace ring buffer or was not recorded)");
+            summary_.notes.push_back(
+                fmt::format("{} allocations or segments were reconciled with the snapshot's final "
+                            "state (their history fell out of the trace ring buffer or was not "
+                            "recorded)",
+                            reconciled_));
         }
         if (state.annotations_dropped > 0) {
             summary_.dropped += state.annotations_dropped;
-            summary_.notes.push_back(std::to_string(state.annotations_dropped) +
-                                     " annotations past the cap were skipped");
+            summary_.notes.push_back(
+                fmt::format("{} annotations past the cap were skipped", state.annotations_dropped));
         }
         if (state.tracking_capped) {
             summary_.notes.push_back(
@@ -321,9 +324,9 @@ private:
             }
             if (!present) info_.properties.emplace_back("expandable_segments", "true");
         }
-        info_.properties.emplace_back("snapshot_segments", std::to_string(state.segments.size()));
+        info_.properties.emplace_back("snapshot_segments", fmt::to_string(state.segments.size()));
         info_.properties.emplace_back("snapshot_trace_entries",
-                                      std::to_string(state.trace_entries));
+                                      fmt::to_string(state.trace_entries));
         info_.properties.emplace_back("snapshot_has_history",
                                       state.trace_entries > 0 ? "true" : "false");
 

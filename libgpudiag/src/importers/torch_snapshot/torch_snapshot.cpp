@@ -540,7 +540,7 @@ private:
 std::string scalar_text(const PickleValue& v) {
     switch (v.kind()) {
         case PickleValue::Kind::kBool: return v.as_bool() ? "true" : "false";
-        case PickleValue::Kind::kInt: return std::to_string(v.as_int());
+        case PickleValue::Kind::kInt: return fmt::to_string(v.as_int());
         case PickleValue::Kind::kFloat: return fmt::format("{:g}", v.as_double());
         case PickleValue::Kind::kString: return std::string(v.as_string());
         case PickleValue::Kind::kNone: return "none";

@@ -80,7 +80,7 @@ TEST(MemoryScenario, PlantedLeakInNoisyTrafficIsFound) {
     for (const auto& fig : f->figures) {
         if (fig.key == "leak_rate_bytes_per_step") {
             rate = fig.value;
-            EXPECT_EQ(fig.unit, "bytes/step");
+            EXPECT_EQ(fig.unit, Unit::kBytesPerStep);
         }
     }
     EXPECT_NEAR(rate, 4.0 * kMiB, 0.25 * 4 * kMiB);
@@ -102,7 +102,7 @@ TEST(MemoryScenario, LeakRateIsASectionFigureForExporters) {
     ASSERT_NE(s, nullptr);
     const Figure* rate = s->figure("leak_rate_bytes_per_step");
     ASSERT_NE(rate, nullptr);
-    EXPECT_EQ(rate->unit, "bytes/step");
+    EXPECT_EQ(rate->unit, Unit::kBytesPerStep);
     EXPECT_NEAR(rate->value, 4.0 * kMiB, 0.25 * 4 * kMiB);
     ASSERT_NE(r.finding("memory_leak"), nullptr);
     EXPECT_FALSE(r.finding("memory_leak")->evidence.empty());
@@ -209,7 +209,8 @@ TEST(MemoryScenario, GrowthWithinOneIterationIsNotALeak) {
     ASSERT_NE(g, nullptr) << render_text(*r);
     EXPECT_EQ(g->severity, Severity::kInfo);
     for (const auto& fig : g->figures)
-        EXPECT_EQ(fig.unit.find("/"), std::string::npos) << "no rate: " << fig.key;
+        EXPECT_EQ(std::string(enum_name(fig.unit)).find('/'), std::string::npos)
+            << "no rate: " << fig.key;
 }
 
 // An OOM seen through CUPTI carries no device (and, in deep mode, the request): it is explained
