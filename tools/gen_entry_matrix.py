@@ -48,7 +48,7 @@ def short(e: Expect) -> str:
             e.pytest_outcome, e.pytest_outcome
         )
     if e.no_report:
-        return f"exit {e.exit_code}, " + ("refused" if e.exit_code == 4 else "no report")
+        return f"exit {e.exit_code}, " + ("nothing recorded" if e.exit_code == 0 else "no report")
     words = []
     if e.input_bound == "critical":
         words.append("CRITICAL")

@@ -23,7 +23,10 @@ from gpudiag._errors import (
 _EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     (
         f"{EXIT_OK}",
-        "success (and, with --fail-on, no finding at that severity or above)",
+        (
+            "success (and, with --fail-on, no finding at that severity or above); for run, also\n"
+            "a clean exit of a program that recorded nothing (said to be no all-clear)"
+        ),
         None,
     ),
     (
@@ -45,8 +48,8 @@ _EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     (
         f"{EXIT_UNAVAILABLE}",
         (
-            "a needed capability is unavailable here (live capture not built, bundled\n"
-            "demo recording missing, no recording produced)"
+            "a needed capability is unavailable here (live capture not built, or the\n"
+            "injection library or the bundled demo recording missing from this installation)"
         ),
         ("run", "demo"),
     ),

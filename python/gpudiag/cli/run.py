@@ -7,9 +7,10 @@ other program (after ``--``) runs with gpudiag's library injected through CUDA_I
 NVTX_INJECTION64_PATH and each of its processes writes a recording named after GPUDIAG_RECORD;
 each of its Python processes also starts a session of its own at interpreter start
 (gpudiag._bootstrap), which records what the injection cannot see, without a GPU too. gpudiag then
-analyses the recordings. SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to the program,
-which is never killed: its own shutdown runs, then the report. When the program fails, gpudiag
-exits with EXIT_PROGRAM_FAILED (128 + N when signal N ended it), after printing its status.
+analyses the recordings. SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to the program
+once (cli/_program_signals.py), which is never killed: its own shutdown runs, then the report.
+When the program fails, gpudiag exits with EXIT_PROGRAM_FAILED (128 + N when signal N ended it),
+after printing its status; a clean exit that recorded nothing stays 0, said to be no all-clear.
 """
 
 from __future__ import annotations
@@ -20,21 +21,19 @@ import os
 import re
 import runpy
 import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 from gpudiag import _bootstrap, _core
 from gpudiag._analyze import analyze
-from gpudiag._errors import EXIT_INPUT, EXIT_PROGRAM_FAILED, GpudiagError, UnavailableError
+from gpudiag._errors import EXIT_OK, EXIT_PROGRAM_FAILED, GpudiagError, UnavailableError
 from gpudiag._report import Report
 from gpudiag._session import RUN_ORIGIN, Session
-from gpudiag.cli._common import add_report_options, emit_report
+from gpudiag.cli._common import add_report_options, emit_report, nothing_observed
+from gpudiag.cli._program_signals import SignalRelay
 
 NAME = "run"
 HELP = "run a Python script (script.py / -m module) or any program (-- ./prog) under gpudiag"
@@ -57,9 +56,13 @@ phases (no GPU needed), and any process that initialises CUDA records its GPU ac
 that did neither leaves no recording. The report is printed (to stderr, so the program's own
 output stays clean) and written as JSON next to it.
 
-SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to a program run after --, and gpudiag
-waits for it to shut down on its own (it is never killed), then writes the report. When the
-program fails, gpudiag prints its status and exits with 5 (128 + N when signal N ended it).
+SIGTERM, SIGHUP and SIGINT sent to gpudiag are passed on to a program run after --, once: the
+program runs in a process group of its own (outside a terminal's foreground), and a signal its
+sender already sent to the program (the terminal's Ctrl-C, systemd's KillMode=control-group) is
+not sent again. gpudiag waits for it to shut down on its own (it is never killed), then writes the
+report; should gpudiag itself die, the program gets SIGTERM (Linux). When the program fails,
+gpudiag prints its status and exits with 5 (128 + N when signal N ended it). A program that exits
+0 having recorded nothing gives 0, with a line saying that nothing was observed.
 
 For services: --window 600 keeps only the last ten minutes of events (written at exit; SIGUSR1
 to gpudiag writes them now, as <stem>-dump-<pid>-<time>-<n>-requested beside the recording), and
@@ -165,18 +168,23 @@ def _finish(
         print(f"gpudiag: recording {record}, report {json_path}", file=sys.stderr)
     for note in notes or []:
         print(f"gpudiag: {note}", file=sys.stderr)
-    # A report of nothing is no all-clear (emit_report already returns EXIT_INPUT, and says
-    # why, for partial input).
-    if code != EXIT_INPUT and report.input.get("events", 0) == 0:
-        print(
-            "gpudiag: nothing was observed: the report holds 0 events (no step, input wait, "
-            "phase or GPU activity was recorded), so it is no all-clear",
-            file=sys.stderr,
-        )
-        code = EXIT_INPUT
     if returncode != 0:  # the program's failure is the news, and decides the exit code
         return _program_failed(returncode)
+    if report.complete and nothing_observed(report):
+        # emit_report said plainly that nothing was observed; the exit code stays the program's
+        # clean 0, so a service manager does not mark a graceful stop as failed.
+        return _nothing_recorded("the report holds 0 events")
     return code
+
+
+def _nothing_recorded(why: str) -> int:
+    """Says that the run recorded nothing (never an all-clear) and returns the program's 0."""
+    print(
+        f"gpudiag: nothing was recorded ({why}): no events were observed, so this is no "
+        f"all-clear; exit code {EXIT_OK} is the program's own clean exit",
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def _program_failed(returncode: int) -> int:
@@ -318,12 +326,6 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
         record.unlink()  # a stale recording must not pass for this run's
     env = _program_environment(args, record, library)
     started = time.time() - 1.0  # file times come from a coarser clock
-    try:
-        program = subprocess.Popen(command, env=env)
-    except FileNotFoundError:
-        from gpudiag.cli import UsageError
-
-        raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
     begun = time.monotonic()
 
     def report_progress() -> None:
@@ -337,7 +339,14 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
             line = f"gpudiag: the recording so far cannot be read yet ({e})"
         print(line, file=sys.stderr)
 
-    returncode = _wait_passing_on_signals(program, every_s=args.report_every, tick=report_progress)
+    with SignalRelay() as relay:
+        try:
+            relay.start(command, env)
+        except FileNotFoundError:
+            from gpudiag.cli import UsageError
+
+            raise UsageError(f"gpudiag run: no such program: {command[0]}") from None
+        returncode = relay.wait(every_s=args.report_every, tick=report_progress)
     notes = _collect_notes(record, started)
     recordings = _process_recordings(record, started)
     if not recordings:
@@ -348,10 +357,10 @@ def _run_program(args: argparse.Namespace, command: list[str]) -> int:
             "processes recorded a step, input wait or phase, and none initialised CUDA (or this "
             "machine has no GPU driver for the injection to load into)"
         )
+        print(f"gpudiag: {message}", file=sys.stderr)
         if returncode != 0:  # the program's failure is the news
-            print(f"gpudiag: {message}", file=sys.stderr)
             return _program_failed(returncode)
-        raise UnavailableError(message)
+        return _nothing_recorded("no recording")
     if len(recordings) == 1:
         recordings[0].replace(record)  # one process: the recording is where it was asked for
         recordings = [record]
@@ -404,33 +413,6 @@ def _collect_notes(record: Path, since: float) -> list[str]:
     return notes
 
 
-#: Signals passed on to the program: what service managers, schedulers and terminals send to stop
-#: or reload a process, and SIGUSR1 (a dump of the window, once the program handles it). gpudiag
-#: itself stays to write the report.
-PASSED_ON_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGUSR1)
-
-
-def _catches(pid: int, signum: int) -> bool:
-    """True when process `pid` has a handler for `signum` (Linux: SigCgt in /proc/<pid>/status).
-    SIGUSR1 kills a process without one, so it is passed on only to one that has."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool((int(line.split()[1], 16) >> (signum - 1)) & 1)
-    except (OSError, ValueError, IndexError):
-        pass
-    return False
-
-
-def _terminal_sends_sigint_to_the_program() -> bool:
-    """Ctrl-C reaches every process of the terminal's foreground group: when gpudiag is in it,
-    so is the program (it shares gpudiag's group), which already got the SIGINT."""
-    try:
-        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 def progress_line(report: Report, elapsed_s: float) -> str:
     """One line of the diagnosis so far, for --report-every."""
     findings = report.findings
@@ -444,47 +426,6 @@ def progress_line(report: Report, elapsed_s: float) -> str:
     return (
         f"gpudiag: after {elapsed_s:.0f} s, {report.input.get('events', 0)} events: {what}{scope}"
     )
-
-
-def _wait(program: subprocess.Popen[bytes], every_s: float, tick: Callable[[], None] | None) -> int:
-    while True:
-        try:
-            return program.wait(timeout=every_s if every_s > 0 and tick is not None else None)
-        except subprocess.TimeoutExpired:
-            if tick is not None:
-                tick()
-
-
-def _wait_passing_on_signals(
-    program: subprocess.Popen[bytes],
-    every_s: float = 0.0,
-    tick: Callable[[], None] | None = None,
-) -> int:
-    """Waits for the program to end on its own, calling `tick` every `every_s` seconds; the stop
-    and reload signals gpudiag receives meanwhile are passed on to it. Returns its return code
-    (negative: the signal that ended it)."""
-    if threading.current_thread() is not threading.main_thread():
-        return _wait(program, every_s, tick)  # signal handlers only from the main thread
-
-    def pass_on(signum: int, _frame: FrameType | None) -> None:
-        if signum == signal.SIGINT and _terminal_sends_sigint_to_the_program():
-            return
-        if signum == signal.SIGUSR1 and not _catches(program.pid, signum):
-            print(
-                "gpudiag: SIGUSR1 not passed on: the program has no handler for it yet "
-                "(gpudiag's is installed when it starts using CUDA, with --window)",
-                file=sys.stderr,
-            )
-            return
-        with contextlib.suppress(ProcessLookupError):
-            program.send_signal(signum)
-
-    previous = {s: signal.signal(s, pass_on) for s in PASSED_ON_SIGNALS}
-    try:
-        return _wait(program, every_s, tick)  # PEP 475: the wait resumes after each handler
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _per_process_name(record: Path) -> str:
