@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // DeviceArena: the kind of caching allocator inference services keep: one large cudaMalloc'd
-// segment carved first-fit into blocks. It reports its segment and blocks to gpudiag through
-// Session::record, so gpudiag sees the framework-level view (blocks, free holes, failed requests)
-// exactly as it sees PyTorch's caching allocator.
+// segment (DeviceMemory: simulated without a GPU) carved first-fit into blocks. It reports its
+// segment and blocks to gpudiag through Session::record, so gpudiag sees the framework-level view
+// (blocks, free holes, failed requests) exactly as it sees PyTorch's caching allocator.
 #pragma once
 
-#include <gpudiag/session.hpp>
+#include "device_memory.hpp"
 
-#include <cuda_runtime.h>
+#include <gpudiag/session.hpp>
 
 #include <cstdint>
 #include <iterator>
@@ -15,21 +15,21 @@
 
 class DeviceArena {
 public:
-    DeviceArena(gpudiag::Session& session, std::size_t bytes) : session_(session) {
-        if (cudaMalloc(&base_, bytes) != cudaSuccess) {
-            base_ = nullptr;
-            return;
-        }
+    DeviceArena(gpudiag::Session& session, DeviceMemory& memory, std::size_t bytes)
+        : session_(session), memory_(memory) {
+        base_ = memory_.reserve(bytes);
+        if (base_ == nullptr) return;
         size_ = bytes;
         free_[address(0)] = bytes;
         emit(gpudiag::EventKind::kSegmentAlloc, address(0), bytes, bytes,
              "DeviceArena::DeviceArena");
+        memory_.report(base_, bytes, "DeviceArena::DeviceArena");
     }
     ~DeviceArena() {
         if (base_ != nullptr) {
             emit(gpudiag::EventKind::kSegmentFree, address(0), size_, size_,
                  "DeviceArena::~DeviceArena");
-            cudaFree(base_);
+            memory_.release(base_);
         }
     }
     DeviceArena(const DeviceArena&) = delete;
@@ -112,6 +112,7 @@ private:
     }
 
     gpudiag::Session& session_;
+    DeviceMemory& memory_;
     void* base_ = nullptr;
     std::size_t size_ = 0;
     std::map<std::uint64_t, std::size_t> free_;  // address -> bytes
