@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -233,6 +234,111 @@ TEST(ServiceMemory, AnOomDumpOfAWindowStatesWhatTheWholeSessionDoes) {
         EXPECT_NEAR(b->value, a->value, 0.02 * std::abs(a->value)) << key;
     }
     EXPECT_NE(dumped->finding("out_of_memory"), nullptr);
+}
+
+Event step_marker(EventKind kind, std::uint64_t t, std::uint64_t step) {
+    Event e;
+    e.kind = kind;
+    e.start_ns = e.end_ns = t;
+    e.range.id = step;
+    e.range.category = RangeCategory::kStep;
+    return e;
+}
+
+// The same service marking one step per request, as the README suggests, stopped before the
+// first failure: the leak is still given per hour (at the requests' pace) with a time until
+// full, and as the cause of the device being near full it ranks before near_oom, which names it.
+TEST(ServiceMemory, PerRequestStepsStillGiveAnHourlyRateAndTheCauseComesFirst) {
+    auto created = Session::create(cpu_options());
+    ASSERT_TRUE(created.is_ok());
+    Session& s = **created;
+    ASSERT_TRUE(s.start().is_ok());
+    const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
+    const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
+    const std::uint64_t t0 = 1'000'000'000'000ull;
+    Event capacity;
+    capacity.kind = EventKind::kCounter;
+    capacity.device = 0;
+    capacity.start_ns = capacity.end_ns = t0;
+    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
+    capacity.counter.value = static_cast<double>(24 * kGiB);
+    put(s, capacity);
+    put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB,
+                  s.intern("svc.cpp:40 Model::load (cudaMalloc)")));
+    std::uint64_t used = 10 * kGiB;
+    std::uint64_t leak_address = 0x7a0000000000;
+    for (std::uint64_t minute = 0; used + 256 * kMiB + 6 * kMiB <= 24 * kGiB; ++minute) {
+        const std::uint64_t t = t0 + (minute + 1) * kMinute;
+        put(s, step_marker(EventKind::kStepBegin, t, minute));
+        put(s, driver(EventKind::kDeviceAlloc, t + 10, 0x7e0000000000, 256 * kMiB, workspace));
+        if (minute >= 8 * 60) {
+            put(s, driver(EventKind::kDeviceAlloc, t + 1000, leak_address, 6 * kMiB, planted));
+            leak_address += 6 * kMiB;
+            used += 6 * kMiB;
+        }
+        put(s, driver(EventKind::kDeviceFree, t + 2000, 0x7e0000000000, 256 * kMiB, workspace));
+        put(s, step_marker(EventKind::kStepEnd, t + 3000, minute));
+    }
+    ASSERT_TRUE(s.stop().is_ok());
+    auto report = s.report();
+    ASSERT_TRUE(report.is_ok());
+    if (std::getenv("PRINT")) std::puts(render_text(*report).c_str());
+    std::size_t leak_at = report->findings.size();
+    std::size_t near_at = report->findings.size();
+    for (std::size_t i = 0; i < report->findings.size(); ++i) {
+        if (report->findings[i].id == "memory_leak" && leak_at == report->findings.size())
+            leak_at = i;
+        if (report->findings[i].id == "near_oom") near_at = i;
+    }
+    ASSERT_LT(leak_at, report->findings.size()) << render_text(*report);
+    ASSERT_LT(near_at, report->findings.size()) << render_text(*report);
+    EXPECT_LT(leak_at, near_at) << "the symptom ranks before its cause";
+    const Finding& leak = report->findings[leak_at];
+    EXPECT_EQ(leak.severity, Severity::kCritical);
+    ASSERT_NE(figure(leak, "leak_rate_bytes_per_step"), nullptr);
+    const Figure* hourly = figure(leak, "leak_rate_bytes_per_hour");
+    ASSERT_NE(hourly, nullptr) << render_text(*report);
+    EXPECT_NEAR(hourly->value, 360.0 * kMiB, 0.05 * 360.0 * kMiB);
+    EXPECT_NE(figure(leak, "time_until_full_ns"), nullptr);
+    EXPECT_NE(leak.title.find("per hour"), std::string::npos) << leak.title;
+    EXPECT_NE(report->findings[near_at].title.find("(memory_leak)"), std::string::npos)
+        << report->findings[near_at].title;
+}
+
+// A capture that dropped half its events understates a leak's rate: the finding says the rate
+// is a lower bound, in its title and its evidence.
+TEST(ServiceMemory, UnderHeavyDropsTheRateIsALowerBound) {
+    testing::TempDir dir("lower_bound");
+    StringTable strings;
+    const StringId planted = strings.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
+    const std::uint64_t t0 = 1'000'000'000'000ull;
+    std::vector<Event> events;
+    Event capacity;
+    capacity.kind = EventKind::kCounter;
+    capacity.device = 0;
+    capacity.start_ns = capacity.end_ns = t0;
+    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
+    capacity.counter.value = static_cast<double>(24 * kGiB);
+    events.push_back(capacity);
+    events.push_back(driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB, 0));
+    for (std::uint64_t minute = 0; minute < 24 * 60; ++minute) {
+        const std::uint64_t t = t0 + (minute + 1) * kMinute;
+        events.push_back(driver(EventKind::kDeviceAlloc, t, 0x7a0000000000 + minute * 6 * kMiB,
+                                6 * kMiB, planted));
+    }
+    SourceSummary summary;
+    summary.events = events.size();
+    summary.dropped = events.size();  // as many lost as kept
+    const std::string path = dir.file("dropped.gpudiag");
+    ASSERT_TRUE(write_recording(path, SourceInfo{}, strings, events, summary).is_ok());
+    auto report = analyze_files({path});
+    ASSERT_TRUE(report.is_ok()) << report.status().to_string();
+    const Finding* leak = report->finding("memory_leak");
+    ASSERT_NE(leak, nullptr) << render_text(*report);
+    EXPECT_NE(leak->title.find("grows by at least"), std::string::npos) << leak->title;
+    EXPECT_TRUE(std::any_of(leak->evidence.begin(), leak->evidence.end(), [](const std::string& e) {
+        return e.find("the rate reads low") != std::string::npos;
+    }));
 }
 
 // A step-less service with no leak: requests allocate and free, with noise; no memory_leak and no

@@ -91,6 +91,7 @@ constexpr Quoted kQuoted[] = {
     GPUDIAG_QUOTE(kLeakMinBytes, kBytes),
     GPUDIAG_QUOTE(kLeakMinLevelShare, kShare),
     GPUDIAG_QUOTE(kLeakMinCapacityShare, kShare),
+    GPUDIAG_QUOTE(kLeakLowerBoundDropShare, kShare),
     // health
     GPUDIAG_QUOTE(kThrottleShare, kShare),
     GPUDIAG_QUOTE(kThrottleMinBusySamples, kNumber),
@@ -199,9 +200,12 @@ constexpr Row kRows[] = {
      "third, growth ≥ max({kLeakMinBytes}, {kLeakMinLevelShare} of the level, "
      "{kLeakMinCapacityShare} of capacity). Levels: framework-allocated, outside the framework "
      "(driver-level), reserved (without an allocated leak), NVML's process figure (when nothing "
-     "else explains it). Figures: rate per step or per hour, onset (`since_ns`), time until "
-     "full; sites: live bytes gained since the onset",
-     "warning; critical when it explains an `out_of_memory`"},
+     "else explains it). Figures: rate per step and, from the steps' own pace, per hour; onset "
+     "(`since_ns`), time until full; sites: live bytes gained since the onset. With ≥ "
+     "{kLeakLowerBoundDropShare} of the capture's events dropped the rate is stated as a lower "
+     "bound",
+     "warning; critical when it explains an `out_of_memory` or the device is near full "
+     "(≥ {kNearOomCriticalShare}, `near_oom` then names it as the cause)"},
     {FindingId::kMemoryGrowthInIteration, "memory_growth_in_iteration", FindingArea::kMemory,
      "the allocated level rises materially but the input holds fewer than {kMinRepetitions} "
      "repetitions: memory held until later in the iteration, reported without a rate",

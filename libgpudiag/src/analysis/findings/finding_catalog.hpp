@@ -117,6 +117,9 @@ inline constexpr double kLeakSignificance = 0.01;
 inline constexpr double kLeakMinBytes = 16.0 * 1024 * 1024;
 inline constexpr double kLeakMinLevelShare = 0.02;
 inline constexpr double kLeakMinCapacityShare = 0.001;
+// A leak's rate from a capture that dropped a tenth of its events or more is a lower bound: the
+// frees and allocations lost are as likely to be the leak's as anyone's, so the slope reads low.
+inline constexpr double kLeakLowerBoundDropShare = 0.1;
 
 // ---- health (analysis/health/) ----------------------------------------------------------------
 

@@ -88,6 +88,8 @@ void MemoryAnalyzer::consume(std::span<const Event> events) {
 
 void MemoryAnalyzer::end(const SourceSummary& summary) {
     history_.end(summary);
+    const double seen = static_cast<double>(summary.events + summary.dropped);
+    dropped_share_ = seen > 0 ? static_cast<double>(summary.dropped) / seen : 0;
 }
 
 // An OOM marker whose device the capture could not tell (CUPTI sees the failed call, not the
@@ -302,6 +304,7 @@ MemorySummary MemoryAnalyzer::summarize() const {
     for (std::uint16_t dev : ledger_.devices()) s.devices.push_back(summarize_device(dev));
     s.ooms = ooms_;
     s.oom_events = oom_events_;
+    s.dropped_share = dropped_share_;
     s.crossings = ledger_.crossings();
     s.crossings_total = ledger_.crossings_total();
     s.expandable = expandable_;

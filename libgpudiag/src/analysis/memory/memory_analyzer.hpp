@@ -70,6 +70,7 @@ private:
     std::uint64_t host_ooms_ = 0;      ///< of which host allocations (pinned or pageable)
     std::uint64_t unplaced_ooms_ = 0;  ///< of which on a device the input does not name
     std::uint64_t retried_ooms_ = 0;   ///< withdrawn: the caller's retry succeeded
+    double dropped_share_ = 0;         ///< of the source's events, dropped (from end())
 };
 
 }  // namespace gpudiag::detail

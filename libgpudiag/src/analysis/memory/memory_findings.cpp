@@ -58,8 +58,31 @@ std::string basis_words(const MemoryTrend& t) {
     return "too few repetitions";
 }
 
+// Steps per second at the steps' own pace since the onset (a service marking one step per
+// request runs at the rate requests come, gaps included); 0 for trends not per step.
+double steps_per_second(const MemoryTrend& t) {
+    return t.per_step && t.span_s > 0 && t.span_steps > 0 ? t.span_steps / t.span_s : 0;
+}
+
 std::string rate_text(const MemoryTrend& t) {
-    return t.per_step ? b(t.rate) + " per step" : b(t.rate * 3600.0) + " per hour";
+    if (!t.per_step) return b(t.rate * 3600.0) + " per hour";
+    const double pace = steps_per_second(t);
+    if (pace <= 0) return b(t.rate) + " per step";
+    return fmt::format("{} per step ({} per hour at its pace)", b(t.rate),
+                       b(t.rate * pace * 3600.0));
+}
+
+// Whether the device's peak is near enough its capacity for `near_oom` to be critical.
+bool near_full(const DeviceMemorySummary& dev) {
+    const LedgerTotals& t = dev.totals;
+    const std::uint64_t held = std::max(dev.peaks.used, dev.peaks.process_used);
+    return t.capacity != 0 && d(held) >= kNearOomCriticalShare * d(t.capacity);
+}
+
+// Whether a leak of `dev` is what its near-full peak comes from.
+bool leaks(const DeviceMemorySummary& dev) {
+    return std::any_of(dev.trends.begin(), dev.trends.end(),
+                       [](const MemoryTrend& t) { return t.leak; });
 }
 
 std::string until_full_text(const MemoryTrend& t) {
@@ -69,8 +92,11 @@ std::string until_full_text(const MemoryTrend& t) {
         return " At this rate the device is full in about " + seconds(t.until_full) + ".";
     std::string out = fmt::format(" At this rate the device is full in about {} more steps",
                                   static_cast<long long>(t.until_full));
-    if (t.step_ns > 0)
+    if (steps_per_second(t) > 0) {
+        out += " (" + seconds(t.until_full / steps_per_second(t)) + " at the steps' pace)";
+    } else if (t.step_ns > 0) {
         out += " (" + seconds(t.until_full * t.step_ns / 1e9) + " at the mean step time)";
+    }
     return out + ".";
 }
 
@@ -152,11 +178,15 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
     f.id = finding_name(FindingId::kMemoryLeak);
     f.device = dev.device;
     const bool causes_oom = explains_any_oom(s, dev, t);
-    f.severity = causes_oom ? Severity::kCritical : Severity::kWarning;
+    // The cause outranks its symptom: a leak that brought the device near full is as urgent as
+    // the near_oom it explains.
+    const bool fills_device = !causes_oom && near_full(dev);
+    const bool lower_bound = s.dropped_share >= kLeakLowerBoundDropShare;
+    f.severity = causes_oom || fills_device ? Severity::kCritical : Severity::kWarning;
     f.confidence = std::clamp(1.0 - t.result.p_value, 0.0, 1.0);
     const double growth = std::max(0.0, t.last_level - t.first_level);
     f.title = std::string("Memory leak: ") + trend_metric_name(t.metric) + " memory grows by " +
-              rate_text(t) +
+              (lower_bound ? "at least " : "") + rate_text(t) +
               (t.per_step      ? ""
                : t.since_s > 0 ? " since " + seconds(t.since_s) + " into the run"
                                : " since the start of the run");
@@ -180,9 +210,22 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
                      " of the growth.";
     }
     if (causes_oom) f.summary += " It explains the out-of-memory failures reported below.";
+    if (fills_device) f.summary += " The device is near full because of it (near_oom, below).";
+    if (lower_bound) {
+        f.summary +=
+            fmt::format(" The capture dropped {} of its events: the rate is a lower bound.",
+                        format_percent(s.dropped_share));
+        f.evidence.push_back(
+            fmt::format("{} of the capture's events dropped (>= {}): the rate reads low",
+                        format_percent(s.dropped_share), quote_share(kLeakLowerBoundDropShare)));
+    }
     if (t.per_step) {
         f.figures.push_back(
             {"leak_rate_bytes_per_step", t.rate, Unit::kBytesPerStep, "growth rate"});
+        if (steps_per_second(t) > 0) {
+            f.figures.push_back({"leak_rate_bytes_per_hour", t.rate * steps_per_second(t) * 3600.0,
+                                 Unit::kBytesPerHour, "growth rate per hour, at the steps' pace"});
+        }
     } else {
         f.figures.push_back(
             {"leak_rate_bytes_per_second", t.rate, Unit::kBytesPerSecond, "growth rate"});
@@ -203,6 +246,11 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
                                          "steps until the device is full"}
                                 : Figure{"time_until_full_ns", t.until_full * 1e9,
                                          Unit::kNanoseconds, "time until the device is full"});
+        if (steps_per_second(t) > 0) {
+            f.figures.push_back({"time_until_full_ns", t.until_full / steps_per_second(t) * 1e9,
+                                 Unit::kNanoseconds,
+                                 "time until the device is full, at the steps' pace"});
+        }
     }
     f.evidence.push_back(std::string("metric: ") + trend_metric_name(t.metric));
     f.evidence.push_back("repeated iterations: " + basis_words(t));
@@ -467,13 +515,15 @@ void add_near_oom(const DeviceMemorySummary& dev, Report& report) {
     f.id = finding_name(FindingId::kNearOom);
     f.device = dev.device;
     f.severity = share >= kNearOomCriticalShare ? Severity::kCritical : Severity::kWarning;
+    const bool leaking = leaks(dev);
     f.title = "Near out of memory: peak " + bu(held) + " of " + bu(t.capacity) + " (" +
-              format_percent(share) + ")";
+              format_percent(share) + ")" + (leaking ? " (memory_leak)" : "");
     f.summary =
         "At its peak the process held " + bu(held) + " of the device's " + bu(t.capacity) + " (" +
         bu(p.reserved) + " reserved by the framework, " + bu(p.outside) + " outside it" +
         (p.process_used > p.used ? ", " + bu(p.process_used) + " per NVML" : std::string()) +
-        "). A larger batch, a longer sequence or a library workspace would fail.";
+        "). A larger batch, a longer sequence or a library workspace would fail." +
+        (leaking ? std::string(" Behind it: the memory leak reported above.") : std::string());
     f.figures = {{"peak_used_bytes", d(held), Unit::kBytes, "peak used"},
                  {"capacity_bytes", d(t.capacity), Unit::kBytes, "capacity"},
                  {"peak_share", share, Unit::kFraction, "peak share of capacity"}};

@@ -138,6 +138,7 @@ struct MemorySummary {
     std::uint64_t retried_ooms = 0;   ///< withdrawn: the caller's retry succeeded
     std::uint64_t unmatched_frees = 0;
     UntrackedAllocations untracked;  ///< allocations past the tracking cap, booked by size
+    double dropped_share = 0;        ///< of the capture's events, those it dropped (rates read low)
 
     [[nodiscard]] const DeviceMemorySummary* device(std::uint16_t ordinal) const {
         for (const auto& d : devices) {
