@@ -17,11 +17,13 @@
 #include "api/dump_files.hpp"
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
+#include "api/session_cost.hpp"
 #include "core/allocation_site.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
 #include "importers/open_source.hpp"
 #include "recording/recording_window.hpp"
+#include "support/own_cpu.hpp"
 #include "support/quiet_thread.hpp"
 
 #include <fmt/format.h>
@@ -233,6 +235,7 @@ struct Session::Impl final : detail::EventQueue {
     // Events are taken from start() to stop(): before, nothing would analyse them; after, the
     // report is final. A caller learns its event was not recorded (record() returns false).
     bool try_push(const Event& e) noexcept override {
+        const detail::SampledCpu cost;  // the program's threads hand events over: our cost too
         return !forked_away() && accepting.load(std::memory_order_relaxed) && channel.try_push(e);
     }
 
@@ -325,6 +328,8 @@ struct Session::Impl final : detail::EventQueue {
             if (!s.is_ok()) degraded_reason = s.to_string();
         }
         started_ns = detail::monotonic_now_ns();
+        cpu_at_start = detail::own_cpu();
+        process_cpu_at_start = detail::process_cpu_ns();
         running.store(true);
         try {
             watch_callbacks.start(this, "gpudiag-watch");
@@ -480,6 +485,7 @@ struct Session::Impl final : detail::EventQueue {
         std::lock_guard<std::mutex> lock(sink_mutex);
         drain_locked();
         final_summary = summary();
+        final_cost = measure_cost();
         pipeline->end(final_summary);
         ended = true;
         if (writer) {
@@ -639,6 +645,7 @@ struct Session::Impl final : detail::EventQueue {
                                    "; GPU activity was not observed directly.");
             for (const auto& r : st.reasons) report.notes.push_back(r);
         }
+        add_cost(report);
         add_cap_notes(report);
         add_window_notes(report);
         add_callback_notes(report);
@@ -650,6 +657,30 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     bool analyzers_ready() const { return pipeline != nullptr && pipeline->began(); }
+
+    // What the session cost, measured now (or at stop, once stopped).
+    detail::SessionCost measure_cost() const {
+        detail::SessionCost c;
+        c.cpu_at_start = cpu_at_start;
+        c.cpu_now = detail::own_cpu();
+        c.process_cpu_at_start_ns = process_cpu_at_start;
+        c.process_cpu_now_ns = detail::process_cpu_ns();
+        c.wall_ns = detail::monotonic_now_ns() - std::min(started_ns, detail::monotonic_now_ns());
+        const auto stats = channel.stats();
+        c.events = stats.pushed;
+        c.dropped = stats.dropped;
+        c.queue_bytes = channel.capacity() * sizeof(Event);
+        c.names_bytes = strings.bytes();
+        c.window_disk_bytes = window ? window->bytes_on_disk() : 0;
+        return c;
+    }
+
+    void add_cost(Report& report) const {
+        Section cost = detail::cost_section(ended ? final_cost : measure_cost(), report);
+        const std::string note = detail::cost_note(cost);
+        if (!note.empty()) report.notes.push_back(note);
+        report.sections.push_back(std::move(cost));
+    }
 
     // A recording written whole goes to disk at least every kRecordingFlushPeriod, not only
     // when a chunk fills: a slow service killed without warning loses seconds, not hours, and
@@ -919,6 +950,9 @@ struct Session::Impl final : detail::EventQueue {
     SourceSummary final_summary;
     std::string degraded_reason;
     std::uint64_t started_ns = 0;
+    detail::OwnCpu cpu_at_start;
+    std::uint64_t process_cpu_at_start = 0;
+    detail::SessionCost final_cost;  // guarded by sink_mutex: measured at stop
 };
 
 void RunningSessions::stop_all_at_exit() noexcept {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "support/quiet_thread.hpp"
 
+#include "support/own_cpu.hpp"
+
 #include <pthread.h>
 #include <signal.h>
 
@@ -35,6 +37,10 @@ std::thread quiet_thread(const char* name, std::function<void()> body) {
     BlockedForChildren blocked;  // a new thread inherits its creator's mask
     return std::thread([name, body = std::move(body)] {
         pthread_setname_np(pthread_self(), name);
+        own_thread_started();  // its CPU time is gpudiag's cost (support/own_cpu.hpp)
+        struct Ending {
+            ~Ending() { own_thread_ending(); }
+        } ending;
         body();
     });
 }

@@ -36,6 +36,43 @@ Event block(EventKind kind, std::uint64_t address, std::uint64_t bytes, StringId
     return e;
 }
 
+// Every live report says what gpudiag cost: CPU time against the process' and a step's, the
+// memory it holds and the events it handled, in text, JSON and Prometheus alike.
+TEST(Session, EveryLiveReportSaysWhatItCost) {
+    auto s = make();
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(s->start().is_ok());
+    for (std::uint64_t step = 0; step < 20; ++step) {
+        s->step_begin(step);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        s->step_end(step);
+    }
+    ASSERT_TRUE(s->stop().is_ok());
+    auto report = s->report();
+    ASSERT_TRUE(report.is_ok());
+    const Section* cost = report->section("cost");
+    ASSERT_NE(cost, nullptr) << render_text(*report);
+    ASSERT_NE(cost->figure("cpu_ns"), nullptr);
+    EXPECT_GT(cost->figure("cpu_ns")->value, 0);
+    ASSERT_NE(cost->figure("cpu_share_of_process"), nullptr);
+    EXPECT_GT(cost->figure("cpu_share_of_process")->value, 0);
+    EXPECT_LE(cost->figure("cpu_share_of_process")->value, 1);
+    ASSERT_NE(cost->figure("share_of_step"), nullptr) << render_text(*report);
+    EXPECT_LT(cost->figure("share_of_step")->value, 1);
+    EXPECT_GT(cost->figure("memory_bytes")->value, 0);
+    EXPECT_EQ(cost->figure("events")->value, static_cast<double>(report->capture.events));
+    EXPECT_NE(render_text(*report).find("gpudiag's own cost:"), std::string::npos);
+    EXPECT_NE(render_json(*report).find("\"cost\""), std::string::npos);
+    EXPECT_NE(render_prometheus(*report).find("gpudiag_cost_cpu"), std::string::npos)
+        << render_prometheus(*report);
+    // Stopped, the figures are those measured at stop: a later report reads the same.
+    auto again = s->report();
+    ASSERT_TRUE(again.is_ok());
+    EXPECT_EQ(again->section("cost")->figure("cpu_ns")->value, cost->figure("cpu_ns")->value);
+}
+
 TEST(Session, RejectsBadOptions) {
     SessionOptions o = cpu_options();
     o.queue_capacity = 1000;  // not a power of two

@@ -23,6 +23,8 @@
 //   later cuptiSubscribe), so a CUPTI that shut down is noticed by FlushAll failing, not by the
 //   FATAL_ERROR callback, which only deep mode receives.
 #include "capture/cupti/cupti_activity_source.hpp"
+#include "support/own_cpu.hpp"
+#include "support/quiet_thread.hpp"
 
 #include <fmt/format.h>
 
@@ -679,6 +681,7 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8_t* buffer,
                                size_t /*size*/, size_t valid) noexcept {
     try {
+        const ElsewhereCpu cost;  // decoding on CUPTI's thread is gpudiag's work
         if (g_impl != nullptr) g_impl->on_completed(buffer, valid);
     } catch (...) {
     }
@@ -1052,7 +1055,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
             s.stop_thread = false;
             s.thread_running = true;
         }
-        s.control = std::thread([&s] { s.control_loop(); });
+        s.control = quiet_thread("gpudiag-cupti", [&s] { s.control_loop(); });
     } catch (...) {
         s.disable_all();
         s.state.store(Impl::State::kStopped);

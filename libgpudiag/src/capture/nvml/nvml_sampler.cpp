@@ -16,6 +16,7 @@
 #include "capture/platform/cuda_driver_api.hpp"
 #include "capture/platform/platform.hpp"
 #include "core/clock.hpp"
+#include "support/quiet_thread.hpp"
 
 #include <fmt/format.h>
 
@@ -746,7 +747,7 @@ Status NvmlSampler::start(double hz, EventQueue& out) noexcept {
     try {
         stop_requested_ = false;
         auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(1e9 / hz));
-        thread_ = std::thread([this, period, &out] {
+        thread_ = quiet_thread("gpudiag-nvml", [this, period, &out] {
             auto next = std::chrono::steady_clock::now();
             for (;;) {
                 sample_once(out);
