@@ -88,6 +88,14 @@ struct Figure {
     FigureKind kind = FigureKind::kGauge;
 };
 
+/// The keys of a predicted saving's figures (Finding::predicted_saving, Report::fix_all_saving):
+/// the analyses write them; Finding::saving_ns(), rank_findings and the renderers read them.
+namespace saving_keys {
+inline constexpr const char* kSavingNs = "saving_ns";       ///< time saved per step (or window)
+inline constexpr const char* kShare = "share";              ///< of the step time (or window)
+inline constexpr const char* kStepTimeNs = "step_time_ns";  ///< the step time predicted
+}  // namespace saving_keys
+
 /// A place in the program that a finding points at (an allocation site, a kernel, a range).
 struct CallSite {
     std::string location;  ///< "train.py:42 forward" or a kernel name
@@ -122,7 +130,7 @@ struct Finding {
     /// The predicted saving in ns (per step), or -1 when none was predicted.
     [[nodiscard]] double saving_ns() const noexcept {
         for (const auto& f : predicted_saving) {
-            if (f.key == "saving_ns") return f.value;
+            if (f.key == saving_keys::kSavingNs) return f.value;
         }
         return -1.0;
     }

@@ -2,8 +2,12 @@
 // ChromeTraceSink: one input's events as Chrome / Perfetto trace events.
 #include "output/chrome_trace_sink.hpp"
 
+#include "analysis/timeline/host_cause.hpp"
+
 #include <fmt/format.h>
 
+#include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -28,31 +32,22 @@ const char* counter_name(CounterKind k) {
     }
 }
 
-const char* gap_name(IdleKind kind, IdleCause cause) {
+const char* gap_name(IdleKind kind, HostCause cause) {
     if (kind == IdleKind::kKernelWait) return "idle: kernel wait";
     if (kind == IdleKind::kOther) return "idle: other";
-    switch (cause) {
-        case IdleCause::kInput: return "idle: host wait (input)";
-        case IdleCause::kSync: return "idle: host wait (sync)";
-        case IdleCause::kCopy: return "idle: host wait (copy)";
-        case IdleCause::kLaunch: return "idle: host wait (launch)";
-        case IdleCause::kCpu: return "idle: host wait (CPU work)";
-    }
-    return "idle";
+    return host_cause_gap_name(cause);
 }
 
-// Chrome's reserved colour names, so the causes stand apart in chrome://tracing.
-const char* gap_colour(IdleKind kind, IdleCause cause) {
+// Chrome's reserved colour names, so the causes stand apart in chrome://tracing; in HostCause
+// order (input, sync, copy, launch, cpu).
+constexpr std::array<const char*, kHostCauses> kCauseColours = {"terrible", "bad", "yellow",
+                                                                "olive", "rail_animation"};
+
+const char* gap_colour(IdleKind kind, HostCause cause) {
     if (kind == IdleKind::kKernelWait) return "good";
     if (kind == IdleKind::kOther) return "grey";
-    switch (cause) {
-        case IdleCause::kInput: return "terrible";
-        case IdleCause::kSync: return "bad";
-        case IdleCause::kCopy: return "yellow";
-        case IdleCause::kLaunch: return "olive";
-        case IdleCause::kCpu: return "rail_animation";
-    }
-    return "grey";
+    const auto c = static_cast<std::size_t>(cause);
+    return c < kCauseColours.size() ? kCauseColours[c] : "grey";
 }
 
 }  // namespace

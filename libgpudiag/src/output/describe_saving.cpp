@@ -20,10 +20,10 @@ const Figure* find(const std::vector<Figure>& figures, std::string_view key) noe
 // `what`: "this" for one finding, "every cause of lost time above together" for the report's
 // fix-all saving.
 std::string sentence(const std::vector<Figure>& predicted, const std::string& what) {
-    const Figure* saving = find(predicted, "saving_ns");
+    const Figure* saving = find(predicted, saving_keys::kSavingNs);
     if (saving == nullptr) return {};
-    const Figure* share = find(predicted, "share");
-    const Figure* step = find(predicted, "step_time_ns");
+    const Figure* share = find(predicted, saving_keys::kShare);
+    const Figure* step = find(predicted, saving_keys::kStepTimeNs);
     const std::string per =
         saving->label.find("per step") != std::string::npos ? " per step" : " over the window";
     if (!(saving->value > 0)) {

@@ -4,7 +4,9 @@
 // (comm_imbalance).
 #include "analysis/job/job_analysis.hpp"
 
+#include "analysis/findings/figure_keys.hpp"
 #include "analysis/findings/finding_catalog.hpp"
+#include "analysis/timeline/critical_path.hpp"
 #include "support/format.hpp"
 #include "support/statistics.hpp"
 
@@ -21,6 +23,8 @@
 
 namespace gpudiag::detail {
 namespace {
+
+namespace tk = timeline_keys;
 
 double figure_of(const Report& r, const char* section, const char* key, double fallback = 0) {
     const Section* s = r.section(section);
@@ -121,7 +125,7 @@ double number_at(const std::vector<Cell>& row, std::size_t i) {
 double mean_step_ns(const Report& job, bool drop_last, std::set<std::int64_t>& steps) {
     std::vector<std::vector<double>> rows;  // step, start_us, end_us
     for (const auto& r : job.ranks) {
-        const Table* t = table_of(r, "timeline", "job_steps");
+        const Table* t = table_of(r, tk::kSection, tk::kJobStepsTable);
         if (t == nullptr) continue;
         for (const auto& row : t->rows) {
             if (number_at(row, 0) <= 0) continue;
@@ -144,7 +148,7 @@ double mean_step_ns(const Report& job, bool drop_last, std::set<std::int64_t>& s
 Chains read_chains(const Report& job) {
     Chains out;
     for (const auto& r : job.ranks) {
-        const Table* t = table_of(r, "timeline", "collectives");
+        const Table* t = table_of(r, tk::kSection, tk::kCollectivesTable);
         if (t == nullptr) continue;
         for (const auto& row : t->rows) {
             if (row.size() < 5 || !std::holds_alternative<std::string>(row[2])) continue;
@@ -299,7 +303,7 @@ using Arrivals = std::map<ArrivalKey, std::map<std::int32_t, ArrivalAt>>;
 Arrivals read_arrivals(const Report& job) {
     Arrivals out;
     for (const auto& r : job.ranks) {
-        const Table* t = table_of(r, "timeline", "collective_arrivals");
+        const Table* t = table_of(r, tk::kSection, tk::kCollectiveArrivalsTable);
         if (t == nullptr) continue;
         for (const auto& row : t->rows) {
             if (row.size() < 7 || !std::holds_alternative<std::string>(row[2])) continue;
@@ -388,12 +392,12 @@ double communication_replay_bound(const Report& job, std::int32_t late) {
     double bound = -1;
     for (const auto& r : job.ranks) {
         if (r.source.rank == late) continue;
-        const Table* t = table_of(r, "timeline", "what_if");
-        if (t == nullptr || figure_of(r, "timeline", "critical_path_steps") <= 0) return -1;
+        const Table* t = table_of(r, tk::kSection, tk::kWhatIfTable);
+        if (t == nullptr || figure_of(r, tk::kSection, tk::kCriticalPathSteps) <= 0) return -1;
         double saving = -1;
         for (const auto& row : t->rows) {
             if (!row.empty() && std::holds_alternative<std::string>(row[0]) &&
-                std::get<std::string>(row[0]) == "hidden_communication") {
+                std::get<std::string>(row[0]) == what_if_key(WhatIf::kNoCommunication)) {
                 saving = number_at(row, 1);
             }
         }
@@ -418,9 +422,9 @@ struct WaitSaving {
           step_ns(median_step_ns) {}
 
     [[nodiscard]] std::vector<Figure> figures() const {
-        return {{"saving_ns", saving, Unit::kNanoseconds, "time saved per step"},
-                {"share", share, Unit::kFraction, "share of the step time"},
-                {"step_time_ns", std::max(0.0, step_ns - saving), Unit::kNanoseconds,
+        return {{saving_keys::kSavingNs, saving, Unit::kNanoseconds, "time saved per step"},
+                {saving_keys::kShare, share, Unit::kFraction, "share of the step time"},
+                {saving_keys::kStepTimeNs, std::max(0.0, step_ns - saving), Unit::kNanoseconds,
                  "predicted step time"}};
     }
     // A straggler is graded by what bringing it on time is worth now: a wait off the others'
@@ -526,13 +530,14 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
               "all-reduce)."
             : ": its compute is not slower, so it starts that compute late (host, input or launch "
               "delays on that rank).");
-    f.figures = {{"share", excess, Unit::kFraction, "wait for this rank, share of the step"},
-                 {"wait_ns", wait, Unit::kNanoseconds, "the others' wait per step"},
-                 {"collectives_last", static_cast<double>(lr.last), Unit::kCount,
-                  "collectives it reached last"},
-                 {"compute_before_ns", own, Unit::kNanoseconds, "its compute before each of them"},
-                 {"median_compute_before_ns", typical, Unit::kNanoseconds,
-                  "the median rank's compute before them"}};
+    f.figures = {
+        {kFindingShareKey, excess, Unit::kFraction, "wait for this rank, share of the step"},
+        {"wait_ns", wait, Unit::kNanoseconds, "the others' wait per step"},
+        {"collectives_last", static_cast<double>(lr.last), Unit::kCount,
+         "collectives it reached last"},
+        {"compute_before_ns", own, Unit::kNanoseconds, "its compute before each of them"},
+        {"median_compute_before_ns", typical, Unit::kNanoseconds,
+         "the median rank's compute before them"}};
     f.predicted_saving = saving.figures();
     f.site_unit = Unit::kNanoseconds;
     double total = 0;
@@ -564,7 +569,7 @@ bool add_gpu_straggler(Report& job, Section& s, double median_step_ns) {
 // The figure a finding leads with, to rank ranks by: its "share" when it has one.
 const Figure* lead_figure(const Finding& f) {
     for (const auto& fig : f.figures) {
-        if (fig.key == "share") return &fig;
+        if (fig.key == kFindingShareKey) return &fig;
     }
     return f.figures.empty() ? nullptr : &f.figures.front();
 }
@@ -634,19 +639,20 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
 
     std::vector<RankFigures> ranks;
     for (const auto& r : job.ranks) {
-        if (r.section("timeline") == nullptr || figure_of(r, "timeline", "gpu_activities") <= 0)
+        if (r.section(tk::kSection) == nullptr ||
+            figure_of(r, tk::kSection, tk::kGpuActivities) <= 0)
             continue;
         RankFigures f;
         f.rank = r.source.rank;
-        f.span_ns = figure_of(r, "timeline", "window_span_ns");
-        double steps = figure_of(r, "timeline", "steps");
-        f.step_ns = steps > 0 ? figure_of(r, "timeline", "step_time_ns") : f.span_ns;
-        f.idle_share = figure_of(r, "timeline", "idle_share");
-        f.compute_share = figure_of(r, "timeline", "compute_share");
-        f.comm_share = figure_of(r, "timeline", "communication_share");
-        f.overlap_share = figure_of(r, "timeline", "comm_overlap_share");
+        f.span_ns = figure_of(r, tk::kSection, tk::kWindowSpanNs);
+        double steps = figure_of(r, tk::kSection, tk::kSteps);
+        f.step_ns = steps > 0 ? figure_of(r, tk::kSection, tk::kStepTimeNs) : f.span_ns;
+        f.idle_share = figure_of(r, tk::kSection, tk::kIdleShare);
+        f.compute_share = figure_of(r, tk::kSection, tk::kComputeShare);
+        f.comm_share = figure_of(r, tk::kSection, tk::kCommunicationShare);
+        f.overlap_share = figure_of(r, tk::kSection, tk::kCommOverlapShare);
         f.comm_ns = f.comm_share * f.span_ns;
-        f.exposed_comm_ns = figure_of(r, "timeline", "comm_exposed_share") * f.span_ns;
+        f.exposed_comm_ns = figure_of(r, tk::kSection, tk::kCommExposedShare) * f.span_ns;
         if (steps > 1) {  // per step, like the step time
             f.comm_ns /= steps;
             f.exposed_comm_ns /= steps;
@@ -737,7 +743,8 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                 slowest->rank, format_duration_ns(slowest->comm_ns), format_duration_ns(med_comm),
                 format_percent(slowest->idle_share), straggler_saving_note(wait, saving.bound));
             f.figures = {
-                {"share", excess, Unit::kFraction, "wait for this rank, share of the step"},
+                {kFindingShareKey, excess, Unit::kFraction,
+                 "wait for this rank, share of the step"},
                 {"wait_ns", wait, Unit::kNanoseconds, "others' extra collective time per step"},
                 {"communication_ns", slowest->comm_ns, Unit::kNanoseconds,
                  "its collective time per step"},
@@ -789,7 +796,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
                 "longest, rank {} arrives last.",
                 format_percent(spread), hi->rank, lo->rank, hi->rank, lo->rank);
             f.figures = {
-                {"share", spread, Unit::kFraction, "(max - min) over the mean"},
+                {kFindingShareKey, spread, Unit::kFraction, "(max - min) over the mean"},
                 {"max_communication_ns", hi->comm_ns, Unit::kNanoseconds, "most collective time"},
                 {"min_communication_ns", lo->comm_ns, Unit::kNanoseconds, "least collective time"}};
             // Evening it out means the rank arriving last arrives with the median one; the

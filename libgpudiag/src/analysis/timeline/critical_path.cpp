@@ -62,26 +62,27 @@ const char* path_part_key(PathPart p) noexcept {
         case PathPart::kCommunication: return "communication";
         case PathPart::kMemory: return "memory";
         case PathPart::kGpuGap: return "gpu_gap";
-        case PathPart::kInput: return "input";
-        case PathPart::kSync: return "sync";
-        case PathPart::kCopy: return "copy";
-        case PathPart::kLaunch: return "launch";
-        case PathPart::kCpu: return "cpu";
+        case PathPart::kInput:
+        case PathPart::kSync:
+        case PathPart::kCopy:
+        case PathPart::kLaunch:
+        case PathPart::kCpu:
+            return host_cause_key(static_cast<HostCause>(
+                static_cast<std::size_t>(p) - static_cast<std::size_t>(PathPart::kInput)));
     }
     return "unknown";
 }
 
-const char* path_part_label(PathPart p) noexcept {
-    switch (p) {
-        case PathPart::kCompute: return "compute kernels";
-        case PathPart::kCommunication: return "collectives (waiting for peers included)";
-        case PathPart::kMemory: return "copies and memsets on the GPU";
-        case PathPart::kGpuGap: return "gaps between queued GPU work";
-        case PathPart::kInput: return "waiting for the next batch";
-        case PathPart::kSync: return "in synchronizing calls (beyond the GPU work waited for)";
-        case PathPart::kCopy: return "in blocking copies (beyond the copy)";
-        case PathPart::kLaunch: return "launching (API calls and launch latency)";
-        case PathPart::kCpu: return "CPU work between API calls";
+const char* what_if_key(WhatIf w) noexcept {
+    switch (w) {
+        case WhatIf::kMeasured: return "measured";
+        case WhatIf::kNoInputWait: return "no_input_wait";
+        case WhatIf::kNoSync: return "no_host_sync";
+        case WhatIf::kPinnedCopies: return "pinned_async_copies";
+        case WhatIf::kCudaGraph: return "cuda_graph";
+        case WhatIf::kNoCommunication: return "hidden_communication";
+        case WhatIf::kHostNeverLate: return "host_never_late";
+        case WhatIf::kEveryCause: return "every_cause";
     }
     return "unknown";
 }
@@ -89,7 +90,7 @@ const char* path_part_label(PathPart p) noexcept {
 // ---- input
 // ---------------------------------------------------------------------------------------
 
-void CriticalPath::add_host(HostKind kind, std::uint64_t start, std::uint64_t end,
+void CriticalPath::add_host(HostCause kind, std::uint64_t start, std::uint64_t end,
                             std::uint32_t correlation, std::uint16_t device, std::uint32_t stream) {
     if (finished_) return;
     end = std::max(end, start);
@@ -123,7 +124,7 @@ void CriticalPath::name_sync_stream(std::uint32_t correlation, std::uint32_t str
 void CriticalPath::add_stream_wait(std::uint64_t at, std::uint16_t device, std::uint32_t stream,
                                    std::uint32_t on_stream) {
     if (finished_ || stream == kNoStream || on_stream == kNoStream || stream == on_stream) return;
-    HostItem h{at, at, 0, stream, device, HostKind::kOtherApi, true, on_stream};
+    HostItem h{at, at, 0, stream, device, HostCause::kLaunch, true, on_stream};
     auto pos = std::upper_bound(host_pending_.begin(), host_pending_.end(), at,
                                 [](std::uint64_t t, const HostItem& x) { return t < x.start; });
     host_pending_.insert(pos, h);
@@ -434,7 +435,7 @@ void CriticalPath::replay_host(const HostItem& h) {
 }
 
 void CriticalPath::replay_host_time(const HostItem& h, std::uint64_t a, std::uint64_t b) {
-    const bool api = h.kind == HostKind::kLaunch || h.kind == HostKind::kOtherApi;
+    const bool api = h.kind == HostCause::kLaunch;
     HostNode n{a, b, {}, {}, h.kind, false, kNone, 0};
     for (std::size_t w = 0; w < kWhatIfs; ++w) {
         std::uint64_t gap = host_started_ ? a - cursor_ : 0;
@@ -445,16 +446,16 @@ void CriticalPath::replay_host_time(const HostItem& h, std::uint64_t a, std::uin
     }
     const std::uint64_t dur = b - a;
     switch (h.kind) {
-        case HostKind::kInput:
+        case HostCause::kInput:
             for (std::size_t w = 0; w < kWhatIfs; ++w)
                 n.end_r[w] = n.start_r[w] + (removes_input(w) ? 0 : dur);
             break;
-        case HostKind::kLaunch:
-        case HostKind::kOtherApi:
+        case HostCause::kLaunch:
+        case HostCause::kCpu:  // never an item: it is the time between them
             for (std::size_t w = 0; w < kWhatIfs; ++w)
                 n.end_r[w] = n.start_r[w] + (graphs_launches(w) ? 0 : dur);
             break;
-        case HostKind::kSync: {
+        case HostCause::kSync: {
             std::uint32_t stream = h.stream;
             if (stream == kNoStream) {
                 auto it = sync_streams_.find(h.correlation);
@@ -480,7 +481,7 @@ void CriticalPath::replay_host_time(const HostItem& h, std::uint64_t a, std::uin
             }
             break;
         }
-        case HostKind::kCopy: {
+        case HostCause::kCopy: {
             // The copy this call issued has the call's start as its launch: replay it first.
             cursor_ = a;
             cursor_r_ = n.start_r;
@@ -606,10 +607,7 @@ void CriticalPath::trace_step(StepAcc& s) {
             charge(PathPart::kCpu, n.end);
             continue;
         }
-        PathPart own = n.kind == HostKind::kInput  ? PathPart::kInput
-                       : n.kind == HostKind::kSync ? PathPart::kSync
-                       : n.kind == HostKind::kCopy ? PathPart::kCopy
-                                                   : PathPart::kLaunch;
+        const PathPart own = path_part_of(n.kind);
         if (n.waited) {
             charge(own, std::max(n.gpu_end, n.start));
             const GpuNode* w = node(n.gpu);

@@ -18,6 +18,8 @@
 
 #include <gpudiag/event.hpp>
 
+#include "analysis/timeline/host_cause.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -28,7 +30,7 @@
 
 namespace gpudiag::detail {
 
-/// What a stretch of a step's critical path was.
+/// What a stretch of a step's critical path was: GPU work, or the host (one part per HostCause).
 enum class PathPart : std::uint8_t {
     kCompute = 0,        ///< compute kernels
     kCommunication = 1,  ///< collective (NCCL/RCCL) kernels, waiting for peers included
@@ -41,8 +43,20 @@ enum class PathPart : std::uint8_t {
     kCpu = 8,            ///< CPU work between API calls (Python, the framework)
 };
 inline constexpr std::size_t kPathParts = 9;
-const char* path_part_key(PathPart p) noexcept;    ///< "compute", "input", ...
-const char* path_part_label(PathPart p) noexcept;  ///< "compute kernels", ...
+/// The host's part for `c`: the host parts follow the GPU ones in HostCause order.
+constexpr PathPart path_part_of(HostCause c) noexcept {
+    return static_cast<PathPart>(static_cast<std::size_t>(PathPart::kInput) +
+                                 static_cast<std::size_t>(c));
+}
+static_assert(path_part_of(HostCause::kInput) == PathPart::kInput &&
+                  path_part_of(HostCause::kSync) == PathPart::kSync &&
+                  path_part_of(HostCause::kCopy) == PathPart::kCopy &&
+                  path_part_of(HostCause::kLaunch) == PathPart::kLaunch &&
+                  path_part_of(HostCause::kCpu) == PathPart::kCpu &&
+                  kPathParts == static_cast<std::size_t>(PathPart::kInput) + kHostCauses,
+              "one host part per HostCause, in its order");
+/// "compute", "communication", "memory", "gpu_gap", then host_cause_key's ("input", ...).
+const char* path_part_key(PathPart p) noexcept;
 
 /// The causes a replay removes.
 enum class WhatIf : std::uint8_t {
@@ -56,6 +70,9 @@ enum class WhatIf : std::uint8_t {
     kEveryCause = 7,       ///< every cause above removed together: what fixing all findings buys
 };
 inline constexpr std::size_t kWhatIfs = 8;
+/// "no_input_wait", "hidden_communication", ...: the what_if table's row keys (other analyses read
+/// rows by them).
+const char* what_if_key(WhatIf w) noexcept;
 
 /// Results over a range of steps (or the whole input without steps).
 struct CriticalPathSummary {
@@ -94,15 +111,14 @@ public:
     static constexpr std::size_t kMaxStreams = 1024;
     static constexpr std::size_t kPathRows = 256;
 
-    enum class HostKind : std::uint8_t { kInput, kSync, kCopy, kLaunch, kOtherApi };
-
     /// `max_history`: nodes kept for tracing steps back (tests use a small one).
     explicit CriticalPath(std::size_t max_history = kMaxHistory) : max_history_(max_history) {}
 
-    /// A host item: an input wait, a synchronizing call (or a CUPTI/Kineto sync record), a copy
-    /// call, a launch or another API call. `stream`: the stream a sync waits on (kNoStream when
-    /// the trace does not say).
-    void add_host(HostKind kind, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
+    /// A host item: an input wait (kInput), a synchronizing call or a CUPTI/Kineto sync record
+    /// (kSync), a copy call (kCopy), a launch or any other API call (kLaunch); kCpu is the time
+    /// between items, never one. `stream`: the stream a sync waits on (kNoStream when the trace
+    /// does not say).
+    void add_host(HostCause kind, std::uint64_t start, std::uint64_t end, std::uint32_t correlation,
                   std::uint16_t device = kNoDevice, std::uint32_t stream = kNoStream);
     /// A sync record that names what an API sync call (same correlation) waits on.
     void name_sync_stream(std::uint32_t correlation, std::uint32_t stream);
@@ -136,7 +152,7 @@ private:
         std::uint32_t correlation;
         std::uint32_t stream;
         std::uint16_t device;
-        HostKind kind;
+        HostCause kind;
         bool stream_wait;  // a cudaStreamWaitEvent mark, not host time
         std::uint32_t on_stream;
     };
@@ -163,7 +179,7 @@ private:
         std::uint64_t end;
         Times start_r;  // replayed start and end per what-if
         Times end_r;
-        HostKind kind;
+        HostCause kind;
         bool waited;            // ended by GPU work (a sync or blocking copy that waited)
         std::uint64_t gpu;      // the node it waited for
         std::uint64_t gpu_end;  // measured end of that work

@@ -6,6 +6,8 @@
 // the activity that ends them.
 #include "analysis/timeline/timeline_analyzer.hpp"
 
+#include "analysis/findings/figure_keys.hpp"
+
 #include "support/format.hpp"
 
 #include <fmt/format.h>
@@ -71,28 +73,6 @@ const char* copy_direction_name(std::size_t d) {
 }
 
 }  // namespace
-
-const char* idle_cause_key(IdleCause c) noexcept {
-    switch (c) {
-        case IdleCause::kInput: return "input";
-        case IdleCause::kSync: return "sync";
-        case IdleCause::kCopy: return "copy";
-        case IdleCause::kLaunch: return "launch";
-        case IdleCause::kCpu: return "cpu";
-    }
-    return "unknown";
-}
-
-const char* idle_cause_label(IdleCause c) noexcept {
-    switch (c) {
-        case IdleCause::kInput: return "waiting for the next batch";
-        case IdleCause::kSync: return "blocked in a synchronization";
-        case IdleCause::kCopy: return "in a synchronous or pageable copy";
-        case IdleCause::kLaunch: return "launching (CUDA API calls and launch latency)";
-        case IdleCause::kCpu: return "CPU work between launches";
-    }
-    return "unknown";
-}
 
 std::uint64_t TimelineAnalyzer::ClassFrontier::extend(std::uint64_t s, std::uint64_t e) noexcept {
     if (!started) {
@@ -204,8 +184,8 @@ void TimelineAnalyzer::on_event(const Event& e) {
                                    : e.sync.sync_kind == SyncKind::kEvent ? e.sync.wait_stream
                                                                           : kNoStream;
                 critical_path_.name_sync_stream(e.sync.correlation, on);
-                critical_path_.add_host(CriticalPath::HostKind::kSync, e.start_ns, e.end_ns,
-                                        e.sync.correlation, e.device, on);
+                critical_path_.add_host(HostCause::kSync, e.start_ns, e.end_ns, e.sync.correlation,
+                                        e.device, on);
             } else {
                 critical_path_.add_stream_wait(e.start_ns, e.device, e.stream, e.sync.wait_stream);
             }
@@ -327,7 +307,7 @@ void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, st
             wait_between_steps(s, start, end);
         }
         add_span(input_spans_, start, end);
-        critical_path_.add_host(CriticalPath::HostKind::kInput, start, end, 0);
+        critical_path_.add_host(HostCause::kInput, start, end, 0);
         if (current_loader_ < loaders_.size()) loaders_[current_loader_].input_wait_ns += dur;
         if (!single_process_loader_ && strings_ != nullptr &&
             strings_->lookup(name).find("_SingleProcessDataLoaderIter") != std::string_view::npos) {
@@ -378,27 +358,27 @@ void TimelineAnalyzer::take_lead_in(const StepRecord& prev, StepRecord& step) {
     waits_between_.clear();
 }
 
-TimelineAnalyzer::ApiKind TimelineAnalyzer::api_kind(StringId name) {
-    if (name < api_kind_cache_.size() && api_kind_cache_[name] != ApiKind::kUnknown) {
-        return api_kind_cache_[name];
+TimelineAnalyzer::ApiClass TimelineAnalyzer::api_class(StringId name) {
+    if (name < api_class_cache_.size() && api_class_cache_[name].known) {
+        return api_class_cache_[name];
     }
     std::string_view n = strings_ != nullptr ? strings_->lookup(name) : std::string_view{};
-    ApiKind kind = ApiKind::kOther;
+    ApiClass api{HostCause::kLaunch, false, true};
     // cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, cuCtxSynchronize,
     // hipStreamSynchronize ...: the host blocks until the GPU catches up.
     if (n.find("Synchronize") != std::string_view::npos) {
-        kind = ApiKind::kSync;
+        api.cause = HostCause::kSync;
     } else if (starts_with(n, "cudaMemcpy") || starts_with(n, "cuMemcpy") ||
                starts_with(n, "hipMemcpy")) {
-        kind = ApiKind::kCopy;
+        api.cause = HostCause::kCopy;
     } else if (n.find("Launch") != std::string_view::npos) {
-        kind = ApiKind::kLaunch;
+        api.launches = true;
     }
     if (name < (1u << 22)) {
-        if (api_kind_cache_.size() <= name) api_kind_cache_.resize(name + 1, ApiKind::kUnknown);
-        api_kind_cache_[name] = kind;
+        if (api_class_cache_.size() <= name) api_class_cache_.resize(name + 1);
+        api_class_cache_[name] = api;
     }
-    return kind;
+    return api;
 }
 
 WorkClass TimelineAnalyzer::work_class(const Event& e) {
@@ -430,8 +410,9 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
             launches_pruned_at_ = start;
         }
     }
-    switch (api_kind(e.api.name)) {
-        case ApiKind::kSync: {
+    const ApiClass api = api_class(e.api.name);
+    switch (api.cause) {
+        case HostCause::kSync: {
             ++sync_calls_;
             sync_ns_ += end - start;
             std::size_t s = step_of(start);
@@ -450,21 +431,13 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
             add_span(sync_spans_, start, end);
             break;
         }
-        case ApiKind::kCopy: add_span(copy_spans_, start, end); break;
-        case ApiKind::kLaunch:
-            launch_durations_.add(end - start);
+        case HostCause::kCopy: add_span(copy_spans_, start, end); break;
+        default:
+            if (api.launches) launch_durations_.add(end - start);
             add_span(api_spans_, start, end);
             break;
-        default: add_span(api_spans_, start, end); break;
     }
-    CriticalPath::HostKind kind = CriticalPath::HostKind::kOtherApi;
-    switch (api_kind(e.api.name)) {
-        case ApiKind::kSync: kind = CriticalPath::HostKind::kSync; break;
-        case ApiKind::kCopy: kind = CriticalPath::HostKind::kCopy; break;
-        case ApiKind::kLaunch: kind = CriticalPath::HostKind::kLaunch; break;
-        default: break;
-    }
-    critical_path_.add_host(kind, start, end, corr, e.device);
+    critical_path_.add_host(api.cause, start, end, corr, e.device);
 }
 
 // gpudiag's PyTorch integration describes each DataLoader when it is first iterated, one
@@ -682,16 +655,16 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
             st.idle_by_kind[kOtherIdle] += g.observed - tail;
             ++st.gaps;
             st.longest_gap_ns = std::max(st.longest_gap_ns, g.observed);
-            IdleCause cause = IdleCause::kCpu;
+            HostCause cause = HostCause::kCpu;
             if (kind == IdleKind::kHostWait) {
                 GpuTimeStats causes;
                 attribute_host_wait(g.tail_start, s, p.launch, causes);
                 std::size_t top = 0;
-                for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+                for (std::size_t c = 0; c < kHostCauses; ++c) {
                     st.cause_ns[c] += causes.cause_ns[c];
                     if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
                 }
-                cause = static_cast<IdleCause>(top);
+                cause = static_cast<HostCause>(top);
             }
             if (observed && gap_observer_ && tail > 0) {
                 gap_observer_(Gap{e.device, g.tail_start, s, kind, cause});
@@ -815,11 +788,11 @@ void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std
     // The host owed the GPU work from `a` until it called the launch; the rest of the gap is the
     // launch's own latency.
     std::uint64_t host_end = std::clamp(launch, a, b);
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] += b - host_end;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kLaunch)] += b - host_end;
     std::uint64_t window = host_end - a;
     if (window == 0) return;
     std::uint64_t input = std::min(window, union_overlap(input_spans_, a, host_end));
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kInput)] += input;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kInput)] += input;
     std::uint64_t rest = window - input;
     if (rest == 0) return;
     // A sync that returned as the GPU ran dry is why the queue was empty: everything the host did
@@ -828,7 +801,7 @@ void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std
     for (const auto& sp : sync_spans_.spans) {
         if (sp.start >= host_end) break;
         if (sp.end >= from && sp.end <= host_end) {
-            st.cause_ns[static_cast<std::size_t>(IdleCause::kSync)] += rest;
+            st.cause_ns[static_cast<std::size_t>(HostCause::kSync)] += rest;
             return;
         }
     }
@@ -838,10 +811,10 @@ void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std
     rest -= copy;
     std::uint64_t api = std::min(rest, union_overlap(api_spans_, a, host_end));
     rest -= api;
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kSync)] += sync;
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kCopy)] += copy;
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)] += api;
-    st.cause_ns[static_cast<std::size_t>(IdleCause::kCpu)] += rest;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kSync)] += sync;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kCopy)] += copy;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kLaunch)] += api;
+    st.cause_ns[static_cast<std::size_t>(HostCause::kCpu)] += rest;
 }
 
 void TimelineAnalyzer::prune_host_spans() {
@@ -1151,7 +1124,7 @@ void TimelineAnalyzer::add_between_steps(const TimelineSummary& s, Section& sec,
 
 void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) const {
     Section sec;
-    sec.id = "timeline";
+    sec.id = timeline_keys::kSection;
     sec.title = s.has_gpu_activity ? "GPU timeline: busy, idle and why"
                                    : "Host timeline (no GPU activity in the input)";
     auto fig = [&](const char* key, double value, Unit unit, const char* label) {
@@ -1161,16 +1134,17 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     const GpuTimeStats& g = s.gpu;
     fig("window", static_cast<double>(s.window), Unit::kCode, "window: 0 steps, 1 hta, 2 all");
     if (s.has_gpu_activity) {  // without, the title says so: a 0 would claim what was not seen
-        fig("gpu_activities", static_cast<double>(gpu_activities_), Unit::kCount,
+        fig(timeline_keys::kGpuActivities, static_cast<double>(gpu_activities_), Unit::kCount,
             "GPU kernels, copies and memsets");
         std::uint64_t span = g.span_ns();
         std::uint64_t kernel_time = g.class_ns[0] + g.class_ns[1] + g.class_ns[2];
         fig("device", s.device, Unit::kDevice, "device (ordinal) these figures describe");
-        fig("window_span_ns", static_cast<double>(span), Unit::kNanoseconds,
+        fig(timeline_keys::kWindowSpanNs, static_cast<double>(span), Unit::kNanoseconds,
             "GPU time in the window");
         fig("busy_ns", static_cast<double>(g.busy_ns), Unit::kNanoseconds, "GPU busy");
         fig("idle_ns", static_cast<double>(g.idle_ns), Unit::kNanoseconds, "GPU idle");
-        fig("idle_share", share(g.idle_ns, span), Unit::kFraction, "GPU idle share of the window");
+        fig(timeline_keys::kIdleShare, share(g.idle_ns, span), Unit::kFraction,
+            "GPU idle share of the window");
         fig("host_wait_share", share(g.idle_by_kind[0], g.idle_ns), Unit::kFraction,
             "idle time: host wait");
         fig("kernel_wait_share", share(g.idle_by_kind[1], g.idle_ns), Unit::kFraction,
@@ -1185,22 +1159,22 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             "other idle");
         fig("unobserved_ns", static_cast<double>(g.unobserved_ns), Unit::kNanoseconds,
             "GPU time not observed (capture paused), excluded from idle");
-        for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-            std::string key =
-                std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share";
-            sec.figures.push_back(
-                Figure{key, share(g.cause_ns[c], g.idle_ns), Unit::kFraction,
-                       std::string("idle time: ") + idle_cause_label(static_cast<IdleCause>(c))});
+        for (std::size_t c = 0; c < kHostCauses; ++c) {
+            const auto cause = static_cast<HostCause>(c);
+            sec.figures.push_back(Figure{fmt::format("idle_{}_share", host_cause_key(cause)),
+                                         share(g.cause_ns[c], g.idle_ns), Unit::kFraction,
+                                         fmt::format("idle time: {}", host_cause_label(cause))});
         }
-        fig("compute_share", share(g.class_ns[0], span), Unit::kFraction, "computation kernels");
-        fig("communication_share", share(g.class_ns[1], span), Unit::kFraction,
+        fig(timeline_keys::kComputeShare, share(g.class_ns[0], span), Unit::kFraction,
+            "computation kernels");
+        fig(timeline_keys::kCommunicationShare, share(g.class_ns[1], span), Unit::kFraction,
             "communication kernels");
         fig("memory_share", share(g.class_ns[2], span), Unit::kFraction, "copies and memsets");
         fig("communication_kernel_share", share(g.class_ns[1], kernel_time), Unit::kFraction,
             "communication share of kernel time");
-        fig("comm_overlap_share", share(g.comm_overlap_ns(), g.class_ns[1]), Unit::kFraction,
-            "communication overlapped with compute");
-        fig("comm_exposed_share",
+        fig(timeline_keys::kCommOverlapShare, share(g.comm_overlap_ns(), g.class_ns[1]),
+            Unit::kFraction, "communication overlapped with compute");
+        fig(timeline_keys::kCommExposedShare,
             share(g.class_ns[1] - std::min(g.class_ns[1], g.comm_overlap_ns()), span),
             Unit::kFraction, "communication not overlapped, share of the window");
         fig("gaps", static_cast<double>(g.gaps), Unit::kCount, "idle gaps");
@@ -1219,9 +1193,10 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     // DataLoader fetches, no input figures (a program without one waits for no input it shows);
     // no GPU work and no syncs, no sync figures.
     if (s.steps > 0) {
-        fig("steps", static_cast<double>(s.steps), Unit::kCount, "steps in the window");
-        fig("step_time_ns", static_cast<double>(s.step_time_mean_ns), Unit::kNanoseconds,
-            "mean step time");
+        fig(timeline_keys::kSteps, static_cast<double>(s.steps), Unit::kCount,
+            "steps in the window");
+        fig(timeline_keys::kStepTimeNs, static_cast<double>(s.step_time_mean_ns),
+            Unit::kNanoseconds, "mean step time");
         fig("step_time_max_ns", static_cast<double>(s.step_time_max_ns), Unit::kNanoseconds,
             "longest step");
     }
@@ -1254,9 +1229,9 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
             causes.rows.push_back({std::string(kinds[k]), static_cast<double>(g.idle_by_kind[k]),
                                    share(g.idle_by_kind[k], g.idle_ns)});
         }
-        for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+        for (std::size_t c = 0; c < kHostCauses; ++c) {
             causes.rows.push_back(
-                {std::string("host_wait.") + idle_cause_key(static_cast<IdleCause>(c)),
+                {fmt::format("host_wait.{}", host_cause_key(static_cast<HostCause>(c))),
                  static_cast<double>(g.cause_ns[c]), share(g.cause_ns[c], g.idle_ns)});
         }
         sec.tables.push_back(std::move(causes));
@@ -1404,24 +1379,6 @@ void TimelineAnalyzer::add_step_tables(const TimelineSummary& s, Section& sec) c
     sec.series.push_back(std::move(time_series));
 }
 
-namespace {
-
-const char* what_if_key(WhatIf w) {
-    switch (w) {
-        case WhatIf::kMeasured: return "measured";
-        case WhatIf::kNoInputWait: return "no_input_wait";
-        case WhatIf::kNoSync: return "no_host_sync";
-        case WhatIf::kPinnedCopies: return "pinned_async_copies";
-        case WhatIf::kCudaGraph: return "cuda_graph";
-        case WhatIf::kNoCommunication: return "hidden_communication";
-        case WhatIf::kHostNeverLate: return "host_never_late";
-        case WhatIf::kEveryCause: return "every_cause";
-    }
-    return "unknown";
-}
-
-}  // namespace
-
 // The steps' critical path (what the step time was made of, along the chain that set it) and
 // the what-ifs (the step time with one cause removed).
 void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
@@ -1433,7 +1390,7 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
     };
     const char* per = cp.per_step ? "per step" : "over the window";
     if (cp.traced_steps > 0) {
-        fig("critical_path_steps", static_cast<double>(cp.traced_steps), Unit::kCount,
+        fig(timeline_keys::kCriticalPathSteps, static_cast<double>(cp.traced_steps), Unit::kCount,
             "steps whose critical path was traced");
         double gpu = 0;
         for (PathPart p :
@@ -1480,7 +1437,7 @@ void TimelineAnalyzer::add_critical_path(const TimelineSummary& s, Section& sec,
             cp.untraced_steps, CriticalPath::kMaxHistory));
     }
     Table whatif;
-    whatif.id = "what_if";
+    whatif.id = timeline_keys::kWhatIfTable;
     whatif.title = std::string("Step time with one cause removed (replayed critical path), ") + per;
     whatif.columns = {"what_if", "saving_ns", "saving_share", "predicted_ns"};
     whatif.units = {Unit::kNumber, Unit::kNanoseconds, Unit::kFraction, Unit::kNanoseconds};
@@ -1521,7 +1478,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     const double offset = static_cast<double>(info_.wall_clock_offset_ns);
     auto us = [offset](std::uint64_t ns) { return (static_cast<double>(ns) + offset) / 1000.0; };
     Table bounds;
-    bounds.id = "job_steps";
+    bounds.id = timeline_keys::kJobStepsTable;
     bounds.kind = TableKind::kData;  // the job view's input, on the shared clock
     bounds.title = "Step bounds for the job view (host step and the GPU work launched in it)";
     bounds.columns = {"step", "start_us", "end_us"};
@@ -1542,7 +1499,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
         bounds.rows.push_back({static_cast<double>(st.number), us(first), us(last)});
     }
     Table coll;
-    coll.id = "collectives";
+    coll.id = timeline_keys::kCollectivesTable;
     coll.kind = TableKind::kData;  // the job view's input, on the shared clock
     coll.title = "Collective kernels per step, the last of each length (for the job view)";
     coll.columns = {"step", "stream", "kernel", "start_us", "duration_ns"};
@@ -1556,7 +1513,7 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
     if (!bounds.rows.empty()) sec.tables.push_back(std::move(bounds));
     if (!coll.rows.empty()) sec.tables.push_back(std::move(coll));
     Table arrivals;
-    arrivals.id = "collective_arrivals";
+    arrivals.id = timeline_keys::kCollectiveArrivalsTable;
     arrivals.kind = TableKind::kData;  // the job view's input, on the shared clock
     arrivals.title =
         "Collective kernels as the GPU reached them, with the compute before each (for the job "

@@ -59,7 +59,7 @@ public:
         std::uint64_t start_ns;
         std::uint64_t end_ns;
         IdleKind kind;
-        IdleCause cause;  ///< the largest host-side cause; meaningful for host waits only
+        HostCause cause;  ///< the largest host-side cause; meaningful for host waits only
     };
     /// Called for every gap of every device, in each device's time order.
     void set_gap_observer(std::function<void(const Gap&)> observer) {
@@ -115,7 +115,14 @@ private:
         std::size_t bucket;
         WorkClass work;
     };
-    enum class ApiKind : std::uint8_t { kUnknown, kSync, kCopy, kLaunch, kOther };
+    // How an API call is booked, by its name: its cause (kSync, kCopy, or kLaunch for launches
+    // and every other call) and whether it launches GPU work (the launch-latency histogram holds
+    // launches only).
+    struct ApiClass {
+        HostCause cause = HostCause::kLaunch;
+        bool launches = false;
+        bool known = false;  // false: a cache slot not classified yet
+    };
     // A collective kernel's identity within a step, for the cross-rank view of late starts.
     struct CollectiveKey {
         std::int64_t step;
@@ -153,7 +160,7 @@ private:
     void prune_host_spans();
     void flush_pending(DeviceTimeline& d);
     DeviceTimeline* device_for(std::uint16_t ordinal);
-    ApiKind api_kind(StringId name);
+    ApiClass api_class(StringId name);
     WorkClass work_class(const Event& e);
     std::size_t bucket_of(std::uint64_t launch) const;
     std::size_t step_of(std::uint64_t ts) const;  // index, or SIZE_MAX
@@ -189,7 +196,7 @@ private:
     SpanQueue api_spans_;
     std::uint64_t host_spans_dropped_ = 0;
     std::uint64_t processed_since_prune_ = 0;
-    std::vector<ApiKind> api_kind_cache_;
+    std::vector<ApiClass> api_class_cache_;
     std::vector<std::uint8_t> comm_name_cache_;  // 0 unknown, 1 compute, 2 communication
     std::map<StringId, std::pair<std::uint64_t, std::uint64_t>> sync_by_name_;
     // Open NVTX-style ranges per thread, to pair kRangeBegin with kRangeEnd.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Timeline findings. Their thresholds, and where each comes from, are in the findings catalog.
+#include "analysis/findings/figure_keys.hpp"
 #include "analysis/findings/finding_catalog.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
 #include "support/format.hpp"
@@ -24,26 +25,26 @@ std::string dur(double ns) {
     return format_duration_ns(ns);
 }
 
-const char* cause_advice(IdleCause c) {
+const char* cause_advice(HostCause c) {
     switch (c) {
-        case IdleCause::kInput:
+        case HostCause::kInput:
             return "Feed the GPU from background workers: DataLoader(num_workers>0, "
                    "pin_memory=True, "
                    "prefetch_factor=4, persistent_workers=True).";
-        case IdleCause::kSync:
+        case HostCause::kSync:
             return "Remove host synchronizations from the loop (.item(), .cpu(), .tolist(), "
                    "printing "
                    "tensors, torch.cuda.synchronize()); find them with "
                    "torch.cuda.set_sync_debug_mode(\"warn\").";
-        case IdleCause::kCopy:
+        case HostCause::kCopy:
             return "Copy from pinned memory with .to(device, non_blocking=True) (DataLoader "
                    "pin_memory=True) so copies do not block the host.";
-        case IdleCause::kLaunch:
+        case HostCause::kLaunch:
             return "Cut per-kernel host overhead: torch.compile (fuses small ops), CUDA graphs "
                    "(torch.compile(mode=\"reduce-overhead\") or torch.cuda.graphs), fused "
                    "optimizers "
                    "(fused=True / foreach=True), or a bigger batch per step.";
-        case IdleCause::kCpu:
+        case HostCause::kCpu:
             return "Find what the host computes between launches (py-spy, or torch.profiler with "
                    "CPU activities and with_stack=True): Python and framework work in the loop, "
                    "logging, metrics or data preparation. Move what is not the model's out of "
@@ -73,15 +74,15 @@ double saving_of(const TimelineSummary& s, WhatIf w) {
 WhatIf gpu_idle_fix(const TimelineSummary& s) {
     const GpuTimeStats& g = s.gpu;
     std::size_t top = 0;
-    for (std::size_t c = 1; c < kIdleCauseCount; ++c) {
+    for (std::size_t c = 1; c < kHostCauses; ++c) {
         if (g.cause_ns[c] > g.cause_ns[top]) top = c;
     }
     if (static_cast<double>(g.idle_by_kind[0]) < kHostWaitMostly * static_cast<double>(g.idle_ns)) {
         return WhatIf::kHostNeverLate;
     }
-    static constexpr WhatIf kFixOf[kIdleCauseCount] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
-                                                       WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
-                                                       WhatIf::kCudaGraph};
+    static constexpr WhatIf kFixOf[kHostCauses] = {WhatIf::kNoInputWait, WhatIf::kNoSync,
+                                                   WhatIf::kPinnedCopies, WhatIf::kCudaGraph,
+                                                   WhatIf::kCudaGraph};
     return kFixOf[top];
 }
 
@@ -112,10 +113,10 @@ void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
     const double share = ratio(saving, base);
     const std::string per = per_step ? " per step" : " over the window";
     f.predicted_saving = {
-        {"saving_ns", saving, Unit::kNanoseconds, std::string("time saved") + per},
-        {"share", share, Unit::kFraction,
+        {saving_keys::kSavingNs, saving, Unit::kNanoseconds, fmt::format("time saved{}", per)},
+        {saving_keys::kShare, share, Unit::kFraction,
          per_step ? "share of the step time" : "share of the window"},
-        {"step_time_ns", base - saving, Unit::kNanoseconds,
+        {saving_keys::kStepTimeNs, base - saving, Unit::kNanoseconds,
          per_step ? "predicted step time" : "predicted window"}};
     // The number itself is describe_saving's line under the summary: the summary says only how
     // far to trust it.
@@ -241,7 +242,7 @@ void add_input_bound(const TimelineSummary& s, Report& report) {
         dur(static_cast<double>(s.input_wait_ns)), dur(static_cast<double>(s.host_time_ns)),
         s.input_waits, dur(per_step), s.steps > 0 ? " per step" : " per trace",
         dur(static_cast<double>(s.longest_input_wait_ns)));
-    f.figures = {{"share", share, Unit::kFraction, "share of step time waiting for input"},
+    f.figures = {{kFindingShareKey, share, Unit::kFraction, "share of step time waiting for input"},
                  {"input_wait_per_step_ns", per_step, Unit::kNanoseconds, "waiting per step"},
                  {"input_wait_max_ns", static_cast<double>(s.longest_input_wait_ns),
                   Unit::kNanoseconds, "longest wait"}};
@@ -333,7 +334,7 @@ void word_host_sync_stall(const TimelineSummary& s, double share, double saving_
 void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     double span = static_cast<double>(s.gpu.span_ns());
     double sync_idle =
-        static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(IdleCause::kSync)]);
+        static_cast<double>(s.gpu.cause_ns[static_cast<std::size_t>(HostCause::kSync)]);
     double share = ratio(sync_idle, span);
     // Raised when syncs idle the GPU, when replaying without them saves time, or when there are
     // so many per step that the user will wonder (then to say what they cost).
@@ -351,7 +352,8 @@ void add_host_sync_stall(const TimelineSummary& s, Report& report) {
     f.device = s.device;
     word_host_sync_stall(s, share, saving_share, sync_idle, f);
     f.figures = {
-        {"share", share, Unit::kFraction, "share of the window idle after synchronizations"},
+        {kFindingShareKey, share, Unit::kFraction,
+         "share of the window idle after synchronizations"},
         {"sync_idle_ns", sync_idle, Unit::kNanoseconds, "GPU idle after synchronizations"},
         {"sync_calls", static_cast<double>(s.sync_calls), Unit::kCount, "synchronizing calls"},
         {"sync_ns", static_cast<double>(s.sync_ns), Unit::kNanoseconds, "host blocked"}};
@@ -381,7 +383,7 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
     if (g.pageable_copies == 0 || static_cast<double>(g.pageable_bytes) < kPageableMinBytes) return;
     double span = static_cast<double>(g.span_ns());
     double cost = static_cast<double>(g.pageable_ns) +
-                  static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kCopy)]);
+                  static_cast<double>(g.cause_ns[static_cast<std::size_t>(HostCause::kCopy)]);
     double share = ratio(cost, span);
     double bandwidth =
         ratio(static_cast<double>(g.pageable_bytes), static_cast<double>(g.pageable_ns) / 1e9);
@@ -400,7 +402,7 @@ void add_pageable_memcpy(const TimelineSummary& s, Report& report) {
         g.pageable_copies, format_bytes(static_cast<double>(g.pageable_bytes)),
         s.top_pageable_direction.empty() ? "" : ", mostly " + s.top_pageable_direction,
         dur(static_cast<double>(g.pageable_ns)), format_bytes(bandwidth), pct(share));
-    f.figures = {{"share", share, Unit::kFraction, "share of the window"},
+    f.figures = {{kFindingShareKey, share, Unit::kFraction, "share of the window"},
                  {"bytes", static_cast<double>(g.pageable_bytes), Unit::kBytes, "bytes copied"},
                  {"count", static_cast<double>(g.pageable_copies), Unit::kCount, "copies"},
                  {"bandwidth", bandwidth, Unit::kBytesPerSecond, "achieved bandwidth"}};
@@ -427,7 +429,7 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
     const double idle_share = ratio(idle, span);
     const double host_wait = static_cast<double>(g.idle_by_kind[0]);
     const double launching =
-        static_cast<double>(g.cause_ns[static_cast<std::size_t>(IdleCause::kLaunch)]);
+        static_cast<double>(g.cause_ns[static_cast<std::size_t>(HostCause::kLaunch)]);
     if (idle_share < kIdleWorthExplaining || host_wait < kHostWaitMostly * idle ||
         launching < kLaunchingMostly * host_wait || s.launch_median_ns <= 0) {
         return;
@@ -448,7 +450,8 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
         pct(idle_share), pct(launch_share), g.kernels, dur(s.kernel_median_ns),
         dur(s.launch_median_ns));
     f.figures = {
-        {"share", ratio(launching, span), Unit::kFraction, "share of the window idle launching"},
+        {kFindingShareKey, ratio(launching, span), Unit::kFraction,
+         "share of the window idle launching"},
         {"launch_share_of_idle", launch_share, Unit::kFraction, "idle time spent launching"},
         {"kernels", static_cast<double>(g.kernels), Unit::kCount, "kernels"},
         {"kernel_median_ns", s.kernel_median_ns, Unit::kNanoseconds, "median kernel"},
@@ -487,7 +490,7 @@ void add_comm_bound(const TimelineSummary& s, Report& report) {
                 " of the window); only " + pct(ratio(overlap, comm)) +
                 " of that overlapped computation, leaving " + dur(exposed) + " exposed.";
     f.figures = {
-        {"share", share, Unit::kFraction, "exposed communication, share of the window"},
+        {kFindingShareKey, share, Unit::kFraction, "exposed communication, share of the window"},
         {"communication_share", ratio(comm, span), Unit::kFraction, "communication kernels"},
         {"comm_overlap_share", ratio(overlap, comm), Unit::kFraction, "overlapped with compute"},
         {"exposed_ns", exposed, Unit::kNanoseconds, "communication not overlapped"}};
@@ -511,7 +514,7 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     double idle_share = ratio(static_cast<double>(g.idle_ns), span);
     if (idle_share < kIdleWorthExplaining) return;
     std::size_t top = 0;
-    for (std::size_t c = 1; c < kIdleCauseCount; ++c) {
+    for (std::size_t c = 1; c < kHostCauses; ++c) {
         if (g.cause_ns[c] > g.cause_ns[top]) top = c;
     }
     double idle = static_cast<double>(g.idle_ns);
@@ -524,14 +527,14 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     bool host_dominated = host_wait >= kHostWaitMostly * idle;
     f.title = "GPU idle " + pct(idle_share) + " of the window" +
               (host_dominated ? std::string(", mostly waiting for the host: ") +
-                                    idle_cause_label(static_cast<IdleCause>(top))
+                                    host_cause_label(static_cast<HostCause>(top))
                               : std::string(", mostly between queued kernels"));
     std::string causes;
-    for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
+    for (std::size_t c = 0; c < kHostCauses; ++c) {
         if (g.cause_ns[c] == 0) continue;
         causes += (causes.empty() ? "" : ", ") +
                   pct(ratio(static_cast<double>(g.cause_ns[c]), idle)) + " " +
-                  idle_cause_label(static_cast<IdleCause>(c));
+                  host_cause_label(static_cast<HostCause>(c));
     }
     f.summary = "The GPU was idle " + dur(idle) + " of " + dur(span) + ": " +
                 pct(ratio(host_wait, idle)) +
@@ -541,18 +544,18 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
                 " kernel wait (gaps under 30 µs between queued kernels), " +
                 pct(ratio(static_cast<double>(g.idle_by_kind[2]), idle)) + " other." +
                 (causes.empty() ? "" : " During host waits the host was: " + causes + ".");
-    f.figures = {{"share", idle_share, Unit::kFraction, "GPU idle share of the window"},
+    f.figures = {{kFindingShareKey, idle_share, Unit::kFraction, "GPU idle share of the window"},
                  {"host_wait_share", ratio(host_wait, idle), Unit::kFraction, "idle: host wait"}};
-    for (std::size_t c = 0; c < kIdleCauseCount; ++c) {
-        f.figures.push_back(
-            Figure{std::string("idle_") + idle_cause_key(static_cast<IdleCause>(c)) + "_share",
-                   ratio(static_cast<double>(g.cause_ns[c]), idle), Unit::kFraction,
-                   idle_cause_label(static_cast<IdleCause>(c))});
+    for (std::size_t c = 0; c < kHostCauses; ++c) {
+        const auto cause = static_cast<HostCause>(c);
+        f.figures.push_back(Figure{fmt::format("idle_{}_share", host_cause_key(cause)),
+                                   ratio(static_cast<double>(g.cause_ns[c]), idle), Unit::kFraction,
+                                   host_cause_label(cause)});
     }
     f.evidence.push_back(fmt::format("{} idle gaps, the longest {}", g.gaps,
                                      dur(static_cast<double>(g.longest_gap_ns))));
     if (host_dominated) {
-        f.advice.push_back(cause_advice(static_cast<IdleCause>(top)));
+        f.advice.push_back(cause_advice(static_cast<HostCause>(top)));
     } else {
         f.advice.push_back(
             "The host keeps up; the gaps sit between queued kernels (dependencies, "
@@ -561,10 +564,10 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     }
     attach_saving(f, s,
                   host_dominated ? std::string("Removing that cause (") +
-                                       idle_cause_label(static_cast<IdleCause>(top)) + ")"
+                                       host_cause_label(static_cast<HostCause>(top)) + ")"
                                  : "Feeding the GPU as fast as it runs (no input waits, syncs, "
                                    "pageable copies or per-kernel launches)",
-                  host_dominated && top == static_cast<std::size_t>(IdleCause::kCopy));
+                  host_dominated && top == static_cast<std::size_t>(HostCause::kCopy));
     report.findings.push_back(std::move(f));
 }
 
@@ -595,11 +598,11 @@ void add_fix_all_saving(const TimelineSummary& s, Report& report) {
     const bool per_step = s.critical_path.per_step;
     const double base = replay_base(s);
     const std::string per = per_step ? " per step" : " over the window";
-    report.fix_all_saving = {{"saving_ns", every, Unit::kNanoseconds,
-                              "time saved" + per + " with every cause removed together"},
-                             {"share", ratio(every, base), Unit::kFraction,
+    report.fix_all_saving = {{saving_keys::kSavingNs, every, Unit::kNanoseconds,
+                              fmt::format("time saved{} with every cause removed together", per)},
+                             {saving_keys::kShare, ratio(every, base), Unit::kFraction,
                               per_step ? "share of the step time" : "share of the window"},
-                             {"step_time_ns", base - every, Unit::kNanoseconds,
+                             {saving_keys::kStepTimeNs, base - every, Unit::kNanoseconds,
                               per_step ? "predicted step time" : "predicted window"}};
 }
 

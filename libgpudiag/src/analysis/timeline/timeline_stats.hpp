@@ -3,6 +3,8 @@
 // one analysis window that the section and the findings are built from.
 #pragma once
 
+#include "analysis/timeline/host_cause.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -10,18 +12,6 @@
 #include <vector>
 
 namespace gpudiag::detail {
-
-/// What the host was doing while the GPU waited for it (host-wait gaps only).
-enum class IdleCause : std::uint8_t {
-    kInput = 0,   ///< waiting for the next batch (DataLoader __next__ or an input-wait marker)
-    kSync = 1,    ///< blocked in (or just back from) a synchronization: the GPU queue drained
-    kCopy = 2,    ///< inside a synchronous or pageable memcpy call
-    kLaunch = 3,  ///< inside CUDA API calls, or the launch latency of the next kernel
-    kCpu = 4,     ///< anything else: Python and framework code on the CPU
-};
-inline constexpr std::size_t kIdleCauseCount = 5;
-const char* idle_cause_key(IdleCause c) noexcept;    ///< "input", "sync", ...
-const char* idle_cause_label(IdleCause c) noexcept;  ///< "waiting for the next batch", ...
 
 /// HTA's idle categories for a gap before a GPU activity.
 enum class IdleKind : std::uint8_t { kHostWait = 0, kKernelWait = 1, kOther = 2 };
@@ -35,9 +25,9 @@ struct GpuTimeStats {
     std::uint64_t busy_ns = 0;        ///< union of all GPU activity
     std::uint64_t idle_ns = 0;        ///< gaps in that union, less unobserved time
     std::uint64_t unobserved_ns = 0;  ///< gaps while capture was paused: neither busy nor idle
-    std::array<std::uint64_t, 3> idle_by_kind{};            ///< IdleKind
-    std::array<std::uint64_t, kIdleCauseCount> cause_ns{};  ///< host-wait time by cause
-    std::array<std::uint64_t, 3> class_ns{};                ///< union per WorkClass
+    std::array<std::uint64_t, 3> idle_by_kind{};        ///< IdleKind
+    std::array<std::uint64_t, kHostCauses> cause_ns{};  ///< host-wait time by HostCause
+    std::array<std::uint64_t, 3> class_ns{};            ///< union per WorkClass
     std::uint64_t comm_or_compute_ns = 0;  ///< union of communication and compute (for overlap)
     std::uint64_t gaps = 0;
     std::uint64_t longest_gap_ns = 0;

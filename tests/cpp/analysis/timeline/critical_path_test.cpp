@@ -276,12 +276,12 @@ TEST(CriticalPath, TheHistoryIsBoundedAndStepsBeyondItAreCountedNotTraced) {
     cp.add_step(t0, t0 + 10'000'000);
     for (int i = 0; i < 500; ++i) {
         const std::uint64_t launch = t0 + static_cast<std::uint64_t>(i) * 20'000;
-        cp.add_host(detail::CriticalPath::HostKind::kLaunch, launch, launch + 5'000, 0);
+        cp.add_host(detail::HostCause::kLaunch, launch, launch + 5'000, 0);
         k.start_ns = launch + 8'000;
         k.end_ns = k.start_ns + 10'000;
         cp.add_gpu(k, launch, detail::PathPart::kCompute, false);
     }
-    cp.add_host(detail::CriticalPath::HostKind::kOtherApi, t0 + 10'000'000, t0 + 10'000'001, 0);
+    cp.add_host(detail::HostCause::kLaunch, t0 + 10'000'000, t0 + 10'000'001, 0);
     cp.add_step(t0 + 10'000'001, t0 + 11'000'000);
     cp.finish();
     auto s = cp.summarize(0, cp.steps());
