@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "api/session_cost.hpp"
 
+#include "analysis/findings/figure_keys.hpp"
 #include "support/format.hpp"
 
 #include <fmt/format.h>
@@ -20,10 +21,10 @@ double delta(std::uint64_t now, std::uint64_t then) {
 
 // The mean step time and the step count of the report's timeline, when it has steps.
 std::pair<double, double> steps_of(const Report& report) {
-    const Section* timeline = report.section("timeline");
+    const Section* timeline = report.section(timeline_keys::kSection);
     if (timeline == nullptr) return {0, 0};
-    const Figure* steps = timeline->figure("steps");
-    const Figure* step_ns = timeline->figure("step_time_ns");
+    const Figure* steps = timeline->figure(timeline_keys::kSteps);
+    const Figure* step_ns = timeline->figure(timeline_keys::kStepTimeNs);
     if (steps == nullptr || step_ns == nullptr || steps->value <= 0) return {0, 0};
     return {steps->value, step_ns->value};
 }
