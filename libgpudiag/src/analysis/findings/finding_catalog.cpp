@@ -74,6 +74,7 @@ constexpr Quoted kQuoted[] = {
     // memory
     GPUDIAG_QUOTE(kUnusedMinBytes, kBytes),
     GPUDIAG_QUOTE(kUnusedMinShare, kShare),
+    GPUDIAG_QUOTE(kReleasableMinShare, kShare),
     GPUDIAG_QUOTE(kSplitMinBytes, kBytes),
     GPUDIAG_QUOTE(kSplitMinShare, kShare),
     GPUDIAG_QUOTE(kSplitMinFragmentation, kShare),
@@ -212,9 +213,11 @@ constexpr Row kRows[] = {
      "info"},
     {FindingId::kReservedUnused, "reserved_unused", FindingArea::kMemory,
      "cached but unused ≥ {kUnusedMinBytes} and ≥ {kUnusedMinShare} of what the framework holds "
-     "(against the recent per-step peak in step-based programs); says whether `empty_cache()` "
-     "could return it",
-     "warning; critical when the framework reserves ≥ {kNearOomShare} of capacity"},
+     "(against the recent per-step peak in step-based programs), or, with segments, spare wholly "
+     "free segments ≥ {kUnusedMinBytes} and ≥ {kReleasableMinShare} of it; says what "
+     "`empty_cache()` returns and what stays stranded",
+     "info when only the free segments qualify, else warning; critical when the framework "
+     "reserves ≥ {kNearOomShare} of capacity"},
     {FindingId::kFragmentation, "fragmentation", FindingArea::kMemory,
      "free space stranded in partly used segments ≥ {kSplitMinBytes} and ≥ {kSplitMinShare} of "
      "reserved, broken up: 1 − largest hole / stranded space ≥ {kSplitMinFragmentation}; or an "
@@ -360,24 +363,28 @@ constexpr bool every_rule_quotes_known_thresholds() {
     return true;
 }
 
-constexpr bool mentions(std::string_view text, std::string_view name) {
+// Marks the thresholds `text` quotes. One pass over every text, rather than one per threshold:
+// the compiler's budget for constant evaluation (clang's default step limit) must hold it.
+template <std::size_t N>
+constexpr void mark_quoted(std::string_view text, bool (&used)[N]) {
     for (std::size_t at = text.find('{'); at != std::string_view::npos;
          at = text.find('{', at + 1)) {
-        const std::size_t end = at + 1 + name.size();
-        if (end < text.size() && text.substr(at + 1, name.size()) == name && text[end] == '}') {
-            return true;
-        }
+        const std::size_t end = text.find('}', at);
+        if (end == std::string_view::npos) return;
+        const std::string_view name = text.substr(at + 1, end - at - 1);
+        for (std::size_t i = 0; i < N; ++i) used[i] = used[i] || name == kQuoted[i].name;
     }
-    return false;
 }
 
 constexpr bool every_threshold_quoted() {
-    for (const Quoted& q : kQuoted) {
-        bool used = false;
-        for (const Row& r : kRows)
-            used = used || mentions(r.raised_when, q.name) || mentions(r.severity, q.name);
-        for (const AreaRow& a : kAreas) used = used || mentions(a.note, q.name);
-        if (!used) return false;
+    bool used[std::size(kQuoted)] = {};
+    for (const Row& r : kRows) {
+        mark_quoted(r.raised_when, used);
+        mark_quoted(r.severity, used);
+    }
+    for (const AreaRow& a : kAreas) mark_quoted(a.note, used);
+    for (bool u : used) {
+        if (!u) return false;
     }
     return true;
 }

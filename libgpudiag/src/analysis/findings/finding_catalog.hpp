@@ -70,6 +70,12 @@ inline constexpr double kCommImbalanceNotable = 0.5;
 // the framework holds ("reserved >> allocated": at least as much cached as in use).
 inline constexpr double kUnusedMinBytes = 1024.0 * 1024 * 1024;
 inline constexpr double kUnusedMinShare = 0.5;
+// A smaller cache is still worth naming when a quarter of what the framework holds sits in
+// wholly free segments beyond what the program needs (as much again as a third of its use):
+// empty_cache() hands it back in one call, which matters to whatever shares the device (an RL
+// worker's rollout engine, another model, NCCL). Below that it is the allocator's usual slack.
+// Without a near-full device it is information, not a problem of this program.
+inline constexpr double kReleasableMinShare = 0.25;
 // fragmentation: free space stranded in partly used segments (which empty_cache cannot return)
 // is a problem when it is a fifth of what the framework holds, at least 256 MiB (a typical
 // large activation), and broken up (1 - largest hole / stranded space: the largest hole is at

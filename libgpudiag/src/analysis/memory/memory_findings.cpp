@@ -352,77 +352,78 @@ void quote_allocator_advice(const AllocatorAdviceFn& allocator_advice, std::size
         (a.reproduced ? "reproduced" : "did not exactly reproduce") + " the recorded allocator)");
 }
 
-void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn& allocator_advice,
-                         Report& report) {
+// What reserved_unused rests on: the cache beyond what the program needs, where it sits, and
+// which of the two rules (a cache as large as the use; spare wholly free segments) it meets.
+struct UnusedCache {
+    double reserved = 0;
+    double unused = 0;      ///< reserved − needed
+    double stranded = 0;    ///< free in partly used segments: empty_cache() cannot return it
+    double releasable = 0;  ///< free in wholly free segments: empty_cache() returns it
+    double spare = 0;       ///< of the releasable, what the program does not need again
+    bool layout = false;
+    bool split_known = false;
+    bool large_cache = false;     ///< the cache is ≥ kUnusedMinShare of what is held
+    bool spare_segments = false;  ///< spare wholly free segments ≥ kReleasableMinShare
+    bool near_full = false;       ///< capacity known and the reserve crowds it
+};
+
+UnusedCache measure_unused(const DeviceMemorySummary& dev) {
     const LedgerTotals& t = dev.totals;
-    if (!dev.reserved_known() || !dev.allocated_known()) return;
-    const double reserved = d(t.reserved);
-    const double unused = t.reserved > dev.needed ? d(t.reserved - dev.needed) : 0.0;
-    if (unused < kUnusedMinBytes || unused < kUnusedMinShare * reserved) return;
-    const bool layout = t.segments_seen;
-    const double stranded = layout ? d(dev.layout.inactive_split) : d(t.inactive_split_reported);
-    const double releasable = layout ? d(dev.layout.releasable) : std::max(0.0, unused - stranded);
-    const bool split_known = layout || t.split_reported;
-    const bool bloated = split_known && releasable >= stranded;
-    Finding f;
-    f.id = finding_name(FindingId::kReservedUnused);
-    f.device = dev.device;
-    f.severity = t.capacity != 0 && reserved >= kNearOomShare * d(t.capacity) ? Severity::kCritical
-                                                                              : Severity::kWarning;
-    f.title = "Reserved but unused: " + b(unused) + " of " + b(reserved) +
-              " reserved is cached, only " + bu(t.allocated_rounded) + " allocated";
-    const std::string returnable =
-        !split_known ? std::string("How much of it empty_cache() could return is not in the input")
-        : bloated    ? fmt::format(
-                           "{} of it ({}) is wholly free segments, a bloated cache that "
-                              "torch.cuda.empty_cache() would return to the driver",
-                           b(releasable), format_percent(releasable / unused))
-                  : fmt::format(
-                        "{} of it sits in partly used segments, which empty_cache() cannot return",
-                        b(stranded));
-    f.summary = fmt::format(
-        "The framework holds {}{} but only {} is in live blocks; {} is cached free memory. {}. "
-        "This is cache, not a leak: the allocator reuses it for its own requests, but other "
-        "processes and libraries cannot use it. It is usually what is left after a peak (peak "
-        "allocated {}).",
-        b(reserved), layout ? fmt::format(" in {} segments", t.segments) : std::string(),
-        bu(t.allocated_rounded), b(unused), returnable, bu(dev.peaks.allocated_rounded));
-    f.figures = {
-        {"reserved_bytes", reserved, Unit::kBytes, "reserved"},
-        {"allocated_bytes", d(t.allocated_rounded), Unit::kBytes, "allocated (rounded)"},
-        {"unused_bytes", unused, Unit::kBytes, "reserved but unallocated"},
-        {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), Unit::kBytes, "peak allocated"},
-        {"needed_bytes", d(dev.needed), Unit::kBytes,
-         "allocated now, or the recent per-step peak in step-based programs"}};
-    if (split_known) {
-        f.figures.push_back(
-            {"releasable_bytes", releasable, Unit::kBytes, "in wholly free segments"});
-        f.figures.push_back(
-            {"inactive_split_bytes", stranded, Unit::kBytes, "in partly used segments"});
+    UnusedCache u;
+    u.reserved = d(t.reserved);
+    u.unused = t.reserved > dev.needed ? d(t.reserved - dev.needed) : 0.0;
+    u.layout = t.segments_seen;
+    u.split_known = u.layout || t.split_reported;
+    u.stranded = u.layout ? d(dev.layout.inactive_split) : d(t.inactive_split_reported);
+    u.releasable = u.layout ? d(dev.layout.releasable) : std::max(0.0, u.unused - u.stranded);
+    // In step-based programs the next step takes back up to its peak: only what lies beyond it
+    // is spare, even in wholly free segments.
+    u.spare = std::min(u.releasable, u.unused);
+    u.large_cache = u.unused >= kUnusedMinBytes && u.unused >= kUnusedMinShare * u.reserved;
+    u.spare_segments =
+        u.layout && u.spare >= kUnusedMinBytes && u.spare >= kReleasableMinShare * u.reserved;
+    u.near_full = t.capacity != 0 && u.reserved >= kNearOomShare * d(t.capacity);
+    return u;
+}
+
+// What empty_cache() would return and what it would leave, in one sentence.
+std::string returnable_words(const UnusedCache& u) {
+    if (!u.split_known) return "How much of it empty_cache() could return is not in the input";
+    return fmt::format(
+        "torch.cuda.empty_cache() would return the {} in wholly free segments to the driver; "
+        "the {} free in partly used segments stays stranded (it releases only segments without "
+        "a live block, and those of a private pool, CUDA graphs' or a torch.cuda.MemPool's, only "
+        "once the pool is released)",
+        b(u.releasable), b(u.stranded));
+}
+
+std::string rule_evidence(const UnusedCache& u, const DeviceMemorySummary& dev) {
+    if (u.large_cache) {
+        return fmt::format("cached {} >= {} and >= {} of reserved", b(u.unused),
+                           quote_bytes(kUnusedMinBytes), quote_share(kUnusedMinShare));
     }
-    if (layout)
-        f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), Unit::kBytes,
-                             "largest free block"});
-    f.evidence.push_back("reserved " + b(reserved) + " vs needed " + bu(dev.needed) + " (" +
-                         format_percent(unused / std::max(reserved, 1.0)) + " unused)");
-    if (split_known)
-        f.evidence.push_back("wholly free segments " + b(releasable) +
-                             " vs stranded in partly used " + b(stranded));
-    if (layout) {
-        f.evidence.push_back(fmt::format("largest free block {} of {} free blocks",
-                                         bu(dev.layout.largest_free), dev.layout.free_blocks));
-    }
-    f.site_unit = Unit::kBytes;
-    for (const auto& [free, site] : free_segment_sites(dev)) {
-        if (f.sites.size() >= kSitesPerFinding) break;
-        f.sites.push_back(CallSite{site, d(free), d(free) / std::max(unused, 1.0),
-                                   "free bytes in wholly free segments this site created"});
-    }
-    if (bloated || !split_known) {
+    return fmt::format(
+        "wholly free segments beyond what is needed ({}) {} >= {} and >= {} of reserved; the "
+        "cache is smaller than the use",
+        bu(dev.needed), b(u.spare), quote_bytes(kUnusedMinBytes), quote_share(kReleasableMinShare));
+}
+
+std::string capacity_evidence(const UnusedCache& u, const LedgerTotals& t) {
+    if (t.capacity == 0)
+        return "capacity not in the input: whether the cache crowds the device is not judged";
+    return fmt::format(
+        "reserved is {} of the device's {}{}", format_percent(u.reserved / d(t.capacity)),
+        bu(t.capacity),
+        u.near_full ? fmt::format(" (>= {})", quote_share(kNearOomShare)) : std::string());
+}
+
+void reserved_unused_advice(const UnusedCache& u, const DeviceMemorySummary& dev, Finding& f) {
+    const bool bloated = u.split_known && u.releasable >= u.stranded;
+    if (bloated || !u.split_known) {
         f.advice.push_back(
             "If other processes or libraries need the memory, call torch.cuda.empty_cache() "
             "after the peak" +
-            (bloated ? " (it returns " + b(releasable) + " here)." : std::string(".")));
+            (bloated ? " (it returns " + b(u.releasable) + " here)." : std::string(".")));
         f.advice.push_back(
             "To keep the cache bounded automatically, set "
             "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8, or cap the process with "
@@ -434,6 +435,64 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
     }
     f.advice.push_back("Lower the peak that filled the cache (the peak allocated was " +
                        bu(dev.peaks.allocated_rounded) + ").");
+}
+
+void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn& allocator_advice,
+                         Report& report) {
+    const LedgerTotals& t = dev.totals;
+    if (!dev.reserved_known() || !dev.allocated_known()) return;
+    const UnusedCache u = measure_unused(dev);
+    if (!u.large_cache && !u.spare_segments) return;
+    Finding f;
+    f.id = finding_name(FindingId::kReservedUnused);
+    f.device = dev.device;
+    // A cache smaller than the use is this program's concern only when the device is near full.
+    f.severity = u.near_full     ? Severity::kCritical
+                 : u.large_cache ? Severity::kWarning
+                                 : Severity::kInfo;
+    f.title = "Reserved but unused: " + b(u.unused) + " of " + b(u.reserved) +
+              " reserved is cached, only " + bu(t.allocated_rounded) + " allocated";
+    f.summary = fmt::format(
+        "The framework holds {}{} but only {} is in live blocks; {} is cached free memory. {}. "
+        "This is cache, not a leak: the allocator reuses it for its own requests, but other "
+        "processes and libraries cannot use it. It is usually what is left after a peak (peak "
+        "allocated {}).",
+        b(u.reserved), u.layout ? fmt::format(" in {} segments", t.segments) : std::string(),
+        bu(t.allocated_rounded), b(u.unused), returnable_words(u), bu(dev.peaks.allocated_rounded));
+    f.figures = {
+        {"reserved_bytes", u.reserved, Unit::kBytes, "reserved"},
+        {"allocated_bytes", d(t.allocated_rounded), Unit::kBytes, "allocated (rounded)"},
+        {"unused_bytes", u.unused, Unit::kBytes, "reserved but unallocated"},
+        {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), Unit::kBytes, "peak allocated"},
+        {"needed_bytes", d(dev.needed), Unit::kBytes,
+         "allocated now, or the recent per-step peak in step-based programs"}};
+    if (u.split_known) {
+        f.figures.push_back(
+            {"releasable_bytes", u.releasable, Unit::kBytes, "in wholly free segments"});
+        f.figures.push_back(
+            {"inactive_split_bytes", u.stranded, Unit::kBytes, "in partly used segments"});
+    }
+    if (u.layout)
+        f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), Unit::kBytes,
+                             "largest free block"});
+    f.evidence.push_back("reserved " + b(u.reserved) + " vs needed " + bu(dev.needed) + " (" +
+                         format_percent(u.unused / std::max(u.reserved, 1.0)) + " unused)");
+    f.evidence.push_back(rule_evidence(u, dev));
+    f.evidence.push_back(capacity_evidence(u, t));
+    if (u.split_known)
+        f.evidence.push_back("wholly free segments " + b(u.releasable) +
+                             " vs stranded in partly used " + b(u.stranded));
+    if (u.layout) {
+        f.evidence.push_back(fmt::format("largest free block {} of {} free blocks",
+                                         bu(dev.layout.largest_free), dev.layout.free_blocks));
+    }
+    f.site_unit = Unit::kBytes;
+    for (const auto& [free, site] : free_segment_sites(dev)) {
+        if (f.sites.size() >= kSitesPerFinding) break;
+        f.sites.push_back(CallSite{site, d(free), d(free) / std::max(u.unused, 1.0),
+                                   "free bytes in wholly free segments this site created"});
+    }
+    reserved_unused_advice(u, dev, f);
     quote_allocator_advice(allocator_advice, 0, f);
     report.findings.push_back(std::move(f));
 }

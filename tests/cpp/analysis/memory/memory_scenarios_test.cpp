@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace gpudiag {
@@ -461,6 +462,97 @@ TEST(MemoryScenario, AWithdrawnRetryableOomIsNoFinding) {
     r = analyze_events(ev, info, strings);
     ASSERT_TRUE(r.is_ok());
     EXPECT_NE(r->finding("out_of_memory"), nullptr);
+}
+
+// A cache smaller than the use can still hold gigabytes that empty_cache() would hand back: an RL
+// worker's 15.1 GiB reserve with 7.9 GiB allocated (the cache is 48 % of what is held, under the
+// half that makes a cache "bloated"), of which 5.9 GiB are segments an earlier peak left wholly
+// free, and 1.3 GiB are free inside the segment that holds the live block. `wholly_free` and
+// `steps` vary that picture; `capacity` 0 leaves it out of the input.
+struct CacheCase {
+    std::uint64_t wholly_free_mib = 6040;  // two segments an earlier peak used
+    std::uint64_t capacity = 0;
+    int steps = 0;  // each takes the wholly free segments back at its peak
+};
+
+Report cache_run(const CacheCase& c, StringTable& strings) {
+    const StringId weights = strings.intern("worker.py:40 init_model");
+    const StringId peak = strings.intern("worker.py:90 generate");
+    std::vector<Event> ev;
+    std::uint64_t t = 1000;
+    ev.push_back(mem(EventKind::kSegmentAlloc, t += 10, 0x100000000, 9420 * kMiB));
+    ev.push_back(mem(EventKind::kBlockAlloc, t += 10, 0x100000000, 8090 * kMiB, weights));
+    const std::uint64_t free_segments[] = {0x400000000, 0x500000000};
+    const std::uint64_t each = c.wholly_free_mib / 2 * kMiB;
+    for (std::uint64_t a : free_segments)
+        ev.push_back(mem(EventKind::kSegmentAlloc, t += 10, a, each));
+    const int rounds = std::max(c.steps, 1);
+    for (int s = 0; s < rounds; ++s) {
+        const auto id = static_cast<std::uint64_t>(s);
+        if (c.steps > 0) ev.push_back(step(EventKind::kStepBegin, t += 10, id));
+        for (std::uint64_t a : free_segments)
+            ev.push_back(mem(EventKind::kBlockAlloc, t += 10, a, each, peak));
+        for (std::uint64_t a : free_segments)
+            ev.push_back(mem(EventKind::kBlockFree, t += 10, a, each));
+        if (c.steps > 0) ev.push_back(step(EventKind::kStepEnd, t += 10, id));
+    }
+    SourceInfo info;
+    if (c.capacity != 0) info.devices.push_back(DeviceInfo{0, "sim", c.capacity, ""});
+    auto r = analyze_events(ev, info, strings);
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    return r.is_ok() ? *r : Report{};
+}
+
+double finding_figure(const Finding& f, const char* key) {
+    for (const auto& fig : f.figures) {
+        if (fig.key == key) return fig.value;
+    }
+    return -1;
+}
+
+// Without the device's capacity the finding is said, as information: what empty_cache() would
+// return (the wholly free segments) and what it cannot (free space beside the live block).
+TEST(MemoryScenario, SpareWhollyFreeSegmentsAreSaidWithoutCapacity) {
+    StringTable strings;
+    Report r = cache_run({}, strings);
+    const Finding* f = r.finding("reserved_unused");
+    ASSERT_NE(f, nullptr) << render_text(r);
+    EXPECT_EQ(f->severity, Severity::kInfo);
+    EXPECT_EQ(finding_figure(*f, "releasable_bytes"), 6040.0 * kMiB);
+    EXPECT_EQ(finding_figure(*f, "inactive_split_bytes"), 1330.0 * kMiB);
+    EXPECT_NE(f->summary.find("empty_cache() would return the 5.9 GiB"), std::string::npos)
+        << f->summary;
+    EXPECT_NE(f->summary.find("1.3 GiB free in partly used segments stays stranded"),
+              std::string::npos)
+        << f->summary;
+    EXPECT_NE(f->summary.find("private pool"), std::string::npos) << f->summary;
+    bool capacity_said = false;
+    for (const auto& e : f->evidence)
+        capacity_said |= e.find("capacity not in") != std::string::npos;
+    EXPECT_TRUE(capacity_said);
+}
+
+// Capacity decides how much it matters: far from full it stays information; a reserve that
+// fills the device makes the cache itself the problem.
+TEST(MemoryScenario, SpareSegmentsAreCriticalOnlyOnANearFullDevice) {
+    StringTable strings;
+    Report far = cache_run({6040, 80 * kGiB, 0}, strings);
+    ASSERT_NE(far.finding("reserved_unused"), nullptr) << render_text(far);
+    EXPECT_EQ(far.finding("reserved_unused")->severity, Severity::kInfo);
+    Report near = cache_run({6040, 16 * kGiB, 0}, strings);  // 15.1 of 16 GiB reserved
+    ASSERT_NE(near.finding("reserved_unused"), nullptr) << render_text(near);
+    EXPECT_EQ(near.finding("reserved_unused")->severity, Severity::kCritical);
+}
+
+// Wholly free segments that are a small part of the reserve (2 GiB of 11.2) are the allocator's
+// usual slack; and in a step-based program the next step takes them back at its peak, so they
+// are not spare however large.
+TEST(MemoryScenario, SlackOrSegmentsTheNextStepReusesAreNotReservedUnused) {
+    StringTable strings;
+    Report slack = cache_run({2000, 0, 0}, strings);
+    EXPECT_EQ(slack.finding("reserved_unused"), nullptr) << render_text(slack);
+    Report steps = cache_run({6040, 0, 10}, strings);
+    EXPECT_EQ(steps.finding("reserved_unused"), nullptr) << render_text(steps);
 }
 
 }  // namespace
