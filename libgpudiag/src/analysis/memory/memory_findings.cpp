@@ -450,19 +450,27 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
     f.severity = u.near_full     ? Severity::kCritical
                  : u.large_cache ? Severity::kWarning
                                  : Severity::kInfo;
-    f.title = "Reserved but unused: " + b(u.unused) + " of " + b(u.reserved) +
-              " reserved is cached, only " + bu(t.allocated_rounded) + " allocated";
+    // In a step-based program what it needs is a step's peak, not what is live between steps:
+    // the words say which, so the figures add up.
+    const bool step_peak = dev.needed > t.allocated_rounded;
+    const std::string beyond =
+        step_peak ? fmt::format("beyond the {} a step needs at its peak", bu(dev.needed))
+                  : fmt::format("cached, only {} allocated", bu(t.allocated_rounded));
+    f.title = fmt::format("Reserved but unused: {} of {} reserved is {}", b(u.unused),
+                          b(u.reserved), beyond);
     f.summary = fmt::format(
-        "The framework holds {}{} but only {} is in live blocks; {} is cached free memory. {}. "
+        "The framework holds {}{} but only {} is in live blocks; {} is cached free memory{}. {}. "
         "This is cache, not a leak: the allocator reuses it for its own requests, but other "
         "processes and libraries cannot use it. It is usually what is left after a peak (peak "
         "allocated {}).",
         b(u.reserved), u.layout ? fmt::format(" in {} segments", t.segments) : std::string(),
-        bu(t.allocated_rounded), b(u.unused), returnable_words(u), bu(dev.peaks.allocated_rounded));
+        bu(t.allocated_rounded), b(u.unused),
+        step_peak ? fmt::format(" beyond a step's peak of {}", bu(dev.needed)) : std::string(),
+        returnable_words(u), bu(dev.peaks.allocated_rounded));
     f.figures = {
         {"reserved_bytes", u.reserved, Unit::kBytes, "reserved"},
         {"allocated_bytes", d(t.allocated_rounded), Unit::kBytes, "allocated (rounded)"},
-        {"unused_bytes", u.unused, Unit::kBytes, "reserved but unallocated"},
+        {"unused_bytes", u.unused, Unit::kBytes, "reserved beyond what is needed"},
         {"peak_allocated_bytes", d(dev.peaks.allocated_rounded), Unit::kBytes, "peak allocated"},
         {"needed_bytes", d(dev.needed), Unit::kBytes,
          "allocated now, or the recent per-step peak in step-based programs"}};
