@@ -29,16 +29,26 @@ void AnalysisPipeline::consume(std::span<const Event> events) {
     }
     bool failed = false;
     bool out_of_memory = false;
-    const char* what = "";
+    std::string what;  // copied: the exception's own text goes with it
     for (auto& a : analyses_.all) deliver(*a, events, failed, out_of_memory, what);
     for (EventSink* s : extra_) deliver(*s, events, failed, out_of_memory, what);
-    if (failed) note_failure(events.size(), out_of_memory, what);
+    if (failed) note_failure(events.size(), out_of_memory, what.c_str());
+}
+
+// The text of a caught exception, kept past its handler (a copy that fails is host memory
+// running out, said as such).
+void AnalysisPipeline::keep_what(const char* text, std::string& what, bool& oom) noexcept {
+    try {
+        what = text;
+    } catch (...) {
+        oom = true;
+    }
 }
 
 // Offline, an exception ends the file's analysis (the caller says why); live, the sink that
 // threw loses this batch alone and the report says how many events it missed.
 void AnalysisPipeline::deliver(EventSink& sink, std::span<const Event> events, bool& failed,
-                               bool& oom, const char*& what) {
+                               bool& oom, std::string& what) {
     if (failures_ == Failures::kPropagate) {
         sink.consume(events);
         return;
@@ -49,10 +59,10 @@ void AnalysisPipeline::deliver(EventSink& sink, std::span<const Event> events, b
         failed = oom = true;
     } catch (const std::exception& e) {
         failed = true;
-        what = e.what();
+        keep_what(e.what(), what, oom);
     } catch (...) {
         failed = true;
-        what = "an unknown error";
+        keep_what("an unknown error", what, oom);
     }
 }
 

@@ -56,7 +56,8 @@ public:
 
 private:
     void deliver(EventSink& sink, std::span<const Event> events, bool& failed, bool& oom,
-                 const char*& what);
+                 std::string& what);
+    static void keep_what(const char* text, std::string& what, bool& oom) noexcept;
 
     Analyses analyses_;
     std::vector<EventSink*> extra_;
