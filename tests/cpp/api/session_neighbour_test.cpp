@@ -218,12 +218,14 @@ TEST(SessionNeighbour, AServiceThatWaitsForSigtermGetsIt) {
 // session goes (on its callback thread). Under ASan any use after free fails the test.
 TEST(SessionNeighbour, ASessionDestroyedFromItsOwnReportCallbackGoesAfterTheCallback) {
     std::unique_ptr<Session> held;
-    std::atomic<bool> destroyed{false};
+    std::atomic<bool> entered{false};
+    std::atomic<bool> destroyed{false};  // set after reset(): the test may then let `held` go
     SessionOptions o = cpu_options();
     o.report_period_ms = 10;
     o.on_report = [&](const Report&) {
-        if (destroyed.exchange(true)) return;
+        if (entered.exchange(true)) return;
         held.reset();
+        destroyed = true;
     };
     auto created = Session::create(o);
     ASSERT_TRUE(created.is_ok());
