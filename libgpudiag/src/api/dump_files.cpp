@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "api/dump_files.hpp"
 
+#include "support/file_name.hpp"
+
 #include <fmt/format.h>
 #include <sys/stat.h>
 
@@ -16,17 +18,6 @@ namespace gpudiag::detail {
 namespace {
 
 namespace fs = std::filesystem;
-
-// <stem> and <ext> of a path: "run.gpudiag" -> ("run", ".gpudiag"); no extension -> ("run", "").
-std::pair<std::string, std::string> split_extension(const std::string& path) {
-    const std::size_t slash = path.find_last_of('/');
-    std::size_t dot = path.find_last_of('.');
-    if (dot == std::string::npos || (slash != std::string::npos && dot < slash) ||
-        dot == (slash == std::string::npos ? 0 : slash + 1)) {
-        dot = path.size();
-    }
-    return {path.substr(0, dot), path.substr(dot)};
-}
 
 std::string utc_stamp(std::time_t t) {
     std::tm tm{};

@@ -580,8 +580,8 @@ struct Session::Impl final : detail::EventQueue {
                 std::unique_lock<std::mutex> lock(wake_mutex);
                 wake.wait_for(lock, period, [this] { return !running.load(); });
             }
-            // Nothing may leave this thread (std::terminate): a tick that fails is counted and
-            // the next one tries again.
+            // No exception may leave this thread (the runtime would end the process): a tick that
+            // fails is counted and the next one tries again.
             try {
                 worker_tick(next_report);
             } catch (const std::bad_alloc&) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "recording/recording_window.hpp"
 
+#include "support/file_name.hpp"
 #include "support/format.hpp"
 
 #include <fmt/format.h>
@@ -18,11 +19,8 @@ namespace {
 
 // "run.gpudiag" + "-window" -> "run-window.gpudiag"; a path with no extension just gets the tag.
 std::string tagged(const std::string& path, const char* tag) {
-    const std::size_t slash = path.find_last_of('/');
-    std::size_t dot = path.find_last_of('.');
-    const std::size_t name_start = slash == std::string::npos ? 0 : slash + 1;
-    if (dot == std::string::npos || dot <= name_start) dot = path.size();
-    return path.substr(0, dot) + tag + path.substr(dot);
+    const auto [stem, ext] = split_extension(path);
+    return stem + tag + ext;
 }
 
 std::uint64_t time_of(const Event& e) {

@@ -44,6 +44,17 @@ Event driver(EventKind kind, std::uint64_t t, std::uint64_t address, std::uint64
     return e;
 }
 
+// NVML's capacity of device 0 at `t`, as a live session samples it.
+Event capacity_at(std::uint64_t t, std::uint64_t bytes) {
+    Event e;
+    e.kind = EventKind::kCounter;
+    e.device = 0;
+    e.start_ns = e.end_ns = t;
+    e.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
+    e.counter.value = static_cast<double>(bytes);
+    return e;
+}
+
 const Figure* figure(const Finding& f, const char* key) {
     for (const auto& fig : f.figures) {
         if (fig.key == key) return &fig;
@@ -65,13 +76,7 @@ TEST(ServiceMemory, PlantedDriverLeakIsFoundWithItsSiteRateAndOnsetAndExplainsTh
     const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
     const std::uint64_t t0 = 1'000'000'000'000ull;
 
-    Event capacity;
-    capacity.kind = EventKind::kCounter;
-    capacity.device = 0;
-    capacity.start_ns = capacity.end_ns = t0;
-    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
-    capacity.counter.value = static_cast<double>(24 * kGiB);
-    put(s, capacity);
+    put(s, capacity_at(t0, 24 * kGiB));
     put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB, model));
 
     std::uint64_t used = 10 * kGiB;
@@ -171,13 +176,7 @@ TEST(ServiceMemory, AnOomDumpOfAWindowStatesWhatTheWholeSessionDoes) {
     const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
     const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
     const std::uint64_t t0 = 1'000'000'000'000ull;
-    Event capacity;
-    capacity.kind = EventKind::kCounter;
-    capacity.device = 0;
-    capacity.start_ns = capacity.end_ns = t0;
-    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
-    capacity.counter.value = static_cast<double>(24 * kGiB);
-    put(s, capacity);
+    put(s, capacity_at(t0, 24 * kGiB));
     put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB,
                   s.intern("svc.cpp:40 Model::load (cudaMalloc)")));
     std::uint64_t used = 10 * kGiB;
@@ -256,13 +255,7 @@ TEST(ServiceMemory, PerRequestStepsStillGiveAnHourlyRateAndTheCauseComesFirst) {
     const StringId workspace = s.intern("svc.cpp:61 Engine::run workspace (cudaMalloc)");
     const StringId planted = s.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
     const std::uint64_t t0 = 1'000'000'000'000ull;
-    Event capacity;
-    capacity.kind = EventKind::kCounter;
-    capacity.device = 0;
-    capacity.start_ns = capacity.end_ns = t0;
-    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
-    capacity.counter.value = static_cast<double>(24 * kGiB);
-    put(s, capacity);
+    put(s, capacity_at(t0, 24 * kGiB));
     put(s, driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB,
                   s.intern("svc.cpp:40 Model::load (cudaMalloc)")));
     std::uint64_t used = 10 * kGiB;
@@ -313,13 +306,7 @@ TEST(ServiceMemory, UnderHeavyDropsTheRateIsALowerBound) {
     const StringId planted = strings.intern("svc.cpp:88 Engine::bind_output (cudaMalloc)");
     const std::uint64_t t0 = 1'000'000'000'000ull;
     std::vector<Event> events;
-    Event capacity;
-    capacity.kind = EventKind::kCounter;
-    capacity.device = 0;
-    capacity.start_ns = capacity.end_ns = t0;
-    capacity.counter.counter = CounterKind::kDeviceMemoryTotalBytes;
-    capacity.counter.value = static_cast<double>(24 * kGiB);
-    events.push_back(capacity);
+    events.push_back(capacity_at(t0, 24 * kGiB));
     events.push_back(driver(EventKind::kDeviceAlloc, t0 + 1, 0x7f0000000000, 10 * kGiB, 0));
     for (std::uint64_t minute = 0; minute < 24 * 60; ++minute) {
         const std::uint64_t t = t0 + (minute + 1) * kMinute;
