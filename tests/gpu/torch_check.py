@@ -11,9 +11,11 @@ python3, and measures in fresh subprocesses, so no part inherits another's CUPTI
   coexist   torch.profiler before, during and after a gpudiag session: the profiler sees kernels
             each time, gpudiag sees kernels launched after the profiler ends, `paused` is cleared
   u6        a session started before `import torch`: how many libcupti copies are mapped
-  overhead  a training step with no tool, with gpudiag's default session and with torch.profiler
-            (CUDA activities), one process each, alternating over ROUNDS rounds: a launch-bound
-            toy model and a transformer step of about 20-50 ms; medians, p90 and the ratios
+  overhead  a training step with no tool, with gpudiag's default session, in deep mode and with
+            torch.profiler (CUDA activities), one process each, alternating over ROUNDS rounds: a
+            launch-bound toy model and a transformer step of about 20-50 ms; medians, p90, the
+            ratios, gpudiag's own account of its cost (the live report's "cost" section) and the
+            table for docs/overhead.md (printed as OVERHEAD-TABLE lines)
   examples  every examples/python scenario (each <= 20 s), recorded, its verdict held to
             tests/scenarios/expectations.json
 
@@ -39,13 +41,21 @@ ROOT = HERE.parent.parent
 OUT = Path(os.environ.get("OUT", "."))
 RECORDED = Path(os.environ.get("GPUDIAG_RECORD_DIR", str(OUT / "recorded")))
 BUDGET_S = float(os.environ.get("GPUDIAG_TORCH_BUDGET_S", "330"))
-ROUNDS = int(os.environ.get("GPUDIAG_TORCH_ROUNDS", "5"))
+ROUNDS = int(os.environ.get("GPUDIAG_TORCH_ROUNDS", "4"))  # x 4 tools: 16 worker processes
 PARTS = os.environ.get("GPUDIAG_TORCH_PARTS", "timing,coexist,u6,overhead,examples").split(",")
 EXAMPLE_LIMIT_S = 20.0
 TOLERANCE = 0.05  # kernel durations against cudaEvent timings
 TOY_STEPS = int(os.environ.get("GPUDIAG_TOY_STEPS", "200"))
 REAL_STEPS = int(os.environ.get("GPUDIAG_REAL_STEPS", "30"))
 STARTED = time.monotonic()
+# The overhead part's tools: none, gpudiag's default session, deep mode, torch.profiler (CUDA).
+MODES = ("none", "gpudiag", "deep", "profiler")
+MODE_LABELS = {
+    "none": "no tool",
+    "gpudiag": "gpudiag (default)",
+    "deep": "gpudiag (deep)",
+    "profiler": "torch.profiler (CUDA)",
+}
 
 
 # =============================================================== worker side (fresh processes)
@@ -86,11 +96,14 @@ def real_model(torch: Any) -> Any:
     return step
 
 
-def timed_steps(torch: Any, step: Any, steps: int) -> list[float]:
-    """Milliseconds per step, each ended by a synchronisation (as `loss.item()` would)."""
+def timed_steps(torch: Any, step: Any, steps: int, mark: Any = None) -> list[float]:
+    """Milliseconds per step, each ended by a synchronisation (as `loss.item()` would); `mark`
+    (a session's step()) marks each step as a training loop would, its cost inside the time."""
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
+        if mark is not None:
+            mark()
         step()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)
@@ -141,13 +154,14 @@ def worker_step(mode: str) -> dict[str, Any]:
         timed_steps(torch, step, warmup)
         if mode == "none":
             result[name] = {"ms": timed_steps(torch, step, steps)}
-        elif mode == "gpudiag":
+        elif mode in ("gpudiag", "deep"):
             import gpudiag
 
-            with gpudiag.session() as s:
-                ms = timed_steps(torch, step, steps)
+            with gpudiag.session(deep=mode == "deep") as s:
+                ms = timed_steps(torch, step, steps, mark=s.step)
                 evidence = capture_evidence(s)
-            result[name] = {"ms": ms, "capture": evidence}
+                cost = own_cost(s)
+            result[name] = {"ms": ms, "capture": evidence, "cost": cost}
         else:
             from torch.profiler import ProfilerActivity, profile
 
@@ -155,6 +169,15 @@ def worker_step(mode: str) -> dict[str, Any]:
                 ms = timed_steps(torch, step, steps)
             result[name] = {"ms": ms, "profiler_kernels": cuda_kernels_seen(prof)}
     return result
+
+
+def own_cost(session: Any) -> dict[str, float]:
+    """The live report's "cost" section: what gpudiag says it cost, to set beside the step times."""
+    report = session.report()
+    section = report.section("cost") if report is not None else None
+    if section is None:
+        return {}
+    return {key: float(fig["value"]) for key, fig in section.get("figures", {}).items()}
 
 
 def chrome_kernels(recording: Path) -> list[dict[str, Any]]:
@@ -437,7 +460,7 @@ def summarize_overhead(rounds: list[dict[str, Any]]) -> tuple[dict[str, Any], bo
     ok = True
     for model in ("toy", "real"):
         per_mode: dict[str, Any] = {}
-        for mode in ("none", "gpudiag", "profiler"):
+        for mode in MODES:
             medians = [statistics.median(r[mode][model]["ms"]) for r in rounds]
             pooled = [ms for r in rounds for ms in r[mode][model]["ms"]]
             per_mode[mode] = {
@@ -446,7 +469,7 @@ def summarize_overhead(rounds: list[dict[str, Any]]) -> tuple[dict[str, Any], bo
                 "process_medians_ms": medians,
             }
         ratios = {}
-        for mode in ("gpudiag", "profiler"):
+        for mode in MODES[1:]:
             rs = [
                 statistics.median(r[mode][model]["ms"]) / statistics.median(r["none"][model]["ms"])
                 for r in rounds
@@ -457,36 +480,67 @@ def summarize_overhead(rounds: list[dict[str, Any]]) -> tuple[dict[str, Any], bo
                 "max": max(rs),
                 "per_round": rs,
             }
-        on = all(capturing(r["gpudiag"][model]["capture"]) for r in rounds)
+        on = all(capturing(r[m][model]["capture"]) for r in rounds for m in ("gpudiag", "deep"))
         seen = all(r["profiler"][model]["profiler_kernels"] > 0 for r in rounds)
         ok = ok and on and seen
+        said = {
+            m: statistics.median(r[m][model]["cost"].get("share_of_step", -1.0) for r in rounds)
+            for m in ("gpudiag", "deep")
+        }
         out[model] = {
             "steps": per_mode,
             "ratio_vs_none": ratios,
+            "own_cost_share_of_step": said,
             "gpudiag_capturing": on,
             "profiler_saw_kernels": seen,
         }
         print(
             f"OVERHEAD {model}: step median none {per_mode['none']['median_ms']:.3f} ms "
             f"(p90 {per_mode['none']['p90_ms']:.3f}); gpudiag x{ratios['gpudiag']['median']:.3f} "
-            f"[{ratios['gpudiag']['min']:.3f}..{ratios['gpudiag']['max']:.3f}]; torch.profiler "
+            f"[{ratios['gpudiag']['min']:.3f}..{ratios['gpudiag']['max']:.3f}]; deep "
+            f"x{ratios['deep']['median']:.3f}; torch.profiler "
             f"x{ratios['profiler']['median']:.3f} [{ratios['profiler']['min']:.3f}.."
             f"{ratios['profiler']['max']:.3f}] over {len(rounds)} rounds; capture on {on}"
         )
     real = out["real"]["steps"]["none"]["median_ms"]
     if not 20.0 <= real <= 50.0:
         print(f"OVERHEAD note: the realistic step took {real:.1f} ms, outside 20-50 ms")
+    out["table_md"] = overhead_table(out)
+    for line in out["table_md"].splitlines():
+        print(f"OVERHEAD-TABLE {line}")
     return out, ok
 
 
+def overhead_table(out: dict[str, Any]) -> str:
+    """The rows docs/overhead.md takes from a GPU run: each workload, each tool, measured here."""
+    rows = [
+        "| workload | tool | step median (ms) | vs no tool | gpudiag's own account (share of step) |",
+        "|---|---|---|---|---|",
+    ]
+    for model in ("toy", "real"):
+        o = out[model]
+        for mode in MODES:
+            ratio = o["ratio_vs_none"].get(mode, {}).get("median")
+            said = o["own_cost_share_of_step"].get(mode)
+            rows.append(
+                f"| {model} | {MODE_LABELS[mode]} | {o['steps'][mode]['median_ms']:.3f} | "
+                + (f"{(ratio - 1) * 100:+.2f} %" if ratio is not None else "-")
+                + " | "
+                + (f"{said * 100:.3f} %" if said is not None and said >= 0 else "-")
+                + " |"
+            )
+    return "\n".join(rows)
+
+
 def part_overhead() -> bool:
-    modes = ["none", "gpudiag", "profiler"]
+    modes = list(MODES)
     rounds = []
     for i in range(ROUNDS):
         if left_s() < 60:
             print(f"CHECK overhead: time budget spent after {i} rounds")
             break
-        order = modes[i % 3 :] + modes[: i % 3]  # rotate so no tool always runs first
+        k = i % len(modes)
+        order = modes[k:] + modes[:k]  # rotate so no tool always runs first
         got = {mode: run_worker(["step", mode], 120) for mode in order}
         if any(v is None for v in got.values()):
             RESULTS["overhead"] = {"error": f"a worker of round {i} failed"}
