@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <random>
 #include <thread>
 #include <vector>
@@ -42,6 +43,12 @@ std::uint64_t monotonic_ns() {
            static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
+std::uintmax_t file_size(const std::string& path) {
+    std::error_code ec;
+    const std::uintmax_t size = std::filesystem::file_size(path, ec);
+    return ec ? 0 : size;
+}
+
 Event at(EventKind kind, std::uint64_t t) {
     Event e;
     e.kind = kind;
@@ -58,11 +65,18 @@ Event at(EventKind kind, std::uint64_t t) {
     auto created = Session::create(o);
     if (!created.is_ok() || !(*created)->start().is_ok()) ::_exit(2);
     Session& s = **created;
+    const std::string window = record_path.substr(0, record_path.size() - 8) + "-window.gpudiag";
+    const auto empty_size = file_size(window);
     Event planted = at(EventKind::kDeviceAlloc, monotonic_ns());
     planted.flags = static_cast<std::uint8_t>(MemoryKind::kDevice);
     planted.memory.address = kPlantedAddress;
     planted.memory.bytes = 1u << 30;
     testing::put(s, planted);
+    // Ready once a tick has written the planted allocation: the window may lose the last tick,
+    // and a kill before the first one (a loaded machine delays it) would test nothing else.
+    for (int i = 0; i < 1000 && file_size(window) <= empty_size; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     const char ready = 1;
     if (::write(ready_fd, &ready, 1) != 1) ::_exit(3);
     for (;;) {
