@@ -34,7 +34,9 @@ enum class EventKind : std::uint8_t {
     kVmMap = 6,       ///< virtual-memory map (cuMemMap); bytes = mapped, aux = physical bytes
     kVmUnmap = 7,
     kSegmentAlloc = 8,  ///< a framework allocator reserved a segment (torch caching allocator);
-                        ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known
+                        ///< aux = its pool (kSegmentPoolSmall/Large), 0 when not known;
+                        ///< extra = its private pool (a CUDA graph's, a MemPool), numbered
+                        ///< from 1 by the source; 0 = the allocator's default pool
     kSegmentFree = 9,
     kBlockAlloc = 10,  ///< a framework block handed to the program; bytes = rounded,
                        ///< aux = requested, extra = segment id (0 = unknown) and category

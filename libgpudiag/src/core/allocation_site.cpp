@@ -92,6 +92,13 @@ std::string allocation_site(std::span<const FrameView> frames) {
     return pick != nullptr ? format_frame(*pick) : std::string();
 }
 
+std::string allocation_owner_site(std::span<const FrameView> frames) {
+    for (const FrameView& f : frames) {
+        if (ends_with(f.filename, ".py") && !is_torch_python(f.filename)) return format_frame(f);
+    }
+    return allocation_site(frames);
+}
+
 MemoryCategory allocation_category(std::span<const FrameView> frames) {
     // What the framework's own frames say, strongest role first: an optimizer step may run
     // modules, and a backward pass may rerun forward (activation checkpointing).

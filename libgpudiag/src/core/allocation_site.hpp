@@ -27,6 +27,12 @@ struct FrameView {
 /// no frame says anything.
 std::string allocation_site(std::span<const FrameView> frames);
 
+/// The code that asked for the memory, libraries included: the innermost Python frame outside
+/// torch, whether the program's or an installed package's ("worker/cache_engine.py:83
+/// _allocate_kv_cache" where allocation_site names the program line that built the engine);
+/// allocation_site's answer when no such frame exists. Names the owner of a private pool.
+std::string allocation_owner_site(std::span<const FrameView> frames);
+
 /// A site with the numbers that vary between calls folded into '#', for a session past its cap on
 /// distinct sites: "svc.cpp:88 bind request 40213" -> "svc.cpp:88 bind request #". A number
 /// right after ':' is a line and is kept, so sites from different lines stay apart.

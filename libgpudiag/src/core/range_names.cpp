@@ -86,8 +86,8 @@ RangeMeaning nvtx_range_meaning(std::string_view name) noexcept {
             return m;
         }
     }
-    for (std::string_view phase :
-         {"forward", "backward", "optimizer", "optimizer.step", "optimizer_step", "zero_grad"}) {
+    for (std::string_view phase : {"forward", "backward", "optimizer", "optimizer.step",
+                                   "optimizer_step", "zero_grad", "prefill", "decode"}) {
         if (equal_ci(name, phase)) {
             m.known = true;
             m.category = RangeCategory::kPhase;

@@ -24,7 +24,8 @@ RangeMeaning range_meaning(std::string_view name) noexcept;
 
 /// NVTX ranges besides those: "step 12", "Step#12", "iteration 3", "iter_3" (steps, numbered) and
 /// the training phases "forward", "backward", "optimizer" / "optimizer.step" / "optimizer_step",
-/// "zero_grad" (phases), compared without regard to case.
+/// "zero_grad" and the inference phases "prefill", "decode" (phases, not steps: one such range
+/// may hold a whole generation loop), compared without regard to case.
 RangeMeaning nvtx_range_meaning(std::string_view name) noexcept;
 
 /// The NVTX domain gpudiag's own phases use (gpudiag.phase()).

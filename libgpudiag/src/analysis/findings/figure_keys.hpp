@@ -32,5 +32,8 @@ inline constexpr const char* kWhatIfTable = "what_if";  ///< rows keyed by what_
 /// A finding's lead figure, when it has one: the share of the step (or window) its cause takes.
 /// The job view ranks the ranks of a finding by it.
 inline constexpr const char* kFindingShareKey = "share";
+/// The window a timeline finding's figures describe, and (in its predicted saving) the window the
+/// saving was replayed over, in ns in all: the two are one window, which a test checks.
+inline constexpr const char* kFindingWindowKey = "window_ns";
 
 }  // namespace gpudiag::detail

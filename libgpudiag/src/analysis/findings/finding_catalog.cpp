@@ -67,6 +67,14 @@ constexpr Quoted kQuoted[] = {
     GPUDIAG_QUOTE(kWorthFixing, kShare),
     GPUDIAG_QUOTE(kManySyncsPerStep, kNumber),
     GPUDIAG_QUOTE(kMinSavingToRaiseNs, kNs),
+    GPUDIAG_QUOTE(kOneOffShareOfIdle, kShare),
+    GPUDIAG_QUOTE(kOneOffShareOfWindow, kShare),
+    GPUDIAG_QUOTE(kOneOffMinNs, kNs),
+    GPUDIAG_QUOTE(kOneOffMinOtherGaps, kNumber),
+    GPUDIAG_QUOTE(kColdLaunchNs, kNs),
+    GPUDIAG_QUOTE(kColdAllocatorCalls, kNumber),
+    GPUDIAG_QUOTE(kWarmSteps, kNumber),
+    GPUDIAG_QUOTE(kCompileMostly, kShare),
     // job
     GPUDIAG_QUOTE(kStragglerNotable, kShare),
     GPUDIAG_QUOTE(kStragglerSevere, kShare),
@@ -181,7 +189,22 @@ constexpr Row kRows[] = {
      "idle ≥ {kIdleWorthExplaining} of the window; names the host-wait / kernel-wait / other "
      "split and the dominant cause (\"mostly waiting for the host\" from {kHostWaitMostly} host "
      "wait)",
-     "warning from {kIdleSevere}"},
+     "warning from {kIdleSevere}; when at least {kCompileMostly} of the host wait's CPU work is "
+     "inside a compiler's ranges (nvFuser, Inductor/Dynamo, NVRTC), names compilation as the "
+     "cause, with compilation advice"},
+    {FindingId::kOneOffStall, "one_off_stall", FindingArea::kTimeline,
+     "one stretch of host time, the time before the first GPU work (without steps) or one idle "
+     "gap among at least {kOneOffMinOtherGaps} others, holds ≥ {kOneOffShareOfIdle} of all the "
+     "GPU's idle time, ≥ {kOneOffShareOfWindow} of the window and ≥ {kOneOffMinNs}; the first "
+     "launch of a kernel that keeps the idle GPU waiting ≥ {kColdLaunchNs} (module loading) is "
+     "one-off too and left out with it (not in HTA's window, which keeps HTA's figures); names "
+     "what the host did in it (compilation, first-call library setup, allocator warm-up, "
+     "module loading, data loading, a checkpoint) from the calls and ranges inside it. It is "
+     "left out of the other timeline findings' window, figures and savings; before "
+     "{kWarmSteps} completed steps the profile had no warm-up, and the advice says to profile "
+     "after it; {kColdAllocatorCalls} or more cudaMalloc / cudaFree calls in the input are "
+     "named as a cold allocator's warm-up",
+     "warning when no warm-up preceded it, else info"},
     // ---- job ----
     {FindingId::kRankStraggler, "rank_straggler", FindingArea::kJob,
      "(several ranks) the others wait ≥ {kStragglerNotable} of a step in collectives for one "

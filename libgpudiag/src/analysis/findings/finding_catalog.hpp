@@ -53,6 +53,31 @@ inline constexpr double kManySyncsPerStep = 10;
 // a tiny replay says nothing.
 inline constexpr double kMinSavingToRaiseNs = 100e3;
 
+// one_off_stall: one stretch of host time (the time before the first GPU work, or one idle gap)
+// holding at least half of all the time the GPU waited cannot be per-step overhead, which recurs
+// every step and so spreads over many gaps. It must also be a quarter of the window (less is a
+// detail of the window, not a distortion of it) and 20 ms (a few kernel launches' worth of
+// first-call work is not worth a finding of its own).
+inline constexpr double kOneOffShareOfIdle = 0.5;
+inline constexpr double kOneOffShareOfWindow = 0.25;
+inline constexpr double kOneOffMinNs = 20e6;
+// One idle gap is one-off only against others it stands out from: with fewer than 4 other gaps in
+// the window there is no repetition to tell it from per-step work. (The time before the first
+// GPU work needs none: it is before the loop by construction.)
+inline constexpr std::uint64_t kOneOffMinOtherGaps = 4;
+// A kernel launch costs the host 2-20 µs; the first launch of a kernel that keeps the idle GPU
+// waiting 1 ms (50x that) is the driver loading the kernel's module (CUDA lazy loading), which
+// happens once per kernel: a one-off cost, left out of the window with the stall.
+inline constexpr double kColdLaunchNs = 1e6;
+// A warmed-up PyTorch caching allocator calls cudaMalloc rarely (a few segments); 32 calls in one
+// capture are an allocator still growing, worth naming as warm-up.
+inline constexpr std::uint64_t kColdAllocatorCalls = 32;
+// A stall after this many completed steps happened in a warmed-up loop (a checkpoint, an
+// evaluation); before them, or without steps, the profile has no warm-up.
+inline constexpr std::uint64_t kWarmSteps = 2;
+// Compilation names a host wait's CPU work when at least half of it is inside compiler ranges.
+inline constexpr double kCompileMostly = 0.5;
+
 // ---- job (analysis/job/job_analysis.cpp) ------------------------------------------------------
 
 // Other ranks waiting 10 % of a step for one rank is worth naming; at 25 % that rank dominates
@@ -194,6 +219,7 @@ enum class FindingId : std::uint8_t {
     kLaunchBound,
     kCommBound,
     kGpuIdle,
+    kOneOffStall,
     // job
     kRankStraggler,
     kCommImbalance,

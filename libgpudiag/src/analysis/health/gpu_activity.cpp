@@ -15,13 +15,28 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace gpudiag::detail {
 namespace {
 
 std::string percent(double v) {
     return format_number(v, 0) + " %";
+}
+
+// "1-7", "1, 3, 5-6": ordinals, ascending, runs folded.
+std::string ordinal_ranges(const std::vector<std::uint16_t>& ordinals) {
+    std::string out;
+    for (std::size_t i = 0; i < ordinals.size();) {
+        std::size_t j = i;
+        while (j + 1 < ordinals.size() && ordinals[j + 1] == ordinals[j] + 1) ++j;
+        if (!out.empty()) out += ", ";
+        out += j > i ? fmt::format("{}-{}", ordinals[i], ordinals[j]) : fmt::to_string(ordinals[i]);
+        i = j + 1;
+    }
+    return out;
 }
 
 }  // namespace
@@ -152,6 +167,29 @@ void HealthAnalyzer::add_activity_figures(Section& s) const {
         s.figures.push_back({"mean_dram_active_percent", dram.mean(), Unit::kPercent,
                              "mean DRAM bandwidth of the peak"});
     }
+}
+
+// A node's GPUs are listed whether the program used them or not (Nsight's TARGET_INFO_GPU,
+// Kineto's deviceProperties): one that no event names did no work gpudiag could read. It is
+// neither idle nor starved here, and saying nothing would let the device list read as GPUs
+// analysed.
+void HealthAnalyzer::add_unused_devices_note(Report& report) const {
+    std::vector<std::uint16_t> unused;
+    for (std::uint16_t d : listed_) {
+        if (d < with_events_.size() && !with_events_[d]) unused.push_back(d);
+    }
+    if (unused.empty()) return;
+    const bool one = unused.size() == 1;
+    const std::string which = unused.size() < listed_.size()
+                                  ? fmt::format("{} of the {} GPUs", unused.size(), listed_.size())
+                              : one ? std::string("The one GPU")
+                                    : fmt::format("All {} GPUs", unused.size());
+    report.notes.push_back(fmt::format(
+        "{} the input lists ({} {}) {} no event gpudiag could read (no kernel, copy, memory or "
+        "health record): listed without work in this capture, not analysed; no idle, starvation "
+        "or health figure covers {}.",
+        which, one ? "device" : "devices", ordinal_ranges(unused), one ? "has" : "have",
+        one ? "it" : "them"));
 }
 
 }  // namespace gpudiag::detail

@@ -50,8 +50,17 @@ void HealthAnalyzer::Stat::add(double v) {
     ++count;
 }
 
+void HealthAnalyzer::begin(const SourceInfo& info, const StringTable& /*strings*/) {
+    listed_.clear();
+    for (const DeviceInfo& d : info.devices) listed_.push_back(d.ordinal);
+    std::sort(listed_.begin(), listed_.end());
+    listed_.erase(std::unique(listed_.begin(), listed_.end()), listed_.end());
+    with_events_.assign(listed_.empty() ? 0 : std::size_t{kNoDevice}, false);
+}
+
 void HealthAnalyzer::consume(std::span<const Event> events) {
     for (const Event& e : events) {
+        if (e.device < with_events_.size()) with_events_[e.device] = true;
         if (e.kind == EventKind::kCounter) on_counter(e);
     }
 }
@@ -372,6 +381,7 @@ void HealthAnalyzer::add_mode_figures(Section& s) const {
 }
 
 void HealthAnalyzer::contribute(Report& report) {
+    add_unused_devices_note(report);
     if (devices_.empty()) return;
     report.observe(Evidence::kDeviceHealth);
     Section s;

@@ -3,7 +3,8 @@
 // throttling, ECC errors, other processes' memory on the same GPU, the card's health and what the
 // SMs did. Findings thermal_throttle, power_throttle, ecc_errors, foreign_process_memory,
 // xid_error, ecc_pages_retired, pcie_link_degraded, nvlink_errors, gpu_busy_not_computing,
-// gpu_outlier; section "health".
+// gpu_outlier; section "health". Also a note naming the GPUs the input lists that no event names
+// (listed without work: not idle, not starved, not analysed).
 #pragma once
 
 #include "core/analyzer.hpp"
@@ -24,6 +25,7 @@ class HealthAnalyzer final : public Analyzer {
 public:
     /// `steps`: the program's steps (the timeline's), to weigh throttling per step; may be null.
     explicit HealthAnalyzer(const StepIndex* steps = nullptr) noexcept : steps_(steps) {}
+    void begin(const SourceInfo& info, const StringTable& strings) override;
     void consume(std::span<const Event> events) override;
     void contribute(Report& report) override;
 
@@ -132,10 +134,14 @@ private:
     /// One GPU slower, hotter or more throttled than its peers (gpu_outlier.cpp).
     void add_outlier_findings(Report& report) const;
     void add_mode_figures(Section& s) const;
+    /// A note naming the GPUs the input lists that no event mentions (gpu_activity.cpp).
+    void add_unused_devices_note(Report& report) const;
 
     const StepIndex* steps_;
     std::map<std::uint16_t, DeviceHealth> devices_;  // bounded by the device ids seen (<= 65536)
     std::uint64_t first_ns_ = 0;
+    std::vector<std::uint16_t> listed_;  // devices the input lists (SourceInfo)
+    std::vector<bool> with_events_;      // by ordinal: some event names the device
 };
 
 }  // namespace gpudiag::detail

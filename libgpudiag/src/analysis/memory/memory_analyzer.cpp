@@ -9,6 +9,9 @@
 #include "analysis/memory/oom_explainer.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
+#include <utility>
 
 namespace gpudiag::detail {
 namespace {
@@ -56,6 +59,20 @@ void MemoryAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
     strings_ = &strings;
     ledger_.set_strings(&strings);
     expandable_ = info.property("expandable_segments") == "true";
+    pool_owners_.clear();
+    for (const auto& [key, value] : info.properties) {
+        constexpr std::string_view kPrefix = "private_pool.", kSuffix = ".owner";
+        std::string_view k = key;
+        if (k.size() <= kPrefix.size() + kSuffix.size() || k.substr(0, kPrefix.size()) != kPrefix ||
+            k.substr(k.size() - kSuffix.size()) != kSuffix) {
+            continue;
+        }
+        k = k.substr(kPrefix.size(), k.size() - kPrefix.size() - kSuffix.size());
+        std::uint32_t pool = 0;
+        auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), pool);
+        if (ec == std::errc() && end == k.data() + k.size() && pool != 0)
+            pool_owners_[pool] = value;
+    }
     for (const auto& dev : info.devices) {
         if (dev.total_memory_bytes != 0) ledger_.set_capacity(dev.ordinal, dev.total_memory_bytes);
     }
@@ -240,6 +257,7 @@ DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
         d.layout = ledger_.layout(dev);
         for (const auto& sl : d.layout.segments)
             d.segment_sites.push_back(site_name(sl.segment.site));
+        d.pools = pools_of(dev, d.layout);
     }
     d.steps = ledger_.steps(dev);
     for (const auto& st : d.steps) d.total_steps += st.steps;
@@ -296,6 +314,54 @@ DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
     }
     d.trends = compute_trends(ledger_, d, [this](StringId id) { return site_name(id); });
     return d;
+}
+
+// The pools' figures from the segments' layout, and each private pool's owner: as the source
+// named it, else the site holding the most live bytes in it.
+std::vector<PoolLine> MemoryAnalyzer::pools_of(std::uint16_t device,
+                                               const DeviceLayout& layout) const {
+    std::map<std::uint32_t, PoolLine> by_pool;
+    for (const SegmentLayout& sl : layout.segments) {
+        const LedgerSegment& seg = sl.segment;
+        PoolLine& p = by_pool[seg.pool];
+        p.pool = seg.pool;
+        ++p.segments;
+        p.reserved += seg.size;
+        p.allocated += seg.allocated - std::min(seg.allocated, seg.pending);
+        p.pending += seg.pending;
+        p.pending_blocks += seg.pending_blocks;
+        p.free += sl.free_bytes;
+    }
+    if (by_pool.size() < 2 && (by_pool.empty() || by_pool.begin()->first == 0)) return {};
+    // Live bytes by (pool, site), for pools the source did not name an owner of.
+    std::map<std::pair<std::uint32_t, StringId>, std::uint64_t> site_bytes;
+    for (const LedgerBlock& b : ledger_.blocks(device)) {
+        auto it = std::upper_bound(
+            layout.segments.begin(), layout.segments.end(), b.address,
+            [](std::uint64_t a, const SegmentLayout& sl) { return a < sl.segment.address; });
+        if (it == layout.segments.begin()) continue;
+        const LedgerSegment& seg = std::prev(it)->segment;
+        if (seg.pool == 0 || b.address - seg.address >= seg.size || b.pending) continue;
+        site_bytes[{seg.pool, b.site}] += b.size;
+    }
+    std::vector<PoolLine> out;
+    for (auto& [pool, line] : by_pool) {
+        if (pool != 0) {
+            if (auto named = pool_owners_.find(pool); named != pool_owners_.end()) {
+                line.owner = named->second;
+                line.owner_from_frames = true;
+            } else {
+                std::uint64_t most = 0;
+                for (const auto& [key, bytes] : site_bytes) {
+                    if (key.first != pool || bytes <= most) continue;
+                    most = bytes;
+                    line.owner = site_name(key.second);
+                }
+            }
+        }
+        out.push_back(std::move(line));
+    }
+    return out;
 }
 
 MemorySummary MemoryAnalyzer::summarize() const {

@@ -11,6 +11,7 @@
 #include "analysis/memory/memory_summary.hpp"
 #include "core/analyzer.hpp"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -57,12 +58,16 @@ private:
     void withdraw_oom(const Event& e);
     [[nodiscard]] DeviceMemorySummary summarize_device(std::uint16_t device) const;
     [[nodiscard]] std::string site_name(StringId id) const;
+    [[nodiscard]] std::vector<PoolLine> pools_of(std::uint16_t device,
+                                                 const DeviceLayout& layout) const;
 
     MemoryLedger ledger_;
     AllocationHistory history_;  // for the allocator what-if quoted by findings' advice
     const StringTable* strings_ = nullptr;
     bool expandable_ = false;
     bool observed_ = false;
+    // Private pools' owners as the source named them (properties "private_pool.<n>.owner").
+    std::map<std::uint32_t, std::string> pool_owners_;
     std::vector<OomGroup> ooms_;
     // Retryable markers not withdrawn yet (bounded: one is withdrawn within moments or never).
     std::vector<Retryable> retryable_;

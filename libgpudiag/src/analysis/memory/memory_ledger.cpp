@@ -400,12 +400,13 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
                          [](const LedgerSegment& s, std::uint64_t a) { return s.address < a; });
     bool expandable = (e.flags & kEventFlagExpandable) != 0;
     if (expandable && it != segs.begin()) {
-        // Pages mapped at the end of an expandable segment extend it.
+        // Pages mapped at the end of an expandable segment (of the same pool) extend it.
         auto prev = it - 1;
-        if (prev->expandable && prev->address + prev->size == m.address) {
+        if (prev->expandable && prev->pool == m.extra && prev->address + prev->size == m.address) {
             prev->size += m.bytes;
             d.segment_reserved += m.bytes;
-            if (it != segs.end() && it->expandable && it->address == prev->address + prev->size) {
+            if (it != segs.end() && it->expandable && it->pool == prev->pool &&
+                it->address == prev->address + prev->size) {
                 prev->size += it->size;
                 erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
                 --d.t.segments;
@@ -430,6 +431,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     seg.stream = e.stream;
     seg.site = m.site;
     seg.expandable = expandable;
+    seg.pool = m.extra;
     insert_segment(d, static_cast<std::size_t>(it - segs.begin()), seg);
     d.segment_reserved += m.bytes;
     ++d.t.segments;
@@ -1407,7 +1409,10 @@ DeviceLayout MemoryLedger::layout(std::uint16_t ordinal) const {
             // Occupancy is counted here, from the live blocks, rather than on every block event:
             // exact by construction, and block events need not find their segment.
             sl.segment.allocated += b.size;
-            if (b.pending) sl.segment.pending += b.size;
+            if (b.pending) {
+                sl.segment.pending += b.size;
+                ++sl.segment.pending_blocks;
+            }
             ++sl.segment.blocks;
             gap(cursor, b.address);
             cursor = std::max(cursor, std::min(end, b.address + b.size));
@@ -1417,9 +1422,12 @@ DeviceLayout MemoryLedger::layout(std::uint16_t ordinal) const {
         out.free_in_segments += sl.free_bytes;
         out.free_blocks += sl.free_blocks;
         out.largest_free = std::max(out.largest_free, sl.largest_free);
+        out.pending_blocks += sl.segment.pending_blocks;
         if (any_block) {
             out.inactive_split += sl.free_bytes;
             out.largest_split_free = std::max(out.largest_split_free, sl.largest_free);
+        } else if (s.pool != 0) {
+            out.private_pool_free += sl.free_bytes;
         } else {
             out.releasable += sl.free_bytes;
         }

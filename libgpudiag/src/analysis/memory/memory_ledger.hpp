@@ -33,10 +33,12 @@ struct LedgerSegment {
     std::uint32_t stream = 0;
     StringId site = kNoString;
     bool expandable = false;
+    std::uint32_t pool = 0;  ///< private pool (CUDA graph, MemPool) from 1; 0 = the default pool
     // Occupancy, filled in by layout() from the live blocks (0 in the ledger's own list).
-    std::uint64_t allocated = 0;  ///< live blocks inside, rounded (pending frees included)
-    std::uint64_t pending = 0;    ///< of which freed but awaiting stream completion
-    std::uint32_t blocks = 0;     ///< live blocks inside
+    std::uint64_t allocated = 0;       ///< live blocks inside, rounded (pending frees included)
+    std::uint64_t pending = 0;         ///< of which freed but awaiting stream completion
+    std::uint32_t blocks = 0;          ///< live blocks inside
+    std::uint32_t pending_blocks = 0;  ///< of which freed but awaiting stream completion
 };
 
 /// One live framework block.
@@ -150,7 +152,12 @@ struct DeviceLayout {
     std::vector<SegmentLayout> segments;  ///< by address
     std::uint64_t free_in_segments = 0;   ///< inactive blocks (gaps) in all segments
     std::uint64_t largest_free = 0;
-    std::uint64_t releasable = 0;      ///< gaps that are whole segments (empty_cache returns them)
+    /// Gaps that are whole segments of the default pool (empty_cache returns them).
+    std::uint64_t releasable = 0;
+    /// Wholly free segments of private pools: empty_cache returns them only once their pool is
+    /// released (a CUDA graph destroyed, a MemPool deleted), so they are not in `releasable`.
+    std::uint64_t private_pool_free = 0;
+    std::uint32_t pending_blocks = 0;  ///< freed blocks awaiting their streams
     std::uint64_t inactive_split = 0;  ///< gaps in segments that also hold live blocks
     std::uint64_t largest_split_free = 0;
     std::uint32_t free_blocks = 0;

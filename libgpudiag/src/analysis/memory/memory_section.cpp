@@ -81,6 +81,8 @@ Totals totals_of(const MemorySummary& s) {
         x.layout.free_in_segments += dev.layout.free_in_segments;
         x.layout.largest_free = std::max(x.layout.largest_free, dev.layout.largest_free);
         x.layout.releasable += dev.layout.releasable;
+        x.layout.private_pool_free += dev.layout.private_pool_free;
+        x.layout.pending_blocks += dev.layout.pending_blocks;
         x.layout.inactive_split += dev.layout.inactive_split;
         x.layout.free_blocks += dev.layout.free_blocks;
         x.segments = x.segments || t.segments_seen;
@@ -154,6 +156,11 @@ void add_layout_figures(const Totals& x, Section& sec) {
             "free blocks in partly used segments (fragmentation: empty_cache cannot return them)");
         fig("releasable_bytes", d(x.layout.releasable), Unit::kBytes,
             "free in wholly free segments (empty_cache returns them)");
+        if (x.layout.private_pool_free > 0) {
+            fig("private_pool_free_bytes", d(x.layout.private_pool_free), Unit::kBytes,
+                "free in wholly free segments of private pools (returned once the pool is "
+                "released)");
+        }
         fig("segments", d(t.segments), Unit::kCount, "segments");
         fig("free_blocks", d(x.layout.free_blocks), Unit::kCount, "free blocks in segments");
     } else if (x.split_reported) {
@@ -163,6 +170,10 @@ void add_layout_figures(const Totals& x, Section& sec) {
     if (x.exact_requested) {  // with the framework's totals, blocks cover only the input's window
         fig("pending_free_bytes", d(t.pending_free), Unit::kBytes,
             "freed, awaiting stream completion");
+        if (x.segments) {
+            fig("pending_free_blocks", d(x.layout.pending_blocks), Unit::kCount,
+                "blocks freed, awaiting stream completion (active_pending_free)");
+        }
         fig("live_blocks", d(t.live_blocks), Unit::kCount, "live blocks");
     }
 }
@@ -475,6 +486,47 @@ void add_segment_table(const MemorySummary& s, const DeviceMemorySummary& dev, S
     sec.tables.push_back(std::move(t));
 }
 
+// The allocator's pools, when a private one exists: what each holds and who filled it. Their
+// bytes are the device's reserved and allocated figures split, not added to them.
+void add_pool_table(const MemorySummary& s, const DeviceMemorySummary& dev, Section& sec) {
+    if (dev.pools.empty()) return;
+    Table t;
+    t.id = "pools";
+    t.title = "Allocator pools: the default and private ones (CUDA graphs, MemPool, a KV cache)" +
+              suffix_for(s, dev.device);
+    t.columns = {"pool",         "segments",       "reserved", "allocated",
+                 "pending free", "pending blocks", "free",     "allocated by"};
+    t.units = {Unit::kNumber, Unit::kCount, Unit::kBytes, Unit::kBytes,
+               Unit::kBytes,  Unit::kCount, Unit::kBytes, Unit::kNumber};
+    for (const PoolLine& p : dev.pools) {
+        t.rows.push_back({p.pool == 0 ? std::string("default") : fmt::format("private {}", p.pool),
+                          d(p.segments), d(p.reserved), d(p.allocated), d(p.pending),
+                          d(p.pending_blocks), d(p.free),
+                          p.pool == 0       ? std::string("shared (sites below)")
+                          : p.owner.empty() ? std::string("<unknown site>")
+                                            : p.owner});
+    }
+    sec.tables.push_back(std::move(t));
+}
+
+// Private pools of every device together, as figures (exporters and tests read figures).
+void add_pool_figures(const MemorySummary& s, Section& sec) {
+    double pools = 0, reserved = 0, allocated = 0;
+    for (const auto& dev : s.devices) {
+        for (const PoolLine& p : dev.pools) {
+            if (p.pool == 0) continue;
+            ++pools;
+            reserved += d(p.reserved);
+            allocated += d(p.allocated);
+        }
+    }
+    if (pools == 0) return;
+    FigureAdder fig{sec};
+    fig("private_pools", pools, Unit::kCount, "private pools (CUDA graphs, MemPool, a KV cache)");
+    fig("private_pool_reserved_bytes", reserved, Unit::kBytes, "reserved in private pools");
+    fig("private_pool_allocated_bytes", allocated, Unit::kBytes, "allocated in private pools");
+}
+
 void add_site_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Section& sec) {
     double live_total = 0;
     for (const auto& l : dev.live_sites) live_total += l.bytes;
@@ -614,9 +666,11 @@ void add_memory_section(const MemorySummary& s, Report& report) {
     add_layout_figures(x, sec);
     add_held_figures(s, x, sec);
     add_leak_figures(s, sec);
+    add_pool_figures(s, sec);
     add_devices_table(s, sec);
     for (const auto& dev : s.devices) {
         add_ledger_table(s, dev, sec);
+        add_pool_table(s, dev, sec);
         add_peak_tables(s, dev, sec);
         add_segment_table(s, dev, sec);
         add_site_tables(s, dev, sec);

@@ -85,6 +85,21 @@ struct OomGroup {
     OomExplanation explanation;      ///< of the first failure, at its moment
 };
 
+/// One pool of the framework's allocator on a device: the default pool, or a private one (a CUDA
+/// graph's, a torch.cuda.MemPool, a serving engine's KV cache). Its bytes are part of the
+/// device's reserved and allocated figures, never counted again.
+struct PoolLine {
+    std::uint32_t pool = 0;  ///< 0 = the default pool; private pools from 1
+    std::uint64_t segments = 0;
+    std::uint64_t reserved = 0;
+    std::uint64_t allocated = 0;  ///< live blocks, rounded, pending frees excluded
+    std::uint64_t pending = 0;    ///< freed blocks awaiting their streams
+    std::uint64_t pending_blocks = 0;
+    std::uint64_t free = 0;          ///< free blocks inside its segments
+    std::string owner;               ///< the code that allocated into it ("" for the default pool)
+    bool owner_from_frames = false;  ///< the source named it from the call stacks' libraries
+};
+
 struct DeviceMemorySummary {
     std::uint16_t device = 0;
     LedgerTotals totals;
@@ -107,6 +122,9 @@ struct DeviceMemorySummary {
     std::vector<MemoryTrend> trends;  ///< metrics with a leak or growth-only verdict
     std::uint64_t needed = 0;         ///< allocated now, or the recent per-step peak
     bool fragmentation_oom = false;
+    /// The allocator's pools, the default first, when the input shows a private pool (empty
+    /// otherwise: one pool says nothing the device's figures do not).
+    std::vector<PoolLine> pools;
     /// Sites of live blocks in partly used segments, with the free bytes of those segments.
     std::vector<std::pair<std::string, std::uint64_t>> pinning_sites;
 

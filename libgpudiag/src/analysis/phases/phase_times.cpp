@@ -79,9 +79,7 @@ void PhaseTimeAnalyzer::consume(std::span<const Event> events) {
         switch (e.kind) {
             case EventKind::kRangeBegin: on_begin(e); break;
             case EventKind::kRangeEnd: on_end(e); break;
-            case EventKind::kRange:
-                if (is_phase(e)) on_complete(e);
-                break;
+            case EventKind::kRange: on_complete(e); break;
             default: break;
         }
     }
@@ -100,12 +98,20 @@ void PhaseTimeAnalyzer::end(const SourceSummary& /*summary*/) {
 }
 
 std::uint32_t PhaseTimeAnalyzer::phase_slot(const Event& e) {
-    if (!is_phase(e)) return kNotPhase;
+    // Engines mark iterations with NVTX ranges too (generic ones): only those of them count.
+    const bool phase = is_phase(e);
+    if (!phase && (e.device != kNoDevice || e.range.category != RangeCategory::kGeneric)) {
+        return kNotPhase;
+    }
+    if (auto it = slots_.find(e.range.name); it != slots_.end()) {
+        saw_phases_ = true;
+        return it->second;
+    }
+    if (const std::uint32_t slot = serving_slot(e); slot != kNotPhase) return slot;
+    if (!phase) return kNotPhase;
     saw_phases_ = true;
-    if (auto it = slots_.find(e.range.name); it != slots_.end()) return it->second;
     if (slots_.size() < kMaxNames) {
-        auto slot = static_cast<std::uint32_t>(totals_.size());
-        totals_.push_back(Totals{e.range.name});
+        const std::uint32_t slot = new_slot(e.range.name);
         slots_.emplace(e.range.name, slot);
         return slot;
     }
@@ -115,6 +121,30 @@ std::uint32_t PhaseTimeAnalyzer::phase_slot(const Event& e) {
         totals_.emplace_back();
     }
     return other_slot_;
+}
+
+std::uint32_t PhaseTimeAnalyzer::new_slot(StringId name) {
+    auto slot = static_cast<std::uint32_t>(totals_.size());
+    totals_.emplace_back();
+    totals_.back().name = name;
+    return slot;
+}
+
+// An engine iteration's row is its kind's: every name of that kind maps to it (the names differ
+// by their token counts). Names past kMaxNames are still recognised, just not remembered.
+std::uint32_t PhaseTimeAnalyzer::serving_slot(const Event& e) {
+    if (strings_ == nullptr) return kNotPhase;
+    const ServingStep step = serving_step(strings_->lookup(e.range.name));
+    if (!step.known) return kNotPhase;
+    saw_phases_ = true;
+    std::uint32_t& slot = serving_slots_[static_cast<std::size_t>(step.kind)];
+    if (slot == kNotPhase) {
+        slot = new_slot(e.range.name);
+        totals_[slot].label = fmt::format("{} ({} iterations)", serving_step_kind_name(step.kind),
+                                          serving_engine_name(step.engine));
+    }
+    if (slots_.size() < kMaxNames) slots_.emplace(e.range.name, slot);
+    return slot;
 }
 
 PhaseTimeAnalyzer::Thread* PhaseTimeAnalyzer::thread_of(const Event& e, bool create) {
@@ -180,6 +210,7 @@ std::size_t PhaseTimeAnalyzer::marker_index(const Thread& t, std::uint64_t id) {
 
 void PhaseTimeAnalyzer::on_complete(const Event& e) {
     const std::uint32_t slot = phase_slot(e);
+    if (slot == kNotPhase) return;  // only phases nest by their times
     Thread* t = thread_of(e, true);
     if (t == nullptr) {
         ++past_thread_cap_;
@@ -425,6 +456,7 @@ std::string PhaseTimeAnalyzer::slot_name(std::uint32_t slot) const {
     if (slot == other_slot_) {
         return fmt::format("(other phases: names past the first {})", kMaxNames);
     }
+    if (!totals_[slot].label.empty()) return totals_[slot].label;
     std::string_view name = strings_ != nullptr ? strings_->lookup(totals_[slot].name) : "";
     return name.empty() ? std::string("(unnamed)") : std::string(name);
 }

@@ -7,6 +7,10 @@
 // in the process pushes them (torch's emit_nvtx marks every operator), and they would take the
 // phases' time.
 //
+// A serving engine's iterations (vLLM's "execute_context_1(888)_generation_0(0)", TensorRT-LLM's
+// "_forward_step" NVTX ranges: core/serving_names) are phases by their kind, one row each for
+// prefill, decode and mixed batches, whatever the token counts in their names.
+//
 // Each thread's time goes to its innermost open phase ("self" time), so nested phases never count
 // the same time twice and a thread's shares of a step add up to at most the step. Markers
 // (kRangeBegin/kRangeEnd) pair per thread as the timeline pairs them; complete ranges (kRange)
@@ -19,10 +23,12 @@
 #pragma once
 
 #include "core/analyzer.hpp"
+#include "core/serving_names.hpp"
 #include "core/step_index.hpp"
 
 #include <gpudiag/analyze.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -58,6 +64,7 @@ private:
         std::uint64_t self_ns = 0;       ///< folded self time
         std::uint64_t in_steps_ns = 0;   ///< of it, inside the steps closed when it was folded
         std::uint64_t in_latest_ns = 0;  ///< of that, inside the latest of those steps
+        std::string label;               ///< the row's name when not `name` (serving kinds)
     };
     static constexpr std::uint32_t kNotPhase = UINT32_MAX;  // a range that only pairs markers
     static constexpr std::uint64_t kOpenEnd = UINT64_MAX;   // a marker range not yet ended
@@ -84,6 +91,8 @@ private:
     void on_end(const Event& e);
     void on_complete(const Event& e);
     [[nodiscard]] std::uint32_t phase_slot(const Event& e);
+    [[nodiscard]] std::uint32_t new_slot(StringId name);
+    [[nodiscard]] std::uint32_t serving_slot(const Event& e);
     Thread* thread_of(const Event& e, bool create);
     [[nodiscard]] static std::size_t marker_index(const Thread& t, std::uint64_t id);
     [[nodiscard]] bool repeats(const Thread& t, std::uint32_t slot) const;
@@ -105,6 +114,8 @@ private:
     std::vector<Totals> totals_;                         // by slot; the last may be kOther's
     std::unordered_map<StringId, std::uint32_t> slots_;  // name -> slot
     std::uint32_t other_slot_ = kNotPhase;               // names past kMaxNames
+    std::array<std::uint32_t, kServingStepKinds> serving_slots_{kNotPhase, kNotPhase, kNotPhase,
+                                                                kNotPhase};
     std::unordered_map<std::uint64_t, Thread> threads_;  // (process << 32) | thread
     std::vector<Piece> pieces_;
     std::uint64_t latest_step_start_ = 0;  // the step Totals::in_latest_ns is about

@@ -656,7 +656,37 @@ void CriticalPath::finish() {
 // ---- results
 // --------------------------------------------------------------------------------------
 
-CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last) const {
+namespace {
+// The stretches inside [from, to), merged and in time order.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> merged_inside(
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans, std::uint64_t from,
+    std::uint64_t to) {
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
+    for (auto [s, e] : spans) {
+        s = std::max(s, from);
+        e = std::min(e, to);
+        if (e <= s) continue;
+        if (!out.empty() && s <= out.back().second) {
+            out.back().second = std::max(out.back().second, e);
+        } else {
+            out.emplace_back(s, e);
+        }
+    }
+    return out;
+}
+}  // namespace
+
+std::uint64_t CriticalPath::replayed_end(std::uint64_t t, std::size_t w) const {
+    if (t >= cursor_ && t >= last_gpu_end_) {
+        return std::max(cursor_r_[w] + (t - cursor_), last_gpu_end_r_[w] + (t - last_gpu_end_));
+    }
+    if (t == last_gpu_end_) return last_gpu_end_r_[w];
+    return warp(t, w);
+}
+
+CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last,
+                                            const PathWindow& window) const {
     CriticalPathSummary out = counts_;
     out.available =
         host_started_ && (last_gpu_end_ > 0 || counts_.launch_edges + counts_.unlaunched > 0);
@@ -668,13 +698,24 @@ CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last)
     }
     Times total{};
     double measured_total = 0;
+    std::uint64_t span_from = 0;  // the measured window, for the stretches left out
+    std::uint64_t span_to = 0;
     if (closed.empty()) {
-        // The whole input: from the first thing seen to the last thing to finish.
+        // The window asked for, else the whole input: from the first thing seen to the last
+        // thing to finish.
         out.per_step = false;
+        const std::uint64_t from = window.from != 0 ? window.from : first_ns_;
+        const std::uint64_t to =
+            window.to != UINT64_MAX ? window.to : std::max(cursor_, last_gpu_end_);
         for (std::size_t w = 0; w < kWhatIfs; ++w) {
-            total[w] = sub(std::max(cursor_r_[w], last_gpu_end_r_[w]), first_ns_);
+            const std::uint64_t start_r = window.from > first_ns_ ? warp(from, w) : first_ns_;
+            total[w] = sub(window.to != UINT64_MAX ? replayed_end(to, w)
+                                                   : std::max(cursor_r_[w], last_gpu_end_r_[w]),
+                           start_r);
         }
-        measured_total = static_cast<double>(sub(std::max(cursor_, last_gpu_end_), first_ns_));
+        measured_total = static_cast<double>(sub(to, from));
+        span_from = from;
+        span_to = to;
         out.steps = 0;
     } else {
         // Over the steps: a step completes when the host ends it and the GPU work launched by
@@ -693,13 +734,36 @@ CriticalPathSummary CriticalPath::summarize(std::size_t first, std::size_t last)
             total[w] = sub(std::max(z.host_end_r[w], gpu[w]), a.host_start_r[w]);
         }
         measured_total = static_cast<double>(sub(std::max(z.end, gpu_measured), a.start));
+        span_from = a.start;
+        span_to = std::max(z.end, gpu_measured);
         out.steps = closed.size();
     }
+    // Stretches left out (one-off costs): their replayed length, under each what-if, is not the
+    // window's. Merged first, so a stretch inside another counts once.
+    for (const auto& [xs, xe] : merged_inside(window.exclude, span_from, span_to)) {
+        for (std::size_t w = 0; w < kWhatIfs; ++w) {
+            total[w] = sub(total[w], sub(warp(xe, w), warp(xs, w)));
+        }
+        measured_total -= static_cast<double>(xe - xs);
+    }
+    out.window_ns = std::max(0.0, measured_total);
     const double n = out.per_step ? static_cast<double>(out.steps) : 1.0;
     out.measured_ns = static_cast<double>(total[0]) / n;
     for (std::size_t w = 0; w < kWhatIfs; ++w) {
         out.saving_ns[w] =
             std::max(0.0, static_cast<double>(total[0]) - static_cast<double>(total[w])) / n;
+    }
+    // Each what-if shrinks a stretch left out by its own amount, which can break the replays'
+    // order: removing causes together saves at least what removing any one of them does.
+    if (!window.exclude.empty()) {
+        auto& sv = out.saving_ns;
+        const auto at = [](WhatIf w) { return static_cast<std::size_t>(w); };
+        for (WhatIf w :
+             {WhatIf::kNoInputWait, WhatIf::kNoSync, WhatIf::kPinnedCopies, WhatIf::kCudaGraph}) {
+            sv[at(WhatIf::kHostNeverLate)] = std::max(sv[at(WhatIf::kHostNeverLate)], sv[at(w)]);
+        }
+        for (std::size_t w = 1; w < kWhatIfs; ++w)
+            sv[at(WhatIf::kEveryCause)] = std::max(sv[at(WhatIf::kEveryCause)], sv[w]);
     }
     out.replay_error_ns = std::fabs(static_cast<double>(total[0]) - measured_total);
     double traced_time = 0;

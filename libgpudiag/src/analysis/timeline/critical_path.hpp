@@ -26,6 +26,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -98,6 +99,17 @@ struct CriticalPathSummary {
     std::uint64_t late_items = 0;    ///< host items that arrived after the replay passed them
     std::uint64_t forced_items = 0;  ///< host items replayed before their GPU work arrived
     double replay_error_ns = 0;      ///< |replayed - measured| span (0: the graph is complete)
+    /// The measured time the savings cover, in all (not per step): the window the findings state.
+    double window_ns = 0;
+};
+
+/// The stretch of time a summary without steps covers, and stretches left out of it (one-off
+/// costs, reported on their own). 0 / UINT64_MAX: from the first thing seen to the last.
+struct PathWindow {
+    std::uint64_t from = 0;
+    std::uint64_t to = UINT64_MAX;
+    /// [start, end) stretches left out; those outside the window are ignored.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> exclude{};
 };
 
 class CriticalPath {
@@ -139,7 +151,8 @@ public:
     void finish();
     /// Results over steps [first, last) of the step list (in start order); with no steps, the
     /// whole input. Call after finish() (a copy can be finished for a report mid-run).
-    [[nodiscard]] CriticalPathSummary summarize(std::size_t first, std::size_t last) const;
+    [[nodiscard]] CriticalPathSummary summarize(std::size_t first, std::size_t last,
+                                                const PathWindow& window = {}) const;
     [[nodiscard]] std::size_t steps() const noexcept { return steps_.size(); }
 
 private:
@@ -221,6 +234,8 @@ private:
     void replay_host(const HostItem& h);
     void replay_host_time(const HostItem& h, std::uint64_t start, std::uint64_t end);
     [[nodiscard]] std::uint64_t warp(std::uint64_t t, std::size_t w) const;
+    // The replayed time of measured time `t` at or before the end of everything replayed.
+    [[nodiscard]] std::uint64_t replayed_end(std::uint64_t t, std::size_t w) const;
     [[nodiscard]] const GpuNode* node(std::uint64_t id) const;
     [[nodiscard]] std::uint64_t inferred_wait(const StreamState& waiting,
                                               std::uint64_t start) const;

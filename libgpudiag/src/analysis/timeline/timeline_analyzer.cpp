@@ -7,6 +7,7 @@
 #include "analysis/timeline/timeline_analyzer.hpp"
 
 #include "analysis/findings/figure_keys.hpp"
+#include "analysis/findings/finding_catalog.hpp"
 
 #include "support/format.hpp"
 
@@ -34,15 +35,7 @@ constexpr std::size_t kSeriesPoints = 512;
 constexpr std::size_t kMaxUnobservedWindows = 4096;  // capture pauses kept apart
 constexpr std::size_t kMaxCollectiveKeys = 4096;     // (step, stream, kernel) kept for a job
 constexpr std::size_t kMaxCollectiveChain = 8;
-
-bool contains_ci(std::string_view text, std::string_view needle) {
-    auto it =
-        std::search(text.begin(), text.end(), needle.begin(), needle.end(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) ==
-                   std::tolower(static_cast<unsigned char>(b));
-        });
-    return it != text.end();
-}
+constexpr std::size_t kMaxColdLaunches = 4096;  // slow first launches kept as spans, per view
 
 bool starts_with(std::string_view s, std::string_view p) {
     return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
@@ -219,6 +212,7 @@ void TimelineAnalyzer::on_event(const Event& e) {
             break;
         }
         case EventKind::kStepBegin:
+            profiler_steps_ = true;
             on_step(static_cast<std::int64_t>(e.range.id), e.start_ns, UINT64_MAX);
             break;
         case EventKind::kCapturePaused:
@@ -285,15 +279,30 @@ void TimelineAnalyzer::on_step(std::int64_t number, std::uint64_t start, std::ui
 
 void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, std::uint64_t end,
                                      RangeCategory category, StringId name, std::uint64_t id) {
+    if (category == RangeCategory::kGeneric) note_host_item(start, end, name, false);
     std::int64_t number = 0;
     if (category == RangeCategory::kStep) {
+        profiler_steps_ = true;
         on_step(static_cast<std::int64_t>(id), start, end);
         return;
     }
     if (category == RangeCategory::kGeneric && strings_ != nullptr &&
         parse_step_number(strings_->lookup(name), number)) {
+        profiler_steps_ = true;
         on_step(number, start, end);  // an NVTX range carrying the profiler's step name
         return;
+    }
+    if ((category == RangeCategory::kGeneric || category == RangeCategory::kUserAnnotation) &&
+        strings_ != nullptr) {
+        // A serving engine's iteration is a step where the program marked none of its own.
+        const std::string_view text = strings_->lookup(name);
+        const ServingStep step = serving_step(text);
+        if (step.known) {
+            serving_.note_step(step, text);
+            const auto nth = static_cast<std::int64_t>(serving_.steps()) - 1;
+            if (!profiler_steps_) on_step(step.numbered ? step.number : nth, start, end);
+            return;
+        }
     }
     if (category == RangeCategory::kInputWait) {
         std::uint64_t dur = end - start;
@@ -307,6 +316,8 @@ void TimelineAnalyzer::on_host_range(const Event& /*e*/, std::uint64_t start, st
             wait_between_steps(s, start, end);
         }
         add_span(input_spans_, start, end);
+        if (input_wait_spans_.size() < kMaxInputWaitSpans)
+            input_wait_spans_.push_back(Span{start, end});
         critical_path_.add_host(HostCause::kInput, start, end, 0);
         if (current_loader_ < loaders_.size()) loaders_[current_loader_].input_wait_ns += dur;
         if (!single_process_loader_ && strings_ != nullptr &&
@@ -388,8 +399,11 @@ WorkClass TimelineAnalyzer::work_class(const Event& e) {
         return comm_name_cache_[name] == 2 ? WorkClass::kCommunication : WorkClass::kCompute;
     }
     std::string_view n = strings_ != nullptr ? strings_->lookup(name) : std::string_view{};
-    // HTA's rule: collective kernels are the NCCL (RCCL on ROCm) ones.
-    bool comm = contains_ci(n, "nccl") || contains_ci(n, "rccl");
+    // Collective kernels by what they do: NCCL/RCCL (HTA's rule), custom and symmetric-memory
+    // all-reduce, MoE expert dispatch/combine (core/serving_names).
+    const CommKernel kind = comm_kernel(n);
+    serving_.note_kernel(n, kind);
+    bool comm = kind != CommKernel::kNone;
     if (name < (1u << 22)) {
         if (comm_name_cache_.size() <= name) comm_name_cache_.resize(name + 1, 0);
         comm_name_cache_[name] = comm ? 2 : 1;
@@ -411,6 +425,10 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
         }
     }
     const ApiClass api = api_class(e.api.name);
+    if (api.launches && strings_ != nullptr &&
+        strings_->lookup(e.api.name).find("GraphLaunch") != std::string_view::npos) {
+        ++serving_.graph_launches;  // cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch
+    }
     switch (api.cause) {
         case HostCause::kSync: {
             ++sync_calls_;
@@ -438,6 +456,7 @@ void TimelineAnalyzer::on_api_call(const Event& e) {
             break;
     }
     critical_path_.add_host(api.cause, start, end, corr, e.device);
+    note_host_item(start, end, e.api.name, true);
 }
 
 // gpudiag's PyTorch integration describes each DataLoader when it is first iterated, one
@@ -588,6 +607,12 @@ void TimelineAnalyzer::process_gpu_activity(DeviceTimeline& d, const Event& e) {
     p.unattributed = !p.known && hta;
     p.bucket = p.unattributed ? 0 : bucket_of(p.known ? p.launch : p.start);
     p.work = work_class(e);
+    if (e.kind == EventKind::kKernel) {
+        if (kernels_seen_.size() <= e.kernel.name)
+            kernels_seen_.resize(std::size_t{e.kernel.name} + 1);
+        p.first_launch = kernels_seen_[e.kernel.name] == 0;
+        kernels_seen_[e.kernel.name] = 1;
+    }
     feed_critical_path(e, raw_launch, p.known, p.work);
     apply(d.all, p, e, true);
     if (hta && p.known) apply(d.attributed, p, e, false);
@@ -655,6 +680,9 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
             st.idle_by_kind[kOtherIdle] += g.observed - tail;
             ++st.gaps;
             st.longest_gap_ns = std::max(st.longest_gap_ns, g.observed);
+            v.longest_gaps[1] =
+                std::max(v.longest_gaps[1], std::min(v.longest_gaps[0], g.observed));
+            v.longest_gaps[0] = std::max(v.longest_gaps[0], g.observed);
             HostCause cause = HostCause::kCpu;
             if (kind == IdleKind::kHostWait) {
                 GpuTimeStats causes;
@@ -664,7 +692,25 @@ void TimelineAnalyzer::apply(UnionView& v, const Placement& p, const Event& e, b
                     st.cause_ns[c] += causes.cause_ns[c];
                     if (causes.cause_ns[c] > causes.cause_ns[top]) top = c;
                 }
+                st.compile_ns += causes.compile_ns;
                 cause = static_cast<HostCause>(top);
+                if (!p.unattributed) {
+                    causes.idle_ns = g.observed;
+                    causes.idle_by_kind[static_cast<std::size_t>(kind)] = tail;
+                    causes.idle_by_kind[kOtherIdle] += g.observed - tail;
+                    causes.gaps = 1;
+                    note_stall_gap(v, p.bucket, causes, v.frontier, s);
+                }
+            }
+            // A slow first launch: the idle time from its launch call to its kernel is the
+            // module loading (see kColdLaunchNs), booked apart as a one-off cost.
+            const std::uint64_t loading = p.known ? s - std::clamp(p.launch, g.tail_start, s) : 0;
+            if (p.first_launch && static_cast<double>(loading) >= kColdLaunchNs) {
+                st.cold_launch_ns += loading;
+                st.cold_launch_host_ns += kind == IdleKind::kHostWait ? loading : 0;
+                ++st.cold_launches;
+                if (v.cold_launches.size() < kMaxColdLaunches)
+                    v.cold_launches.push_back(Span{s - loading, s});
             }
             if (observed && gap_observer_ && tail > 0) {
                 gap_observer_(Gap{e.device, g.tail_start, s, kind, cause});
@@ -811,6 +857,7 @@ void TimelineAnalyzer::attribute_host_wait(std::uint64_t a, std::uint64_t b, std
     rest -= copy;
     std::uint64_t api = std::min(rest, union_overlap(api_spans_, a, host_end));
     rest -= api;
+    st.compile_ns += std::min(rest, union_overlap(compile_spans_, a, host_end));
     st.cause_ns[static_cast<std::size_t>(HostCause::kSync)] += sync;
     st.cause_ns[static_cast<std::size_t>(HostCause::kCopy)] += copy;
     st.cause_ns[static_cast<std::size_t>(HostCause::kLaunch)] += api;
@@ -832,9 +879,10 @@ void TimelineAnalyzer::prune_host_spans() {
         }
     }
     std::uint64_t cutoff = oldest > kSyncSlackNs ? oldest - kSyncSlackNs : 0;
-    for (auto* queue : {&input_spans_, &sync_spans_, &copy_spans_, &api_spans_}) {
+    for (auto* queue : {&input_spans_, &sync_spans_, &copy_spans_, &api_spans_, &compile_spans_}) {
         while (!queue->spans.empty() && queue->spans.front().end < cutoff) queue->spans.pop_front();
     }
+    host_log_.prune_before(cutoff);
 }
 
 template <typename Stats>
@@ -997,19 +1045,14 @@ TimelineSummary TimelineAnalyzer::summarize() const {
     // The what-ifs over the window's steps (all but the last in HTA's window).
     std::size_t cp_last = n;
     if (options_.window == AnalysisWindow::kHta) cp_last = n >= 2 ? n - 1 : 0;
-    if (critical_path_finished_) {
-        s.critical_path = critical_path_.summarize(0, cp_last);
-    } else {  // a report while the input still flows: replay what is pending on a copy
-        CriticalPath pending = critical_path_;
-        pending.finish();
-        s.critical_path = pending.summarize(0, cp_last);
-    }
+    summarize_window(use_steps && s.steps > 0, cp_last, s);
     for (const auto& l : loaders_) {
         if (!s.loader_known || l.input_wait_ns > s.loader.input_wait_ns) {
             s.loader = l;
             s.loader_known = true;
         }
     }
+    s.serving = serving_;
     return s;
 }
 
@@ -1283,6 +1326,17 @@ void TimelineAnalyzer::build_section(const TimelineSummary& s, Report& report) c
     if (options_.for_job) add_job_tables(sec);
     report.sections.push_back(std::move(sec));
     report.notes.push_back("Timeline window: " + s.window_description + ".");
+    if (std::string d = s.serving.steps_description(); !d.empty()) {
+        report.notes.push_back("Steps: " + d +
+                               (profiler_steps_ ? "; the trace's own steps (ProfilerStep) set the "
+                                                  "window."
+                                                : "."));
+    }
+    // NCCL alone is every distributed trace's: said only when other kinds were recognised.
+    if (std::string c = s.serving.comm_description();
+        c.find(';') != std::string::npos || (!c.empty() && c.rfind("NCCL", 0) != 0)) {
+        report.notes.push_back("Communication kernels, by what they do: " + c + ".");
+    }
     if (s.gpu.unobserved_ns > 0) {
         report.notes.push_back("GPU capture was paused for " +
                                format_duration_ns(static_cast<double>(s.gpu.unobserved_ns)) +
@@ -1527,6 +1581,192 @@ void TimelineAnalyzer::add_job_tables(Section& sec) const {
                                  static_cast<double>(a.compute_before)});
     }
     if (!arrivals.rows.empty()) sec.tables.push_back(std::move(arrivals));
+}
+
+// ---- one-off stalls and the window ------------------------------------------------------------
+
+void TimelineAnalyzer::note_host_item(std::uint64_t start, std::uint64_t end, StringId name,
+                                      bool api) {
+    host_log_.add(start, end, name, api);
+    if (strings_ == nullptr) return;
+    if (compile_cache_.size() <= name) compile_cache_.resize(std::size_t{name} + 1, 0);
+    std::uint8_t& known = compile_cache_[name];
+    if (known == 0) {
+        const std::string_view text = strings_->lookup(name);
+        known = api ? (is_allocator_call(text) ? 3 : 1) : (is_compiler_range(text) ? 2 : 1);
+    }
+    if (known == 2) add_span(compile_spans_, start, std::max(start, end));
+    if (known == 3) {
+        ++allocator_calls_;
+        allocator_ns_ += std::max(start, end) - start;
+    }
+}
+
+void TimelineAnalyzer::note_stall_gap(UnionView& v, std::size_t bucket, const GpuTimeStats& delta,
+                                      std::uint64_t start, std::uint64_t end) {
+    if (delta.idle_ns <= v.stall_delta.idle_ns || static_cast<double>(delta.idle_ns) < kOneOffMinNs)
+        return;
+    v.stall_bucket = bucket;
+    v.stall_delta = delta;
+    v.stall_activity =
+        strings_ != nullptr ? host_log_.describe(start, end, *strings_) : HostActivity{};
+    v.stall_activity.start = start;
+    v.stall_activity.end = end;
+}
+
+namespace {
+std::uint64_t less(std::uint64_t a, std::uint64_t b) {
+    return a > b ? a - b : 0;
+}
+// `g` without one gap's figures (delta: what that gap added).
+void remove_gap(GpuTimeStats& g, const GpuTimeStats& delta) {
+    g.idle_ns = less(g.idle_ns, delta.idle_ns);
+    for (std::size_t i = 0; i < g.idle_by_kind.size(); ++i)
+        g.idle_by_kind[i] = less(g.idle_by_kind[i], delta.idle_by_kind[i]);
+    for (std::size_t i = 0; i < g.cause_ns.size(); ++i)
+        g.cause_ns[i] = less(g.cause_ns[i], delta.cause_ns[i]);
+    g.compile_ns = less(g.compile_ns, delta.compile_ns);
+    g.gaps = less(g.gaps, delta.gaps);
+}
+// `g` without its slow first launches' waits: one-off module loading, not per-step launching.
+void remove_cold_launches(GpuTimeStats& g) {
+    constexpr auto kHost = static_cast<std::size_t>(IdleKind::kHostWait);
+    constexpr auto kLaunch = static_cast<std::size_t>(HostCause::kLaunch);
+    constexpr auto kOther = static_cast<std::size_t>(IdleKind::kOther);
+    g.idle_ns = less(g.idle_ns, g.cold_launch_ns);
+    g.idle_by_kind[kHost] = less(g.idle_by_kind[kHost], g.cold_launch_host_ns);
+    g.idle_by_kind[kOther] = less(g.idle_by_kind[kOther], g.cold_launch_ns - g.cold_launch_host_ns);
+    g.cause_ns[kLaunch] = less(g.cause_ns[kLaunch], g.cold_launch_host_ns);
+}
+}  // namespace
+
+// A one-off stall: the host time before the first GPU work (a window without steps starts at the
+// first GPU work, so that time is outside it already) or the longest host-wait gap in the window
+// (then left out of the window's figures), whichever is longer, when it holds most of the idle.
+void TimelineAnalyzer::find_one_off_stall(const DeviceTimeline& d, bool use_steps,
+                                          TimelineSummary& s) const {
+    const UnionView& v = window_view(d);
+    GpuTimeStats delta;
+    if (v.stall_bucket != SIZE_MAX) {
+        std::vector<GpuTimeStats> one(v.stall_bucket + 1);
+        one[v.stall_bucket] = v.stall_delta;
+        delta = select_window(one, GpuTimeStats{});
+    }
+    // A gap is one-off only against others it stands out from.
+    const std::uint64_t gap =
+        delta.gaps == 1 && s.gpu.gaps >= 1 + kOneOffMinOtherGaps ? delta.idle_ns : 0;
+    const std::uint64_t first_gpu = s.gpu.first_start_ns;
+    const std::uint64_t before = !use_steps && first_gpu != UINT64_MAX && host_first_ns_ < first_gpu
+                                     ? first_gpu - host_first_ns_
+                                     : 0;
+    const auto idle = static_cast<double>(s.gpu.idle_ns + before);
+    const auto span = static_cast<double>(s.gpu.span_ns() + before);
+    const auto len = static_cast<double>(std::max(gap, before));
+    if (len < kOneOffMinNs || len < kOneOffShareOfIdle * idle ||
+        len < kOneOffShareOfWindow * span) {
+        return;
+    }
+    OneOffStall& st = s.stall;
+    st.found = true;
+    st.before_gpu = before >= gap;
+    st.idle_with_stall_ns = s.gpu.idle_ns + before;
+    st.span_with_stall_ns = s.gpu.span_ns() + before;
+    if (st.before_gpu) {
+        if (strings_ != nullptr)
+            st.activity = host_log_.describe(host_first_ns_, first_gpu, *strings_);
+        st.activity.start = host_first_ns_;
+        st.activity.end = first_gpu;
+    } else {
+        st.activity = v.stall_activity;
+        // A slow first launch that ends the stall is part of it, not counted apart.
+        for (const Span& c : v.cold_launches) {
+            if (c.start < st.activity.start || c.end > st.activity.end) continue;
+            s.gpu.cold_launch_ns = less(s.gpu.cold_launch_ns, c.end - c.start);
+            s.gpu.cold_launch_host_ns = less(s.gpu.cold_launch_host_ns, c.end - c.start);
+            s.gpu.cold_launches = less(s.gpu.cold_launches, 1);
+        }
+        remove_gap(s.gpu, delta);
+        s.gpu.longest_gap_ns = std::min(s.gpu.longest_gap_ns, v.longest_gaps[1]);
+    }
+    for (const StepRecord& step : steps_) {
+        if (step.end_ns != UINT64_MAX && step.end_ns <= st.activity.start) ++st.steps_before;
+    }
+    st.allocator_calls = allocator_calls_;
+    st.allocator_ns = allocator_ns_;
+}
+
+// The window the findings describe and the what-ifs replay, once: the steps, or without them the
+// GPU window (first to last GPU work), less a one-off stall in it.
+void TimelineAnalyzer::summarize_window(bool use_steps, std::size_t cp_last,
+                                        TimelineSummary& s) const {
+    // HTA's window keeps HTA's figures, to compare one to one: nothing is left out of it.
+    const bool hta = options_.window == AnalysisWindow::kHta;
+    for (const auto& d : devices_) {
+        if (!hta && static_cast<std::int32_t>(d.ordinal) == s.device)
+            find_one_off_stall(d, use_steps, s);
+    }
+    PathWindow w;
+    const bool gpu_window = !use_steps && s.has_gpu_activity &&
+                            s.gpu.last_end_ns > s.gpu.first_start_ns &&
+                            s.gpu.first_start_ns != UINT64_MAX;
+    if (gpu_window) {
+        w.from = s.gpu.first_start_ns;
+        w.to = s.gpu.last_end_ns;
+    }
+    std::uint64_t excluded = 0;
+    if (s.stall.found && !s.stall.before_gpu) {
+        w.exclude.emplace_back(s.stall.activity.start, s.stall.activity.end);
+        excluded += s.stall.length_ns();
+    }
+    for (const auto& d : devices_) {
+        if (hta || static_cast<std::int32_t>(d.ordinal) != s.device) continue;
+        for (const Span& c : window_view(d).cold_launches) w.exclude.emplace_back(c.start, c.end);
+    }
+    if (hta) {
+        s.gpu.cold_launch_ns = 0;
+        s.gpu.cold_launch_host_ns = 0;
+        s.gpu.cold_launches = 0;
+    }
+    remove_cold_launches(s.gpu);
+    excluded += s.gpu.cold_launch_ns;
+    const CriticalPath* path = &critical_path_;
+    CriticalPath pending;
+    if (!critical_path_finished_) {  // a report while the input still flows: replay a copy
+        pending = critical_path_;
+        pending.finish();
+        path = &pending;
+    }
+    s.critical_path = path->summarize(0, cp_last, w);
+    // Without steps, input_bound's host-time figures are restated over the same window.
+    const bool restate =
+        gpu_window && !s.critical_path.per_step && input_wait_spans_.size() < kMaxInputWaitSpans;
+    if (restate) {
+        s.input_wait_ns = 0;
+        s.input_waits = 0;
+        s.longest_input_wait_ns = 0;
+        for (const Span& sp : input_wait_spans_) {
+            const std::uint64_t a = std::max(sp.start, w.from);
+            const std::uint64_t b = std::min(sp.end, w.to);
+            if (b <= a) continue;
+            s.input_wait_ns += b - a;
+            ++s.input_waits;
+            s.longest_input_wait_ns = std::max(s.longest_input_wait_ns, b - a);
+        }
+    }
+    s.window_ns = gpu_window && !s.critical_path.per_step
+                      ? less(w.to - w.from, excluded)
+                      : static_cast<std::uint64_t>(s.critical_path.window_ns);
+    if (restate) s.host_time_ns = s.window_ns;
+    s.window_name = s.critical_path.per_step
+                        ? fmt::format("over {} step{}", s.critical_path.steps,
+                                      s.critical_path.steps == 1 ? "" : "s")
+                        : std::string("over the GPU window (first to last GPU work)");
+    if (s.stall.found && !s.stall.before_gpu) s.window_name += ", less the one-off stall";
+    if (s.gpu.cold_launches > 0) {
+        s.window_name += fmt::format(", less {} first kernel launches that loaded modules ({})",
+                                     s.gpu.cold_launches,
+                                     format_duration_ns(static_cast<double>(s.gpu.cold_launch_ns)));
+    }
 }
 
 }  // namespace gpudiag::detail

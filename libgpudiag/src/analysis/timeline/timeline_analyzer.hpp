@@ -11,13 +11,16 @@
 #pragma once
 
 #include "analysis/timeline/critical_path.hpp"
+#include "analysis/timeline/host_activity.hpp"
 #include "analysis/timeline/launch_table.hpp"
 #include "analysis/timeline/log_histogram.hpp"
 #include "analysis/timeline/timeline_stats.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
 #include "core/analyzer.hpp"
+#include "core/serving_names.hpp"
 #include "core/step_index.hpp"
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <deque>
@@ -99,6 +102,14 @@ private:
         std::vector<GpuTimeStats> buckets;  // see bucket_of()
         GpuTimeStats unattributed;          // launch unknown (excluded from HTA's window)
         std::map<std::uint32_t, StreamState> streams;
+        // The longest host-wait gap (a one-off stall candidate): its bucket, what it added to
+        // that bucket's figures, and what the host did in it; the two longest gaps of any kind.
+        std::size_t stall_bucket = SIZE_MAX;
+        GpuTimeStats stall_delta;
+        HostActivity stall_activity;
+        std::array<std::uint64_t, 2> longest_gaps{};
+        // The host waits inside slow first launches (GpuTimeStats::cold_launch_ns), bounded.
+        std::vector<Span> cold_launches;
     };
     struct DeviceTimeline {
         std::uint16_t ordinal = 0;
@@ -114,6 +125,7 @@ private:
         bool unattributed;
         std::size_t bucket;
         WorkClass work;
+        bool first_launch;  // the first launch of this kernel (by name) in the input
     };
     // How an API call is booked, by its name: its cause (kSync, kCopy, or kLaunch for launches
     // and every other call) and whether it launches GPU work (the launch-latency histogram holds
@@ -178,6 +190,12 @@ private:
     void note_collective(const Event& e, std::uint64_t launch);
     void note_arrival(const Event& e, bool known, std::uint64_t launch, WorkClass work);
     void add_job_tables(Section& sec) const;
+    // One-off stalls (see OneOffStall).
+    void note_host_item(std::uint64_t start, std::uint64_t end, StringId name, bool api);
+    void note_stall_gap(UnionView& v, std::size_t bucket, const GpuTimeStats& delta,
+                        std::uint64_t start, std::uint64_t end);
+    void find_one_off_stall(const DeviceTimeline& d, bool use_steps, TimelineSummary& s) const;
+    void summarize_window(bool use_steps, std::size_t cp_last, TimelineSummary& s) const;
 
     AnalysisOptions options_;
     std::function<void(const Gap&)> gap_observer_;
@@ -194,6 +212,16 @@ private:
     SpanQueue sync_spans_;
     SpanQueue copy_spans_;
     SpanQueue api_spans_;
+    SpanQueue compile_spans_;  // a compiler's host ranges (is_compiler_range)
+    // Per name: 0 unknown, 1 nothing, 2 a compiler's range, 3 an allocator call.
+    std::vector<std::uint8_t> compile_cache_;
+    HostActivityLog host_log_;                // named calls and ranges, for one-off stalls
+    std::vector<std::uint8_t> kernels_seen_;  // per kernel name: launched before
+    // Input waits as spans (bounded), to restate them over a window without steps.
+    static constexpr std::size_t kMaxInputWaitSpans = 1 << 16;
+    std::vector<Span> input_wait_spans_;
+    std::uint64_t allocator_calls_ = 0;  // cudaMalloc / cudaFree and kin, whole input
+    std::uint64_t allocator_ns_ = 0;
     std::uint64_t host_spans_dropped_ = 0;
     std::uint64_t processed_since_prune_ = 0;
     std::vector<ApiClass> api_class_cache_;
@@ -253,6 +281,10 @@ private:
     // was iterated for.
     std::vector<LoaderSettings> loaders_;
     std::size_t current_loader_ = SIZE_MAX;
+    // A serving engine's iterations (steps where the trace has no ProfilerStep), its CUDA graph
+    // launches and the communication kernels by kind.
+    ServingSeen serving_;
+    bool profiler_steps_ = false;  // a ProfilerStep or step marker was seen: it sets the steps
 };
 
 }  // namespace gpudiag::detail

@@ -2,6 +2,7 @@
 // Timeline findings. Their thresholds, and where each comes from, are in the findings catalog.
 #include "analysis/findings/figure_keys.hpp"
 #include "analysis/findings/finding_catalog.hpp"
+#include "analysis/timeline/serving_remedy.hpp"
 #include "analysis/timeline/timeline_summary.hpp"
 #include "support/format.hpp"
 
@@ -54,6 +55,13 @@ const char* cause_advice(HostCause c) {
     return "";
 }
 
+constexpr const char* kCompileAdvice =
+    "Compile once, not in the measured loop: warm up (run each input shape once) before "
+    "profiling, keep compiled kernels across runs (TORCHINDUCTOR_CACHE_DIR / "
+    "TORCHINDUCTOR_FX_GRAPH_CACHE=1 and TRITON_CACHE_DIR for torch.compile; for nvFuser, reuse "
+    "one FusionDefinition so its FusionCache serves later calls), and avoid recompiles from "
+    "changing shapes or guards (mark_dynamic, TORCH_LOGS=recompiles).";
+
 // The step time the what-ifs are measured against: the mean step, or the window without steps.
 double replay_base(const TimelineSummary& s) {
     const CriticalPathSummary& cp = s.critical_path;
@@ -104,11 +112,19 @@ WhatIf fix_of(const std::string& id, const TimelineSummary& s) {
 // Attaches what removing the finding's cause is worth (the critical path replayed without it)
 // and says so in the summary; a saving under kWorthFixing makes the finding informational.
 // `lower_bound`: the replay leaves out part of the fix's effect, so a small saving proves nothing.
+// The window every timeline finding's figures describe (see TimelineSummary::window_ns).
+void add_window_figure(Finding& f, const TimelineSummary& s) {
+    f.figures.push_back({kFindingWindowKey, static_cast<double>(s.window_ns), Unit::kNanoseconds,
+                         "the window: " + s.window_name});
+}
+
 void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
                    bool lower_bound = false) {
+    add_window_figure(f, s);
+    const CriticalPathSummary& cp = s.critical_path;
     const double saving = saving_of(s, fix_of(f.id, s));
     if (saving < 0) return;
-    const bool per_step = s.critical_path.per_step;
+    const bool per_step = cp.per_step;
     const double base = replay_base(s);
     const double share = ratio(saving, base);
     const std::string per = per_step ? " per step" : " over the window";
@@ -117,7 +133,10 @@ void attach_saving(Finding& f, const TimelineSummary& s, const std::string& fix,
         {saving_keys::kShare, share, Unit::kFraction,
          per_step ? "share of the step time" : "share of the window"},
         {saving_keys::kStepTimeNs, base - saving, Unit::kNanoseconds,
-         per_step ? "predicted step time" : "predicted window"}};
+         per_step ? "predicted step time" : "predicted window"},
+        {kFindingWindowKey, cp.window_ns, Unit::kNanoseconds,
+         "the window the saving was replayed over"}};
+    f.summary += fmt::format(" Figures and saving are {}: {}.", s.window_name, dur(cp.window_ns));
     // The number itself is describe_saving's line under the summary: the summary says only how
     // far to trust it.
     if (lower_bound) {
@@ -467,6 +486,7 @@ void add_launch_bound(const TimelineSummary& s, Report& report) {
         "A bigger batch per step makes each kernel longer for the same launch cost.");
     f.advice.push_back(
         "Fused optimizers (fused=True / foreach=True) replace per-parameter launches.");
+    add_serving_remedy(s, f);  // a serving engine's own CUDA-graph switch comes first
     attach_saving(f, s, "Launching the kernels as one CUDA graph (no per-kernel host work)");
     report.findings.push_back(std::move(f));
 }
@@ -525,9 +545,15 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
     f.rank = s.rank;
     f.device = s.device;
     bool host_dominated = host_wait >= kHostWaitMostly * idle;
+    // CPU work that is mostly inside a compiler's ranges is compilation, with remedies of its own.
+    const double cpu = static_cast<double>(g.cause_ns[static_cast<std::size_t>(HostCause::kCpu)]);
+    const bool compiling = top == static_cast<std::size_t>(HostCause::kCpu) && cpu > 0 &&
+                           static_cast<double>(g.compile_ns) >= kCompileMostly * cpu;
+    const std::string top_name =
+        std::string(host_cause_label(static_cast<HostCause>(top))) +
+        (compiling ? ", most of it JIT compilation (inside a compiler's ranges)" : "");
     f.title = "GPU idle " + pct(idle_share) + " of the window" +
-              (host_dominated ? std::string(", mostly waiting for the host: ") +
-                                    host_cause_label(static_cast<HostCause>(top))
+              (host_dominated ? ", mostly waiting for the host: " + top_name
                               : std::string(", mostly between queued kernels"));
     std::string causes;
     for (std::size_t c = 0; c < kHostCauses; ++c) {
@@ -552,19 +578,42 @@ void add_gpu_idle(const TimelineSummary& s, Report& report) {
                                    ratio(static_cast<double>(g.cause_ns[c]), idle), Unit::kFraction,
                                    host_cause_label(cause)});
     }
+    // Part of the CPU work above, not a cause of its own: shown only when a compiler ran.
+    if (g.compile_ns > 0) {
+        f.figures.push_back({"idle_compile_share", ratio(static_cast<double>(g.compile_ns), idle),
+                             Unit::kFraction, "of it compiling (inside compiler ranges)"});
+    }
     f.evidence.push_back(fmt::format("{} idle gaps, the longest {}", g.gaps,
                                      dur(static_cast<double>(g.longest_gap_ns))));
-    if (host_dominated) {
+    // Compilation short of most of the CPU work is still worth its own remedy when it costs a
+    // fifth of the idle time.
+    const bool some_compiling =
+        !compiling && static_cast<double>(g.compile_ns) >= kCauseSevere * idle;
+    if (compiling || some_compiling) {
+        f.evidence.push_back(fmt::format(
+            "{} of the GPU's idle time ({}) the host was compiling, inside a compiler's ranges",
+            pct(ratio(static_cast<double>(g.compile_ns), idle)),
+            dur(static_cast<double>(g.compile_ns))));
+    }
+    if (host_dominated && compiling) {
+        f.advice.push_back(kCompileAdvice);
+    } else if (host_dominated) {
         f.advice.push_back(cause_advice(static_cast<HostCause>(top)));
+        // Per-kernel host work in a serving engine: its own CUDA-graph switch removes it (the
+        // Python between eager launches too; with graphs running, CPU work is the engine's own).
+        if (top == static_cast<std::size_t>(HostCause::kLaunch) ||
+            (top == static_cast<std::size_t>(HostCause::kCpu) && s.serving.graph_launches == 0)) {
+            add_serving_remedy(s, f);
+        }
     } else {
         f.advice.push_back(
             "The host keeps up; the gaps sit between queued kernels (dependencies, "
             "events, stream waits). Look at the streams table and at cross-stream "
             "waits.");
     }
+    if (some_compiling) f.advice.push_back(kCompileAdvice);
     attach_saving(f, s,
-                  host_dominated ? std::string("Removing that cause (") +
-                                       host_cause_label(static_cast<HostCause>(top)) + ")"
+                  host_dominated ? "Removing that cause (" + top_name + ")"
                                  : "Feeding the GPU as fast as it runs (no input waits, syncs, "
                                    "pageable copies or per-kernel launches)",
                   host_dominated && top == static_cast<std::size_t>(HostCause::kCopy));
@@ -616,12 +665,118 @@ void add_savings_together(const TimelineSummary& s, std::size_t first, Report& r
     add_fix_all_saving(s, report);
 }
 
+const char* stall_advice(StallActivity a) {
+    switch (a) {
+        case StallActivity::kCompile: return kCompileAdvice;
+        case StallActivity::kLibrary:
+            return "Create library handles and plans once, before the measured loop (one warm-up "
+                   "call of each op); with torch.backends.cudnn.benchmark=True the first call of "
+                   "each shape also benchmarks algorithms.";
+        case StallActivity::kAllocator:
+            return "A cold caching allocator calls cudaMalloc for each new size: run a warm-up "
+                   "iteration first, or reserve up front (PYTORCH_CUDA_ALLOC_CONF="
+                   "expandable_segments:True keeps growing segments instead of new ones).";
+        case StallActivity::kModuleLoad:
+            return "The first launch of each kernel loads its module (CUDA lazy loading, the "
+                   "default since CUDA 11.7): run one warm-up iteration before profiling, or set "
+                   "CUDA_MODULE_LOADING=EAGER to pay it at start-up instead.";
+        case StallActivity::kInput:
+            return "The first batch waits for DataLoader workers to start: "
+                   "persistent_workers=True, and start the profile after the first batches.";
+        case StallActivity::kCheckpoint:
+            return "Save checkpoints asynchronously (torch.distributed.checkpoint.async_save) or "
+                   "less often, and leave them out of the profiled steps.";
+        case StallActivity::kUnnamed: break;
+    }
+    return "Find what the host does in this stretch (torch.profiler with CPU activities and "
+           "with_stack=True, or py-spy).";
+}
+
+// one_off_stall: one stretch of host time holding most of the GPU's idle time happens once; it is
+// named by what filled it and kept out of the other findings' window (see OneOffStall).
+void add_one_off_stall(const TimelineSummary& s, Report& report) {
+    const OneOffStall& st = s.stall;
+    if (!st.found) return;
+    const double len = static_cast<double>(st.length_ns());
+    const bool warm = st.steps_before >= kWarmSteps;
+    Finding f;
+    f.id = finding_name(FindingId::kOneOffStall);
+    f.severity = warm ? Severity::kInfo : Severity::kWarning;
+    f.rank = s.rank;
+    f.device = s.device;
+    const std::string where = st.before_gpu ? "before the first GPU work" : "in one idle gap";
+    f.title = fmt::format("One-off stall of {} {}: {}", dur(len), where,
+                          stall_activity_label(st.activity.top));
+    f.summary = fmt::format(
+        "The host spent {} {}, {} of all the time the GPU waited and {} of the window with it. "
+        "It happens once, so it is no per-step overhead: the other timeline findings describe "
+        "and replay the window without it ({}, {}).",
+        dur(len), where, pct(ratio(len, static_cast<double>(st.idle_with_stall_ns))),
+        pct(ratio(len, static_cast<double>(st.span_with_stall_ns))), s.window_name,
+        dur(static_cast<double>(s.window_ns)));
+    if (!warm) {
+        f.summary += st.steps_before == 0 && s.steps == 0
+                         ? " The trace has no repeated steps before it: it was profiled without "
+                           "warm-up, so it shows start-up costs, not the loop's."
+                         : fmt::format(
+                               " Only {} steps completed before it: the profile has no "
+                               "warm-up.",
+                               st.steps_before);
+    }
+    f.figures = {{"stall_ns", len, Unit::kNanoseconds, "the stall"},
+                 {kFindingShareKey, ratio(len, static_cast<double>(st.span_with_stall_ns)),
+                  Unit::kFraction, "share of the window with the stall"},
+                 {"idle_share", ratio(len, static_cast<double>(st.idle_with_stall_ns)),
+                  Unit::kFraction, "share of the GPU's idle time with the stall"},
+                 {"steps_before", static_cast<double>(st.steps_before), Unit::kCount,
+                  "steps completed before it"}};
+    for (std::size_t i = 0; i < kStallActivities; ++i) {
+        if (st.activity.ns[i] == 0) continue;
+        const auto a = static_cast<StallActivity>(i);
+        f.figures.push_back({fmt::format("{}_ns", stall_activity_key(a)),
+                             static_cast<double>(st.activity.ns[i]), Unit::kNanoseconds,
+                             stall_activity_label(a)});
+    }
+    if (!st.activity.named.empty()) {
+        std::string names;
+        for (const auto& n : st.activity.named) names += (names.empty() ? "" : ", ") + n;
+        f.evidence.push_back("Inside it: " + names);
+    }
+    if (s.gpu.cold_launches > 0) {
+        f.evidence.push_back(fmt::format(
+            "Besides it, {} first launches of kernels kept the idle GPU waiting {} (module "
+            "loading, once per kernel): also one-off, also left out of the window.",
+            s.gpu.cold_launches, dur(static_cast<double>(s.gpu.cold_launch_ns))));
+    }
+    // A caching allocator calls cudaMalloc once per new block size and then reuses: many calls
+    // in one capture are a cold allocator warming up, another cost a warm-up run leaves out.
+    if (st.allocator_calls >= kColdAllocatorCalls) {
+        f.evidence.push_back(fmt::format(
+            "The input holds {} cudaMalloc / cudaFree calls ({} of host time): a cold caching "
+            "allocator growing, which a warmed-up loop does not repeat.",
+            st.allocator_calls, dur(static_cast<double>(st.allocator_ns))));
+    }
+    if (!st.activity.complete) {
+        f.evidence.push_back(
+            "The log of host calls had dropped part of this stretch: what it names is partial.");
+    }
+    if (!warm) {
+        f.advice.push_back(
+            "Profile after warm-up: torch.profiler.profile(schedule=torch.profiler.schedule("
+            "wait=1, warmup=1, active=3)) with prof.step() each iteration, so first-call costs "
+            "fall before the recorded steps.");
+    }
+    f.advice.push_back(stall_advice(st.activity.top));
+    report.findings.push_back(std::move(f));
+}
+
 void add_gpu_findings(const TimelineSummary& s, Report& report) {
     add_host_sync_stall(s, report);
     add_pageable_memcpy(s, report);
     add_launch_bound(s, report);
     add_comm_bound(s, report);
     add_gpu_idle(s, report);
+    add_one_off_stall(s, report);
 }
 
 }  // namespace

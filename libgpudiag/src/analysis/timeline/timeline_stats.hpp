@@ -27,8 +27,17 @@ struct GpuTimeStats {
     std::uint64_t unobserved_ns = 0;  ///< gaps while capture was paused: neither busy nor idle
     std::array<std::uint64_t, 3> idle_by_kind{};        ///< IdleKind
     std::array<std::uint64_t, kHostCauses> cause_ns{};  ///< host-wait time by HostCause
-    std::array<std::uint64_t, 3> class_ns{};            ///< union per WorkClass
-    std::uint64_t comm_or_compute_ns = 0;  ///< union of communication and compute (for overlap)
+    /// The kCpu part of cause_ns spent inside a compiler's host ranges (nvFuser, Inductor, NVRTC):
+    /// CPU work that is JIT compilation, not the loop's own Python.
+    std::uint64_t compile_ns = 0;
+    /// Idle time inside first launches of kernels slow enough to be module loading (see
+    /// kColdLaunchNs), a one-off cost; the part in host waits is also in cause_ns[kLaunch], the
+    /// rest (the launch call began before the GPU ran dry) in idle_by_kind's "other".
+    std::uint64_t cold_launch_ns = 0;
+    std::uint64_t cold_launch_host_ns = 0;
+    std::uint64_t cold_launches = 0;
+    std::array<std::uint64_t, 3> class_ns{};  ///< union per WorkClass
+    std::uint64_t comm_or_compute_ns = 0;     ///< union of communication and compute (for overlap)
     std::uint64_t gaps = 0;
     std::uint64_t longest_gap_ns = 0;
     std::uint64_t activities = 0;
@@ -46,6 +55,10 @@ struct GpuTimeStats {
         unobserved_ns += o.unobserved_ns;
         for (std::size_t i = 0; i < idle_by_kind.size(); ++i) idle_by_kind[i] += o.idle_by_kind[i];
         for (std::size_t i = 0; i < cause_ns.size(); ++i) cause_ns[i] += o.cause_ns[i];
+        compile_ns += o.compile_ns;
+        cold_launch_ns += o.cold_launch_ns;
+        cold_launch_host_ns += o.cold_launch_host_ns;
+        cold_launches += o.cold_launches;
         for (std::size_t i = 0; i < class_ns.size(); ++i) class_ns[i] += o.class_ns[i];
         comm_or_compute_ns += o.comm_or_compute_ns;
         gaps += o.gaps;

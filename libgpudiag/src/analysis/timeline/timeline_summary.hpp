@@ -4,7 +4,9 @@
 #pragma once
 
 #include "analysis/timeline/critical_path.hpp"
+#include "analysis/timeline/host_activity.hpp"
 #include "analysis/timeline/timeline_stats.hpp"
+#include "core/serving_names.hpp"
 
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/report.hpp>
@@ -27,13 +29,34 @@ struct LoaderSettings {
     std::uint64_t input_wait_ns = 0;  ///< input wait while this loader was the last described
 };
 
+/// One stretch of host time that holds most of what the GPU waited for: the host time before the
+/// first GPU work, or one host-wait gap. It happens once (first calls, warm-up, compilation, a
+/// checkpoint), so it is reported on its own and left out of the window the other findings
+/// describe and replay.
+struct OneOffStall {
+    bool found = false;
+    bool before_gpu = false;  ///< the host time before the first GPU work, else one idle gap
+    HostActivity activity;    ///< its start, end and what the host did in it
+    std::uint64_t idle_with_stall_ns = 0;  ///< the GPU's idle time with the stall counted
+    std::uint64_t span_with_stall_ns = 0;  ///< the window with the stall counted
+    std::uint64_t steps_before = 0;        ///< steps completed before it began (warm-up)
+    std::uint64_t allocator_calls = 0;     ///< cudaMalloc / cudaFree calls in the whole input
+    std::uint64_t allocator_ns = 0;
+    [[nodiscard]] std::uint64_t length_ns() const noexcept { return activity.end - activity.start; }
+};
+
 struct TimelineSummary {
     AnalysisWindow window = AnalysisWindow::kSteps;
     std::string window_description;  ///< how the window was chosen, in words
     bool has_gpu_activity = false;
     std::int32_t device = -1;  ///< the device the headline figures describe
     std::int32_t rank = -1;
-    GpuTimeStats gpu;  ///< that device, over the window
+    GpuTimeStats gpu;  ///< that device, over the window (less a one-off stall)
+    /// The window every timeline finding's figures and savings refer to, in all: the steps' span,
+    /// or without steps the GPU window (first to last GPU work), less a one-off stall.
+    std::uint64_t window_ns = 0;
+    std::string window_name;  ///< "over 12 steps", "over the GPU window (first to last GPU work)"
+    OneOffStall stall;
 
     // Host side, over the window.
     std::uint64_t steps = 0;
@@ -67,6 +90,8 @@ struct TimelineSummary {
     /// The loader behind most of the input wait, when the program described one (live).
     bool loader_known = false;
     LoaderSettings loader;
+    /// The serving engine, its iterations and the communication kernels the trace showed.
+    ServingSeen serving;
 };
 
 /// Adds the timeline findings (input_bound, host_sync_stall, pageable_memcpy, launch_bound,

@@ -324,6 +324,7 @@ private:
             }
             if (!present) info_.properties.emplace_back("expandable_segments", "true");
         }
+        add_pool_owners(state.segments, strings);
         info_.properties.emplace_back("snapshot_segments", fmt::to_string(state.segments.size()));
         info_.properties.emplace_back("snapshot_trace_entries",
                                       fmt::to_string(state.trace_entries));
@@ -339,6 +340,39 @@ private:
                          });
         for (const auto& a : state.annotations) {
             if (strings.lookup(a.name).rfind("ProfilerStep#", 0) == 0) profiler_steps_ = true;
+        }
+    }
+
+    // Each private pool's owner, as properties "private_pool.<n>.owner" the memory analysis
+    // reads: the code (libraries included) holding the most live bytes in it, else the code that
+    // created most of its bytes of segments. A serving engine's KV cache names its cache engine.
+    void add_pool_owners(const std::vector<SnapshotSegment>& segments, const StringTable& strings) {
+        std::map<std::uint32_t, std::map<StringId, std::uint64_t>> live, created;
+        for (const SnapshotSegment& s : segments) {
+            if (s.pool == 0) continue;
+            created[s.pool][s.owner] += s.owner != kNoString ? s.total_size : 0;
+            for (const SnapshotBlock& b : s.blocks) {
+                if (b.state != BlockState::kInactive && b.owner != kNoString)
+                    live[s.pool][b.owner] += b.size;
+            }
+        }
+        const auto most = [](const std::map<StringId, std::uint64_t>& by) {
+            StringId best = kNoString;
+            std::uint64_t bytes = 0;
+            for (const auto& [id, n] : by) {
+                if (n > bytes) {
+                    best = id;
+                    bytes = n;
+                }
+            }
+            return best;
+        };
+        for (const auto& [pool, by] : created) {
+            StringId owner = live.count(pool) != 0 ? most(live[pool]) : kNoString;
+            if (owner == kNoString) owner = most(by);
+            if (owner == kNoString) continue;
+            info_.properties.emplace_back(fmt::format("private_pool.{}.owner", pool),
+                                          std::string(strings.lookup(owner)));
         }
     }
 
@@ -391,7 +425,7 @@ private:
                     }
                 }
                 emit_segment_alloc(device, t0, s->address, size, stream_id(s->stream), s->site,
-                                   s->expandable, true, pool_of(*s));
+                                   s->expandable, true, pool_of(*s), s->pool);
             }
         }
         if (h != nullptr) {
@@ -483,7 +517,7 @@ private:
                 emit_segment_alloc(
                     e.device, t, e.address, e.size, stream, e.site,
                     e.action == TraceAction::kSegmentMap || expandable_at(e.device, e.address),
-                    false, pool_at(e.device, e.address));
+                    false, pool_at(e.device, e.address), private_pool_at(e.device, e.address));
                 break;
             case TraceAction::kSegmentFree:
             case TraceAction::kSegmentUnmap:
@@ -522,18 +556,28 @@ private:
         return s.small_pool ? kSegmentPoolSmall : kSegmentPoolLarge;
     }
 
-    // The pool of the final segment holding `address` (trace entries do not name it).
-    std::uint64_t pool_at(std::uint16_t device, std::uint64_t address) const {
+    // The final segment holding `address`, or null.
+    const SnapshotSegment* final_segment_at(std::uint16_t device, std::uint64_t address) const {
         auto fit = final_by_device_.find(device);
-        if (fit == final_by_device_.end()) return kSegmentPoolUnknown;
+        if (fit == final_by_device_.end()) return nullptr;
         const auto& segs = fit->second;
         auto it = std::upper_bound(
             segs.begin(), segs.end(), address,
             [](std::uint64_t a, const SnapshotSegment* s) { return a < s->address; });
         if (it == segs.begin() || address - (*(it - 1))->address >= (*(it - 1))->total_size) {
-            return kSegmentPoolUnknown;
+            return nullptr;
         }
-        return pool_of(**(it - 1));
+        return *(it - 1);
+    }
+    // The pool of the final segment holding `address` (trace entries do not name it).
+    std::uint64_t pool_at(std::uint16_t device, std::uint64_t address) const {
+        const SnapshotSegment* s = final_segment_at(device, address);
+        return s == nullptr ? kSegmentPoolUnknown : pool_of(*s);
+    }
+    // Its private pool, 0 for the default pool (a segment freed before the end: not known).
+    std::uint32_t private_pool_at(std::uint16_t device, std::uint64_t address) const {
+        const SnapshotSegment* s = final_segment_at(device, address);
+        return s == nullptr ? 0 : s->pool;
     }
 
     const SnapshotBlock* final_block(std::uint16_t device, std::uint64_t address) const {
@@ -638,7 +682,7 @@ private:
             auto it = sim_.segments.find(s->address);
             if (it == sim_.segments.end() || it->second.first != s->total_size) {
                 emit_segment_alloc(device, t, s->address, s->total_size, stream_id(s->stream),
-                                   s->site, s->expandable, true, pool_of(*s));
+                                   s->site, s->expandable, true, pool_of(*s), s->pool);
             }
         }
         for (const SnapshotSegment* s : finals) {
@@ -700,7 +744,8 @@ private:
     void emit_segment_alloc(std::uint16_t device, std::uint64_t t, std::uint64_t addr,
                             std::uint64_t size, std::uint32_t stream, StringId site,
                             bool expandable, bool synthetic,
-                            std::uint64_t pool = kSegmentPoolUnknown) {
+                            std::uint64_t pool = kSegmentPoolUnknown,
+                            std::uint32_t private_pool = 0) {
         if (synthetic) ++reconciled_count_for(t);
         Event ev = base(EventKind::kSegmentAlloc, device, t, synthetic);
         if (expandable) ev.flags |= kEventFlagExpandable;
@@ -709,6 +754,7 @@ private:
         ev.memory.bytes = size;
         ev.memory.aux = pool;
         ev.memory.site = site;
+        ev.memory.extra = private_pool;
         sim_.map(addr, size, expandable);
         push(ev);
     }

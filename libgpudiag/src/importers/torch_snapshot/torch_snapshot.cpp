@@ -11,9 +11,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -345,12 +348,12 @@ private:
         return index;
     }
     FrameFacts summarize(const std::vector<FrameView>& views) {
-        return FrameFacts{strings_.intern(allocation_site(views)), allocation_category(views)};
+        return FrameFacts{strings_.intern(allocation_site(views)), allocation_category(views),
+                          strings_.intern(allocation_owner_site(views))};
     }
-    // Distinct facts are few (sites x categories): each has one index.
+    // Distinct facts are few (sites x owners x categories): each has one index.
     std::uint32_t facts_index(const FrameFacts& f) {
-        const std::uint64_t key =
-            (std::uint64_t{f.site} << 8) | static_cast<std::uint8_t>(f.category);
+        const FactsKey key{f.site, f.owner, static_cast<std::uint8_t>(f.category)};
         auto [it, fresh] = facts_index_.try_emplace(key, static_cast<std::uint32_t>(facts_.size()));
         if (fresh) facts_.push_back(f);
         return it->second;
@@ -361,7 +364,8 @@ private:
     std::unordered_map<Frame, std::uint32_t, FrameHash> frame_index_;
     StackTable stacks_;
     std::vector<FrameFacts> facts_;
-    std::unordered_map<std::uint64_t, std::uint32_t> facts_index_;
+    using FactsKey = std::tuple<StringId, StringId, std::uint8_t>;
+    std::map<FactsKey, std::uint32_t> facts_index_;
     std::vector<std::uint32_t> sequence_;  // scratch
     std::vector<FrameView> views_;         // scratch
 };
@@ -401,6 +405,18 @@ public:
 private:
     FrameFacts facts_of(const PickleView& frames) { return stacks_.of(frames, keys_); }
 
+    // torch names a private pool by a pair (CUDA graph or MemPool id); the events number them.
+    // A few per process; past kMaxPrivatePools the rest share the last number.
+    std::uint32_t pool_ordinal(const std::pair<std::int64_t, std::int64_t>& id) {
+        constexpr std::size_t kMaxPrivatePools = 4096;
+        auto it = pools_.find(id);
+        if (it != pools_.end()) return it->second;
+        if (pools_.size() >= kMaxPrivatePools) return static_cast<std::uint32_t>(pools_.size());
+        const auto ordinal = static_cast<std::uint32_t>(pools_.size() + 1);
+        pools_.emplace(id, ordinal);
+        return ordinal;
+    }
+
     Status segment(const PickleView& v) {
         if (!v.is_dict()) {
             return corrupt_data(name_ + ": a segment is not a dict: not a torch memory snapshot");
@@ -420,9 +436,14 @@ private:
         seg.expandable = v.find("is_expandable").as_bool();
         seg.small_pool = v.string_at("segment_type") == "small";
         if (const PickleView pool = v.find("segment_pool_id"); pool.size() == 2) {
-            seg.private_pool = pool.item(0).as_int() != 0 || pool.item(1).as_int() != 0;
+            const std::pair<std::int64_t, std::int64_t> id{pool.item(0).as_int(),
+                                                           pool.item(1).as_int()};
+            seg.private_pool = id.first != 0 || id.second != 0;
+            if (seg.private_pool) seg.pool = pool_ordinal(id);
         }
-        seg.site = facts_of(v.find("frames")).site;
+        const FrameFacts seg_facts = facts_of(v.find("frames"));
+        seg.site = seg_facts.site;
+        seg.owner = seg_facts.owner;
         std::uint64_t offset = 0;
         if (blocks.is_list()) {
             seg.blocks.reserve(blocks.size());
@@ -441,6 +462,7 @@ private:
                     block.requested = non_negative(req.as_int());
                     FrameFacts f = facts_of(b.find("frames"));
                     block.site = f.site;
+                    block.owner = f.owner;
                     block.category = f.category;
                 } else if (history.size() > 0 && history.item(0).is_dict()) {
                     // torch 2.0: the block's most recent allocation is history[0].
@@ -448,6 +470,7 @@ private:
                     block.requested = non_negative(h.int_at("real_size", b.int_at("size", 0)));
                     FrameFacts f = facts_of(h.find("frames"));
                     block.site = f.site;
+                    block.owner = f.owner;
                     block.category = f.category;
                 } else {
                     block.requested = block.size;
@@ -535,6 +558,7 @@ private:
     SnapshotVisitor& visitor_;
     StringFacts keys_;
     StackFacts stacks_;
+    std::map<std::pair<std::int64_t, std::int64_t>, std::uint32_t> pools_;
 };
 
 std::string scalar_text(const PickleValue& v) {

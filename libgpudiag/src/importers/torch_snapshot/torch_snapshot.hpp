@@ -32,6 +32,7 @@ struct SnapshotBlock {
     std::uint64_t requested = 0;  ///< bytes the program asked for
     BlockState state = BlockState::kInactive;
     StringId site = kNoString;
+    StringId owner = kNoString;  ///< allocation_owner_site: the library code that asked
     MemoryCategory category = MemoryCategory::kOther;
 };
 
@@ -43,7 +44,11 @@ struct SnapshotSegment {
     bool expandable = false;
     bool small_pool = false;
     bool private_pool = false;  ///< segment_pool_id != (0, 0): CUDA graph or MemPool
+    /// The private pool, numbered from 1 in the order the file first names each
+    /// segment_pool_id; 0 = the default pool.
+    std::uint32_t pool = 0;
     StringId site = kNoString;
+    StringId owner = kNoString;  ///< allocation_owner_site of the segment's frames
     std::vector<SnapshotBlock> blocks;
 };
 
@@ -121,6 +126,7 @@ private:
 struct FrameFacts {
     StringId site = kNoString;
     MemoryCategory category = MemoryCategory::kOther;
+    StringId owner = kNoString;  ///< allocation_owner_site (names a private pool's owner)
 };
 
 }  // namespace gpudiag::detail
