@@ -60,6 +60,12 @@ using SessionHolder = std::unique_ptr<Session, SessionDeleter>;
 }  // namespace
 
 void bind_session(py::module_& m) {
+    py::class_<CostBudget>(m, "CostBudget")
+        .def(py::init<>())
+        .def_readwrite("cpu_share", &CostBudget::cpu_share)
+        .def_readwrite("step_share", &CostBudget::step_share)
+        .def_readwrite("period_ms", &CostBudget::period_ms);
+
     py::class_<SessionOptions>(m, "SessionOptions")
         .def(py::init<>())
         .def_readwrite("record_path", &SessionOptions::record_path)
@@ -72,6 +78,7 @@ void bind_session(py::module_& m) {
         .def_readwrite("queue_capacity", &SessionOptions::queue_capacity)
         .def_readwrite("flush_period_ms", &SessionOptions::flush_period_ms)
         .def_readwrite("report_period_ms", &SessionOptions::report_period_ms)
+        .def_readwrite("cost_budget", &SessionOptions::cost_budget)
         .def_readwrite("analysis", &SessionOptions::analysis)
         .def_readwrite("properties", &SessionOptions::properties)
         .def_property(

@@ -258,6 +258,11 @@ class Event:
     annotation: AnnotationPayload
     counter: CounterPayload
 
+class CostBudget:
+    cpu_share: float
+    step_share: float
+    period_ms: int
+
 class SessionOptions:
     record_path: str
     record_max_bytes: int
@@ -269,6 +274,7 @@ class SessionOptions:
     queue_capacity: int
     flush_period_ms: int
     report_period_ms: int
+    cost_budget: CostBudget
     analysis: AnalysisOptions
     properties: list[tuple[str, str]]
     on_report: object

@@ -82,6 +82,10 @@ class Session:
         deep: take CUPTI's callback subscriber for allocation call sites (torch.profiler GPU
             tracing may then be unavailable in this process).
         nvml_hz: NVML sampling rate (0 = off).
+        cost_budget_cpu_share: the most of the program's CPU time gpudiag may take (0 = no
+            limit; None = the library's default, 1 %); past it gpudiag takes in fewer event
+            kinds, and says so in the report (``SessionOptions::cost_budget``, docs/api.md).
+        cost_budget_step_share: the same against the step time (None = the default, 0.5 %).
         torch: "auto" (instrument PyTorch if the program uses it), True or False.
         dataloader: time the loop's waits for DataLoader batches (PyTorch only).
         memory_history: keep PyTorch's allocation history with at most this many entries (for
@@ -114,6 +118,8 @@ class Session:
         capture_gpu: bool = True,
         deep: bool = False,
         nvml_hz: float = 2.0,
+        cost_budget_cpu_share: float | None = None,
+        cost_budget_step_share: float | None = None,
         torch: bool | str = "auto",
         dataloader: bool = True,
         memory_history: int | None = None,
@@ -140,6 +146,8 @@ class Session:
         self.capture_gpu = capture_gpu
         self.deep = deep
         self.nvml_hz = nvml_hz
+        self.cost_budget_cpu_share = cost_budget_cpu_share
+        self.cost_budget_step_share = cost_budget_step_share
         self.torch = torch
         self.dataloader = dataloader
         self.memory_history = int(memory_history) if memory_history is not None else None
@@ -170,6 +178,10 @@ class Session:
         options.capture_gpu = bool(self.capture_gpu)
         options.deep = bool(self.deep)
         options.nvml_hz = float(self.nvml_hz)
+        if self.cost_budget_cpu_share is not None:
+            options.cost_budget.cpu_share = float(self.cost_budget_cpu_share)
+        if self.cost_budget_step_share is not None:
+            options.cost_budget.step_share = float(self.cost_budget_step_share)
         options.report_period_ms = int(self.report_period_s * 1000)
         if self.on_report is not None:
             callback = self.on_report
@@ -547,6 +559,8 @@ _FIXED_ON_JOIN = (
     "capture_gpu",
     "deep",
     "nvml_hz",
+    "cost_budget_cpu_share",
+    "cost_budget_step_share",
     "dataloader",
     "memory_poll_s",
     "report_period_s",

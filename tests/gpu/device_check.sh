@@ -437,6 +437,10 @@ ctest_gpu() {
 }
 gpu_stage ctest_gpu 180 ctest_gpu
 grep -E "^[0-9]+: (STATUS|SUMMARY|  reason|kernels|pool_alloc)|^ctest gpu:" "$LOG" | sed 's/^[0-9]*: /      /' | tail -30 | tee -a "$SUMMARY" >/dev/null
+# The CUPTI activity path the captures took, as their capture note says (per-subscriber needs
+# libcupti 13.3+ and an R610+ driver: CUDA 13.0's libcupti with driver 580 is process-wide).
+say "cupti path: $(grep -m1 -o "cupti_activity: \(per-subscriber\|process-wide\) activity API.*" \
+  "$WORK/ctest_gpu.txt" 2>/dev/null || echo "not reported (no capture ran)")"
 
 # The same tests through the CUDA 12 CUPTI of PyTorch's cu129 wheels (the bundle carries it),
 # forced with GPUDIAG_CUPTI_PATH: CUPTI 12's record layouts on a real GPU. Passes only when

@@ -81,6 +81,10 @@ typedef struct gpudiag_session_options {
     uint64_t record_max_bytes;    /* default 0 = no cap on the recording file (else >= 4 MiB) */
     double record_window_s;       /* default 0; > 0: keep only the last N s, written on demand */
     uint64_t record_window_bytes; /* default 256 MiB: the window's memory */
+    /* What gpudiag may cost (gpudiag::CostBudget); past it, it takes in fewer event kinds. */
+    double cost_budget_cpu_share;   /* default 0.01: 1 % of the program's CPU time; 0 = no limit */
+    double cost_budget_step_share;  /* default 0.005: 0.5 % of a step's time; 0 = no limit */
+    uint32_t cost_budget_period_ms; /* default 10000: measured over this; 0 = budget off */
 } gpudiag_session_options_t;
 
 /* The library version, e.g. "0.1.0". */

@@ -34,6 +34,24 @@
 
 namespace gpudiag {
 
+/// What gpudiag may cost the program it runs in (SessionOptions::cost_budget). Its own CPU time
+/// (its threads, and its work on the program's threads) is measured over each `period_ms`; past
+/// either share it takes in fewer event kinds, one rung a period (API call records first, then GPU
+/// activity as a whole), and takes them back, one rung at a time, once its cost has stayed under
+/// half the budget for 6 periods (longer each time it had to step down again soon after). Each
+/// change is a note in the report, and the time each kind was not taken is in the report's
+/// coverage: a finding never rests on data that was not observed. docs/api.md has the ladder.
+struct CostBudget {
+    /// The most of the program's CPU time gpudiag may take (0.01 = 1 %); 0 = no limit. It never
+    /// steps down while it takes under 0.25 % of one core: an idle program makes any share large.
+    double cpu_share = 0.01;
+    /// The most of a step's time gpudiag's CPU time per step may be (0.005 = 0.5 %), where the
+    /// program marks steps (step_begin/step_end); 0 = no limit.
+    double step_share = 0.005;
+    /// How long each measurement runs (at least one flush period). 0 turns the budget off.
+    std::uint32_t period_ms = 10000;
+};
+
 struct SessionOptions {
     /// Write a .gpudiag recording here as events arrive ("" = none).
     std::string record_path;
@@ -72,6 +90,8 @@ struct SessionOptions {
     /// How long stop() waits for a watch or report callback still running: past it stop()
     /// returns (the report says so) and the session's destructor waits for the callback.
     std::uint32_t stop_callback_wait_ms = 10000;
+    /// What gpudiag may cost; past it, it steps down to fewer event kinds (see CostBudget).
+    CostBudget cost_budget;
     AnalysisOptions analysis;
     /// Free-form facts about the program for the report, e.g. {"expandable_segments", "true"}.
     std::vector<std::pair<std::string, std::string>> properties;
@@ -136,7 +156,9 @@ public:
     /// Records an event from a framework integration (torch allocator, DataLoader, counters).
     /// Timestamps of 0 are filled with now(). Returns false when dropped (the hand-off full) or
     /// refused: after stop() (the report is final), or a device-memory event that names no
-    /// device (Event::device left at kNoDevice; counted, and the report says so).
+    /// device (Event::device left at kNoDevice; counted, and the report says so). An event of a
+    /// kind the cost budget leaves out for now returns true: it is counted, and the report says
+    /// for how long that kind was not observed.
     bool record(const Event& event) noexcept;
     /// The program's own device allocation (a cudaMalloc of its own, an arena's block) and its
     /// free, for what CUPTI does not see or when it is off: `device` is the ordinal, `site` where

@@ -100,6 +100,9 @@ void gpudiag_session_options_init(gpudiag_session_options_t* o) {
     o->record_max_bytes = defaults.record_max_bytes;
     o->record_window_s = defaults.record_window_s;
     o->record_window_bytes = defaults.record_window_bytes;
+    o->cost_budget_cpu_share = defaults.cost_budget.cpu_share;
+    o->cost_budget_step_share = defaults.cost_budget.step_share;
+    o->cost_budget_period_ms = defaults.cost_budget.period_ms;
 }
 
 gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
@@ -134,6 +137,13 @@ gpudiag_status_t gpudiag_session_create(const gpudiag_session_options_t* o,
         options.record_max_bytes = o->record_max_bytes;
         options.record_window_s = o->record_window_s;
         options.record_window_bytes = o->record_window_bytes;
+        // Appended later: an older caller's struct ends before them, and keeps the defaults.
+        if (o->size >= offsetof(gpudiag_session_options_t, cost_budget_period_ms) +
+                           sizeof(o->cost_budget_period_ms)) {
+            options.cost_budget.cpu_share = o->cost_budget_cpu_share;
+            options.cost_budget.step_share = o->cost_budget_step_share;
+            options.cost_budget.period_ms = o->cost_budget_period_ms;
+        }
         if (o->on_report != nullptr) {
             gpudiag_report_fn fn = o->on_report;
             void* user = o->on_report_user_data;

@@ -27,6 +27,7 @@ public:
     void stop() noexcept override { live_->stop(); }
     Status pause(std::string_view reason) noexcept override { return live_->pause(reason); }
     Status resume() noexcept override { return live_->resume(); }
+    void reduce(const CaptureReduction& reduction) noexcept override { live_->reduce(reduction); }
     [[nodiscard]] CaptureStatus status() const noexcept override {
         CaptureStatus st = live_->status();
         add_stack_verdict(st);

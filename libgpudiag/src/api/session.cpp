@@ -18,6 +18,7 @@
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
 #include "api/session_cost.hpp"
+#include "capture/capture_levels.hpp"
 #include "core/allocation_site.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
@@ -236,7 +237,30 @@ struct Session::Impl final : detail::EventQueue {
     // report is final. A caller learns its event was not recorded (record() returns false).
     bool try_push(const Event& e) noexcept override {
         const detail::SampledCpu cost;  // the program's threads hand events over: our cost too
-        return !forked_away() && accepting.load(std::memory_order_relaxed) && channel.try_push(e);
+        if (forked_away() || !accepting.load(std::memory_order_relaxed)) return false;
+        // Left out to keep the cost budget: counted, and taken as handled (not a full buffer).
+        if (detail::reduction_drops(kinds_off.load(std::memory_order_relaxed), e.kind)) {
+            shed_events.fetch_add(1, std::memory_order_relaxed);
+            return true;
+        }
+        return channel.try_push(e);
+    }
+
+    // Step times for the budget's share of a step: a step_end() matching the latest
+    // step_begin() is timed; with steps overlapping (a service's requests) the timed ones give
+    // the mean and every end counts a step.
+    void step_began(std::uint64_t step) noexcept {
+        step_begin_id.store(step, std::memory_order_relaxed);
+        step_begin_ns.store(detail::monotonic_now_ns(), std::memory_order_relaxed);
+    }
+    void step_ended(std::uint64_t step) noexcept {
+        steps_ended.fetch_add(1, std::memory_order_relaxed);
+        if (step_begin_id.load(std::memory_order_relaxed) != step) return;
+        const std::uint64_t began = step_begin_ns.exchange(0, std::memory_order_relaxed);
+        const std::uint64_t now = detail::monotonic_now_ns();
+        if (began == 0 || began > now) return;
+        step_ns_total.fetch_add(now - began, std::memory_order_relaxed);
+        steps_timed.fetch_add(1, std::memory_order_relaxed);
     }
 
     bool push_marker(EventKind kind, RangeCategory category, StringId name,
@@ -315,6 +339,7 @@ struct Session::Impl final : detail::EventQueue {
             detail::AnalysisPipeline::Failures::kIsolate);
         if (writer) pipeline->add_sink(writer.get());
         if (window) pipeline->add_sink(window.get());
+        if (EventSink* extra = detail::extra_session_sink_for_tests()) pipeline->add_sink(extra);
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
             watches.attach(pipeline->memory_ledger());
@@ -330,6 +355,10 @@ struct Session::Impl final : detail::EventQueue {
         started_ns = detail::monotonic_now_ns();
         cpu_at_start = detail::own_cpu();
         process_cpu_at_start = detail::process_cpu_ns();
+        {
+            std::lock_guard<std::mutex> lock(sink_mutex);
+            (void)governor.observe(cost_sample());  // the first period begins
+        }
         running.store(true);
         try {
             watch_callbacks.start(this, "gpudiag-watch");
@@ -523,6 +552,7 @@ struct Session::Impl final : detail::EventQueue {
         }
         if (!degraded_reason.empty()) s.notes.push_back("Capture degraded: " + degraded_reason);
         add_loss_coverage(s);
+        detail::add_budget_losses(governor, detail::monotonic_now_ns(), s.missing);
         return s;
     }
 
@@ -597,14 +627,18 @@ struct Session::Impl final : detail::EventQueue {
     void worker_tick(std::chrono::steady_clock::time_point& next_report) {
         if (backend) backend->flush();  // no lock held: CUPTI may re-enter
         std::vector<std::pair<SessionWatches::Callback, std::uint64_t>> due;
+        const detail::CaptureReduction* rung = nullptr;
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
             if (ended) return;  // stopped from a callback
             drain_locked();
+            rung = keep_budget_locked();
             due = watches.take_due();
             if (window) dump_if_due_locked(!due.empty());
             flush_recording_if_due_locked();
         }
+        // The capture itself makes less (or again) too; unlocked, as flush() is.
+        if (backend && rung != nullptr) backend->reduce(*rung);
         for (auto& [callback, bytes] : due) {
             (void)watch_callbacks.post(
                 [callback = std::move(callback), bytes = bytes] { callback(bytes); });
@@ -672,13 +706,85 @@ struct Session::Impl final : detail::EventQueue {
         c.queue_bytes = channel.capacity() * sizeof(Event);
         c.names_bytes = strings.bytes();
         c.window_disk_bytes = window ? window->bytes_on_disk() : 0;
+        c.budget_on = governor.enabled();
+        c.budget = options.cost_budget;
+        c.budget_rung = governor.rung();
+        c.budget_changes = governor.change_count();
+        c.shed_events = shed_events.load(std::memory_order_relaxed);
         return c;
+    }
+
+    detail::CostSample cost_sample() const {
+        detail::CostSample s;
+        s.now_ns = detail::monotonic_now_ns();
+        const detail::OwnCpu own = detail::own_cpu();
+        s.own_cpu_ns = own.threads_ns + own.elsewhere_ns;
+        s.process_cpu_ns = detail::process_cpu_ns();
+        s.steps_ended = steps_ended.load(std::memory_order_relaxed);
+        s.steps_timed = steps_timed.load(std::memory_order_relaxed);
+        s.step_ns = step_ns_total.load(std::memory_order_relaxed);
+        return s;
+    }
+
+    // SessionOptions::cost_budget, at every worker tick: the governor judges each period and
+    // the session takes in what the rung it names allows. Leaving GPU activity out altogether is
+    // marked as a pause of capture, so the timeline counts that time unobserved, not idle.
+    // Returns the new rung when it changed, for the capture to follow.
+    const detail::CaptureReduction* keep_budget_locked() {
+        if (!governor.enabled() || !running.load()) return nullptr;
+        push_budget_markers_locked();
+        const auto change = governor.observe(cost_sample());
+        if (!change) return nullptr;
+        const auto ladder = detail::capture_reductions();
+        const detail::CaptureReduction& from = ladder[change->from];
+        const detail::CaptureReduction& to = ladder[change->to];
+        if (to.gpu_activity_off && !from.gpu_activity_off) {
+            kinds_off.store(to.kinds_off, std::memory_order_relaxed);
+            queue_budget_marker_locked(EventKind::kCapturePaused, change->at_ns);
+        } else if (from.gpu_activity_off && !to.gpu_activity_off) {
+            queue_budget_marker_locked(EventKind::kCaptureResumed, change->at_ns);
+            kinds_off.store(to.kinds_off, std::memory_order_relaxed);
+        } else {
+            kinds_off.store(to.kinds_off, std::memory_order_relaxed);
+        }
+        return &to;
+    }
+
+    void queue_budget_marker_locked(EventKind kind, std::uint64_t at_ns) {
+        Event e;
+        e.kind = kind;
+        e.process = pid;
+        e.thread = current_tid();
+        e.start_ns = e.end_ns = at_ns;
+        e.annotation.text = strings.intern("gpudiag's cost budget (SessionOptions::cost_budget)");
+        if (budget_markers.size() < kMaxBudgetMarkers) budget_markers.push_back(e);
+        push_budget_markers_locked();
+    }
+
+    // In order, past the budget's filter; one the full hand-off refuses is tried again at the
+    // next tick, with its own time, so that no unobserved window is lost to a full buffer.
+    void push_budget_markers_locked() {
+        std::size_t pushed = 0;
+        while (pushed < budget_markers.size() && channel.try_push(budget_markers[pushed])) {
+            ++pushed;
+        }
+        budget_markers.erase(budget_markers.begin(),
+                             budget_markers.begin() + static_cast<std::ptrdiff_t>(pushed));
     }
 
     void add_cost(Report& report) const {
         Section cost = detail::cost_section(ended ? final_cost : measure_cost(), report);
         const std::string note = detail::cost_note(cost);
         if (!note.empty()) report.notes.push_back(note);
+        for (const auto& change : governor.changes()) {
+            report.notes.push_back(detail::budget_change_note(change, started_ns));
+        }
+        if (const auto more = governor.change_count() - governor.changes().size(); more > 0) {
+            report.notes.push_back(fmt::format(
+                "gpudiag changed its capture {} more times to keep its cost budget (the first {} "
+                "are above).",
+                more, governor.changes().size()));
+        }
         report.sections.push_back(std::move(cost));
     }
 
@@ -953,6 +1059,19 @@ struct Session::Impl final : detail::EventQueue {
     detail::OwnCpu cpu_at_start;
     std::uint64_t process_cpu_at_start = 0;
     detail::SessionCost final_cost;  // guarded by sink_mutex: measured at stop
+    // SessionOptions::cost_budget.
+    detail::CostGovernor governor{
+        options.cost_budget,
+        static_cast<std::uint32_t>(detail::capture_reductions().size() - 1)};  // sink_mutex
+    std::atomic<std::uint64_t> kinds_off{0};    // the rung's kinds, left out at try_push
+    std::atomic<std::uint64_t> shed_events{0};  // events left out for the budget
+    static constexpr std::size_t kMaxBudgetMarkers = 64;
+    std::vector<Event> budget_markers;  // guarded by sink_mutex: pauses and resumes to push
+    std::atomic<std::uint64_t> step_begin_id{0};
+    std::atomic<std::uint64_t> step_begin_ns{0};
+    std::atomic<std::uint64_t> steps_ended{0};
+    std::atomic<std::uint64_t> steps_timed{0};
+    std::atomic<std::uint64_t> step_ns_total{0};
 };
 
 void RunningSessions::stop_all_at_exit() noexcept {
@@ -1022,6 +1141,13 @@ Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcep
         if (options.report_period_ms > 0 && !options.on_report) {
             return invalid_argument("report_period_ms is set but on_report is empty");
         }
+        const CostBudget& budget = options.cost_budget;
+        if (!(budget.cpu_share >= 0 && budget.cpu_share <= 1) ||
+            !(budget.step_share >= 0 && budget.step_share <= 1)) {
+            return invalid_argument(
+                "cost_budget.cpu_share and cost_budget.step_share must be within [0, 1] (0 = no "
+                "limit)");
+        }
         auto channel = detail::EventChannel::create(options.queue_capacity);
         if (!channel) return channel.status();
         return std::unique_ptr<Session>(
@@ -1058,9 +1184,11 @@ bool Session::running() const noexcept {
 }
 
 void Session::step_begin(std::uint64_t step) noexcept {
+    impl_->step_began(step);
     impl_->push_marker(EventKind::kStepBegin, RangeCategory::kStep, kNoString, step);
 }
 void Session::step_end(std::uint64_t step) noexcept {
+    impl_->step_ended(step);
     impl_->push_marker(EventKind::kStepEnd, RangeCategory::kStep, kNoString, step);
 }
 void Session::phase_begin(std::string_view name) noexcept {

@@ -9,6 +9,7 @@
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
 
+#include "capture/capture_levels.hpp"
 #include "core/event_queue.hpp"
 
 #include <cstdint>
@@ -38,6 +39,11 @@ public:
     virtual void stop() noexcept = 0;
     virtual Status pause(std::string_view reason) noexcept = 0;
     virtual Status resume() noexcept = 0;
+    /// The cost budget's rung (SessionOptions::cost_budget): sources stop making events of its
+    /// kinds where they can, so the capture itself costs less, and make them again on a later
+    /// call without them. The session still sheds the rung's kinds that were already in flight.
+    /// Never called with a session lock held. Default: nothing changes at the source.
+    virtual void reduce(const CaptureReduction& /*reduction*/) noexcept {}
     [[nodiscard]] virtual CaptureStatus status() const noexcept = 0;
     /// The GPUs sampled (model, UUID, PCI bus id, memory), in CUDA ordinal order; empty when
     /// no source names them.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 namespace gpudiag::detail {
 namespace {
@@ -127,6 +128,35 @@ CaptureStatus compute_capture_status(const CaptureFacts& f) {
         }
     }
     return st;
+}
+
+namespace {
+
+constexpr std::uint64_t bit(EventKind kind) {
+    return std::uint64_t{1} << static_cast<unsigned>(kind);
+}
+
+constexpr std::uint64_t kApiOff = bit(EventKind::kApiCall);
+constexpr std::uint64_t kGpuOff = kApiOff | bit(EventKind::kKernel) | bit(EventKind::kMemcpy) |
+                                  bit(EventKind::kMemset) | bit(EventKind::kSync);
+
+// Copies go with kernels, not before them: a copy is GPU busy time, and a timeline that kept the
+// kernels without the copies would call the copies' time idle (a false gpu_idle).
+constexpr std::array<CaptureReduction, 3> kReductions{{
+    {"full", 0, "", false},
+    {"api_calls_off", kApiOff,
+     "runtime and driver API calls (the host side of GPU gaps: launch_bound and host causes)",
+     false},
+    {"gpu_activity_off", kGpuOff,
+     "kernels, copies, memsets and synchronisations (GPU busy and idle time: gpu_idle, "
+     "host_sync_stall, pageable_memcpy, comm_bound)",
+     true},
+}};
+
+}  // namespace
+
+std::span<const CaptureReduction> capture_reductions() noexcept {
+    return kReductions;
 }
 
 }  // namespace gpudiag::detail

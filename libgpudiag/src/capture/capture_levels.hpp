@@ -3,7 +3,10 @@
 #pragma once
 
 #include <gpudiag/capture.hpp>
+#include <gpudiag/event.hpp>
 
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,5 +47,32 @@ struct CaptureFacts {
 /// they are missing too, e.g. NVML absent under working CUPTI). Without `running`, CUPTI levels
 /// are judged by what is loadable (libcupti 13 and a driver) rather than by enabling them.
 CaptureStatus compute_capture_status(const CaptureFacts& facts);
+
+/// One rung of the ladder a session steps down when its cost passes SessionOptions::cost_budget:
+/// the event kinds it no longer takes in, each rung keeping the ones above it off. Rung 0 is full
+/// capture. The capture stops making them (CaptureBackend::reduce: CUPTI's records of the kinds
+/// and API calls are disabled, so CUPTI and the decoder stop paying), and those already in flight
+/// are counted and not handed on, so the hand-off, the analyses, the recording and every sink
+/// stop paying for them too.
+struct CaptureReduction {
+    const char* name;         ///< "api_calls_off"
+    std::uint64_t kinds_off;  ///< bit (1 << EventKind) per kind not taken in, this rung's and above
+    const char* lost;         ///< what a report no longer sees at this rung (this rung's own)
+    /// Whether this rung stops GPU activity as a whole: the session marks the time unobserved
+    /// (kCapturePaused .. kCaptureResumed), so no analysis takes it for an idle GPU.
+    bool gpu_activity_off;
+};
+
+/// The ladder, mildest first: API call detail (as many records as kernels, and the least needed),
+/// then GPU activity as a whole. NVML samples, framework events and memory events stay at every
+/// rung: they are few and carry the memory diagnosis. Deep mode and the NVML rate are set when
+/// capture starts and cannot change while it runs: they are not rungs yet.
+std::span<const CaptureReduction> capture_reductions() noexcept;
+
+/// Whether `kinds_off` (a CaptureReduction's) leaves `kind` out.
+constexpr bool reduction_drops(std::uint64_t kinds_off, EventKind kind) noexcept {
+    const auto k = static_cast<unsigned>(kind);
+    return k < 64 && ((kinds_off >> k) & 1u) != 0;
+}
 
 }  // namespace gpudiag::detail

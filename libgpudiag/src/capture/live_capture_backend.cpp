@@ -149,6 +149,7 @@ public:
             CuptiSourceOptions o;
             o.deep = options_.deep;
             o.flush_period_ms = options_.flush_period_ms > 0 ? options_.flush_period_ms : 250;
+            o.kinds_off = kinds_off_.load();
             st = CuptiActivitySource::instance().start(o, counting_, strings);  // unlocked
             // Refused for another session of this copy: the claim is that session's too.
             if (!st.is_ok() && !CuptiActivitySource::instance().status().active) {
@@ -202,6 +203,13 @@ public:
     Status resume() noexcept override {
         if (!cupti_started_) return failed_precondition("CUPTI capture is not running");
         return CuptiActivitySource::instance().resume();
+    }
+
+    void reduce(const CaptureReduction& reduction) noexcept override {
+        kinds_off_.store(reduction.kinds_off);  // for a start still to come
+        if (!cupti_started_) return;
+        // A refusal to record GPU kinds again marks the source degraded: status() says so.
+        (void)CuptiActivitySource::instance().reduce(reduction.kinds_off, counting_);
     }
 
     [[nodiscard]] std::vector<DeviceInfo> devices() const noexcept override {
@@ -266,6 +274,7 @@ private:
     std::atomic<bool> running_{false};
     std::atomic<bool> nvtx_attached_{false};
     std::atomic<bool> cupti_started_{false};
+    std::atomic<std::uint64_t> kinds_off_{0};  // the cost budget's rung (CaptureReduction)
     bool cupti_stopped_ = false;
     CuptiSourceStatus last_cupti_;
     std::string cupti_failure_;

@@ -3,7 +3,9 @@
 // GPUDIAG_CUPTI_PATH / GPUDIAG_NVML_PATH / GPUDIAG_CUDA_PATH before anything loads): loading,
 // level selection, flush, drops, the foreign-subscriber fallback, deep mode, pause/resume
 // around another CUPTI client, and the NVML sampler feeding the health analysis.
+#include "api/session_cost.hpp"
 #include "capture/capture_backend.hpp"
+#include "capture/capture_levels.hpp"
 #include "capture/cupti/cupti_activity_source.hpp"
 #include "capture/cupti/cupti_api.hpp"
 #include "capture/nvml/nvml_api.hpp"
@@ -17,6 +19,7 @@
 #include <gpudiag/capture.hpp>
 #include <gpudiag/recording.hpp>
 #include <gpudiag/session.hpp>
+#include <gpudiag/sink.hpp>
 
 #include <dlfcn.h>
 #include <spawn.h>
@@ -29,6 +32,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <string_view>
 #include <thread>
 
 extern "C" {
@@ -201,6 +206,18 @@ TEST_F(CaptureStubTest, StartEnablesTheDefaultKindsAndTheWhitelistOnly) {
     EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
     EXPECT_EQ(gpudiag_stub_cupti_zeroed_attribute(), -1);
     EXPECT_FALSE(backend->status().capturing);
+}
+
+TEST_F(CaptureStubTest, ACupti130TakesTheProcessWidePathAndSaysWhy) {
+    auto backend = detail::make_capture_backend(backend_options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    CaptureStatus st = backend->status();
+    EXPECT_TRUE(contains(st.reasons,
+                         "cupti_activity: process-wide activity API: libcupti API "
+                         "version 130001 predates CUPTI's per-subscriber activity API"))
+        << joined(st.reasons);
+    EXPECT_FALSE(detail::CuptiActivitySource::instance().status().per_subscriber);
+    backend->stop();
 }
 
 TEST_F(CaptureStubTest, FlushDeliversRecordsAsEventsOnTheSessionClock) {
@@ -657,6 +674,200 @@ TEST_F(CaptureStubTest, PauseAndResumeMarkTheUnobservedWindow) {
     EXPECT_GE(paused[0].start_ns, t0);
     EXPECT_LE(paused[0].start_ns, resumed[0].start_ns);
     EXPECT_LE(resumed[0].start_ns, t1);
+}
+
+// ---------------------------------------------------------------- the cost budget's rungs
+const detail::CaptureReduction* rung(std::string_view name) {
+    for (const detail::CaptureReduction& r : detail::capture_reductions()) {
+        if (name == r.name) return &r;
+    }
+    return nullptr;
+}
+
+// A step as CUPTI records it: an allocation (its record and its cudaMalloc), a kernel and its
+// launch. Only the kinds and calls enabled are made.
+void record_step(std::uint32_t correlation) {
+    static const char kName[] = "_Z4stepv";
+    std::uint64_t now = gpudiag_stub_cupti_now();
+    RecordBuffer buf;
+    buf.add(test::memory_record(true, 0xA000 + correlation, 1 << 20, correlation, now));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 20, now, now + 100, correlation));
+    buf.add(test::kernel_record(kName, now + 1000, now + 5000, correlation + 1));
+    buf.add(test::api_record(CUPTI_ACTIVITY_KIND_RUNTIME, 211, now, now + 800, correlation + 1));
+    gpudiag_stub_cupti_queue_buffer(buf.data(), buf.size());
+}
+
+TEST_F(CaptureStubTest, TheCostBudgetsRungsStopCuptiMakingTheirRecordsAndStartItAgain) {
+    const detail::CaptureReduction* api_off = rung("api_calls_off");
+    const detail::CaptureReduction* gpu_off = rung("gpu_activity_off");
+    const detail::CaptureReduction* full = rung("full");
+    ASSERT_TRUE(api_off != nullptr && gpu_off != nullptr && full != nullptr);
+    auto backend = detail::make_capture_backend(backend_options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+
+    backend->reduce(*api_off);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);  // cudaLaunchKernel
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 165), 0);  // cudaDeviceSynchronize
+    // Allocation calls carry out-of-memory failures, which every rung keeps.
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 20), 1);   // cudaMalloc
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(0, 551), 1);  // cuMemMap
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 1);
+    record_step(10);
+    backend->flush();
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);
+    auto calls = queue_.of_kind(EventKind::kApiCall);
+    ASSERT_EQ(calls.size(), 1u);  // the launch was never made
+    EXPECT_EQ(calls[0].api.callback_id, 20u);
+
+    backend->reduce(*gpu_off);
+    for (int kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
+        EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(kind), 0) << kind;
+    }
+    for (int kind : {CUPTI_ACTIVITY_KIND_MEMORY2, CUPTI_ACTIVITY_KIND_MEMORY_POOL,
+                     CUPTI_ACTIVITY_KIND_OVERHEAD}) {
+        EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(kind), 1) << kind;
+    }
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    record_step(20);
+    backend->flush();
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 1u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kDeviceAlloc).size(), 2u);  // memory at every rung
+
+    backend->reduce(*full);
+    for (int kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                     CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION}) {
+        EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(kind), 1) << kind;
+    }
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 165), 1);
+    record_step(30);
+    backend->flush();
+    EXPECT_EQ(queue_.of_kind(EventKind::kKernel).size(), 2u);
+    EXPECT_EQ(queue_.of_kind(EventKind::kApiCall).size(), 4u);  // 1 + 1 at gpu_activity_off + 2
+    EXPECT_FALSE(detail::CuptiActivitySource::instance().status().degraded);
+
+    // Held off at stop or not, nothing stays enabled.
+    backend->reduce(*api_off);
+    backend->stop();
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 20), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 0);
+}
+
+TEST_F(CaptureStubTest, ARungOutlastsAPauseAndAppliesFromTheStartOfCapture) {
+    const detail::CaptureReduction* api_off = rung("api_calls_off");
+    const detail::CaptureReduction* full = rung("full");
+    ASSERT_TRUE(api_off != nullptr && full != nullptr);
+    auto backend = detail::make_capture_backend(backend_options());
+    backend->reduce(*api_off);  // before start: capture begins at that rung
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 20), 1);
+    ASSERT_TRUE(backend->pause("torch.profiler is tracing CUDA").is_ok());
+    ASSERT_TRUE(backend->resume().is_ok());
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);  // resume re-enables only the rung's
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 20), 1);
+    ASSERT_TRUE(backend->pause("torch.profiler is tracing CUDA").is_ok());
+    backend->reduce(*full);  // while paused: CUPTI belongs to the other client; at resume
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 0);
+    ASSERT_TRUE(backend->resume().is_ok());
+    EXPECT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);
+    backend->stop();
+}
+
+TEST_F(CaptureStubTest, KernelsCuptiWillNotRecordAgainAfterARungDegradeCapture) {
+    const detail::CaptureReduction* gpu_off = rung("gpu_activity_off");
+    const detail::CaptureReduction* full = rung("full");
+    ASSERT_TRUE(gpu_off != nullptr && full != nullptr);
+    auto backend = detail::make_capture_backend(backend_options());
+    ASSERT_TRUE(backend->start(queue_, strings_).is_ok());
+    backend->reduce(*gpu_off);
+    gpudiag_stub_cupti_set_kind_result(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                       CUPTI_ERROR_NOT_COMPATIBLE);
+    backend->reduce(*full);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMCPY), 1);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), 0);
+    // No timeline that calls the missing kernels' time idle: the level says activity is lost.
+    CaptureStatus st = backend->status();
+    EXPECT_NE(st.level, CaptureLevel::kCuptiActivity);
+    EXPECT_TRUE(contains(st.reasons,
+                         "cupti_activity: CUPTI refused to record CONCURRENT_KERNEL "
+                         "(CUPTI_ERROR_NOT_COMPATIBLE) again after the cost budget left them out"))
+        << joined(st.reasons);
+    backend->stop();
+}
+
+std::uint64_t thread_cpu_ns() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+void burn_cpu(std::uint64_t ns) {
+    const std::uint64_t until = thread_cpu_ns() + ns;
+    while (thread_cpu_ns() < until) {
+    }
+}
+
+// Run by the session's worker: 200 us of CPU per API call while `expensive` holds.
+struct ExpensiveApiSink final : EventSink {
+    void consume(std::span<const Event> events) override {
+        for (const Event& e : events) {
+            if (e.kind == EventKind::kApiCall && expensive.load()) burn_cpu(200'000);
+        }
+    }
+    std::atomic<bool> expensive{true};
+};
+
+bool waited_for(const std::function<bool()>& done) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+}
+
+// The session's governor reaches CUPTI: past the budget the launches are no longer recorded at
+// all, and once the cost is back under it they are again (the same workload as the session's
+// budget test; both ways are waited for, never timed).
+TEST_F(CaptureStubTest, ASessionOverItsCostBudgetStopsCuptiRecordingApiCallsAndStartsAgain) {
+    ExpensiveApiSink sink;
+    detail::set_extra_session_sink_for_tests(&sink);
+    SessionOptions o = options();
+    o.flush_period_ms = 10;
+    o.cost_budget.cpu_share = 0.1;
+    o.cost_budget.step_share = 0;
+    o.cost_budget.period_ms = 50;
+    auto session = Session::create(o);
+    ASSERT_TRUE(session.is_ok());
+    ASSERT_TRUE((*session)->start().is_ok());
+    ASSERT_EQ(gpudiag_stub_cupti_api_enabled(1, 211), 1);
+    std::atomic<bool> done{false};
+    std::thread program([&] {
+        Event call;
+        call.kind = EventKind::kApiCall;
+        while (!done.load()) {
+            burn_cpu(500'000);
+            call.start_ns = call.end_ns = Session::now_ns();
+            (void)(*session)->record(call);
+        }
+    });
+    const bool off = waited_for([] { return gpudiag_stub_cupti_api_enabled(1, 211) == 0; });
+    const bool malloc_kept = gpudiag_stub_cupti_api_enabled(1, 20) == 1;
+    sink.expensive.store(false);
+    const bool on_again =
+        off && waited_for([] { return gpudiag_stub_cupti_api_enabled(1, 211) == 1; });
+    done.store(true);
+    program.join();
+    EXPECT_TRUE((*session)->stop().is_ok());
+    detail::set_extra_session_sink_for_tests(nullptr);
+    EXPECT_TRUE(off);
+    EXPECT_TRUE(malloc_kept);
+    EXPECT_TRUE(on_again);
+    EXPECT_EQ(gpudiag_stub_cupti_kind_enabled(CUPTI_ACTIVITY_KIND_MEMORY2), 0);  // stopped
 }
 
 // ---------------------------------------------------------------- CUPTI's clock

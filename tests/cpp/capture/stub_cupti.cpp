@@ -23,7 +23,20 @@
 //   CONCURRENT_KERNEL) or INVALID_KIND; cuptiSubscribe returns MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
 //   with the holder's name; cuptiActivityFlushAll without callbacks, INVALID_OPERATION.
 //
+// Built a third time as a CUPTI 13.4 (GPUDIAG_STUB_CUPTI_V2), it also has the per-subscriber
+// activity API (cupti_per_subscriber.hpp spells it): a subscriber made by cuptiSubscribe_v2 with
+// allowMultipleSubscribers gets its own buffer callbacks, kinds, per-cbid API records and drop
+// count, and records reach every such subscriber that enabled their kind. The headers do not say
+// which code each refusal returns; the stub's choice, for the tests to tell the causes apart:
+// * cuptiSubscribe_v2(allowMultipleSubscribers) while the process-wide API is in use (a kind
+//   enabled through it, a v1 subscriber, or a tool holding CUPTI): MULTIPLE_SUBSCRIBERS_NOT_
+//   SUPPORTED with the holder's name; on a driver without support (switch): NOT_SUPPORTED.
+// * The process-wide cuptiActivityRegisterCallbacks / cuptiActivityEnable while a per-subscriber
+//   client is subscribed: NOT_COMPATIBLE.
+//
 // Test hooks: the gpudiag_stub_cupti_* functions at the end.
+#include "capture/cupti/cupti_per_subscriber.hpp"
+
 #include <cupti.h>
 
 #include <chrono>
@@ -80,6 +93,7 @@ struct StubState {
     CUpti_BuffersCallbackCompleteFunc complete = nullptr;
     CUpti_BuffersCallbackCompleteFunc client_complete = nullptr;  // the library under test's
     int register_calls = 0;
+    int v1_setting_calls = 0;  // process-wide kind and per-cbid API record settings asked for
     std::set<int> kinds;
     std::set<int> kinds_ever;
     bool runtime_all = false;
@@ -113,7 +127,28 @@ struct StubState {
     std::set<std::uint8_t*> foreign_buffers;
     std::size_t foreign_records = 0;
     std::size_t foreign_unknown_buffers = 0;
+
+    // ---- the per-subscriber API: the client under test, and a foreign one that counts ----
+    bool v2_driver_support = true;
+    bool v2_subscribed = false;
+    gpudiag::detail::cupti_v2::BufferRequestedFn v2_request = nullptr;
+    gpudiag::detail::cupti_v2::BufferCompletedFn v2_complete = nullptr;
+    CUpti_CallbackFunc v2_callback = nullptr;
+    void* v2_callback_data = nullptr;
+    std::set<int> v2_kinds;
+    std::map<unsigned, bool> v2_runtime_cbids;
+    std::map<unsigned, bool> v2_driver_cbids;
+    std::size_t v2_dropped = 0;
+    int v2_next_record_calls = 0;
+    bool foreign_v2 = false;
+    std::size_t foreign_v2_records = 0;
 };
+
+// The client under test's per-subscriber handle (any unique non-null pointer).
+int g_v2_handle_token = 0;
+CUpti_SubscriberHandle v2_handle() {
+    return reinterpret_cast<CUpti_SubscriberHandle>(&g_v2_handle_token);
+}
 
 StubState& state() {
     static auto* s = new StubState;  // leaked: the worker thread outlives static destruction
@@ -182,6 +217,42 @@ bool kind_recorded(const StubState& s, const CUpti_Activity* record) {
     }
 }
 
+bool foreign_kind(CUpti_ActivityKind kind) {
+    for (CUpti_ActivityKind k : kForeignKinds) {
+        if (k == kind || (kind == CUPTI_ACTIVITY_KIND_MEMCPY2 && k == CUPTI_ACTIVITY_KIND_MEMCPY)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool per_cbid_on(const std::map<unsigned, bool>& cbids, unsigned cbid) {
+    auto it = cbids.find(cbid);
+    return it != cbids.end() && it->second;
+}
+
+// The per-subscriber client's filter: its own kinds and per-cbid API records.
+bool v2_kind_recorded(const StubState& s, const CUpti_Activity* record) {
+    switch (record->kind) {
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+            return per_cbid_on(s.v2_runtime_cbids,
+                               reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+            return per_cbid_on(s.v2_driver_cbids,
+                               reinterpret_cast<const CUpti_ActivityAPI*>(record)->cbid);
+        case CUPTI_ACTIVITY_KIND_MEMCPY2: return s.v2_kinds.count(CUPTI_ACTIVITY_KIND_MEMCPY) != 0;
+        default: return s.v2_kinds.count(record->kind) != 0;
+    }
+}
+
+// CUPTI serves one mode at a time: the process-wide API, or per-subscriber clients.
+bool process_wide_in_use(const StubState& s) {
+    return !s.kinds.empty() || s.subscriber != nullptr || !s.holder.empty();
+}
+bool per_subscriber_in_use(const StubState& s) {
+    return s.v2_subscribed || s.foreign_v2;
+}
+
 // Writes the timestamps of kernels that finished by `now`; true when none is in flight.
 bool settle(Buffer& b, SteadyClock::time_point now) {
     auto still = b.in_flight.begin();
@@ -210,9 +281,26 @@ void force(StubState& s, Buffer& b) {
     b.in_flight.clear();
 }
 
-void deliver(CUpti_BuffersCallbackCompleteFunc complete, std::vector<Buffer>& out) {
+// Where completed buffers go: the per-subscriber client's callback while it is subscribed,
+// else the process-wide one registered then.
+struct Completer {
+    CUpti_BuffersCallbackCompleteFunc v1 = nullptr;
+    gpudiag::detail::cupti_v2::BufferCompletedFn v2 = nullptr;
+};
+Completer completer_locked(const StubState& s) {
+    if (s.v2_subscribed && s.v2_complete != nullptr) return Completer{nullptr, s.v2_complete};
+    return Completer{s.complete, nullptr};
+}
+
+void deliver(Completer complete, std::vector<Buffer>& out) {
     for (Buffer& b : out) {
-        if (complete != nullptr) complete(nullptr, 0, b.data, b.size, b.used);
+        if (complete.v2 != nullptr) {
+            gpudiag::detail::cupti_v2::BufferCompleteInfo info{};
+            info.structSize = sizeof info;
+            complete.v2(b.data, b.size, b.used, &info);
+        } else if (complete.v1 != nullptr) {
+            complete.v1(nullptr, 0, b.data, b.size, b.used);
+        }
     }
     out.clear();
 }
@@ -236,7 +324,7 @@ void worker_loop() {
         }
         if (!ready.empty()) {
             s.worker_completions += static_cast<int>(ready.size());
-            CUpti_BuffersCallbackCompleteFunc complete = s.complete;
+            Completer complete = completer_locked(s);
             lock.unlock();
             deliver(complete, ready);
             lock.lock();
@@ -259,7 +347,10 @@ int emit(const void* bytes, std::size_t size, int in_flight_ms) {
     StubState& s = state();
     std::unique_lock<std::mutex> lock(s.mutex);
     const auto* record = static_cast<const CUpti_Activity*>(bytes);
-    if (s.global_result != CUPTI_SUCCESS || !kind_recorded(s, record)) return 0;
+    if (s.global_result != CUPTI_SUCCESS) return 0;
+    bool v2 = s.v2_subscribed;
+    if (s.foreign_v2 && foreign_kind(record->kind)) ++s.foreign_v2_records;  // its own copy
+    if (v2 ? !v2_kind_recorded(s, record) : !kind_recorded(s, record)) return 0;
     auto slot = [&]() -> Buffer& {
         return s.per_thread != 0 ? s.thread_buffers[std::this_thread::get_id()] : s.shared_buffer;
     };
@@ -270,16 +361,22 @@ int emit(const void* bytes, std::size_t size, int in_flight_ms) {
     }
     if (slot().data == nullptr) {
         CUpti_BuffersCallbackRequestFunc request = s.request;
+        gpudiag::detail::cupti_v2::BufferRequestedFn request_v2 = v2 ? s.v2_request : nullptr;
         std::uint8_t* data = nullptr;
         std::size_t got = 0;
         std::size_t max_records = 0;
-        if (request != nullptr) {
+        if (request_v2 != nullptr) {
+            gpudiag::detail::cupti_v2::BufferRequestInfo info{sizeof(info)};
+            lock.unlock();
+            request_v2(&data, &got, &max_records, &info);
+            lock.lock();
+        } else if (request != nullptr && !v2) {
             lock.unlock();  // the client's callback runs on this thread, with no stub lock held
             request(&data, &got, &max_records);
             lock.lock();
         }
         if (data == nullptr || got < size) {
-            ++s.dropped;  // declined: CUPTI drops the record and counts it
+            ++(v2 ? s.v2_dropped : s.dropped);  // declined: CUPTI drops the record and counts it
             return 0;
         }
         if (slot().data != nullptr) {  // another thread filled the shared slot meanwhile
@@ -394,9 +491,12 @@ CUptiResult flush_all(std::uint32_t flag) {
     if (forced) ++s.forced_flushes;
     if (s.global_result != CUPTI_SUCCESS) return s.global_result;
     if (s.flush_result != CUPTI_SUCCESS) return s.flush_result;
-    if (s.request == nullptr || s.complete == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+    bool v2_ready = s.v2_subscribed && s.v2_complete != nullptr;
+    if (!v2_ready && (s.request == nullptr || s.complete == nullptr)) {
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
     std::vector<Buffer> out = take_flushable(s, forced);
-    CUpti_BuffersCallbackCompleteFunc complete = s.complete;
+    Completer complete = completer_locked(s);
     lock.unlock();  // completion runs on the caller, with no stub lock held
     deliver(complete, out);
     return CUPTI_SUCCESS;
@@ -413,10 +513,13 @@ extern "C" {
 #ifndef GPUDIAG_STUB_CUPTI12
 #    define GPUDIAG_STUB_CUPTI12 0
 #endif
+#ifndef GPUDIAG_STUB_CUPTI_V2
+#    define GPUDIAG_STUB_CUPTI_V2 0
+#endif
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t* version) {
     if (version == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-    *version = GPUDIAG_STUB_CUPTI12 ? 22 : 130001;
+    *version = GPUDIAG_STUB_CUPTI12 ? 22 : GPUDIAG_STUB_CUPTI_V2 ? 130400 : 130001;
     return CUPTI_SUCCESS;
 }
 
@@ -449,6 +552,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     StubState& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (per_subscriber_in_use(s)) return CUPTI_ERROR_NOT_COMPATIBLE;
     s.request = request;
     s.complete = complete;
     if (complete != &foreign_complete) s.client_complete = complete;
@@ -459,12 +563,17 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
 
 CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind) {
     std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().v1_setting_calls;
+    if (state().global_result == CUPTI_SUCCESS && per_subscriber_in_use(state())) {
+        return CUPTI_ERROR_NOT_COMPATIBLE;
+    }
     return enable_locked(state(), kind);
 }
 
 CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
     StubState& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
+    ++s.v1_setting_calls;
     if (s.global_result != CUPTI_SUCCESS) return s.global_result;
     if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) {
         return CUPTI_ERROR_INVALID_KIND;
@@ -539,6 +648,7 @@ CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, siz
 #if !GPUDIAG_STUB_CUPTI12
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().v1_setting_calls;
     if (state().global_result != CUPTI_SUCCESS) return state().global_result;
     state().runtime_cbids[cbid] = enable != 0;
     return CUPTI_SUCCESS;
@@ -546,6 +656,7 @@ CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_
 
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
     std::lock_guard<std::mutex> lock(state().mutex);
+    ++state().v1_setting_calls;
     if (state().global_result != CUPTI_SUCCESS) return state().global_result;
     state().driver_cbids[cbid] = enable != 0;
     return CUPTI_SUCCESS;
@@ -585,12 +696,126 @@ static CUptiResult subscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackF
 }
 
 #if !GPUDIAG_STUB_CUPTI12
+#    if GPUDIAG_STUB_CUPTI_V2
+namespace v2 = gpudiag::detail::cupti_v2;
+
+// Multiple subscribers asked for: the per-subscriber client under test.
+static CUptiResult subscribe_multi(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
+                                   void* userdata, v2::SubscriberParams* params) {
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (!s.v2_driver_support) return CUPTI_ERROR_NOT_SUPPORTED;
+    if (process_wide_in_use(s) || s.v2_subscribed) {
+        if (params->oldSubscriberName != nullptr && params->oldSubscriberSize > 0) {
+            std::string name = !s.holder.empty()                            ? s.holder
+                               : s.subscriber != nullptr || s.v2_subscribed ? "CUPTI for gpudiag"
+                                                                            : "";
+            std::strncpy(params->oldSubscriberName, name.c_str(), params->oldSubscriberSize - 1);
+            params->oldSubscriberName[params->oldSubscriberSize - 1] = '\0';
+        }
+        return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+    }
+    s.v2_subscribed = true;
+    s.v2_callback = callback;
+    s.v2_callback_data = userdata;
+    *subscriber = v2_handle();
+    return CUPTI_SUCCESS;
+}
+#    endif
+
 CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle* subscriber,
                                        CUpti_CallbackFunc callback, void* userdata,
                                        CUpti_SubscriberParams* params) {
+#    if GPUDIAG_STUB_CUPTI_V2
+    auto* multi = reinterpret_cast<v2::SubscriberParams*>(params);
+    if (subscriber != nullptr && multi != nullptr && multi->structSize >= sizeof(*multi) &&
+        multi->allowMultipleSubscribers != 0) {
+        return subscribe_multi(subscriber, callback, userdata, multi);
+    }
+#    endif
     return subscribe(subscriber, callback, userdata, params);
 }
 #endif
+
+#if GPUDIAG_STUB_CUPTI_V2
+static bool is_v2_handle(CUpti_SubscriberHandle handle) {
+    return handle == v2_handle() && state().v2_subscribed;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks_v2(CUpti_SubscriberHandle handle,
+                                                       v2::BufferRequestedFn request,
+                                                       v2::BufferCompletedFn complete) {
+    if (request == nullptr || complete == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    s.v2_request = request;
+    s.v2_complete = complete;
+    start_worker_locked(s);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable_v2(CUpti_SubscriberHandle handle, CUpti_ActivityKind kind,
+                                            v2::ActivityConfig* /*config*/) {
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    if (s.global_result != CUPTI_SUCCESS) return s.global_result;
+    if (auto it = s.kind_results.find(kind); it != s.kind_results.end()) return it->second;
+    if (kind <= CUPTI_ACTIVITY_KIND_INVALID || kind >= CUPTI_ACTIVITY_KIND_COUNT) {
+        return CUPTI_ERROR_INVALID_KIND;
+    }
+    s.v2_kinds.insert(kind);
+    s.kinds_ever.insert(kind);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityDisable_v2(CUpti_SubscriberHandle handle, CUpti_ActivityKind kind,
+                                             v2::ActivityConfig* /*config*/) {
+    StubState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    s.v2_kinds.erase(kind);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNextRecord_v2(CUpti_SubscriberHandle handle, uint8_t* buffer,
+                                                   size_t valid, CUpti_Activity** record) {
+    {
+        std::lock_guard<std::mutex> lock(state().mutex);
+        if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+        ++state().v2_next_record_calls;
+    }
+    return cuptiActivityGetNextRecord(buffer, valid, record);
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords_v2(CUpti_SubscriberHandle handle, CUcontext,
+                                                          uint32_t, size_t* dropped) {
+    if (dropped == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    *dropped = state().v2_dropped;
+    state().v2_dropped = 0;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi_v2(CUpti_SubscriberHandle handle,
+                                                      CUpti_CallbackId cbid, uint8_t enable) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    state().v2_runtime_cbids[cbid] = enable != 0;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi_v2(CUpti_SubscriberHandle handle,
+                                                     CUpti_CallbackId cbid, uint8_t enable) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (!is_v2_handle(handle)) return CUPTI_ERROR_INVALID_PARAMETER;
+    state().v2_driver_cbids[cbid] = enable != 0;
+    return CUPTI_SUCCESS;
+}
+#endif  // GPUDIAG_STUB_CUPTI_V2
 
 CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_CallbackFunc callback,
                                     void* userdata) {
@@ -600,6 +825,19 @@ CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle* subscriber, CUpti_Ca
 CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle handle) {
     if (handle == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
     std::lock_guard<std::mutex> lock(state().mutex);
+    StubState& s = state();
+    if (handle == v2_handle()) {  // the per-subscriber client: its kinds and callbacks go with it
+        s.v2_subscribed = false;
+        s.v2_request = nullptr;
+        s.v2_complete = nullptr;
+        s.v2_callback = nullptr;
+        s.v2_callback_data = nullptr;
+        s.v2_kinds.clear();
+        s.v2_runtime_cbids.clear();
+        s.v2_driver_cbids.clear();
+        s.callbacks.clear();
+        return CUPTI_SUCCESS;
+    }
     state().subscriber = nullptr;
     state().subscriber_data = nullptr;
     state().callbacks.clear();
@@ -623,6 +861,7 @@ void gpudiag_stub_cupti_reset() {
     StubState& s = state();
     std::vector<Buffer> back;
     CUpti_BuffersCallbackCompleteFunc complete = nullptr;
+    gpudiag::detail::cupti_v2::BufferCompletedFn v2_complete = nullptr;
     {
         std::lock_guard<std::mutex> lock(s.mutex);
         // Buffers still held go back to their owner empty, as a final flush would.
@@ -636,6 +875,12 @@ void gpudiag_stub_cupti_reset() {
         s.full.clear();
         s.held.clear();
         complete = s.client_complete;
+        v2_complete = completer_locked(s).v2;  // a subscribed per-subscriber client's
+        s.v2_driver_support = true;
+        s.v2_dropped = 0;
+        s.v2_next_record_calls = 0;
+        s.foreign_v2 = false;
+        s.foreign_v2_records = 0;
         s.kinds.clear();
         s.kinds_ever.clear();
         s.runtime_all = s.driver_all = false;
@@ -653,6 +898,7 @@ void gpudiag_stub_cupti_reset() {
         s.callbacks.clear();
         s.dropped = 0;
         s.flushes = s.forced_flushes = s.register_calls = s.worker_completions = 0;
+        s.v1_setting_calls = 0;
         s.foreign_records = s.foreign_unknown_buffers = 0;
     }
     for (Buffer& b : back) {
@@ -664,6 +910,9 @@ void gpudiag_stub_cupti_reset() {
         }
         if (foreign) {
             foreign_complete(nullptr, 0, b.data, b.size, 0);
+        } else if (v2_complete != nullptr) {
+            gpudiag::detail::cupti_v2::BufferCompleteInfo info{sizeof(info), 0, nullptr, 0};
+            v2_complete(b.data, b.size, 0, &info);
         } else if (complete != nullptr) {
             complete(nullptr, 0, b.data, b.size, 0);
         }
@@ -755,6 +1004,11 @@ int gpudiag_stub_cupti_register_calls() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().register_calls;
 }
+// Calls of the process-wide cuptiActivityEnable/Disable/Enable{Runtime,Driver}Api since reset.
+int gpudiag_stub_cupti_v1_setting_calls() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().v1_setting_calls;
+}
 int gpudiag_stub_cupti_flushes() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().flushes;
@@ -778,8 +1032,9 @@ int gpudiag_stub_cupti_invoke_callback(int domain, unsigned cbid, const void* da
     {
         std::lock_guard<std::mutex> lock(state().mutex);
         if (state().callbacks.count({domain, cbid}) == 0) return 0;
-        cb = state().subscriber;
-        userdata = state().subscriber_data;
+        bool v1 = state().subscriber != nullptr;
+        cb = v1 ? state().subscriber : state().v2_callback;
+        userdata = v1 ? state().subscriber_data : state().v2_callback_data;
     }
     if (cb == nullptr) return 0;
     cb(userdata, static_cast<CUpti_CallbackDomain>(domain), cbid, data);
@@ -810,12 +1065,12 @@ int gpudiag_stub_cupti_hold_buffers(int n) {
 // Completes the held buffers, empty.
 void gpudiag_stub_cupti_release_held() {
     std::vector<Buffer> held;
-    CUpti_BuffersCallbackCompleteFunc complete;
+    Completer complete;
     {
         std::lock_guard<std::mutex> lock(state().mutex);
         for (auto& [data, size] : state().held) held.push_back(Buffer{data, size, 0, {}});
         state().held.clear();
-        complete = state().complete;
+        complete = completer_locked(state());
     }
     deliver(complete, held);
 }
@@ -848,6 +1103,48 @@ size_t gpudiag_stub_cupti_foreign_records() {
 size_t gpudiag_stub_cupti_foreign_unknown_buffers() {
     std::lock_guard<std::mutex> lock(state().mutex);
     return state().foreign_unknown_buffers;
+}
+// The driver allows per-subscriber activity (R610+) or not.
+void gpudiag_stub_cupti_set_per_subscriber_support(int on) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().v2_driver_support = on != 0;
+}
+int gpudiag_stub_cupti_v2_subscribed() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().v2_subscribed ? 1 : 0;
+}
+int gpudiag_stub_cupti_v2_kind_enabled(int kind) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().v2_kinds.count(kind) != 0 ? 1 : 0;
+}
+int gpudiag_stub_cupti_v2_api_enabled(int runtime, unsigned cbid) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return per_cbid_on(runtime != 0 ? state().v2_runtime_cbids : state().v2_driver_cbids, cbid) ? 1
+                                                                                                : 0;
+}
+int gpudiag_stub_cupti_v2_next_record_calls() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().v2_next_record_calls;
+}
+void gpudiag_stub_cupti_add_v2_dropped(size_t n) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().v2_dropped += n;
+}
+// Another per-subscriber client (PyTorch's CUPTI monitor) starts and stops tracing Kineto's
+// kinds beside the client under test; it only counts the records it would receive.
+int gpudiag_stub_cupti_foreign_v2_start() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (process_wide_in_use(state())) return 0;
+    state().foreign_v2 = true;
+    return 1;
+}
+void gpudiag_stub_cupti_foreign_v2_stop() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().foreign_v2 = false;
+}
+size_t gpudiag_stub_cupti_foreign_v2_records() {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    return state().foreign_v2_records;
 }
 int gpudiag_stub_cupti_per_thread() {
     std::lock_guard<std::mutex> lock(state().mutex);

@@ -6,6 +6,12 @@
 //   serialising KERNEL kind), MEMCPY (MEMCPY2 comes with it), MEMSET, SYNCHRONIZATION (with
 //   cuptiActivityEnableAllSyncRecords(0): no record per not-ready cudaEventQuery poll), OVERHEAD,
 //   and the runtime/driver API whitelist enabled cbid by cbid.
+// * Two paths (choose_activity_path): with CUPTI 13.3+ and a driver that allows it (R610+),
+//   gpudiag subscribes with allowMultipleSubscribers and uses the per-subscriber (v2) activity
+//   API: its own callbacks, kinds and drop count, beside other such clients (PyTorch's CUPTI
+//   monitor, Nsight Systems). Otherwise, or when CUPTI refuses (another client holds the
+//   process-wide API; an older driver), the process-wide (v1) path below, as before. Records of
+//   both go through the same decoder.
 // * In CUPTI's process-wide (v1) activity API, buffer callbacks, per-kind enable flags,
 //   attributes and the timestamp callback are shared by every client. torch.profiler (Kineto)
 //   registers its own callbacks and disables kinds when it stops, so gpudiag pauses before it
@@ -36,6 +42,7 @@
 #    include "capture/cupti/activity_decoder.hpp"
 #    include "capture/cupti/api_whitelist.hpp"
 #    include "capture/cupti/cupti_api.hpp"
+#    include "capture/cupti/cupti_per_subscriber.hpp"
 #    include "capture/cupti/deep_call_recorder.hpp"
 #    include "capture/cupti/starvation_watch.hpp"
 #    include "capture/platform/clock_calibration.hpp"
@@ -108,6 +115,37 @@ constexpr KindToEnable kDefaultKinds[] = {
     {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD"},
 };
 
+const char* default_kind_name(CUpti_ActivityKind kind) noexcept {
+    for (const KindToEnable& k : kDefaultKinds) {
+        if (k.kind == kind) return k.name;
+    }
+    return "?";
+}
+
+constexpr bool sheds(std::uint64_t kinds_off, EventKind kind) noexcept {
+    const auto bit = static_cast<unsigned>(kind);
+    return bit < 64 && ((kinds_off >> bit) & 1u) != 0;
+}
+
+// Whether the cost budget's reduction `kinds_off` leaves this default kind off. Memory and
+// overhead records are kept at every rung: they are few and carry the memory diagnosis.
+bool reduction_holds(std::uint64_t kinds_off, CUpti_ActivityKind kind) noexcept {
+    switch (kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return sheds(kinds_off, EventKind::kKernel);
+        case CUPTI_ACTIVITY_KIND_MEMCPY: return sheds(kinds_off, EventKind::kMemcpy);
+        case CUPTI_ACTIVITY_KIND_MEMSET: return sheds(kinds_off, EventKind::kMemset);
+        case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sheds(kinds_off, EventKind::kSync);
+        default: return false;
+    }
+}
+
+// The same for a whitelisted API call. Allocation calls stay: the decoder makes out-of-memory
+// failures and each allocation's device from them, which every rung keeps.
+bool reduction_holds(std::uint64_t kinds_off, const WhitelistedApi& a) noexcept {
+    if (a.role == ApiRole::kAlloc || a.role == ApiRole::kVmm) return false;
+    return sheds(kinds_off, EventKind::kApiCall);
+}
+
 // The loaded API, for the plain-function callbacks and the clock reader.
 std::atomic<const CuptiApi*> g_api{nullptr};
 
@@ -117,16 +155,76 @@ bool read_cupti_clock(std::uint64_t* out_ns) {
     return api->get_timestamp(out_ns) == CUPTI_SUCCESS;
 }
 
-// CUPTI 13.3+ (with an R610+ driver) offers a per-subscriber activity API (the *_v2 functions);
-// a client using it makes CUPTI refuse the process-wide one gpudiag uses.
-bool has_per_subscriber_api(const CuptiApi& api) noexcept {
-    return platform::find_symbol_address(api.handle, "cuptiActivityRegisterCallbacks_v2") !=
-               nullptr &&
-           platform::find_symbol_address(api.handle, "cuptiActivityEnable_v2") != nullptr &&
-           platform::find_symbol_address(api.handle, "cuptiActivityGetNextRecord_v2") != nullptr;
+// The per-subscriber path's subscriber while gpudiag holds it (null on the process-wide path).
+std::atomic<CUpti_SubscriberHandle> g_v2_subscriber{nullptr};
+
+// The decoder's record iterator: the subscriber's parser on the per-subscriber path, the
+// process-wide one otherwise (and for buffers that come back after the subscriber is released).
+CUptiResult CUPTIAPI next_record(uint8_t* buffer, size_t valid, CUpti_Activity** record) {
+    const CuptiApi* api = g_api.load(std::memory_order_acquire);
+    if (api == nullptr) return CUPTI_ERROR_NOT_INITIALIZED;
+    CUpti_SubscriberHandle subscriber = g_v2_subscriber.load(std::memory_order_acquire);
+    if (subscriber != nullptr && api->get_next_record_v2 != nullptr) {
+        return api->get_next_record_v2(subscriber, buffer, valid, record);
+    }
+    return api->get_next_record(buffer, valid, record);
+}
+
+std::string api_version_text(std::uint32_t version) {
+    return fmt::format("libcupti API version {}", version);
 }
 
 }  // namespace
+
+bool should_try_per_subscriber(std::uint32_t cupti_version,
+                               std::string_view missing_functions) noexcept {
+    return cupti_version >= cupti_v2::kFirstVersion && missing_functions.empty();
+}
+
+ActivityPathChoice choose_activity_path(std::uint32_t cupti_version,
+                                        std::string_view missing_functions,
+                                        const PerSubscriberAttempt& attempt) {
+    ActivityPathChoice c;
+    const std::string process_wide = "cupti_activity: process-wide activity API: ";
+    if (cupti_version < cupti_v2::kFirstVersion) {
+        c.note = process_wide + api_version_text(cupti_version) +
+                 " predates CUPTI's per-subscriber activity API (CUPTI 13.3, API version 130300), "
+                 "so another tracer (torch.profiler, Nsight Systems) and gpudiag take turns "
+                 "instead of tracing side by side";
+        return c;
+    }
+    if (!missing_functions.empty()) {
+        c.note = process_wide + api_version_text(cupti_version) + " lacks " +
+                 std::string(missing_functions) + " of the per-subscriber activity API";
+        return c;
+    }
+    if (!attempt.tried) {
+        c.note = process_wide + "the per-subscriber activity API was not tried";
+        return c;
+    }
+    if (attempt.result == CUPTI_SUCCESS) {
+        c.per_subscriber = true;
+        c.note = "cupti_activity: per-subscriber activity API (" + api_version_text(cupti_version) +
+                 "): gpudiag has its own buffers and kinds and traces side by side with other "
+                 "per-subscriber clients (PyTorch's CUPTI monitor, Nsight Systems)";
+        return c;
+    }
+    std::string refused = "CUPTI refused the per-subscriber activity API (" + attempt.call + ": " +
+                          attempt.result_name + "): ";
+    switch (static_cast<CUptiResult>(attempt.result)) {
+        case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
+        case CUPTI_ERROR_NOT_COMPATIBLE:
+            refused += "another tool holds the process-wide API" +
+                       (attempt.owner.empty() ? std::string() : " (" + attempt.owner + ")");
+            break;
+        case CUPTI_ERROR_NOT_SUPPORTED:
+            refused += "driver too old for per-subscriber activity (needs R610+)";
+            break;
+        default: refused += "see the CUPTI result"; break;
+    }
+    c.note = process_wide + refused;
+    return c;
+}
 
 std::string cupti_failure_hint(int result, bool per_subscriber_api) {
     auto rc = static_cast<CUptiResult>(result);
@@ -181,7 +279,9 @@ struct CuptiActivitySource::Impl {
 
     std::atomic<State> state{State::kStopped};
     const CuptiApi* api = nullptr;
-    bool per_subscriber_api = false;
+    bool per_subscriber_api = false;  // this libcupti has the per-subscriber functions
+    bool per_subscriber = false;      // the path in use (lifecycle-token holder)
+    CUpti_SubscriberHandle v2_subscriber = nullptr;  // that path's subscriber while held
     CuptiSourceOptions options;
     std::unique_ptr<ActivityBufferPool> pool;  // created once; lives as long as the process
 
@@ -227,6 +327,11 @@ struct CuptiActivitySource::Impl {
     std::vector<CUpti_ActivityKind> enabled_kinds;
     std::vector<const WhitelistedApi*> enabled_apis;
     CUpti_SubscriberHandle subscriber = nullptr;
+
+    // ---- the cost budget's reduction (lifecycle-token holder only) ----
+    std::uint64_t kinds_off = 0;                   // EventKind bits the session sheds
+    std::vector<CUpti_ActivityKind> held_kinds;    // default kinds left off for it
+    std::vector<const WhitelistedApi*> held_apis;  // whitelisted API records left off for it
 
     // ---- status ----
     mutable std::mutex status_mutex;
@@ -421,7 +526,7 @@ struct CuptiActivitySource::Impl {
         }
         for (const Completed& c : batch) {
             if (decoder != nullptr && api != nullptr) {
-                decoder->decode_buffer(api->get_next_record, c.buffer, c.valid, c.forced);
+                decoder->decode_buffer(&next_record, c.buffer, c.valid, c.forced);
             }
             pool->release(c.buffer);
         }
@@ -482,7 +587,11 @@ struct CuptiActivitySource::Impl {
         // Read outside any lock and outside the buffer callbacks (Kineto's ABBA deadlock came
         // from reading it inside the completion callback under its own mutex).
         std::size_t n = 0;
-        if (api->get_num_dropped_records(nullptr, 0, &n) == CUPTI_SUCCESS && n > 0) {
+        CUpti_SubscriberHandle v2 = g_v2_subscriber.load(std::memory_order_acquire);
+        CUptiResult rc = v2 != nullptr && api->get_num_dropped_records_v2 != nullptr
+                             ? api->get_num_dropped_records_v2(v2, nullptr, 0, &n)
+                             : api->get_num_dropped_records(nullptr, 0, &n);
+        if (rc == CUPTI_SUCCESS && n > 0) {
             cupti_dropped.fetch_add(n, std::memory_order_relaxed);
         }
     }
@@ -652,9 +761,16 @@ struct CuptiActivitySource::Impl {
 
     // ---------------------------------------------------------------- lifecycle helpers
     Status enable_all(std::vector<std::string>& notes) noexcept;
+    Status enable_process_wide(std::vector<std::string>& notes) noexcept;
+    PerSubscriberAttempt enable_per_subscriber(std::vector<std::string>& notes) noexcept;
+    void enable_api_records_v2(std::vector<std::string>& notes);
+    void release_v2_subscriber() noexcept;
     Status enable_failure(const KindToEnable& k, CUptiResult rc) noexcept;
     void enable_whole_runtime_api(std::vector<std::string>& notes);
     void disable_all() noexcept;
+    CUptiResult set_kind(CUpti_ActivityKind kind, bool on) noexcept;
+    CUptiResult set_api(const WhitelistedApi& a, bool on) noexcept;
+    Status apply_reduction() noexcept;
     void settle_and_flush() noexcept;
     void subscribe_deep(std::vector<std::string>& reasons) noexcept;
     std::string probe_owner() noexcept;
@@ -685,6 +801,17 @@ void CUPTIAPI buffer_completed(CUcontext /*context*/, uint32_t /*stream*/, uint8
         if (g_impl != nullptr) g_impl->on_completed(buffer, valid);
     } catch (...) {
     }
+}
+
+// The per-subscriber path's buffer callbacks: the same pool, the same completed queue.
+void CUPTIAPI buffer_requested_v2(uint8_t** buffer, size_t* size, size_t* max_records,
+                                  cupti_v2::BufferRequestInfo* /*info*/) noexcept {
+    buffer_requested(buffer, size, max_records);
+}
+
+void CUPTIAPI buffer_completed_v2(uint8_t* buffer, size_t size, size_t valid,
+                                  cupti_v2::BufferCompleteInfo* /*info*/) noexcept {
+    buffer_completed(nullptr, 0, buffer, size, valid);
 }
 
 void CUPTIAPI deep_callback(void* userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -755,6 +882,134 @@ Status CuptiActivitySource::Impl::enable_failure(const KindToEnable& k, CUptiRes
 
 Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) noexcept {
     try {
+        held_kinds.clear();
+        held_apis.clear();
+        std::string missing = api->missing_per_subscriber_functions();
+        PerSubscriberAttempt attempt;
+        if (should_try_per_subscriber(api->version, missing)) {
+            attempt = enable_per_subscriber(notes);
+        }
+        ActivityPathChoice choice = choose_activity_path(api->version, missing, attempt);
+        per_subscriber = choice.per_subscriber;
+        notes.push_back(std::move(choice.note));
+        {
+            std::lock_guard<std::mutex> lock(status_mutex);
+            snapshot.per_subscriber = per_subscriber;
+        }
+        return per_subscriber ? Status::ok() : enable_process_wide(notes);
+    } catch (...) {
+        return internal_error("cupti_activity: out of memory while enabling CUPTI");
+    }
+}
+
+PerSubscriberAttempt CuptiActivitySource::Impl::enable_per_subscriber(
+    std::vector<std::string>& notes) noexcept {
+    PerSubscriberAttempt a;
+    a.tried = true;
+    try {
+        char old_name[128] = {};
+        auto refused = [&](const char* call, CUptiResult rc, bool named) {
+            a.call = call;
+            a.result = rc;
+            a.result_name = api->result_name(rc);
+            old_name[sizeof old_name - 1] = '\0';
+            if (named && old_name[0] != '\0') a.owner = describe_cupti_owner(old_name);
+            return a;
+        };
+        cupti_v2::SubscriberParams params{};
+        params.structSize = sizeof params;
+        params.subscriberName = "gpudiag";
+        params.oldSubscriberName = old_name;
+        params.oldSubscriberSize = sizeof old_name;
+        params.allowMultipleSubscribers = 1;
+        CUpti_SubscriberHandle handle = nullptr;
+        // Callbacks go to deep_callback: none is enabled but CUPTI's fatal-error notice, until
+        // deep mode enables its own on this subscriber.
+        CUptiResult rc = api->subscribe_multi(&handle, &deep_callback, this, &params);
+        if (rc != CUPTI_SUCCESS) return refused("cuptiSubscribe_v2", rc, true);
+        rc = api->register_callbacks_v2(handle, &buffer_requested_v2, &buffer_completed_v2);
+        if (rc != CUPTI_SUCCESS) {
+            (void)api->unsubscribe(handle);
+            return refused("cuptiActivityRegisterCallbacks_v2", rc, false);
+        }
+        v2_subscriber = handle;
+        per_subscriber = true;  // what disable_all() undoes, should a kind fail below
+        g_v2_subscriber.store(handle, std::memory_order_release);
+        if (api->enable_callback != nullptr) {
+            (void)api->enable_callback(1, handle, CUPTI_CB_DOMAIN_STATE,
+                                       CUPTI_CBID_STATE_FATAL_ERROR);
+        }
+        // All-sync-records is a per-subscriber attribute here, off by default: no record per
+        // not-ready query poll, as cuptiActivityEnableAllSyncRecords(0) gives the other path.
+        std::vector<std::string> kind_notes;
+        for (const KindToEnable& k : kDefaultKinds) {
+            if (reduction_holds(kinds_off, k.kind)) {
+                held_kinds.push_back(k.kind);
+                continue;
+            }
+            rc = api->enable_v2(handle, k.kind, nullptr);
+            if (rc == CUPTI_SUCCESS) {
+                enabled_kinds.push_back(k.kind);
+                continue;
+            }
+            if (k.kind == CUPTI_ACTIVITY_KIND_MEMORY2) {
+                disable_all();
+                release_v2_subscriber();
+                return refused("cuptiActivityEnable_v2(MEMORY2)", rc, false);
+            }
+            kind_notes.push_back(std::string("cupti_activity: ") + k.name +
+                                 " records unavailable (" + api->result_name(rc) + ")");
+        }
+        enable_api_records_v2(kind_notes);
+        notes.insert(notes.end(), kind_notes.begin(), kind_notes.end());
+        a.result = CUPTI_SUCCESS;
+    } catch (...) {
+        disable_all();
+        release_v2_subscriber();
+        a.call = "gpudiag";
+        a.result = CUPTI_ERROR_UNKNOWN;
+        a.result_name = "out of memory";
+    }
+    return a;
+}
+
+void CuptiActivitySource::Impl::enable_api_records_v2(std::vector<std::string>& notes) {
+    std::size_t failed = 0;
+    for (const WhitelistedApi& a : api_whitelist()) {
+        if (!api_in_cupti(a, api->version)) continue;
+        if (reduction_holds(kinds_off, a)) {
+            held_apis.push_back(&a);
+            continue;
+        }
+        auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api_v2
+                                                  : api->enable_driver_api_v2;
+        if (fn(v2_subscriber, a.cbid, 1) == CUPTI_SUCCESS) {
+            enabled_apis.push_back(&a);
+        } else {
+            ++failed;
+        }
+    }
+    if (failed > 0) {
+        notes.push_back(fmt::format(
+            "cupti_activity: {} whitelisted API callbacks could not be enabled", failed));
+    }
+}
+
+void CuptiActivitySource::Impl::release_v2_subscriber() noexcept {
+    if (v2_subscriber == nullptr) return;
+    // per_subscriber stays as chosen: the status says which path the session took.
+    g_v2_subscriber.store(nullptr, std::memory_order_release);
+    (void)api->unsubscribe(v2_subscriber);
+    v2_subscriber = nullptr;
+    if (subscriber != nullptr) {  // deep mode's callbacks rode on it
+        subscriber = nullptr;
+        std::lock_guard<std::mutex> lock(status_mutex);
+        snapshot.deep_active = false;
+    }
+}
+
+Status CuptiActivitySource::Impl::enable_process_wide(std::vector<std::string>& notes) noexcept {
+    try {
         CUptiResult rc = api->register_callbacks(&buffer_requested, &buffer_completed);
         if (rc != CUPTI_SUCCESS) {
             return unavailable("cupti_activity: cuptiActivityRegisterCallbacks failed: " +
@@ -770,6 +1025,10 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
                 "every cudaEventQuery/cudaStreamQuery poll makes a sync record");
         }
         for (const KindToEnable& k : kDefaultKinds) {
+            if (reduction_holds(kinds_off, k.kind)) {
+                held_kinds.push_back(k.kind);
+                continue;
+            }
             rc = api->enable(k.kind);
             if (rc == CUPTI_SUCCESS) {
                 enabled_kinds.push_back(k.kind);
@@ -786,6 +1045,10 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
             std::size_t failed = 0;
             for (const WhitelistedApi& a : api_whitelist()) {
                 if (!api_in_cupti(a, api->version)) continue;  // a cbid this CUPTI lacks
+                if (reduction_holds(kinds_off, a)) {
+                    held_apis.push_back(&a);
+                    continue;
+                }
                 auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api
                                                           : api->enable_driver_api;
                 if (fn(a.cbid, 1) == CUPTI_SUCCESS) {
@@ -803,12 +1066,6 @@ Status CuptiActivitySource::Impl::enable_all(std::vector<std::string>& notes) no
             notes.push_back(
                 "cupti_activity: CUPTI 13.0 GA misses sync records for "
                 "cudaDeviceSynchronize and cuCtxSynchronize (fixed in 13.0 Update 1)");
-        }
-        if (per_subscriber_api) {
-            notes.push_back(
-                "cupti_activity: this libcupti has the per-subscriber activity API; "
-                "gpudiag uses the process-wide one (it is built against the CUDA 13.0 "
-                "headers, which do not declare the other)");
         }
         return Status::ok();
     } catch (...) {
@@ -841,8 +1098,16 @@ void CuptiActivitySource::Impl::disable_all() noexcept {
     // While starved, another client holds the activity API and may use any of these kinds and
     // API records (a per-cbid disable cuts holes into its trace even when it enabled the whole
     // RUNTIME kind); gpudiag then leaves CUPTI's settings to it.
-    bool leave_to_other = stalled.load(std::memory_order_acquire);
-    if (!leave_to_other) {
+    // On the per-subscriber path they are gpudiag's own: always turned off.
+    bool leave_to_other = !per_subscriber && stalled.load(std::memory_order_acquire);
+    if (per_subscriber && v2_subscriber != nullptr) {
+        for (CUpti_ActivityKind k : enabled_kinds) (void)api->disable_v2(v2_subscriber, k, nullptr);
+        for (const WhitelistedApi* a : enabled_apis) {
+            auto fn = a->domain == ApiDomain::kRuntime ? api->enable_runtime_api_v2
+                                                       : api->enable_driver_api_v2;
+            (void)fn(v2_subscriber, a->cbid, 0);
+        }
+    } else if (!leave_to_other) {
         for (CUpti_ActivityKind k : enabled_kinds) (void)api->disable(k);
         for (const WhitelistedApi* a : enabled_apis) {
             auto fn =
@@ -854,11 +1119,117 @@ void CuptiActivitySource::Impl::disable_all() noexcept {
     }
     enabled_kinds.clear();
     enabled_apis.clear();
-    if (subscriber != nullptr && api->unsubscribe != nullptr) {
+    held_kinds.clear();  // not enabled: the next enable_all holds them again
+    held_apis.clear();
+    if (subscriber != nullptr && subscriber == v2_subscriber) {
+        // Deep mode's callbacks ride on the activity subscriber, released after the last flush.
+        for (const WhitelistedApi& a : api_whitelist()) {
+            if (a.role != ApiRole::kAlloc && a.role != ApiRole::kVmm) continue;
+            (void)api->enable_callback(0, subscriber,
+                                       a.domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API
+                                                                       : CUPTI_CB_DOMAIN_DRIVER_API,
+                                       a.cbid);
+        }
+        subscriber = nullptr;
+        std::lock_guard<std::mutex> lock(status_mutex);
+        snapshot.deep_active = false;
+    } else if (subscriber != nullptr && api->unsubscribe != nullptr) {
         (void)api->unsubscribe(subscriber);
         subscriber = nullptr;
         std::lock_guard<std::mutex> lock(status_mutex);
         snapshot.deep_active = false;
+    }
+}
+
+CUptiResult CuptiActivitySource::Impl::set_kind(CUpti_ActivityKind kind, bool on) noexcept {
+    if (per_subscriber) {
+        if (v2_subscriber == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+        return on ? api->enable_v2(v2_subscriber, kind, nullptr)
+                  : api->disable_v2(v2_subscriber, kind, nullptr);
+    }
+    return on ? api->enable(kind) : api->disable(kind);
+}
+
+CUptiResult CuptiActivitySource::Impl::set_api(const WhitelistedApi& a, bool on) noexcept {
+    const bool runtime = a.domain == ApiDomain::kRuntime;
+    const std::uint8_t flag = on ? 1 : 0;
+    if (per_subscriber) {
+        if (v2_subscriber == nullptr) return CUPTI_ERROR_INVALID_OPERATION;
+        auto fn = runtime ? api->enable_runtime_api_v2 : api->enable_driver_api_v2;
+        return fn(v2_subscriber, a.cbid, flag);
+    }
+    auto fn = runtime ? api->enable_runtime_api : api->enable_driver_api;
+    return fn != nullptr ? fn(a.cbid, flag) : CUPTI_ERROR_NOT_SUPPORTED;
+}
+
+// Moves each default kind and whitelisted API record between enabled and held to match
+// kinds_off: off first, then on again what the rung no longer holds. A GPU kind CUPTI will not
+// make again leaves the timeline with holes, so capture is marked degraded rather than trusted.
+Status CuptiActivitySource::Impl::apply_reduction() noexcept {
+    // Starved on the process-wide path: these settings are another client's now (disable_all).
+    if (!per_subscriber && stalled.load(std::memory_order_acquire)) return Status::ok();
+    try {
+        std::vector<CUpti_ActivityKind> kinds;
+        for (CUpti_ActivityKind k : enabled_kinds) {
+            bool hold = reduction_holds(kinds_off, k);
+            if (hold) (void)set_kind(k, false);
+            (hold ? held_kinds : kinds).push_back(k);
+        }
+        enabled_kinds.swap(kinds);
+        kinds.clear();
+        std::string refused;
+        for (CUpti_ActivityKind k : held_kinds) {
+            if (reduction_holds(kinds_off, k)) {
+                kinds.push_back(k);
+                continue;
+            }
+            CUptiResult rc = set_kind(k, true);
+            if (rc == CUPTI_SUCCESS) {
+                enabled_kinds.push_back(k);
+            } else {
+                refused += fmt::format("{}{} ({})", refused.empty() ? "" : ", ",
+                                       default_kind_name(k), api->result_name(rc));
+            }
+        }
+        held_kinds.swap(kinds);
+
+        std::vector<const WhitelistedApi*> apis;
+        for (const WhitelistedApi* a : enabled_apis) {
+            bool hold = reduction_holds(kinds_off, *a);
+            if (hold) (void)set_api(*a, false);
+            (hold ? held_apis : apis).push_back(a);
+        }
+        enabled_apis.swap(apis);
+        apis.clear();
+        std::size_t apis_refused = 0;
+        for (const WhitelistedApi* a : held_apis) {
+            if (reduction_holds(kinds_off, *a)) {
+                apis.push_back(a);
+            } else if (set_api(*a, true) == CUPTI_SUCCESS) {
+                enabled_apis.push_back(a);
+            } else {
+                ++apis_refused;
+            }
+        }
+        held_apis.swap(apis);
+
+        if (refused.empty() && apis_refused == 0) return Status::ok();
+        std::lock_guard<std::mutex> lock(status_mutex);
+        if (apis_refused > 0) {
+            snapshot.notes.push_back(fmt::format(
+                "cupti_activity: {} whitelisted API callbacks could not be enabled again after "
+                "the cost budget left them out",
+                apis_refused));
+        }
+        if (refused.empty()) return Status::ok();
+        std::string reason =
+            "cupti_activity: CUPTI refused to record " + refused +
+            " again after the cost budget left them out: GPU activity since then is incomplete";
+        snapshot.degraded = true;
+        snapshot.reasons.push_back(reason);
+        return unavailable(reason);
+    } catch (...) {
+        return internal_error("cupti_activity: out of memory while changing CUPTI's kinds");
     }
 }
 
@@ -901,7 +1272,11 @@ void CuptiActivitySource::Impl::subscribe_deep(std::vector<std::string>& reasons
         char old_name[128] = {};
         CUpti_SubscriberHandle handle = nullptr;
         CUptiResult rc;
-        if (api->subscribe_v2 != nullptr) {
+        if (per_subscriber && v2_subscriber != nullptr) {
+            // The activity subscriber is this client's own: its callbacks need no other slot.
+            handle = v2_subscriber;
+            rc = CUPTI_SUCCESS;
+        } else if (api->subscribe_v2 != nullptr) {
             CUpti_SubscriberParams params{};
             params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
             params.subscriberName = "gpudiag";
@@ -978,7 +1353,8 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
             return unavailable("cupti_activity: " + why);
         }
         g_api.store(s.api, std::memory_order_release);
-        s.per_subscriber_api = has_per_subscriber_api(*s.api);
+        s.per_subscriber_api = s.api->missing_per_subscriber_functions().empty();
+        s.per_subscriber = false;
         s.options = options;
         if (s.pool == nullptr) {
             s.pool = std::make_unique<ActivityBufferPool>(
@@ -1027,10 +1403,12 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
             s.starved_ns = 0;
         }
         s.left_settings_to_other.store(false);
+        s.kinds_off = options.kinds_off;
         std::vector<std::string> notes;
         result = s.enable_all(notes);
         if (!result.is_ok()) {
             s.disable_all();
+            s.release_v2_subscriber();
             s.decoder.reset();
             s.out = nullptr;
             s.strings = nullptr;
@@ -1058,6 +1436,7 @@ Status CuptiActivitySource::start(const CuptiSourceOptions& options, EventQueue&
         s.control = quiet_thread("gpudiag-cupti", [&s] { s.control_loop(); });
     } catch (...) {
         s.disable_all();
+        s.release_v2_subscriber();
         s.state.store(Impl::State::kStopped);
         result = internal_error("cupti_activity: could not start the control thread");
     }
@@ -1105,7 +1484,8 @@ void CuptiActivitySource::stop() noexcept {
     s.emit_counters();
     s.update_snapshot();
     s.state.store(Impl::State::kStopped, std::memory_order_release);
-    s.drain();  // anything that slipped in before the state changed
+    s.drain();                  // anything that slipped in before the state changed
+    s.release_v2_subscriber();  // after the last decode: the subscriber's parser read them
     s.decoder.reset();
     s.out = nullptr;
     s.strings = nullptr;
@@ -1127,6 +1507,9 @@ Status CuptiActivitySource::pause(std::string_view reason) noexcept {
     }
     s.disable_all();
     s.settle_and_flush();
+    // A client that announced itself (torch.profiler) may use the process-wide API, which CUPTI
+    // refuses while any per-subscriber client is subscribed: yield the subscriber too.
+    s.release_v2_subscriber();
     s.push_marker(EventKind::kCapturePaused, monotonic_now_ns(), reason);
     s.state.store(Impl::State::kPaused, std::memory_order_release);
     {
@@ -1153,6 +1536,7 @@ Status CuptiActivitySource::resume() noexcept {
     Status st = s.enable_all(notes);  // re-registers our callbacks: the other client replaced them
     if (!st.is_ok()) {
         s.disable_all();
+        s.release_v2_subscriber();
         std::lock_guard<std::mutex> lock(s.status_mutex);
         try {
             s.snapshot.paused_reason = "resume failed: " + st.message();
@@ -1188,6 +1572,21 @@ Status CuptiActivitySource::resume() noexcept {
     s.request_drain_and_wait();
     s.leave();
     return Status::ok();
+}
+
+Status CuptiActivitySource::reduce(std::uint64_t kinds_off, const EventQueue& session) noexcept {
+    Impl& s = *impl_;
+    s.enter();
+    const Impl::State state = s.state.load();
+    if (state == Impl::State::kStopped || s.out != &session) {
+        s.leave();
+        return failed_precondition("CUPTI capture is not running for this session");
+    }
+    s.kinds_off = kinds_off;
+    // Paused: resume's enable_all makes only what the reduction allows.
+    Status st = state == Impl::State::kActive ? s.apply_reduction() : Status::ok();
+    s.leave();
+    return st;
 }
 
 void CuptiActivitySource::note_gpu_busy() noexcept {
@@ -1281,6 +1680,9 @@ Status CuptiActivitySource::pause(std::string_view) noexcept {
 }
 Status CuptiActivitySource::resume() noexcept {
     return failed_precondition("CUPTI capture is not paused");
+}
+Status CuptiActivitySource::reduce(std::uint64_t, const EventQueue&) noexcept {
+    return failed_precondition("CUPTI capture is not running");
 }
 CuptiSourceStatus CuptiActivitySource::status() const noexcept {
     return {};

@@ -30,6 +30,8 @@ struct CuptiSourceOptions {
     std::size_t buffer_bytes = std::size_t{1} << 20;  ///< CUPTI recommends 1-10 MB
     std::size_t initial_buffers = 8;
     std::size_t max_buffers = 64;  ///< 64 MiB at most; beyond it records are dropped
+    /// The cost budget's reduction to start with (see CuptiActivitySource::reduce).
+    std::uint64_t kinds_off = 0;
     /// Starvation: no buffer request and no record for this long while the GPU is seen busy by
     /// other means (NVML utilization, deep-mode API callbacks) means another CUPTI client took
     /// the activity API. Buffers flush every period, so a program that still records into
@@ -61,6 +63,7 @@ struct CuptiSourceStatus {
     std::uint64_t unreadable_bytes = 0;     ///< left unread behind them (upper bound)
     std::uint64_t foreign_buffers = 0;      ///< another client's buffers handed to gpudiag, dropped
     bool stalled = false;                   ///< starved: another client has the activity API
+    bool per_subscriber = false;            ///< on CUPTI's per-subscriber path (else process-wide)
     double clock_rate = 0.0;                ///< session ns per CUPTI tick; 0 until measured
     bool foreign_clock = false;             ///< CUPTI's clock is not ns: a timestamp callback
     std::uint64_t last_gpu_busy_ns = 0;     ///< latest outside evidence of GPU work (0 = none)
@@ -88,6 +91,15 @@ public:
     Status pause(std::string_view reason) noexcept;
     /// Re-registers the buffer callbacks (the other client replaced them) and re-enables.
     Status resume() noexcept;
+    /// The cost budget's rung reaches CUPTI: records whose events are in `kinds_off` (bit
+    /// 1 << EventKind: kApiCall, kKernel, kMemcpy, kMemset, kSync) are no longer made, so
+    /// neither CUPTI nor the decoder pays for them; a later call without them makes them again.
+    /// Allocation API calls stay (they carry out-of-memory failures), as do memory records and,
+    /// on CUPTI before 12.5, the whole RUNTIME kind. Kept across pause/resume. Applies only while
+    /// `session` is the queue start() was given: a late call from a stopped session leaves the
+    /// next one's capture alone. Errors: kFailedPrecondition when not capturing for `session`;
+    /// kUnavailable when CUPTI refused to make GPU activity records again (status() says so).
+    Status reduce(std::uint64_t kinds_off, const EventQueue& session) noexcept;
     /// Evidence, from outside CUPTI, that the program keeps the GPU busy (an NVML utilization
     /// sample above zero): the starvation watch compares it with what CUPTI delivers.
     /// Thread-safety: safe. Callback-safe: yes (one atomic store).
@@ -100,6 +112,32 @@ private:
     CuptiActivitySource();
     Impl* impl_;  // process lifetime: CUPTI may call back after any stop
 };
+
+/// How gpudiag's attempt at CUPTI's per-subscriber activity path ended.
+struct PerSubscriberAttempt {
+    bool tried = false;
+    int result = 0;           ///< the CUptiResult of the call that refused; 0 when enabled
+    std::string call;         ///< that call ("cuptiSubscribe_v2")
+    std::string result_name;  ///< "CUPTI_ERROR_NOT_SUPPORTED"
+    std::string owner;        ///< the holder CUPTI named on refusal (describe_cupti_owner)
+};
+
+struct ActivityPathChoice {
+    bool per_subscriber = false;  ///< else the process-wide (v1) activity API
+    std::string note;             ///< "cupti_activity: ...": which path, and why
+};
+
+/// Whether the per-subscriber path is worth trying: libcupti's cuptiGetVersion is CUPTI 13.3's
+/// or later and it has every function gpudiag needs (`missing_functions` empty).
+bool should_try_per_subscriber(std::uint32_t cupti_version,
+                               std::string_view missing_functions) noexcept;
+
+/// The activity path and the capture note that says why: per-subscriber when it was tried and
+/// enabling succeeded, else process-wide, with the refusal CUPTI gave. Pure: the start and
+/// resume of CuptiActivitySource call it with what they saw.
+ActivityPathChoice choose_activity_path(std::uint32_t cupti_version,
+                                        std::string_view missing_functions,
+                                        const PerSubscriberAttempt& attempt);
 
 /// What a CUPTI error from enabling capture means, appended to the reason: " (CUPTI could not
 /// attach to the CUDA driver: ...)" for CUPTI_ERROR_NOT_INITIALIZED, "" for codes with nothing

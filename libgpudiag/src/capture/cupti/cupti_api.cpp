@@ -15,6 +15,7 @@
 #    include "capture/platform/platform.hpp"
 
 #    include <cstdlib>
+#    include <utility>
 
 namespace gpudiag::detail {
 namespace {
@@ -84,6 +85,7 @@ using Loaded = ApiLoadResult<CuptiApi>;
 std::vector<LibraryFunction> functions(CuptiApi& a) {
     constexpr Need kRequired = Need::kRequired;
     constexpr Need kOptional = Need::kOptional;
+    const char* const kV2 = "CUPTI 13.3";  // the per-subscriber activity API
     using F = FunctionSlot;
     return {
         {{"cuptiGetVersion"}, F(a.get_version), kRequired},
@@ -106,6 +108,15 @@ std::vector<LibraryFunction> functions(CuptiApi& a) {
         {{"cuptiSubscribe_v2"}, F(a.subscribe_v2), kOptional, "CUPTI 13.0"},
         {{"cuptiUnsubscribe"}, F(a.unsubscribe), kOptional},
         {{"cuptiEnableCallback"}, F(a.enable_callback), kOptional},
+        // The same symbol as subscribe_v2, typed with 13.3's params (allowMultipleSubscribers).
+        {{"cuptiSubscribe_v2"}, F(a.subscribe_multi), kOptional, "CUPTI 13.0"},
+        {{"cuptiActivityRegisterCallbacks_v2"}, F(a.register_callbacks_v2), kOptional, kV2},
+        {{"cuptiActivityEnable_v2"}, F(a.enable_v2), kOptional, kV2},
+        {{"cuptiActivityDisable_v2"}, F(a.disable_v2), kOptional, kV2},
+        {{"cuptiActivityGetNextRecord_v2"}, F(a.get_next_record_v2), kOptional, kV2},
+        {{"cuptiActivityGetNumDroppedRecords_v2"}, F(a.get_num_dropped_records_v2), kOptional, kV2},
+        {{"cuptiActivityEnableRuntimeApi_v2"}, F(a.enable_runtime_api_v2), kOptional, kV2},
+        {{"cuptiActivityEnableDriverApi_v2"}, F(a.enable_driver_api_v2), kOptional, kV2},
     };
 }
 
@@ -203,6 +214,27 @@ std::string CuptiApi::result_name(CUptiResult result) const noexcept {
     } catch (...) {
         return {};
     }
+}
+
+std::string CuptiApi::missing_per_subscriber_functions() const {
+    const std::pair<bool, const char*> needed[] = {
+        {subscribe_multi != nullptr, "cuptiSubscribe_v2"},
+        {unsubscribe != nullptr, "cuptiUnsubscribe"},
+        {register_callbacks_v2 != nullptr, "cuptiActivityRegisterCallbacks_v2"},
+        {enable_v2 != nullptr, "cuptiActivityEnable_v2"},
+        {disable_v2 != nullptr, "cuptiActivityDisable_v2"},
+        {get_next_record_v2 != nullptr, "cuptiActivityGetNextRecord_v2"},
+        {get_num_dropped_records_v2 != nullptr, "cuptiActivityGetNumDroppedRecords_v2"},
+        {enable_runtime_api_v2 != nullptr, "cuptiActivityEnableRuntimeApi_v2"},
+        {enable_driver_api_v2 != nullptr, "cuptiActivityEnableDriverApi_v2"},
+    };
+    std::string missing;
+    for (const auto& [present, name] : needed) {
+        if (present) continue;
+        if (!missing.empty()) missing += ", ";
+        missing += name;
+    }
+    return missing;
 }
 
 const CuptiApi* cupti_api(std::string* why_not) noexcept {

@@ -3,9 +3,13 @@
 // process. Compiled against the CUDA 13 headers; the functions it declares have the same
 // signatures in CUPTI 12, and those CUPTI 12 lacks are optional (cuptiActivityEnableRuntimeApi
 // before 12.5, cuptiActivityEnableAllSyncRecords before 12.8, cuptiSubscribe_v2 before 13.0).
+// The per-subscriber activity functions (CUPTI 13.3+) are typed by gpudiag's own declarations
+// (cupti_per_subscriber.hpp): the 13.0 headers lack them.
 #pragma once
 
 #if GPUDIAG_HAVE_CUDA_HEADERS
+
+#    include "capture/cupti/cupti_per_subscriber.hpp"
 
 #    include <cupti.h>
 
@@ -34,6 +38,15 @@ struct CuptiApi {
     decltype(&cuptiSubscribe_v2) subscribe_v2 = nullptr;
     decltype(&cuptiUnsubscribe) unsubscribe = nullptr;
     decltype(&cuptiEnableCallback) enable_callback = nullptr;
+    // ---- optional: the per-subscriber activity API (CUPTI 13.3+) ----
+    cupti_v2::SubscribeFn subscribe_multi = nullptr;  ///< cuptiSubscribe_v2, 13.3's params
+    cupti_v2::RegisterCallbacksFn register_callbacks_v2 = nullptr;
+    cupti_v2::EnableFn enable_v2 = nullptr;
+    cupti_v2::EnableFn disable_v2 = nullptr;
+    cupti_v2::GetNextRecordFn get_next_record_v2 = nullptr;
+    cupti_v2::GetNumDroppedRecordsFn get_num_dropped_records_v2 = nullptr;
+    cupti_v2::EnableApiFn enable_runtime_api_v2 = nullptr;
+    cupti_v2::EnableApiFn enable_driver_api_v2 = nullptr;
 
     void* handle = nullptr;
     std::string path;           ///< the file in use
@@ -44,6 +57,9 @@ struct CuptiApi {
 
     /// "CUPTI_ERROR_UNKNOWN" for a result code, never null.
     [[nodiscard]] std::string result_name(CUptiResult result) const noexcept;
+    /// The per-subscriber functions gpudiag needs that this libcupti lacks ("" when it has
+    /// them all), named as in CUPTI.
+    [[nodiscard]] std::string missing_per_subscriber_functions() const;
 };
 
 /// The process' CUPTI: a libcupti already mapped in the process (any name or path; refused,

@@ -75,6 +75,83 @@ TEST(CuptiFailureHintTest, ExplainsTheCodesCuptiActivityEnableReturns) {
     EXPECT_EQ(detail::cupti_failure_hint(CUPTI_SUCCESS, false), "");
 }
 
+// ---------------------------------------------------------------- activity path
+bool has(const std::string& s, const std::string& part) {
+    return s.find(part) != std::string::npos;
+}
+
+detail::PerSubscriberAttempt refused_attempt(CUptiResult rc, const char* name,
+                                             const char* owner = "") {
+    detail::PerSubscriberAttempt a;
+    a.tried = true;
+    a.result = rc;
+    a.call = "cuptiSubscribe_v2";
+    a.result_name = name;
+    a.owner = owner;
+    return a;
+}
+
+TEST(ActivityPathTest, OnlyCupti133OrLaterWithEveryFunctionIsWorthTrying) {
+    EXPECT_TRUE(detail::should_try_per_subscriber(130300, ""));
+    EXPECT_TRUE(detail::should_try_per_subscriber(130400, ""));
+    EXPECT_FALSE(detail::should_try_per_subscriber(130299, ""));  // 13.2 has half of them
+    EXPECT_FALSE(detail::should_try_per_subscriber(130001, ""));
+    EXPECT_FALSE(detail::should_try_per_subscriber(28, ""));  // CUPTI 12.9 Update 1
+    EXPECT_FALSE(detail::should_try_per_subscriber(130400, "cuptiActivityGetNextRecord_v2"));
+}
+
+TEST(ActivityPathTest, AnOlderCuptiOrAMissingFunctionKeepsTheProcessWidePathAndSaysWhy) {
+    detail::ActivityPathChoice c = detail::choose_activity_path(130001, "", {});
+    EXPECT_FALSE(c.per_subscriber);
+    EXPECT_TRUE(has(c.note, "process-wide activity API")) << c.note;
+    EXPECT_TRUE(has(c.note, "API version 130001 predates")) << c.note;
+    c = detail::choose_activity_path(130400, "cuptiActivityEnable_v2", {});
+    EXPECT_FALSE(c.per_subscriber);
+    EXPECT_TRUE(has(c.note, "lacks cuptiActivityEnable_v2")) << c.note;
+    // Eligible but never tried (nothing enabled): never claimed as per-subscriber.
+    EXPECT_FALSE(detail::choose_activity_path(130400, "", {}).per_subscriber);
+}
+
+TEST(ActivityPathTest, AnEnabledSubscriberIsThePerSubscriberPath) {
+    detail::PerSubscriberAttempt ok;
+    ok.tried = true;
+    detail::ActivityPathChoice c = detail::choose_activity_path(130400, "", ok);
+    EXPECT_TRUE(c.per_subscriber);
+    EXPECT_TRUE(has(c.note, "per-subscriber activity API (libcupti API version 130400)")) << c.note;
+    EXPECT_TRUE(has(c.note, "side by side")) << c.note;
+}
+
+TEST(ActivityPathTest, EachRefusalFallsBackWithItsOwnMessage) {
+    detail::ActivityPathChoice mixing = detail::choose_activity_path(
+        130400, "",
+        refused_attempt(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+                        "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED",
+                        "PyTorch profiler (Kineto) ('CUPTI for kineto')"));
+    EXPECT_FALSE(mixing.per_subscriber);
+    EXPECT_TRUE(has(mixing.note,
+                    "another tool holds the process-wide API (PyTorch profiler "
+                    "(Kineto) ('CUPTI for kineto'))"))
+        << mixing.note;
+    EXPECT_TRUE(has(mixing.note, "cuptiSubscribe_v2: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS"))
+        << mixing.note;
+    detail::ActivityPathChoice incompatible = detail::choose_activity_path(
+        130300, "", refused_attempt(CUPTI_ERROR_NOT_COMPATIBLE, "CUPTI_ERROR_NOT_COMPATIBLE"));
+    EXPECT_TRUE(has(incompatible.note, "another tool holds the process-wide API"))
+        << incompatible.note;
+    detail::ActivityPathChoice driver = detail::choose_activity_path(
+        130400, "", refused_attempt(CUPTI_ERROR_NOT_SUPPORTED, "CUPTI_ERROR_NOT_SUPPORTED"));
+    EXPECT_FALSE(driver.per_subscriber);
+    EXPECT_TRUE(has(driver.note, "driver too old for per-subscriber activity (needs R610+)"))
+        << driver.note;
+    EXPECT_FALSE(has(driver.note, "another tool")) << driver.note;
+    detail::ActivityPathChoice other = detail::choose_activity_path(
+        130400, "", refused_attempt(CUPTI_ERROR_NOT_INITIALIZED, "CUPTI_ERROR_NOT_INITIALIZED"));
+    EXPECT_FALSE(other.per_subscriber);
+    EXPECT_TRUE(has(other.note, "CUPTI_ERROR_NOT_INITIALIZED")) << other.note;
+    EXPECT_FALSE(has(other.note, "driver too old")) << other.note;
+    EXPECT_FALSE(has(other.note, "another tool")) << other.note;
+}
+
 // ---------------------------------------------------------------- buffer pool
 TEST(ActivityBufferPoolTest, AcquireNeverAllocatesAndDeclinesWhenEmpty) {
     ActivityBufferPool pool(4096, 2, 3);
