@@ -220,5 +220,25 @@ TEST(CorpusVerdicts, EventSyncExampleIsAHostSyncStall) {
     EXPECT_EQ(r->finding("input_bound"), nullptr);
 }
 
+// HTA's three-stream event-sync example: 19.5 ms in which the GPU runs a few short kernels and the
+// host waits once in cudaDeviceSynchronize (20 µs) and then does nothing more to launch. The GPU is
+// idle almost throughout, but replaying the path without the sync gains microseconds: a tiny
+// test program's shape, nothing a user should fix first. So its findings stay at info, they say
+// they are not worth fixing first, and the count of syncs names the window (it has no steps).
+TEST(CorpusVerdicts, MultiStreamEventSyncExampleHasNothingWorthFixingFirst) {
+    const std::string path = corpus_kineto_trace("hta_cuda_event_sync_multi_stream_trace.json.gz");
+    GPUDIAG_REQUIRE_FILES(path);
+    auto r = analyze_trace(path);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    ASSERT_FALSE(r->findings.empty()) << render_text(*r);
+    for (const Finding& f : r->findings) {
+        EXPECT_EQ(f.severity, Severity::kInfo) << f.id << ": " << f.title;
+    }
+    const Finding* sync = r->finding("host_sync_stall");
+    ASSERT_NE(sync, nullptr) << render_text(*r);
+    EXPECT_NE(sync->title.find("1 sync in the window"), std::string::npos) << sync->title;
+    EXPECT_NE(sync->title.find("not worth fixing first"), std::string::npos) << sync->title;
+}
+
 }  // namespace
 }  // namespace gpudiag

@@ -323,13 +323,16 @@ void word_host_sync_stall(const TimelineSummary& s, double share, double saving_
     // says what removing the syncs is worth states that figure.
     const double saving = saving_of(s, WhatIf::kNoSync);
     const double replayed_share = saving >= 0 ? ratio(saving, replay_base(s)) : 0.0;
-    const std::string count = per_step >= 1 || s.steps == 0
+    // Without steps there is no per-step count to give: the calls in the window are the figure.
+    const char* calls = s.sync_calls == 1 ? "sync" : "syncs";
+    const std::string count = s.steps == 0 ? fmt::format("{} {} in the window", s.sync_calls, calls)
+                              : per_step >= 1
                                   ? format_number(per_step, 0) + " syncs per step"
-                                  : fmt::format("{} {} in {} steps", s.sync_calls,
-                                                s.sync_calls == 1 ? "sync" : "syncs", s.steps);
+                                  : fmt::format("{} {} in {} steps", s.sync_calls, calls, s.steps);
     if (saving >= 0 && replayed_share < kWorthFixing) {
-        f.title = count + ", but they cost < 1 % of the " +
-                  (s.critical_path.per_step ? "step time" : "window") + ": not worth fixing first";
+        f.title = count + (s.sync_calls == 1 ? ", but it costs" : ", but they cost") +
+                  " < 1 % of the " + (s.critical_path.per_step ? "step time" : "window") +
+                  ": not worth fixing first";
     } else if (saving >= 0 && !holds_host_back && share < kCauseNotable) {
         f.title = count + ": removing them saves " + pct(replayed_share) + " of the " +
                   (s.critical_path.per_step ? "step time" : "window");
