@@ -165,6 +165,19 @@ private:
     std::size_t count_ = 0;
 };
 
+// What a memcpy and a memset record share: the bytes, the time on the GPU, where it ran, and the
+// correlation id that joins it to its API call.
+template <typename Record>
+void place_transfer(Record& r, const Event& e, std::uint64_t start, std::uint64_t end) {
+    r.bytes = e.copy.bytes;
+    r.start = start;
+    r.end = end;
+    r.deviceId = e.device;
+    r.contextId = 1;
+    r.streamId = cupti_stream(e.stream);
+    r.correlationId = e.copy.correlation;
+}
+
 }  // namespace
 
 struct TraceReplay::Impl {
@@ -238,13 +251,7 @@ void TraceReplay::Impl::add_copy(const Event& e, Records& out,
     r.srcKind = cupti_memory_kind(e.copy.src_kind);
     r.dstKind = cupti_memory_kind(e.copy.dst_kind);
     r.flags = e.copy.is_async != 0 ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : 0;
-    r.bytes = e.copy.bytes;
-    r.start = at(e.start_ns);
-    r.end = at(e.end_ns);
-    r.deviceId = e.device;
-    r.contextId = 1;
-    r.streamId = cupti_stream(e.stream);
-    r.correlationId = e.copy.correlation;
+    place_transfer(r, e, at(e.start_ns), at(e.end_ns));
     out.add(r, kinds);
 }
 
@@ -252,13 +259,7 @@ void TraceReplay::Impl::add_memset(const Event& e, Records& out,
                                    std::vector<std::uint32_t>* kinds) const {
     CUpti_ActivityMemset4 r{};
     r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
-    r.bytes = e.copy.bytes;
-    r.start = at(e.start_ns);
-    r.end = at(e.end_ns);
-    r.deviceId = e.device;
-    r.contextId = 1;
-    r.streamId = cupti_stream(e.stream);
-    r.correlationId = e.copy.correlation;
+    place_transfer(r, e, at(e.start_ns), at(e.end_ns));
     r.flags = e.copy.is_async != 0 ? CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC : 0;
     r.memoryKind = cupti_memory_kind(e.copy.dst_kind);
     out.add(r, kinds);

@@ -9,9 +9,9 @@
 #include "api/session_cost.hpp"
 #include "capture/capture_levels.hpp"
 #include "session_test_support.hpp"
+#include "thread_cpu.hpp"
 
 #include <gtest/gtest.h>
-#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -221,18 +221,8 @@ TEST(CostGovernor, CountsTheTimeEachRungLeftKindsOut) {
 
 // ---- a live session ----
 
-std::uint64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-void burn_cpu(std::uint64_t ns) {
-    const std::uint64_t until = thread_cpu_ns() + ns;
-    while (thread_cpu_ns() < until) {
-    }
-}
+using testing::burn_cpu;
+using testing::thread_cpu_ns;
 
 // A sink that spends CPU time on every API call record (and kernel, with `kernels_too`) while
 // `expensive` holds: the worker runs it, so its time is gpudiag's cost.
@@ -290,6 +280,18 @@ bool has_note(const Report& r, const std::string& text) {
                        [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
+// Waits (up to 20 s) until the running session's report shows a budget rung `accept` takes.
+template <typename Accept>
+bool wait_for_rung(Session& s, Accept accept) {
+    return testing::wait_for(
+        [&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            auto r = s.report();
+            return r.is_ok() && accept(figure(*r, "budget_rung"));
+        },
+        std::chrono::milliseconds(20000));
+}
+
 // The program works (half a millisecond of CPU) between API calls, and the sink spends 200 us on
 // each: some 30 % of the process' CPU time against a 10 % budget (less than the program's time,
 // so the worker keeps up and no backlog outlives the expense). Once the sink is cheap, gpudiag's
@@ -317,18 +319,10 @@ TEST(SessionCostBudget, AnExpensiveSinkMakesItStepDownAndBackUpOnceTheExpenseSto
             if (s->record(api_call())) recorded.fetch_add(1);
         }
     });
-    auto rung_is = [&](auto accept) {
-        return testing::wait_for(
-            [&] {
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                auto r = s->report();
-                return r.is_ok() && accept(figure(*r, "budget_rung"));
-            },
-            std::chrono::milliseconds(20000));
-    };
-    const bool stepped_down = rung_is([](double rung) { return rung >= 1; });
+    const bool stepped_down = wait_for_rung(*s, [](double rung) { return rung >= 1; });
     sink.expensive.store(false);
-    const bool stepped_up = stepped_down && rung_is([](double rung) { return rung == 0; });
+    const bool stepped_up =
+        stepped_down && wait_for_rung(*s, [](double rung) { return rung == 0; });
     done.store(true);
     program.join();
     ASSERT_TRUE(stepped_down);
@@ -377,18 +371,9 @@ TEST(SessionCostBudget, LeavingGpuActivityOutIsAPauseOfCaptureNotAnIdleGpu) {
             (void)s->record(kernel());
         }
     });
-    auto rung_is = [&](double want) {
-        return testing::wait_for(
-            [&] {
-                std::this_thread::sleep_for(std::chrono::milliseconds(20));
-                auto r = s->report();
-                return r.is_ok() && figure(*r, "budget_rung") == want;
-            },
-            std::chrono::milliseconds(20000));
-    };
-    const bool down = rung_is(2);
+    const bool down = wait_for_rung(*s, [](double rung) { return rung == 2; });
     sink.expensive.store(false);
-    const bool up = down && rung_is(0);
+    const bool up = down && wait_for_rung(*s, [](double rung) { return rung == 0; });
     done.store(true);
     program.join();
     ASSERT_TRUE(down);

@@ -6,6 +6,7 @@
 #include "capture/capture_backend.hpp"
 #include "capture/cupti/cupti_api.hpp"
 #include "capture/cupti/cupti_record_layouts.hpp"
+#include "capture_test_support.hpp"
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
 
@@ -27,22 +28,15 @@ int gpudiag_stub_cupti_kind_ever_enabled(int kind);
 }
 
 namespace {
-const bool kStubsSelected = [] {
-    setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI12, 1);
-    setenv("GPUDIAG_NVML_PATH", GPUDIAG_STUB_NVML, 1);
-    setenv("GPUDIAG_CUDA_PATH", GPUDIAG_STUB_CUDA, 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
-    return true;
-}();
+// Before main: every loader in the library reads these on first use.
+const bool kStubsSelected = gpudiag::test::select_stub_libraries(
+    GPUDIAG_STUB_CUPTI12, GPUDIAG_STUB_NVML, GPUDIAG_STUB_CUDA);
 }  // namespace
 
 namespace gpudiag {
 namespace {
 
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
-}
+using test::contains;
 
 TEST(CaptureCupti12StubTest, ACupti124CapturesWithTheWholeRuntimeKindFilteredToTheWhitelist) {
     ASSERT_TRUE(kStubsSelected);

@@ -8,6 +8,7 @@
 #include "capture/capture_levels.hpp"
 #include "capture/cupti/cupti_activity_source.hpp"
 #include "capture/cupti/cupti_api.hpp"
+#include "capture_test_support.hpp"
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
 
@@ -43,28 +44,16 @@ size_t gpudiag_stub_cupti_foreign_v2_records();
 }
 
 namespace {
-const bool kStubsSelected = [] {
-    setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI_V2, 1);
-    setenv("GPUDIAG_NVML_PATH", GPUDIAG_STUB_NVML, 1);
-    setenv("GPUDIAG_CUDA_PATH", GPUDIAG_STUB_CUDA, 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
-    return true;
-}();
+// Before main: every loader in the library reads these on first use.
+const bool kStubsSelected = gpudiag::test::select_stub_libraries(
+    GPUDIAG_STUB_CUPTI_V2, GPUDIAG_STUB_NVML, GPUDIAG_STUB_CUDA);
 }  // namespace
 
 namespace gpudiag {
 namespace {
 
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
-}
-
-std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += s + "\n";
-    return out;
-}
+using test::contains;
+using test::joined;
 
 detail::CaptureOptions backend_options(bool deep = false) {
     detail::CaptureOptions o;

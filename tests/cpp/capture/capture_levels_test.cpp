@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Capture levels: the one level the facts give, with a reason for each level above it.
 #include "capture/capture_levels.hpp"
+#include "capture_test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,12 +12,9 @@
 namespace gpudiag {
 namespace {
 
-using detail::CaptureFacts;
+using test::contains;
 
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
-}
+using detail::CaptureFacts;
 
 TEST(CaptureLevelsTest, NamesAreStable) {
     EXPECT_STREQ(capture_level_name(CaptureLevel::kNoGpu), "no_gpu");

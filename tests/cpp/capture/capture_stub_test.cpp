@@ -11,8 +11,10 @@
 #include "capture/nvml/nvml_api.hpp"
 #include "capture/nvml/nvml_sampler.hpp"
 #include "capture/platform/cuda_driver_api.hpp"
+#include "capture_test_support.hpp"
 #include "cupti_records.hpp"
 #include "test_event_queue.hpp"
+#include "thread_cpu.hpp"
 
 #include <gpudiag/gpudiag.h>
 #include <gpudiag/analyze.hpp>
@@ -94,31 +96,18 @@ void gpudiag_stub_cuda_set_initialised(int initialised);
 
 namespace {
 // Before main: every loader in the library reads these on first use.
-const bool kStubsSelected = [] {
-    setenv("GPUDIAG_CUPTI_PATH", GPUDIAG_STUB_CUPTI, 1);
-    setenv("GPUDIAG_NVML_PATH", GPUDIAG_STUB_NVML, 1);
-    setenv("GPUDIAG_CUDA_PATH", GPUDIAG_STUB_CUDA, 1);
-    unsetenv("CUDA_VISIBLE_DEVICES");
-    return true;
-}();
+const bool kStubsSelected =
+    gpudiag::test::select_stub_libraries(GPUDIAG_STUB_CUPTI, GPUDIAG_STUB_NVML, GPUDIAG_STUB_CUDA);
 }  // namespace
 
 namespace gpudiag {
 namespace {
 
+using test::contains;
+using test::joined;
+
 using test::RecordBuffer;
 using test::TestEventQueue;
-
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
-}
-
-std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += s + "\n";
-    return out;
-}
 
 SessionOptions options(bool deep = false) {
     SessionOptions o;
@@ -798,18 +787,8 @@ TEST_F(CaptureStubTest, KernelsCuptiWillNotRecordAgainAfterARungDegradeCapture) 
     backend->stop();
 }
 
-std::uint64_t thread_cpu_ns() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
-void burn_cpu(std::uint64_t ns) {
-    const std::uint64_t until = thread_cpu_ns() + ns;
-    while (thread_cpu_ns() < until) {
-    }
-}
+using testing::burn_cpu;
+using testing::thread_cpu_ns;
 
 // Run by the session's worker: 200 us of CPU per API call while `expensive` holds.
 struct ExpensiveApiSink final : EventSink {

@@ -2,6 +2,7 @@
 // The real libcupti on a machine with no CUDA driver: capture reports the no-GPU level with the
 // reason, never an error, and enables nothing. Skips where a driver is installed (GPU boxes).
 #include "capture/capture_backend.hpp"
+#include "capture_test_support.hpp"
 #include "test_event_queue.hpp"
 
 #include <gpudiag/capture.hpp>
@@ -24,20 +25,12 @@ const bool kRealLibraries = [] {
 namespace gpudiag {
 namespace {
 
+using test::contains;
+using test::joined;
+
 bool has_driver() {
     void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     return h != nullptr;  // left loaded: capture would load it next anyway
-}
-
-bool contains(const std::vector<std::string>& v, const std::string& needle) {
-    return std::any_of(v.begin(), v.end(),
-                       [&](const std::string& s) { return s.find(needle) != std::string::npos; });
-}
-
-std::string joined(const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& s : v) out += s + "\n";
-    return out;
 }
 
 TEST(NoDriverTest, ProbeGivesNoGpuWithTheReason) {

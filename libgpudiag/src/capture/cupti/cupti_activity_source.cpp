@@ -763,7 +763,7 @@ struct CuptiActivitySource::Impl {
     Status enable_all(std::vector<std::string>& notes) noexcept;
     Status enable_process_wide(std::vector<std::string>& notes) noexcept;
     PerSubscriberAttempt enable_per_subscriber(std::vector<std::string>& notes) noexcept;
-    void enable_api_records_v2(std::vector<std::string>& notes);
+    void enable_api_records(std::vector<std::string>& notes);
     void release_v2_subscriber() noexcept;
     Status enable_failure(const KindToEnable& k, CUptiResult rc) noexcept;
     void enable_whole_runtime_api(std::vector<std::string>& notes);
@@ -960,7 +960,7 @@ PerSubscriberAttempt CuptiActivitySource::Impl::enable_per_subscriber(
             kind_notes.push_back(std::string("cupti_activity: ") + k.name +
                                  " records unavailable (" + api->result_name(rc) + ")");
         }
-        enable_api_records_v2(kind_notes);
+        enable_api_records(kind_notes);
         notes.insert(notes.end(), kind_notes.begin(), kind_notes.end());
         a.result = CUPTI_SUCCESS;
     } catch (...) {
@@ -973,17 +973,17 @@ PerSubscriberAttempt CuptiActivitySource::Impl::enable_per_subscriber(
     return a;
 }
 
-void CuptiActivitySource::Impl::enable_api_records_v2(std::vector<std::string>& notes) {
+// Enables each whitelisted API callback this CUPTI has on the path in use (set_api: the
+// per-subscriber or the process-wide call), and holds those the cost budget keeps off.
+void CuptiActivitySource::Impl::enable_api_records(std::vector<std::string>& notes) {
     std::size_t failed = 0;
     for (const WhitelistedApi& a : api_whitelist()) {
-        if (!api_in_cupti(a, api->version)) continue;
+        if (!api_in_cupti(a, api->version)) continue;  // a cbid this CUPTI lacks
         if (reduction_holds(kinds_off, a)) {
             held_apis.push_back(&a);
             continue;
         }
-        auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api_v2
-                                                  : api->enable_driver_api_v2;
-        if (fn(v2_subscriber, a.cbid, 1) == CUPTI_SUCCESS) {
+        if (set_api(a, true) == CUPTI_SUCCESS) {
             enabled_apis.push_back(&a);
         } else {
             ++failed;
@@ -1042,25 +1042,7 @@ Status CuptiActivitySource::Impl::enable_process_wide(std::vector<std::string>& 
         if (api->enable_runtime_api == nullptr || api->enable_driver_api == nullptr) {
             enable_whole_runtime_api(notes);
         } else {
-            std::size_t failed = 0;
-            for (const WhitelistedApi& a : api_whitelist()) {
-                if (!api_in_cupti(a, api->version)) continue;  // a cbid this CUPTI lacks
-                if (reduction_holds(kinds_off, a)) {
-                    held_apis.push_back(&a);
-                    continue;
-                }
-                auto fn = a.domain == ApiDomain::kRuntime ? api->enable_runtime_api
-                                                          : api->enable_driver_api;
-                if (fn(a.cbid, 1) == CUPTI_SUCCESS) {
-                    enabled_apis.push_back(&a);
-                } else {
-                    ++failed;
-                }
-            }
-            if (failed > 0) {
-                notes.push_back(fmt::format(
-                    "cupti_activity: {} whitelisted API callbacks could not be enabled", failed));
-            }
+            enable_api_records(notes);
         }
         if (api->version == 130000) {
             notes.push_back(
