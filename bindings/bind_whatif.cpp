@@ -18,7 +18,15 @@ void bind_whatif(py::module_& m) {
         .def_readwrite("capacity_bytes", &WhatIfOptions::capacity_bytes)
         .def_readwrite("device_total_bytes", &WhatIfOptions::device_total_bytes)
         .def_readwrite("sweep", &WhatIfOptions::sweep)
-        .def_readwrite("device", &WhatIfOptions::device);
+        .def_readwrite("device", &WhatIfOptions::device)
+        .def_readwrite("torch_version", &WhatIfOptions::torch_version);
+
+    py::class_<WhatIfCaution>(m, "WhatIfCaution")
+        .def(py::init<>())
+        .def_readonly("change", &WhatIfCaution::change)
+        .def_readonly("unsupported", &WhatIfCaution::unsupported)
+        .def_readonly("reason", &WhatIfCaution::reason)
+        .def_readonly("source", &WhatIfCaution::source);
 
     bind_enum<WhatIfStart>(m, "WhatIfStart");
 
@@ -42,7 +50,8 @@ void bind_whatif(py::module_& m) {
         .def_readonly("oom_entry", &WhatIfOutcome::oom_entry)
         .def_readonly("oom_request_bytes", &WhatIfOutcome::oom_request_bytes)
         .def_readonly("recorded_ooms", &WhatIfOutcome::recorded_ooms)
-        .def_readonly("recorded_ooms_avoided", &WhatIfOutcome::recorded_ooms_avoided);
+        .def_readonly("recorded_ooms_avoided", &WhatIfOutcome::recorded_ooms_avoided)
+        .def_readonly("cautions", &WhatIfOutcome::cautions);
 
     py::class_<WhatIfReproduction>(m, "WhatIfReproduction")
         .def(py::init<>())
@@ -80,6 +89,10 @@ void bind_whatif(py::module_& m) {
         .def_readonly("outcomes", &WhatIfResult::outcomes)
         .def_readonly("advice", &WhatIfResult::advice)
         .def_readonly("notes", &WhatIfResult::notes)
+        .def_readonly("history_complete", &WhatIfResult::history_complete)
+        .def_readonly("torch_version", &WhatIfResult::torch_version)
+        .def_readonly("torch_version_origin", &WhatIfResult::torch_version_origin)
+        .def_readonly("torch_version_note", &WhatIfResult::torch_version_note)
         .def(
             "text", [](const WhatIfResult& r) { return whatif_text(r); }, "Plain-text rendering.")
         .def(

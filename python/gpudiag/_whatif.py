@@ -32,6 +32,7 @@ def whatif(
     device_total: Size | None = None,
     sweep: bool = True,
     device: int | None = None,
+    torch_version: str | None = None,
 ) -> _core.WhatIfResult:
     """Replays the allocation history in ``path`` through a model of PyTorch's CUDA caching
     allocator and predicts, per setting, the peak reserved memory, the memory stranded in split
@@ -51,6 +52,9 @@ def whatif(
         device_total: the device's memory, which a per_process_memory_fraction is taken of.
         sweep: also try the usual settings one at a time.
         device: the device to replay (default: the one with the most allocations).
+        torch_version: the torch release whose allocator to follow, e.g. ``"2.13"`` (default:
+            the one the input records, else the newest the model covers; the result's
+            ``torch_version`` and ``torch_version_origin`` say which was followed).
 
     Returns:
         A result with ``outcomes``, ``reproduction``, ``advice`` and ``notes``; ``text()`` and
@@ -67,4 +71,5 @@ def whatif(
     options.device_total_bytes = _bytes(device_total, "device_total")
     options.sweep = bool(sweep)
     options.device = -1 if device is None else int(device)
+    options.torch_version = "" if torch_version is None else str(torch_version)
     return _core.whatif_file(str(path), options)

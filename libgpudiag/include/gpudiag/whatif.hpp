@@ -41,6 +41,17 @@ struct WhatIfOptions {
     bool sweep = true;
     /// Device to replay; -1: the one with the most allocations.
     int device = -1;
+    /// The torch release whose allocator to follow ("2.15"); "": the one the input records
+    /// (a session's framework version), else the newest the model covers.
+    std::string torch_version;
+};
+
+/// A setting that would fit but is unsafe or unsupported for this program here.
+struct WhatIfCaution {
+    std::string change;        ///< the setting ("expandable_segments:True")
+    bool unsupported = false;  ///< it would fail or be ignored here (else: a known risk)
+    std::string reason;        ///< what goes wrong, and what in this input shows it
+    std::string source;        ///< the PyTorch or vLLM source that states the limitation
 };
 
 /// Where a replay starts.
@@ -81,6 +92,8 @@ struct WhatIfOutcome {
     std::uint64_t oom_request_bytes = 0;
     std::uint64_t recorded_ooms = 0;
     std::uint64_t recorded_ooms_avoided = 0;  ///< recorded failures that fit under these settings
+    /// Why these settings, though they may fit, are unsafe or unsupported for this program.
+    std::vector<WhatIfCaution> cautions;
 };
 
 /// How exactly the replay under the recorded settings reproduced the recording.
@@ -107,6 +120,14 @@ struct WhatIfResult {
     std::uint64_t allocations = 0;
     /// The history starts before the device's first segment (nothing had to be rebuilt).
     bool history_from_start = true;
+    /// False when the recording says its trace ring buffer overflowed (trace_alloc_overflowed):
+    /// the history is complete only from its first entry, and no replay of it is exact.
+    bool history_complete = true;
+    /// The torch release whose allocator the model followed ("2.15"), and where that came
+    /// from: "given", "the recording", or "assumed" (torch_version_note says why).
+    std::string torch_version;
+    std::string torch_version_origin;
+    std::string torch_version_note;
     std::uint64_t segments_before_history = 0;
     std::uint64_t live_blocks_before_history = 0;
     bool settings_recorded = false;

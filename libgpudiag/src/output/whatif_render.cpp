@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <string>
+#include <vector>
 
 namespace gpudiag {
 namespace {
@@ -67,7 +69,9 @@ void reproduction_text(const WhatIfResult& r, std::string& out) {
         return;
     }
     out += std::string("Reproduction under the recorded settings: ") +
-           (p.exact ? "exact" : "NOT exact") + "\n";
+           (p.exact ? "exact" : "NOT exact") +
+           (r.history_complete ? "" : " (over the kept history only: the rest was overwritten)") +
+           "\n";
     out +=
         "  segment actions (cudaMalloc, cudaFree, maps, unmaps) matching in kind, size, address "
         "and order: " +
@@ -103,6 +107,23 @@ void table_text(const WhatIfResult& r, std::string& out) {
     }
 }
 
+// Settings that may fit but are unsafe or unsupported here, once each (a setting can be in
+// several rows).
+void cautions_text(const WhatIfResult& r, std::string& out) {
+    std::vector<std::string> said;
+    for (const auto& o : r.outcomes) {
+        for (const WhatIfCaution& c : o.cautions) {
+            const std::string key = c.change + c.reason;
+            if (std::find(said.begin(), said.end(), key) != said.end()) continue;
+            if (said.empty()) out += "\nCautions:\n";
+            said.push_back(key);
+            out += "  - " + c.change +
+                   (c.unsupported ? " is unsupported here: " : " is risky here: ") + c.reason +
+                   " [" + c.source + "]\n";
+        }
+    }
+}
+
 std::string render_text(const WhatIfResult& r) {
     std::string out = fmt::format("Allocator what-if: {}, device {}\n",
                                   r.source.empty() ? std::string("events") : r.source, r.device);
@@ -116,6 +137,15 @@ std::string render_text(const WhatIfResult& r) {
         out += ", starting after " + grouped(r.segments_before_history) + " segments and " +
                grouped(r.live_blocks_before_history) +
                " live blocks existed (rebuilt from the final state).\n";
+    }
+    if (!r.history_complete) {
+        out +=
+            "History cut: the trace ring buffer overflowed; the history is complete only from "
+            "its first entry, so no figure below is exact.\n";
+    }
+    if (!r.torch_version.empty()) {
+        out += "Allocator modelled: torch " + r.torch_version + " (" + r.torch_version_origin +
+               (r.torch_version_note.empty() ? "" : ": " + r.torch_version_note) + ")\n";
     }
     out += "Recorded settings: " +
            (r.recorded_settings.empty() ? std::string("torch defaults") : r.recorded_settings) +
@@ -139,6 +169,7 @@ std::string render_text(const WhatIfResult& r) {
                ", with invented segment addresses):\n";
     }
     table_text(r, out);
+    cautions_text(r, out);
     if (!r.advice.empty()) out += "\n" + r.advice + "\n";
     if (!r.notes.empty()) {
         out += "\nNotes:\n";
@@ -173,6 +204,16 @@ void outcome_json(detail::JsonWriter& w, const WhatIfOutcome& o) {
     w.field("oom_request_bytes", o.oom_request_bytes);
     w.field("recorded_ooms", o.recorded_ooms);
     w.field("recorded_ooms_avoided", o.recorded_ooms_avoided);
+    w.key("cautions").begin_array();
+    for (const WhatIfCaution& c : o.cautions) {
+        w.begin_object();
+        w.field("change", c.change);
+        w.field("unsupported", c.unsupported);
+        w.field("reason", c.reason);
+        w.field("source", c.source);
+        w.end_object();
+    }
+    w.end_array();
     w.end_object();
 }
 
@@ -185,6 +226,10 @@ std::string render_json(const WhatIfResult& r) {
     w.field("history_entries", r.history_entries);
     w.field("allocations", r.allocations);
     w.field("history_from_start", r.history_from_start);
+    w.field("history_complete", r.history_complete);
+    w.field("torch_version", r.torch_version);
+    w.field("torch_version_origin", r.torch_version_origin);
+    w.field("torch_version_note", r.torch_version_note);
     w.field("segments_before_history", r.segments_before_history);
     w.field("live_blocks_before_history", r.live_blocks_before_history);
     w.field("settings_recorded", r.settings_recorded);

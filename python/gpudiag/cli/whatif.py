@@ -55,6 +55,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="device to replay (default: the one with the most allocations)",
     )
     p.add_argument(
+        "--torch-version",
+        metavar="X.Y",
+        default=None,
+        help="the torch release whose allocator to follow (default: the one the input "
+        "records, else the newest the model covers)",
+    )
+    p.add_argument(
         "--no-sweep",
         dest="sweep",
         action="store_false",
@@ -71,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         device_total=args.device_total,
         sweep=args.sweep,
         device=args.device,
+        torch_version=args.torch_version,
     )
     sys.stdout.write(result.to_json() if args.format == "json" else result.text())
     return 0

@@ -106,6 +106,72 @@ def bare_segments():
                          "state": "inactive", "frames": []}]}]
 
 
+def keys_2026(per_device_flags):
+    """Made for tests, not by torch: the snapshot keys torch 2.12-2.15 added or proposed, none of
+    which this machine (no GPU) can make torch write. allocator_settings has 2.15's keys
+    (graph_capture_record_stream_reuse, max_cached_size, max_round_threshold, as torch 2.15's
+    _snapshot() returns them); trace_alloc_overflowed/trace_alloc_max_entries (pytorch PR #179276)
+    say the trace ring of 4 entries wrapped, either in allocator_settings or, per device, at the
+    root; host_segments/host_traces (PR #182407) hold pinned host memory in the device records'
+    shapes; one root key no torch writes stands for keys added after the reader."""
+    seg = 0x7F1000000000
+    host = 0x7E0000000000
+    t = 1_760_000_000_000_000
+    blocks = [
+        {"address": seg, "size": 4 * MiB, "requested_size": 4 * MiB, "state": "active_allocated",
+         "frames": USER},
+        {"address": seg + 4 * MiB, "size": 16 * MiB, "requested_size": 0, "state": "inactive",
+         "frames": []},
+    ]
+    segments = [{"device": 0, "address": seg, "total_size": 20 * MiB, "allocated_size": 4 * MiB,
+                 "active_size": 4 * MiB, "requested_size": 4 * MiB, "stream": 0,
+                 "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
+                 "frames": [], "blocks": blocks}]
+    # The ring kept its last 4 entries: the 6 MiB block freed first was allocated before them.
+    trace = [
+        {"action": "free_requested", "addr": seg + 4 * MiB, "size": 6 * MiB, "stream": 0,
+         "time_us": t, "frames": USER},
+        {"action": "free_completed", "addr": seg + 4 * MiB, "size": 6 * MiB, "stream": 0,
+         "time_us": t + 1, "frames": USER},
+        {"action": "alloc", "addr": seg, "size": 4 * MiB, "stream": 0, "time_us": t + 2,
+         "frames": USER},
+        {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": t + 3, "frames": []},
+    ]
+    host_blocks = [{"address": host, "size": 8 * MiB, "requested_size": 6 * MiB,
+                    "state": "active_allocated", "frames": USER}]
+    host_segments = [{"device": 0, "address": host, "total_size": 8 * MiB,
+                      "allocated_size": 8 * MiB, "active_size": 8 * MiB,
+                      "requested_size": 6 * MiB, "stream": 0, "segment_type": "large",
+                      "segment_pool_id": (0, 0), "is_expandable": False, "frames": [],
+                      "blocks": host_blocks}]
+    host_traces = [
+        {"action": "segment_alloc", "addr": host, "size": 8 * MiB, "stream": 0, "time_us": t,
+         "frames": USER},
+        {"action": "alloc", "addr": host, "size": 8 * MiB, "stream": 0, "time_us": t + 1,
+         "frames": USER},
+        {"action": "segment_alloc", "addr": host + 16 * MiB, "size": 2 * MiB, "stream": 0,
+         "time_us": t + 2, "frames": USER},
+        {"action": "segment_free", "addr": host + 16 * MiB, "size": 2 * MiB, "stream": 0,
+         "time_us": t + 3, "frames": USER},
+    ]
+    settings = {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False,
+                "garbage_collection_threshold": 0.0, "graph_capture_record_stream_reuse": False,
+                "max_cached_size": -1, "max_round_threshold": -1, "max_split_size": -1,
+                "pinned_num_register_threads": 1, "pinned_use_cuda_host_register": False,
+                "release_lock_on_cudamalloc": False,
+                "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)}}
+    snapshot = {"segments": segments, "device_traces": [trace], "allocator_settings": settings,
+                "external_annotations": [], "host_segments": host_segments,
+                "host_traces": host_traces, "future_2027_key": {"anything": [1, 2]}}
+    if per_device_flags:
+        snapshot["trace_alloc_overflowed"] = [True]
+        snapshot["trace_alloc_max_entries"] = [4]
+    else:
+        settings["trace_alloc_overflowed"] = True
+        settings["trace_alloc_max_entries"] = 4
+    return snapshot
+
+
 def datatypes(protocol):
     """Every plain type the safe reader supports. Protocol 2 has no bytes opcode (Python writes
     bytes as a call to _codecs.encode there, which the reader rightly refuses), so no bytes."""
@@ -138,6 +204,8 @@ def main():
     write("snapshot_modern_expandable.pickle", modern_expandable(), 5)
     write("snapshot_legacy_2_0.pickle", legacy_2_0(), 2)
     write("snapshot_bare_segments.pickle", bare_segments(), 4)
+    write("snapshot_2026_keys_made_for_tests.pickle", keys_2026(False), 4)
+    write("snapshot_2026_keys_per_device_made_for_tests.pickle", keys_2026(True), 4)
     for p in (2, 3, 4, 5):
         write(f"datatypes_p{p}.pickle", datatypes(p), p)
 

@@ -106,3 +106,20 @@ def test_whatif_is_a_cli_command(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         cli.main(["--help"])
     assert "whatif" in capsys.readouterr().out
+
+
+def test_the_modelled_torch_version_and_cautions_reach_python(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = _need(CORPUS / "silmont2000_cs336a2_mem_snapshot.pickle")
+    assumed = gpudiag.whatif(path, sweep=False)
+    # A snapshot does not record its torch version: the newest modelled release is assumed, and
+    # the result says so rather than claiming it.
+    assert assumed.torch_version_origin == "assumed"
+    assert assumed.torch_version_note
+    assert assumed.history_complete
+    given = gpudiag.whatif(path, sweep=False, torch_version="2.13")
+    assert (given.torch_version, given.torch_version_origin) == ("2.13", "given")
+    assert all(isinstance(c.reason, str) for o in given.outcomes for c in o.cautions)
+    assert cli.main(["whatif", str(path), "--no-sweep", "--torch-version", "2.13"]) == EXIT_OK
+    assert "Allocator modelled: torch 2.13" in capsys.readouterr().out

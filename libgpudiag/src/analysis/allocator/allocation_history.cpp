@@ -5,6 +5,8 @@
 #include "analysis/allocator/allocation_history.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 
 namespace gpudiag::detail {
 namespace {
@@ -136,10 +138,51 @@ const DeviceHistory* AllocationHistory::device(std::uint16_t ordinal) const {
     return nullptr;
 }
 
-void AllocationHistory::begin(const SourceInfo& info, const StringTable& /*strings*/) {
+void AllocationHistory::begin(const SourceInfo& info, const StringTable& strings) {
     info_ = info;
+    strings_ = &strings;
     Status s = settings_from_source(info, settings_, settings_recorded_);
     if (!s.is_ok()) settings_problem_ = s.message();
+    // Asked for in the conf, off in effect: the build has no driver API for them.
+    std::string conf = info.property("PYTORCH_CUDA_ALLOC_CONF");
+    for (char& c : conf) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    facts_.expandable_ignored = conf.find("expandable_segments:true") != std::string::npos &&
+                                info.property("expandable_segments") == "false";
+}
+
+// Evidence for the what-if's cautions: API calls (a live session or a gpudiag recording), the
+// private pools and allocation sites of a snapshot.
+void AllocationHistory::note_fact(const Event& e) {
+    constexpr std::size_t kMaxPools = 4096;
+    constexpr std::int64_t kCudaErrorNotSupported = 801;
+    if (e.kind == EventKind::kApiCall && strings_ != nullptr) {
+        const std::string_view name = strings_->lookup(e.api.name);
+        if (name.find("IpcGetMemHandle") != std::string_view::npos) {
+            ++facts_.ipc_handle_calls;
+        } else if (name.find("StreamBeginCapture") != std::string_view::npos) {
+            ++facts_.graph_captures;
+        } else if (name.rfind("cuMem", 0) == 0 && e.api.return_code == kCudaErrorNotSupported) {
+            ++facts_.vmm_not_supported;
+        }
+    } else if (e.kind == EventKind::kSegmentAlloc && e.memory.extra != 0 &&
+               info_.producer == "torch-snapshot") {
+        const auto pool = static_cast<std::uint32_t>(e.memory.extra);
+        if (private_pools_.size() < kMaxPools &&
+            std::find(private_pools_.begin(), private_pools_.end(), pool) == private_pools_.end()) {
+            private_pools_.push_back(pool);
+            facts_.private_pools = private_pools_.size();
+        }
+    } else if (e.kind == EventKind::kBlockAlloc && facts_.ipc_site.empty() && strings_ != nullptr &&
+               e.memory.site != kNoString) {
+        // vLLM's custom all-reduce registers its buffers with cudaIpcGetMemHandle. Each site is
+        // looked at once (sites are few, allocations many).
+        const std::size_t id = e.memory.site;
+        if (id >= sites_checked_.size()) sites_checked_.resize(id + 1, 0);
+        if (sites_checked_[id] != 0) return;
+        sites_checked_[id] = 1;
+        const std::string_view site = strings_->lookup(e.memory.site);
+        if (site.find("custom_all_reduce") != std::string_view::npos) facts_.ipc_site = site;
+    }
 }
 
 AllocationHistory::Builder& AllocationHistory::builder(std::uint16_t device) {
@@ -153,6 +196,10 @@ AllocationHistory::Builder& AllocationHistory::builder(std::uint16_t device) {
 
 void AllocationHistory::consume(std::span<const Event> events) {
     for (const Event& e : events) {
+        if (e.kind == EventKind::kApiCall || e.kind == EventKind::kSegmentAlloc ||
+            e.kind == EventKind::kBlockAlloc) {
+            note_fact(e);
+        }
         if (e.device == kNoDevice) continue;
         switch (e.kind) {
             case EventKind::kSegmentAlloc:

@@ -13,6 +13,7 @@
 
 #include "analysis/allocator/allocator_model.hpp"
 #include "analysis/allocator/allocator_settings.hpp"
+#include "analysis/allocator/allocator_versions.hpp"
 #include "core/chunked_vector.hpp"
 
 #include <cstdint>
@@ -99,6 +100,8 @@ public:
     /// Why the recorded settings could not be read, if they could not ("" otherwise).
     [[nodiscard]] const std::string& settings_problem() const { return settings_problem_; }
     [[nodiscard]] std::uint64_t outside_allocator_events() const { return outside_allocator_; }
+    /// What the input shows that decides whether a setting is safe (IPC, graphs, VMM).
+    [[nodiscard]] const ProgramFacts& facts() const { return facts_; }
 
     /// Operations kept per device at most (24 bytes each): past it the history is truncated.
     static constexpr std::size_t kMaxOps = std::size_t{1} << 24;
@@ -111,12 +114,17 @@ private:
     void finish_start(Builder& b);
     void trace_event(Builder& b, const Event& e);
     void flush_release(Builder& b, bool before_new_segment);
+    void note_fact(const Event& e);
 
     SourceInfo info_;
     AllocatorSettings settings_;
     bool settings_recorded_ = false;
     std::string settings_problem_;
     std::uint64_t outside_allocator_ = 0;
+    const StringTable* strings_ = nullptr;
+    ProgramFacts facts_;
+    std::vector<std::uint32_t> private_pools_;  // distinct ids seen, at most kMaxPools
+    std::vector<std::uint8_t> sites_checked_;   // by StringId: looked at for IPC users
     std::map<std::uint16_t, Builder*> by_device_;
     std::vector<std::unique_ptr<Builder>> builders_;
     std::vector<DeviceHistory> devices_;

@@ -332,9 +332,13 @@ bool CachingAllocatorModel::get_free_block(Request& r) {
     }
     const std::uint64_t max_split = settings_.max_split_size;
     // An oversize block never serves a request below max_split_size, and serves a larger one
-    // only when it is less than max_non_split_rounding bigger.
-    if (r.size < max_split && (*it)->size >= max_split) return false;
-    if (r.size >= max_split && (*it)->size >= r.size + settings_.max_non_split_rounding_size)
+    // only when it is less than max_non_split_rounding bigger. Up to torch 2.15 this holds inside
+    // expandable segments too (pytorch PR #193400 would lift it there; no release has it).
+    const bool oversize_rules =
+        !(rules_.oversize_rules_skip_expandable && (*it)->expandable != nullptr);
+    if (oversize_rules && r.size < max_split && (*it)->size >= max_split) return false;
+    if (oversize_rules && r.size >= max_split &&
+        (*it)->size >= r.size + settings_.max_non_split_rounding_size)
         return false;
     r.block = *it;
     pool_erase(r.block);

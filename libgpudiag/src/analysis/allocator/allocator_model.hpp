@@ -24,14 +24,16 @@
 // Not modelled: CUDA graph private pools and MemPools (their allocations are treated as the
 // default pool's), the free-memory callbacks, and IPC.
 //
-// Versions (read: torch ~2.2, ~2.4 and ~2.10 sources): the placement rules above are the same
-// throughout. Later versions made configurable what was fixed (max_non_split_rounding_mb,
-// large_segment_size_mb; defaults as before), skip expandable blocks when releasing oversize
-// ones, and cap memory only for fractions below 1 (earlier, whenever a fraction was set); the
-// model follows the later behaviour. The corpus snapshots come from torch 2.6-2.10.
+// Versions (read: torch ~2.2, ~2.4 and ~2.10 sources; the changes since, to 2.15, from their
+// pull requests: allocator_versions.cpp): the placement rules above are the same throughout. Later
+// versions made configurable what was fixed (max_non_split_rounding_mb, large_segment_size_mb;
+// defaults as before), skip expandable blocks when releasing oversize ones, and cap memory only for
+// fractions below 1 (earlier, whenever a fraction was set); the model follows the later behaviour.
+// The corpus snapshots come from torch 2.6-2.10.
 #pragma once
 
 #include "analysis/allocator/allocator_settings.hpp"
+#include "analysis/allocator/allocator_versions.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -159,6 +161,8 @@ public:
     /// The device limit (0 = unlimited); a replay narrows it where a recorded failure tells it.
     [[nodiscard]] std::uint64_t capacity() const { return limits_.capacity_bytes; }
     void set_capacity(std::uint64_t bytes) { limits_.capacity_bytes = bytes; }
+    /// The behaviours that depend on the torch release (allocator_versions.hpp).
+    void set_rules(const AllocatorRules& rules) { rules_ = rules; }
 
     [[nodiscard]] const ModelStats& stats() const { return stats_; }
     /// The segments now held: (address, bytes) of each cudaMalloc'ed segment and of each
@@ -228,6 +232,7 @@ private:
     void log(DeviceActionKind kind, std::uint64_t address, std::uint64_t bytes);
 
     AllocatorSettings settings_;
+    AllocatorRules rules_;
     DeviceLimits limits_;
     SegmentAddressSource& addresses_;
     std::pmr::unsynchronized_pool_resource node_memory_;

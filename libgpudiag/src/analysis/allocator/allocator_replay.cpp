@@ -94,6 +94,7 @@ ReplayOutcome replay(const DeviceHistory& h, const ReplayConfig& config) {
     SegmentAddressSource& addresses =
         config.recorded_addresses ? static_cast<SegmentAddressSource&>(recorded) : invented;
     CachingAllocatorModel model(config.settings, config.limits, addresses);
+    model.set_rules(config.rules);
     model.log_device_actions(config.log_actions);
     Status started = build_start(h, config, model, out);
     if (!started.is_ok()) {

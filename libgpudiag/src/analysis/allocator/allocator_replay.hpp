@@ -22,6 +22,7 @@ enum class ReplayStart : std::uint8_t {
 
 struct ReplayConfig {
     AllocatorSettings settings;
+    AllocatorRules rules;  ///< the torch release's behaviours (allocator_versions.hpp)
     DeviceLimits limits;
     ReplayStart start = ReplayStart::kRecordedState;
     /// New segments get the addresses the recorded allocator got (the n-th cudaMalloc the n-th

@@ -110,8 +110,16 @@ const WhatIfOutcome* best_of(const std::vector<const WhatIfOutcome*>& rows) {
     return best;
 }
 
+bool unsupported(const WhatIfOutcome& o) {
+    return std::any_of(o.cautions.begin(), o.cautions.end(),
+                       [](const WhatIfCaution& c) { return c.unsupported; });
+}
+
+std::string conclude_sentence(const WhatIfOutcome& baseline, const WhatIfOutcome* best,
+                              std::uint64_t capacity, AllocatorAdvice& a);
+
 // The conclusion, from the baseline (recorded settings replayed like the others) and the tried
-// rows.
+// rows: the best setting that is supported for this program.
 AllocatorAdvice conclude(const WhatIfOutcome& baseline,
                          const std::vector<const WhatIfOutcome*>& tried, std::uint64_t capacity,
                          bool exact) {
@@ -120,63 +128,80 @@ AllocatorAdvice conclude(const WhatIfOutcome& baseline,
     a.reproduction_exact = exact;
     a.baseline_peak_reserved_bytes = baseline.peak_reserved_bytes;
     a.recorded_oom = baseline.recorded_ooms > 0;
-    const std::string peak_now = bytes_text(baseline.peak_reserved_bytes);
     std::vector<const WhatIfOutcome*> fitting;
+    std::vector<const WhatIfOutcome*> fitting_but_unsupported;
     for (const WhatIfOutcome* r : tried) {
         const bool avoids_recorded = r->recorded_ooms_avoided == r->recorded_ooms;
-        if (!r->oom && r->replayed_to_end && avoids_recorded) fitting.push_back(r);
+        if (r->oom || !r->replayed_to_end || !avoids_recorded) continue;
+        (unsupported(*r) ? fitting_but_unsupported : fitting).push_back(r);
     }
     const WhatIfOutcome* best = best_of(fitting);
+    a.sentence = conclude_sentence(baseline, best, capacity, a);
+    // A setting that would do better but is unsupported here is named, never advised.
+    if (const WhatIfOutcome* other = best_of(fitting_but_unsupported);
+        other != nullptr &&
+        (best == nullptr || other->peak_reserved_bytes < best->peak_reserved_bytes) &&
+        (a.about_oom || other->peak_reserved_bytes < baseline.peak_reserved_bytes)) {
+        for (const WhatIfCaution& c : other->cautions) {
+            if (!c.unsupported) continue;
+            a.sentence += " " + other->change + " would fit with a peak reserved of " +
+                          bytes_text(other->peak_reserved_bytes) +
+                          ", but is unsupported for this program: " + c.reason + ".";
+            break;
+        }
+    }
+    if (best != nullptr && best->change == a.best_change) {
+        for (const WhatIfCaution& c : best->cautions) {
+            a.sentence += " Caution: " + c.change + " is risky here: " + c.reason + ".";
+        }
+    }
+    return a;
+}
+
+std::string conclude_sentence(const WhatIfOutcome& baseline, const WhatIfOutcome* best,
+                              std::uint64_t capacity, AllocatorAdvice& a) {
+    const std::string peak_now = bytes_text(baseline.peak_reserved_bytes);
     const bool oom_question = a.recorded_oom || baseline.oom;
     a.about_oom = oom_question;
     if (oom_question) {
         if (best == nullptr) {
-            a.sentence =
-                "No allocator setting tried avoids the out-of-memory failure: the program's "
-                "live blocks alone peak at " +
-                bytes_text(baseline.peak_allocated_bytes) +
-                (capacity != 0 ? " (the allocator could reach " + bytes_text(capacity) + ")"
-                               : std::string()) +
-                ", so it needs less memory (smaller batches, activation checkpointing, lower "
-                "precision) or a larger device.";
-            return a;
+            return "No allocator setting tried avoids the out-of-memory failure: the program's "
+                   "live blocks alone peak at " +
+                   bytes_text(baseline.peak_allocated_bytes) +
+                   (capacity != 0 ? " (the allocator could reach " + bytes_text(capacity) + ")"
+                                  : std::string()) +
+                   ", so it needs less memory (smaller batches, activation checkpointing, lower "
+                   "precision) or a larger device.";
         }
         a.best_change = best->change;
         a.best_peak_reserved_bytes = best->peak_reserved_bytes;
         a.oom_avoided = true;
         if (a.recorded_oom) {
-            a.sentence = "With " + best->change +
-                         " the out-of-memory failure would not recur: the peak "
-                         "reserved would be " +
-                         bytes_text(best->peak_reserved_bytes) +
-                         (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) +
-                         ".";
-        } else {
-            a.sentence = fmt::format(
-                "Within {} the recorded settings run out of memory at history entry {} (a {} "
-                "request); with {} the program fits, with a peak reserved of {}.",
-                bytes_text(capacity), baseline.oom_entry + 1,
-                bytes_text(baseline.oom_request_bytes), best->change,
-                bytes_text(best->peak_reserved_bytes));
+            return "With " + best->change +
+                   " the out-of-memory failure would not recur: the peak "
+                   "reserved would be " +
+                   bytes_text(best->peak_reserved_bytes) +
+                   (baseline.replayed_to_end ? " instead of " + peak_now : std::string()) + ".";
         }
-        return a;
+        return fmt::format(
+            "Within {} the recorded settings run out of memory at history entry {} (a {} "
+            "request); with {} the program fits, with a peak reserved of {}.",
+            bytes_text(capacity), baseline.oom_entry + 1, bytes_text(baseline.oom_request_bytes),
+            best->change, bytes_text(best->peak_reserved_bytes));
     }
     if (best == nullptr || best->peak_reserved_bytes >= baseline.peak_reserved_bytes) {
-        a.sentence = "No allocator setting tried lowers the peak reserved below " + peak_now +
-                     ": at that peak the memory is held by blocks the program uses (" +
-                     bytes_text(baseline.peak_allocated_bytes) +
-                     " at most), not by the cache, so only using less memory helps.";
-        return a;
+        return "No allocator setting tried lowers the peak reserved below " + peak_now +
+               ": at that peak the memory is held by blocks the program uses (" +
+               bytes_text(baseline.peak_allocated_bytes) +
+               " at most), not by the cache, so only using less memory helps.";
     }
     a.best_change = best->change;
     a.best_peak_reserved_bytes = best->peak_reserved_bytes;
     const double saved =
         static_cast<double>(baseline.peak_reserved_bytes - best->peak_reserved_bytes);
-    a.sentence = "With " + best->change + " the peak reserved would be " +
-                 bytes_text(best->peak_reserved_bytes) + " instead of " + peak_now + " (" +
-                 format_percent(saved / static_cast<double>(baseline.peak_reserved_bytes)) +
-                 " less).";
-    return a;
+    return "With " + best->change + " the peak reserved would be " +
+           bytes_text(best->peak_reserved_bytes) + " instead of " + peak_now + " (" +
+           format_percent(saved / static_cast<double>(baseline.peak_reserved_bytes)) + " less).";
 }
 
 // "key=value" as PYTORCH_CUDA_ALLOC_CONF writes it ("key:value").
@@ -196,6 +221,7 @@ struct Plan {
     DeviceLimits limits;
     bool fraction_applies = false;
     WhatIfStart start = WhatIfStart::kRecordedState;
+    ModelledVersion version;
 };
 
 Status make_plan(const AllocationHistory& history, const WhatIfOptions& options, Plan& plan) {
@@ -203,6 +229,11 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
     plan.device = pick_device(history, options.device, error);
     if (plan.device == nullptr) return error;
     plan.recorded = history.recorded_settings();
+    plan.version = select_version(history.info(), options.torch_version);
+    if (!options.torch_version.empty() && !plan.version.recorded.known) {
+        return invalid_argument("not a torch version: \"" + options.torch_version +
+                                "\" (give it as 2.15 or 2.15.0)");
+    }
     Variant chosen;
     chosen.label = "chosen";
     chosen.settings = plan.recorded;
@@ -239,6 +270,7 @@ Status make_plan(const AllocationHistory& history, const WhatIfOptions& options,
 ReplayConfig config_for(const Plan& plan, const AllocatorSettings& settings) {
     ReplayConfig c;
     c.settings = settings;
+    c.rules = plan.version.rules;
     c.limits = plan.limits;
     c.start = plan.start == WhatIfStart::kLiveBlocks ? ReplayStart::kLiveBlocksOnly
                                                      : ReplayStart::kRecordedState;
@@ -247,6 +279,15 @@ ReplayConfig config_for(const Plan& plan, const AllocatorSettings& settings) {
 
 void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult& r) {
     const DeviceHistory& h = *plan.device;
+    if (!r.history_complete) {
+        r.notes.push_back(fmt::format(
+            "The recording's trace ring buffer overflowed (trace_alloc_overflowed): the history "
+            "is complete only from its first entry (time_us {}), what came before was "
+            "overwritten, so no figure here is exact, the reproduction included; record with a "
+            "larger max_entries for an exact answer.",
+            history.info().property(fmt::format("snapshot_history_complete_since_us.{}", h.device),
+                                    "unknown")));
+    }
     if (!history.settings_recorded()) {
         r.notes.push_back(
             "The input does not record the allocator's settings: torch's defaults were "
@@ -320,8 +361,8 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
     }
     r.notes.push_back(
         "Not modelled: CUDA graph private pools and MemPools (replayed as the default "
-        "pool), and settings torch does not record in snapshots "
-        "(max_non_split_rounding_mb, large_segment_size_mb, the memory fraction: "
+        "pool), expandable_segments_reserve (torch 2.15), and settings torch does not record "
+        "in snapshots (max_non_split_rounding_mb, large_segment_size_mb, the memory fraction: "
         "defaults assumed unless given).");
 }
 
@@ -373,6 +414,7 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     Variant recorded{"recorded", "", plan.recorded};
     ReplayConfig repro;
     repro.settings = plan.recorded;
+    repro.rules = plan.version.rules;
     repro.limits.device_total_bytes =
         options.device_total_bytes != 0 ? options.device_total_bytes : options.capacity_bytes;
     repro.recorded_addresses = true;
@@ -381,12 +423,19 @@ Result<WhatIfResult> run_whatif(const AllocationHistory& history, const WhatIfOp
     const ReplayOutcome reproduced = replay(h, repro);
     fill_reproduction(h, reproduced, r.reproduction);
     r.outcomes.push_back(to_outcome(recorded, WhatIfStart::kRecordedState, reproduced));
+    r.torch_version = plan.version.text;
+    r.torch_version_origin = plan.version.origin;
+    r.torch_version_note = plan.version.note;
+    r.history_complete =
+        history.info().property(fmt::format("snapshot_history_cut.{}", h.device)) != "true";
 
     // The baseline: the recorded settings replayed the way the tried ones are.
     Variant baseline{"baseline", "", plan.base};
     r.outcomes.push_back(to_outcome(baseline, plan.start, replay(h, config_for(plan, plan.base))));
     for (const Variant& v : plan.variants) {
         r.outcomes.push_back(to_outcome(v, plan.start, replay(h, config_for(plan, v.settings))));
+        r.outcomes.back().cautions =
+            cautions_for(v.settings, plan.base, history.facts(), plan.version);
     }
     std::vector<const WhatIfOutcome*> tried;
     for (std::size_t i = 2; i < r.outcomes.size(); ++i) tried.push_back(&r.outcomes[i]);
@@ -428,8 +477,13 @@ AllocatorAdvice allocator_advice(const AllocationHistory& history, int device,
     if (!r.is_ok() || r->outcomes.size() < 2) return AllocatorAdvice{};
     std::vector<const WhatIfOutcome*> tried;
     for (std::size_t i = 2; i < r->outcomes.size(); ++i) tried.push_back(&r->outcomes[i]);
-    AllocatorAdvice a = conclude(r->outcomes[1], tried, capacity_bytes, r->reproduction.exact);
-    if (!a.reproduction_exact && r->reproduction.checked) {
+    AllocatorAdvice a = conclude(r->outcomes[1], tried, capacity_bytes,
+                                 r->reproduction.exact && r->history_complete);
+    if (!r->history_complete) {
+        a.sentence +=
+            " (The recording's allocation history was cut when its trace ring buffer "
+            "overflowed, so these figures cover only its last part and cannot be exact.)";
+    } else if (!a.reproduction_exact && r->reproduction.checked) {
         a.sentence += " (The model did not reproduce this recording exactly: " +
                       r->reproduction.first_difference + ".)";
     }

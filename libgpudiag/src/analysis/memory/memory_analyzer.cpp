@@ -3,13 +3,17 @@
 // MemorySummary -> the section (memory_section.cpp) and the findings (memory_findings.cpp).
 #include "analysis/memory/memory_analyzer.hpp"
 
+#include "analysis/allocator/allocator_versions.hpp"
 #include "analysis/allocator/allocator_whatif.hpp"
 #include "analysis/findings/finding_catalog.hpp"
 #include "analysis/memory/memory_trend.hpp"
 #include "analysis/memory/oom_explainer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -156,6 +160,9 @@ OomExplanation MemoryAnalyzer::explain_now(const Event& e, std::uint16_t device)
     ctx.device_free_known = e.oom.free_bytes != 0 || e.oom.total_bytes != 0;
     ctx.device_free_bytes = e.oom.free_bytes;
     ctx.expandable_segments = expandable_;
+    // A setting this program cannot use is named with its reason, never advised.
+    ctx.expandable_unsupported =
+        expandable_unsupported_reason(history_.facts(), select_version(history_.info(), ""));
     ctx.strings = strings_;
     return explain_oom(e.oom.requested_bytes, device, ledger_, ctx);
 }
@@ -250,6 +257,7 @@ std::string MemoryAnalyzer::site_name(StringId id) const {
 
 DeviceMemorySummary MemoryAnalyzer::summarize_device(std::uint16_t dev) const {
     DeviceMemorySummary d;
+    d.history_cut = history_.info().property(fmt::format("snapshot_history_cut.{}", dev)) == "true";
     d.device = dev;
     d.totals = ledger_.totals(dev);
     d.peaks = ledger_.peaks(dev);

@@ -219,6 +219,15 @@ void add_memory_leak(const MemorySummary& s, const DeviceMemorySummary& dev, con
             fmt::format("{} of the capture's events dropped (>= {}): the rate reads low",
                         format_percent(s.dropped_share), quote_share(kLeakLowerBoundDropShare)));
     }
+    if (dev.history_cut) {
+        // The ring kept only the newest entries: growth before them is unseen, and an early
+        // allocation freed later may be counted as held.
+        f.summary +=
+            " The framework's allocation history was cut (its trace ring overflowed): the rate "
+            "and onset come from the entries it kept and cannot be exact.";
+        f.evidence.push_back("allocation history cut (trace_alloc_overflowed): not exact");
+        f.confidence = std::min(f.confidence, 0.5);
+    }
     if (t.per_step) {
         f.figures.push_back(
             {"leak_rate_bytes_per_step", t.rate, Unit::kBytesPerStep, "growth rate"});
@@ -425,9 +434,10 @@ void reserved_unused_advice(const UnusedCache& u, const DeviceMemorySummary& dev
             "after the peak" +
             (bloated ? " (it returns " + b(u.releasable) + " here)." : std::string(".")));
         f.advice.push_back(
-            "To keep the cache bounded automatically, set "
-            "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8, or cap the process with "
-            "torch.cuda.set_per_process_memory_fraction().");
+            "To keep the cache bounded automatically, cap the process with "
+            "torch.cuda.set_per_process_memory_fraction() and add "
+            "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 (the threshold acts only "
+            "under a memory fraction below 1).");
     } else {
         f.advice.push_back(
             "The cached space is stranded in partly used segments: see the fragmentation "

@@ -122,6 +122,9 @@ struct DeviceMemorySummary {
     std::vector<MemoryTrend> trends;  ///< metrics with a leak or growth-only verdict
     std::uint64_t needed = 0;         ///< allocated now, or the recent per-step peak
     bool fragmentation_oom = false;
+    /// The framework's allocation history was cut (a full trace ring, trace_alloc_overflowed):
+    /// verdicts that need the whole history cannot be exact.
+    bool history_cut = false;
     /// The allocator's pools, the default first, when the input shows a private pool (empty
     /// otherwise: one pool says nothing the device's figures do not).
     std::vector<PoolLine> pools;

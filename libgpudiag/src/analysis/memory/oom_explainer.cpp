@@ -108,8 +108,9 @@ void bloated_cache(const AllocatorOomState& s, const std::string& head, OomExpla
         " of cached free segments go back to "
         "the driver.");
     x.advice.push_back(
-        "Bound the cache: PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 "
-        "or torch.cuda.set_per_process_memory_fraction().");
+        "Bound the cache: torch.cuda.set_per_process_memory_fraction(), with "
+        "PYTORCH_CUDA_ALLOC_CONF=garbage_collection_threshold:0.8 (the threshold acts only "
+        "under a memory fraction below 1).");
 }
 
 void fragmentation(const AllocatorOomState& s, const std::string& head, std::uint64_t free_total,
@@ -362,8 +363,19 @@ AllocatorOomState oom_state(std::uint64_t request, std::uint16_t device, const M
 OomExplanation explain_oom(std::uint64_t request, std::uint16_t device, const MemoryLedger& ledger,
                            const OomContext& ctx) {
     DeviceLayout layout = ledger.layout(device);
-    return decide(oom_state(request, device, ledger, layout, ctx),
-                  pinning_sites(ledger, device, layout, ctx.strings));
+    OomExplanation x = decide(oom_state(request, device, ledger, layout, ctx),
+                              pinning_sites(ledger, device, layout, ctx.strings));
+    if (!ctx.expandable_unsupported.empty()) {
+        // Never advise a setting this program cannot use: say why instead.
+        for (std::string& a : x.advice) {
+            if (a.rfind("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", 0) == 0) {
+                a = "expandable_segments:True would let free pages be remapped into one growing "
+                    "segment, but it is unsupported for this program: " +
+                    ctx.expandable_unsupported + ".";
+            }
+        }
+    }
+    return x;
 }
 
 }  // namespace gpudiag::detail

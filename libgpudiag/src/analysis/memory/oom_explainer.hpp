@@ -11,13 +11,18 @@
 #include "analysis/memory/memory_ledger.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace gpudiag::detail {
 
 struct OomContext {
     bool device_free_known = false;
-    std::uint64_t device_free_bytes = 0;   ///< what the driver reported free at the failure
-    bool expandable_segments = false;      ///< the allocator setting (or seen on segments)
+    std::uint64_t device_free_bytes = 0;  ///< what the driver reported free at the failure
+    bool expandable_segments = false;     ///< the allocator setting (or seen on segments)
+    /// Why expandable segments are unsupported for this program ("" when nothing says so): the
+    /// advice then names them as such instead of advising them (expandable_unsupported_reason
+    /// in analysis/allocator/allocator_versions.hpp fills it from the allocation history).
+    std::string expandable_unsupported;
     const StringTable* strings = nullptr;  ///< for site names; may be null
 };
 

@@ -35,6 +35,7 @@
 #include <array>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -43,6 +44,11 @@ namespace {
 
 constexpr std::size_t kMaxTrackedAddresses = std::size_t{32} << 20;
 constexpr std::size_t kMaxAnnotations = std::size_t{1} << 20;
+// Pinned host memory: the host allocator's trace entries kept (about 64 bytes each) and its
+// segments. Pinned buffers are few and large (staging for copies); a million entries is far
+// past what the host ring keeps by default.
+constexpr std::size_t kMaxHostTraceEntries = std::size_t{1} << 20;
+constexpr std::size_t kMaxUnknownKeys = 16;
 constexpr std::size_t kBatch = 4096;
 // Batches handed to the analyses' thread and not taken yet, at most: on a busy machine that
 // thread waits its turn for a core, and the replay runs on meanwhile (16 batches: 4 MiB of
@@ -140,8 +146,31 @@ public:
     void on_setting(const std::string& key, const std::string& value) override {
         settings.emplace_back(key, value);
     }
+    Status on_host_segment(SnapshotSegment& s) override {
+        host_segments.push_back(std::move(s));
+        return Status::ok();
+    }
+    Status on_host_trace_entry(const TraceEntry& e) override {
+        if (host_trace.size() >= kMaxHostTraceEntries) {
+            ++host_trace_dropped;
+            return Status::ok();
+        }
+        host_trace.push_back(e);
+        return Status::ok();
+    }
+    void on_root_key(const std::string& key) override {
+        // torch writes host_segments from 2.13 on (PR #182407), empty when not recording them.
+        if (key == "host_segments") host_keys = true;
+        if (!known_snapshot_root_key(key) && unknown_keys.size() < kMaxUnknownKeys)
+            unknown_keys.push_back(key);
+    }
 
     std::vector<SnapshotSegment> segments;
+    std::vector<SnapshotSegment> host_segments;
+    std::vector<TraceEntry> host_trace;
+    std::uint64_t host_trace_dropped = 0;
+    std::vector<std::string> unknown_keys;
+    bool host_keys = false;
     std::map<std::uint16_t, DeviceHistory> history;
     std::vector<SnapshotAnnotation> annotations;
     std::vector<std::pair<std::string, std::string>> settings;
@@ -244,9 +273,18 @@ public:
                 }
             }
         }
+        if (status.is_ok()) emit_host_memory(state);
         flush();
         summary_.events = delivered_;
         if (!status.is_ok()) summary_.truncated = true;
+        if (!state.unknown_keys.empty()) {
+            std::string keys;
+            for (const std::string& k : state.unknown_keys) keys += (keys.empty() ? "" : ", ") + k;
+            summary_.notes.push_back(fmt::format(
+                "the snapshot holds keys this reader does not know ({}): they were skipped, and "
+                "the rest was read as usual",
+                keys));
+        }
         if (reconciled_ > 0) {
             summary_.notes.push_back(
                 fmt::format("{} allocations or segments were reconciled with the snapshot's final "
@@ -330,6 +368,9 @@ private:
                                       fmt::to_string(state.trace_entries));
         info_.properties.emplace_back("snapshot_has_history",
                                       state.trace_entries > 0 ? "true" : "false");
+        // The torch version is not in a snapshot; its keys give a lower bound (what-if says so).
+        if (state.host_keys) info_.properties.emplace_back("snapshot_torch_at_least", "2.13");
+        note_history_cut(state);  // before the analyses are given info_
 
         // Annotations by device and time, with steps from ProfilerStep#N, or from the ends of
         // Optimizer.step when the profiler was not running (one optimizer step per iteration).
@@ -699,6 +740,101 @@ private:
                 }
             }
         }
+    }
+
+    // The trace ring buffer wrapped (trace_alloc_overflowed, pytorch PR #179276): the history is
+    // complete only from its first kept entry, whatever the rebuilt state before it says.
+    void note_history_cut(const StateCollector& state) {
+        std::map<std::string, std::string> flags;  // "", ".<device>" -> value
+        for (const auto& [k, v] : state.settings) {
+            for (const char* name : {"trace_alloc_overflowed", "trace_alloc_max_entries"}) {
+                const std::string_view key = k;
+                if (key.rfind(name, 0) == 0) flags[k] = v;
+            }
+        }
+        for (const auto& [device, h] : state.history) {
+            const std::string per = fmt::format(".{}", device);
+            auto flag = flags.find("trace_alloc_overflowed" + per);
+            if (flag == flags.end()) flag = flags.find("trace_alloc_overflowed");
+            if (flag == flags.end() || flag->second != "true") continue;
+            auto cap = flags.find("trace_alloc_max_entries" + per);
+            if (cap == flags.end()) cap = flags.find("trace_alloc_max_entries");
+            const std::string kept = cap != flags.end()
+                                         ? fmt::format("keeps its last {} entries", cap->second)
+                                         : std::string("keeps only its last entries");
+            info_.properties.emplace_back(fmt::format("snapshot_history_cut.{}", device), "true");
+            info_.properties.emplace_back(
+                fmt::format("snapshot_history_complete_since_us.{}", device),
+                fmt::to_string(h.first_ns / 1000));
+            summary_.missing.push_back(fmt::format(
+                "device {}: the allocator's trace ring buffer overflowed (trace_alloc_overflowed; "
+                "it {}), so the allocation history is complete only from its first kept entry "
+                "(time_us {}, {} entries kept); what happened before it was overwritten, and "
+                "leak and what-if verdicts that need the whole history are not exact",
+                device, kept, h.first_ns / 1000, h.entries));
+        }
+    }
+
+    // Pinned host memory (host_segments, host_traces): booked as page-locked host RAM, never as
+    // device memory. A host segment is what cudaHostAlloc pinned; the blocks in it are the
+    // program's tensors, but the RAM is locked as long as the segment lives, cached or not.
+    void emit_host_memory(const StateCollector& state) {
+        if (state.host_segments.empty() && state.host_trace.empty()) return;
+        std::unordered_map<std::uint64_t, bool> traced;  // segment address -> first was a free
+        std::uint64_t t0 = 0;
+        for (const TraceEntry& e : state.host_trace) {
+            if (t0 == 0 && e.time_us != 0) t0 = e.time_us * 1000;
+            if (e.action == TraceAction::kSegmentAlloc) traced.try_emplace(e.address, false);
+            if (e.action == TraceAction::kSegmentFree) traced.try_emplace(e.address, true);
+        }
+        if (t0 == 0) {
+            for (const auto& [device, h] : state.history) {
+                if (h.first_ns != 0 && (t0 == 0 || h.first_ns < t0)) t0 = h.first_ns;
+            }
+        }
+        std::uint64_t held = 0;
+        for (const SnapshotSegment& s : state.host_segments) {
+            held += s.total_size;
+            auto it = traced.find(s.address);
+            if (it != traced.end() && !it->second) continue;  // allocated within the trace
+            push(host_event(EventKind::kHostAlloc, t0, s.address, s.total_size, true));
+        }
+        for (const TraceEntry& e : state.host_trace) {
+            if (e.action == TraceAction::kSegmentFree && traced[e.address]) {
+                push(host_event(EventKind::kHostAlloc, t0, e.address, e.size, true));
+                traced[e.address] = false;  // its own free comes below
+            }
+        }
+        std::uint64_t last = t0;
+        for (const TraceEntry& e : state.host_trace) {
+            if (e.action != TraceAction::kSegmentAlloc && e.action != TraceAction::kSegmentFree)
+                continue;
+            last = std::max(last, e.time_us * 1000);
+            push(host_event(e.action == TraceAction::kSegmentAlloc ? EventKind::kHostAlloc
+                                                                   : EventKind::kHostFree,
+                            last, e.address, e.size, false));
+        }
+        info_.properties.emplace_back("snapshot_host_segments",
+                                      fmt::to_string(state.host_segments.size()));
+        summary_.notes.push_back(fmt::format(
+            "pinned host memory (host_segments, host_traces): {} segments holding {} bytes of "
+            "page-locked host RAM at the snapshot, {} host trace entries; booked as host memory, "
+            "apart from the device's",
+            state.host_segments.size(), held, state.host_trace.size()));
+        if (state.host_trace_dropped > 0) {
+            summary_.dropped += state.host_trace_dropped;
+            summary_.notes.push_back(fmt::format("{} host trace entries past the cap were skipped",
+                                                 state.host_trace_dropped));
+        }
+    }
+    Event host_event(EventKind kind, std::uint64_t t, std::uint64_t addr, std::uint64_t size,
+                     bool synthetic) {
+        Event ev = base(kind, kNoDevice, t, synthetic);
+        ev.flags = static_cast<std::uint8_t>(MemoryKind::kPinned) |
+                   (synthetic ? kEventFlagSynthetic : std::uint8_t{0});
+        ev.memory.address = addr;
+        ev.memory.bytes = size;
+        return ev;
     }
 
     // ---- event builders (they also keep the simulated live set) ----

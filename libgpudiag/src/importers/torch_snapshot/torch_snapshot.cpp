@@ -27,6 +27,9 @@ constexpr std::uint16_t kRootTag = 1;           // the root dict, or a bare list
 constexpr std::uint16_t kSegmentsTag = 2;       // root["segments"]
 constexpr std::uint16_t kTracesTag = 3;         // root["device_traces"]
 constexpr std::uint16_t kAnnotationsTag = 4;    // root["external_annotations"]
+constexpr std::uint16_t kHostSegmentsTag = 5;   // root["host_segments"]
+constexpr std::uint16_t kHostTracesTag = 6;     // root["host_traces"]
+constexpr std::uint16_t kHostTraceListTag = 7;  // root["host_traces"][i] when it is a list
 constexpr std::uint16_t kDeviceTraceTag = 100;  // root["device_traces"][d] -> 100 + d
 constexpr std::size_t kMaxDevices = 4096;
 
@@ -383,8 +386,13 @@ public:
             if (key == "segments") return kSegmentsTag;
             if (key == "device_traces") return kTracesTag;
             if (key == "external_annotations") return kAnnotationsTag;
+            if (key == "host_segments") return kHostSegmentsTag;
+            if (key == "host_traces") return kHostTracesTag;
             return 0;
         }
+        // host_traces is one list of entries, or one list per device like device_traces; a
+        // dict item given this tag is simply kept (only lists stream).
+        if (parent == kHostTracesTag) return kHostTraceListTag;
         if (parent == kTracesTag && index < kMaxDevices) {
             return static_cast<std::uint16_t>(kDeviceTraceTag + index);
         }
@@ -393,13 +401,20 @@ public:
 
     bool streams(std::uint16_t tag) override {
         return tag == kRootTag || tag == kSegmentsTag || tag == kAnnotationsTag ||
+               tag == kHostSegmentsTag || tag == kHostTracesTag || tag == kHostTraceListTag ||
                tag >= kDeviceTraceTag;
     }
 
     Status on_item(std::uint16_t tag, std::size_t /*index*/, PickleView item) override {
-        if (tag == kRootTag || tag == kSegmentsTag) return segment(item);
+        if (tag == kRootTag || tag == kSegmentsTag) return segment(item, false);
         if (tag == kAnnotationsTag) return external_annotation(item);
-        return trace_entry(static_cast<std::uint16_t>(tag - kDeviceTraceTag), item);
+        if (tag == kHostSegmentsTag) return segment(item, true);
+        if (tag == kHostTracesTag || tag == kHostTraceListTag) {
+            // A nested list was streamed item by item already (kHostTraceListTag).
+            if (item.is_list()) return Status::ok();
+            return trace_entry(0, item, true);
+        }
+        return trace_entry(static_cast<std::uint16_t>(tag - kDeviceTraceTag), item, false);
     }
 
 private:
@@ -417,7 +432,7 @@ private:
         return ordinal;
     }
 
-    Status segment(const PickleView& v) {
+    Status segment(const PickleView& v, bool host) {
         if (!v.is_dict()) {
             return corrupt_data(name_ + ": a segment is not a dict: not a torch memory snapshot");
         }
@@ -480,11 +495,12 @@ private:
                 seg.blocks.push_back(block);
             }
         }
-        return visitor_.on_segment(seg);
+        return host ? visitor_.on_host_segment(seg) : visitor_.on_segment(seg);
     }
 
-    Status trace_entry(std::uint16_t device, const PickleView& v) {
+    Status trace_entry(std::uint16_t device, const PickleView& v, bool host) {
         if (!v.is_dict()) {
+            if (host) return Status::ok();  // host traces are new: an odd item is skipped
             return corrupt_data(name_ + ": a device trace entry is not a dict");
         }
         // One pass over the entry's keys: trace entries are most of a snapshot. A later
@@ -505,6 +521,7 @@ private:
         const std::uint8_t kind =
             action.exists() ? keys_.action(action) : static_cast<std::uint8_t>(TraceAction::kOther);
         if (kind == StringFacts::kUserDefined) {
+            if (host) return Status::ok();  // annotations ride in the device traces
             // ~2.5 form of record_function annotations: the stage and name ride in frames[0].
             if (frames.is_container() && frames.item_count() > 0) {
                 if (auto names = stacks_.names_of(frames.item(0), keys_)) {
@@ -539,7 +556,7 @@ private:
             e.site = f.site;
             e.category = f.category;
         }
-        return visitor_.on_trace_entry(e);
+        return host ? visitor_.on_host_trace_entry(e) : visitor_.on_trace_entry(e);
     }
 
     Status external_annotation(const PickleView& v) {
@@ -584,6 +601,24 @@ std::string flat_dict_text(const PickleValue& dict) {
     return out + "]";
 }
 
+// A setting given per device (a list indexed by device, or a dict keyed by it) as
+// "key.<device>" settings; other containers are not settings this reader uses.
+void per_device_setting(const std::string& key, const PickleValue& v, SnapshotVisitor& visitor) {
+    constexpr std::size_t kMaxDeviceSettings = 4096;
+    const auto& items = v.items();
+    if (v.kind() == PickleValue::Kind::kList || v.kind() == PickleValue::Kind::kTuple) {
+        for (std::size_t d = 0; d < items.size() && d < kMaxDeviceSettings; ++d) {
+            if (!items[d]->is_container())
+                visitor.on_setting(fmt::format("{}.{}", key, d), scalar_text(*items[d]));
+        }
+    } else if (v.kind() == PickleValue::Kind::kDict) {
+        for (std::size_t i = 0; i + 1 < items.size() && i / 2 < kMaxDeviceSettings; i += 2) {
+            if (items[i]->is_container() || items[i + 1]->is_container()) continue;
+            visitor.on_setting(key + "." + scalar_text(*items[i]), scalar_text(*items[i + 1]));
+        }
+    }
+}
+
 Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVisitor& visitor) {
     if (!root) return root.status();
     const PickleValue& r = **root;
@@ -605,6 +640,24 @@ Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVi
                 visitor.on_setting(std::string(items[i]->as_string()), flat_dict_text(v));
             } else if (!v.is_container()) {
                 visitor.on_setting(std::string(items[i]->as_string()), scalar_text(v));
+            } else {
+                per_device_setting(std::string(items[i]->as_string()), v, visitor);
+            }
+        }
+    }
+    for (std::size_t i = 0; i + 1 < r.items().size(); i += 2) {
+        const PickleValue& key = *r.items()[i];
+        if (!key.is_string()) continue;
+        const std::string k(key.as_string());
+        visitor.on_root_key(k);
+        // PR #179276 describes the flags as per-device fields of the snapshot: accepted at the
+        // root as well as in allocator_settings.
+        if (k == "trace_alloc_overflowed" || k == "trace_alloc_max_entries") {
+            const PickleValue& v = *r.items()[i + 1];
+            if (v.is_container()) {
+                per_device_setting(k, v, visitor);
+            } else {
+                visitor.on_setting(k, scalar_text(v));
             }
         }
     }
@@ -612,6 +665,12 @@ Status finish(const Result<PickleRef>& root, const std::string& name, SnapshotVi
 }
 
 }  // namespace
+
+bool known_snapshot_root_key(std::string_view key) noexcept {
+    return key == "segments" || key == "device_traces" || key == "allocator_settings" ||
+           key == "external_annotations" || key == "host_segments" || key == "host_traces" ||
+           key == "trace_alloc_overflowed" || key == "trace_alloc_max_entries";
+}
 
 Status TorchSnapshotReader::read(const std::string& path, StringTable& strings,
                                  SnapshotVisitor& visitor) noexcept {

@@ -5,10 +5,12 @@
 //
 // Variants handled (pytorch-integration.md §1.2): a bare list of segments (memory_snapshot());
 // a dict with "segments" and optionally "device_traces" (one list per device), and from ~2.3
-// "allocator_settings", from ~2.5 "external_annotations"; blocks with "frames" +
-// "requested_size" (+ "address", computed when absent) or the 2.0 "history" list; the pending
-// state spelled "active_pending_free" or "active_awaiting_free"; trace entries with or without
-// "time_us" and "frames"; "oom" entries carrying "device_free" instead of "addr".
+// "allocator_settings", from ~2.5 "external_annotations", from 2.12 "host_segments" and
+// "host_traces" (pinned host memory), and "trace_alloc_overflowed"/"trace_alloc_max_entries"
+// (pytorch PR #179276: in allocator_settings or at the root, one value or one per device); blocks
+// with "frames" + "requested_size" (+ "address", computed when absent) or the 2.0 "history" list;
+// the pending state spelled "active_pending_free" or "active_awaiting_free"; trace entries with or
+// without "time_us" and "frames"; "oom" entries carrying "device_free" instead of "addr".
 #pragma once
 
 #include <gpudiag/event.hpp>
@@ -19,6 +21,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -93,7 +96,20 @@ public:
     virtual Status on_trace_entry(const TraceEntry& entry) = 0;
     virtual Status on_annotation(const SnapshotAnnotation& annotation) = 0;
     virtual void on_setting(const std::string& key, const std::string& value) = 0;
+    /// Pinned host memory (torch 2.12+, `_record_memory_history(record_pinned_host_memory=True)`,
+    /// pytorch PR #182407): the host caching allocator's segments and trace, in the device
+    /// records' shapes. They are host RAM, never device memory.
+    virtual Status on_host_segment(SnapshotSegment& /*segment*/) { return Status::ok(); }
+    virtual Status on_host_trace_entry(const TraceEntry& /*entry*/) { return Status::ok(); }
+    /// Each key of the root dict, after the read (kept to note the ones this reader does not
+    /// know; an unknown key is never an error).
+    virtual void on_root_key(const std::string& /*key*/) {}
 };
+
+/// The root keys of a snapshot this reader knows (segments, device_traces, allocator_settings,
+/// external_annotations, host_segments, host_traces, and the trace-overflow flags of pytorch PR
+/// #179276 where a writer puts them at the root).
+bool known_snapshot_root_key(std::string_view key) noexcept;
 
 class TorchSnapshotReader {
 public:

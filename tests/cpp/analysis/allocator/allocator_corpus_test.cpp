@@ -68,6 +68,11 @@ TEST_P(WhatIfCorpus, ReproducesTheRecordedAllocatorExactly) {
     EXPECT_EQ(p.modelled_peak_reserved_bytes, s.peak_reserved);
     EXPECT_EQ(p.recorded_final_segments, s.final_segments);
     EXPECT_TRUE(p.final_segments_match);
+    // Snapshots do not record their torch version: the newest modelled release is assumed and
+    // said so, and its rules reproduce every corpus program (torch 2.6-2.10) exactly.
+    EXPECT_EQ(r->torch_version, "2.15");
+    EXPECT_EQ(r->torch_version_origin, "assumed");
+    EXPECT_TRUE(r->history_complete);
     ASSERT_FALSE(r->outcomes.empty());
     EXPECT_EQ(r->outcomes[0].label, "recorded");
     EXPECT_EQ(r->outcomes[0].peak_reserved_bytes, s.peak_reserved);
@@ -109,6 +114,7 @@ TEST_P(WhatIfCorpus, RendersTextAndJson) {
     const std::string text = whatif_text(*r);
     EXPECT_NE(text.find("Reproduction under the recorded settings: exact"), std::string::npos)
         << text;
+    EXPECT_NE(text.find("Allocator modelled: torch 2.15 (assumed"), std::string::npos) << text;
     EXPECT_NE(text.find("expandable_segments:True"), std::string::npos);
     const std::string json = whatif_json(*r);
     EXPECT_NE(json.find("\"exact\": true"), std::string::npos);

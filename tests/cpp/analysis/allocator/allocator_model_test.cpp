@@ -162,6 +162,26 @@ TEST(AllocatorModel, ExpandableSegmentsGrowByPagesAndUnmapWhenReleased) {
     EXPECT_TRUE(t.m.segments().empty());
 }
 
+// pytorch PR #193400 (open; c10/cuda/CUDACachingAllocator.cpp get_free_block()): up to torch
+// 2.15 max_split_size keeps a large free block of an expandable segment from serving a small
+// request, so more pages are mapped (pytorch issue #123548); the PR's rule reuses the block.
+TEST(AllocatorModel, OversizeRulesInExpandableSegmentsFollowTheRelease) {
+    const auto reserved_after = [](bool pr193400) {
+        Model t(with("expandable_segments:True,max_split_size_mb:100"));
+        AllocatorRules rules;
+        rules.oversize_rules_skip_expandable = pr193400;
+        t.m.set_rules(rules);
+        t.m.malloc(1, 200 * MiB, 0);
+        t.m.malloc(2, 20 * MiB, 0);  // keeps the 200 MiB block off the unmapped tail
+        t.m.free(1);
+        t.m.malloc(3, 30 * MiB, 0);
+        return t.m.stats().peak_reserved;
+    };
+    EXPECT_EQ(reserved_after(false), 260 * MiB);  // 2.3-2.15: two more pages mapped
+    EXPECT_EQ(reserved_after(true), 220 * MiB);   // the PR: the cached pages serve it
+    EXPECT_FALSE(rules_for(TorchVersion{2, 15, true}).oversize_rules_skip_expandable);
+}
+
 TEST(AllocatorModel, ExpandableSegmentsAbsorbGrowingRequests) {
     // Requests that grow a little each step: fixed segments each need a new one, an expandable
     // segment reuses its free space.

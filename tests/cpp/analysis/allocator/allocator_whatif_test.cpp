@@ -5,11 +5,15 @@
 
 #include "analysis/allocator/allocation_history.hpp"
 #include "analysis/allocator/allocator_settings.hpp"
+#include "analysis/allocator/allocator_versions.hpp"
 #include "analysis/allocator/allocator_whatif.hpp"
+#include "analysis/memory/memory_ledger.hpp"
+#include "analysis/memory/oom_explainer.hpp"
 
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace gpudiag::detail {
@@ -354,6 +358,217 @@ TEST(AllocatorWhatIf, RefusesInputsWithoutHistoryAndBadSettings) {
     device.device = 3;
     EXPECT_EQ(whatif(split_big_segment_then_oom(), device).status().code(),
               StatusCode::kInvalidArgument);
+}
+
+// ---- torch versions (allocator_versions.hpp) ----
+
+TEST(AllocatorVersions, ParsesAndSelectsTheModelledRelease) {
+    EXPECT_EQ(parse_torch_version("2.15.0+cu132").minor, 15);
+    EXPECT_TRUE(parse_torch_version("v2.3.1").known);
+    EXPECT_FALSE(parse_torch_version("nightly").known);
+    SourceInfo session;
+    session.properties = {{"stack.framework", "torch"},
+                          {"stack.framework_version", "2.11.0+cu128"}};
+    ModelledVersion v = select_version(session, "");
+    EXPECT_EQ(v.text, "2.11");
+    EXPECT_EQ(v.origin, "the recording");
+    EXPECT_TRUE(v.note.empty());
+    SourceInfo snapshot;
+    snapshot.properties = {{"snapshot_torch_at_least", "2.13"}};
+    v = select_version(snapshot, "");
+    EXPECT_EQ(v.text, "2.15");
+    EXPECT_EQ(v.origin, "assumed");
+    EXPECT_NE(v.note.find("torch 2.13 or later"), std::string::npos) << v.note;
+    EXPECT_EQ(select_version(snapshot, "2.1").text, "2.3");  // below the model: its oldest
+    EXPECT_EQ(select_version(snapshot, "2.17").text, "2.15");
+    EXPECT_NE(select_version(snapshot, "2.17").note.find("newer than the model"),
+              std::string::npos);
+    // Every rule names the allocator change it follows.
+    for (const VersionedRule& r : versioned_rules()) {
+        EXPECT_NE(r.source.find("pytorch/pytorch PR #"), std::string_view::npos) << r.name;
+    }
+}
+
+TEST(AllocatorWhatIf, NamesTheModelledTorchVersion) {
+    auto r = whatif(split_big_segment_then_oom());
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->torch_version, "2.15");
+    EXPECT_EQ(r->torch_version_origin, "assumed");
+    EXPECT_NE(whatif_text(*r).find("Allocator modelled: torch 2.15 (assumed"), std::string::npos);
+    WhatIfOptions given;
+    given.torch_version = "2.12.1";
+    r = whatif(split_big_segment_then_oom(), given);
+    ASSERT_TRUE(r.is_ok());
+    EXPECT_EQ(r->torch_version, "2.12");
+    EXPECT_EQ(r->torch_version_origin, "given");
+    given.torch_version = "latest";
+    EXPECT_EQ(whatif(split_big_segment_then_oom(), given).status().code(),
+              StatusCode::kInvalidArgument);
+}
+
+// ---- cautions: settings that fit but are unsafe or unsupported here ----
+
+Event api_call(StringTable& strings, const char* name, std::int64_t return_code = 0) {
+    Event e;
+    e.kind = EventKind::kApiCall;
+    e.device = kNoDevice;
+    e.api.name = strings.intern(name);
+    e.api.return_code = return_code;
+    return e;
+}
+
+struct Cautioned {
+    Result<WhatIfResult> result;
+    const WhatIfCaution* find(const std::string& change, std::string_view source) const {
+        for (const WhatIfOutcome& o : result->outcomes) {
+            for (const WhatIfCaution& c : o.cautions) {
+                if (c.change == change && c.source.find(source) != std::string::npos) return &c;
+            }
+        }
+        return nullptr;
+    }
+};
+
+Cautioned whatif_with_calls(const std::vector<const char*>& calls, WhatIfOptions options = {},
+                            std::int64_t return_code = 0, SourceInfo info = snapshot_info()) {
+    StringTable strings;
+    std::vector<Event> e;
+    for (const char* c : calls) e.push_back(api_call(strings, c, return_code));
+    for (const Event& ev : split_big_segment_then_oom()) e.push_back(ev);
+    return Cautioned{whatif_events(e, info, strings, options)};
+}
+
+// Legacy CUDA IPC cannot export expandable segments' memory: vllm-project/vllm PR #43923 (custom
+// all-reduce crashes at cudaIpcGetMemHandle); pytorch c10/cuda/CUDACachingAllocator.cpp (torch
+// 2.15.0: "Tensors allocated with expandable_segments:True cannot be shared between processes").
+TEST(WhatIfCautions, ExpandableSegmentsWithLegacyCudaIpc) {
+    const Cautioned r = whatif_with_calls({"cudaIpcGetMemHandle", "cudaIpcGetMemHandle"});
+    ASSERT_TRUE(r.result.is_ok()) << r.result.status().to_string();
+    const WhatIfCaution* c = r.find("expandable_segments:True", "vllm-project/vllm PR #43923");
+    ASSERT_NE(c, nullptr) << whatif_text(*r.result);
+    EXPECT_TRUE(c->unsupported);
+    EXPECT_NE(c->reason.find("2 cudaIpcGetMemHandle calls"), std::string::npos) << c->reason;
+    // Never advised: named, if at all, as unsupported.
+    EXPECT_EQ(r.result->advice.find("With expandable_segments:True"), std::string::npos)
+        << r.result->advice;
+    EXPECT_NE(whatif_text(*r.result).find("is unsupported here"), std::string::npos);
+    // Without IPC calls, no such caution.
+    const Cautioned plain = whatif_with_calls({});
+    EXPECT_EQ(plain.find("expandable_segments:True", "vllm-project/vllm PR #43923"), nullptr);
+}
+
+// Expandable segments under CUDA graph capture: re-enabled by pytorch PR #194767 (merged
+// 2026-08-26, after the 2.14 branch cut: first in 2.15); before, turned off for capture.
+TEST(WhatIfCautions, ExpandableSegmentsWithCudaGraphsBefore215) {
+    WhatIfOptions v214;
+    v214.torch_version = "2.14";
+    const Cautioned old = whatif_with_calls({"cudaStreamBeginCapture"}, v214);
+    ASSERT_TRUE(old.result.is_ok());
+    const WhatIfCaution* c = old.find("expandable_segments:True", "pytorch/pytorch PR #194767");
+    ASSERT_NE(c, nullptr) << whatif_text(*old.result);
+    EXPECT_TRUE(c->unsupported);
+    WhatIfOptions v215;
+    v215.torch_version = "2.15";
+    const Cautioned now = whatif_with_calls({"cudaStreamBeginCapture"}, v215);
+    EXPECT_EQ(now.find("expandable_segments:True", "pytorch/pytorch PR #194767"), nullptr);
+    // A snapshot's private pool (its segment names pool 1) may be a MemPool: a risk, not a
+    // refusal.
+    std::vector<Event> pooled = split_big_segment_then_oom();
+    pooled.front().memory.extra = 1;
+    StringTable strings;
+    const Cautioned pool{whatif_events(pooled, snapshot_info(), strings, v214)};
+    ASSERT_TRUE(pool.result.is_ok());
+    c = pool.find("expandable_segments:True", "pytorch/pytorch PR #194767");
+    ASSERT_NE(c, nullptr) << whatif_text(*pool.result);
+    EXPECT_FALSE(c->unsupported);
+    EXPECT_NE(c->reason.find("1 private pools"), std::string::npos) << c->reason;
+}
+
+// No VMM: c10/cuda/CUDAAllocatorConfig.h reads expandable_segments as false (with "not supported
+// on this platform") in builds without PYTORCH_C10_DRIVER_API_SUPPORTED.
+TEST(WhatIfCautions, ExpandableSegmentsWithoutVmm) {
+    const Cautioned refused = whatif_with_calls({"cuMemCreate"}, {}, 801);
+    const WhatIfCaution* c = refused.find("expandable_segments:True", "CUDAAllocatorConfig.h");
+    ASSERT_NE(c, nullptr);
+    EXPECT_NE(c->reason.find("CUDA_ERROR_NOT_SUPPORTED"), std::string::npos);
+    SourceInfo ignored = snapshot_info();
+    ignored.properties.emplace_back("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True");
+    const Cautioned off = whatif_with_calls({}, {}, 0, ignored);
+    c = off.find("expandable_segments:True", "CUDAAllocatorConfig.h");
+    ASSERT_NE(c, nullptr);
+    EXPECT_NE(c->reason.find("ignored here"), std::string::npos);
+    EXPECT_EQ(whatif_with_calls({}).find("expandable_segments:True", "CUDAAllocatorConfig.h"),
+              nullptr);
+}
+
+// max_split_size_mb with expandable segments up to 2.15: pytorch issue #123548, PR #193400 (open)
+// in c10/cuda/CUDACachingAllocator.cpp get_free_block(). garbage_collection_threshold without a
+// memory fraction: CUDACachingAllocator.cpp collects only under set_per_process_memory_fraction.
+TEST(WhatIfCautions, MaxSplitWithExpandableAndGcWithoutFraction) {
+    WhatIfOptions both;
+    both.settings = {"expandable_segments:True,max_split_size_mb:128"};
+    const Cautioned r = whatif_with_calls({}, both);
+    ASSERT_TRUE(r.result.is_ok());
+    const WhatIfCaution* c =
+        r.find("expandable_segments:True with max_split_size_mb", "pytorch/pytorch issue #123548");
+    ASSERT_NE(c, nullptr);
+    EXPECT_FALSE(c->unsupported);  // a risk the replay already shows, not a refusal
+    WhatIfOptions gc;
+    gc.settings = {"garbage_collection_threshold:0.8"};
+    const Cautioned g = whatif_with_calls({}, gc);
+    ASSERT_TRUE(g.result.is_ok());
+    c = g.find("garbage_collection_threshold", "CUDACachingAllocator.cpp");
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(c->unsupported);
+    EXPECT_NE(whatif_json(*g.result).find("\"cautions\": ["), std::string::npos);
+}
+
+// The OOM finding's own advice never proposes expandable segments a program cannot use: the
+// reason from the allocation history (here: legacy IPC, vllm-project/vllm PR #43923) replaces it.
+TEST(WhatIfCautions, OomAdviceNamesExpandableSegmentsAsUnsupported) {
+    std::vector<Event> e = split_big_segment_then_oom();
+    e.pop_back();  // the state just before the failure: a split 600 MiB segment
+    MemoryLedger ledger;
+    ledger.apply(e);
+    OomContext ctx;
+    ctx.device_free_known = true;
+    ctx.device_free_bytes = 100 * MiB;  // 688 MiB free in all, none of it 600 MiB in one piece
+    const auto advised = [&] {
+        std::string all;
+        for (const std::string& a : explain_oom(600 * MiB, 0, ledger, ctx).advice) all += a + "\n";
+        return all;
+    };
+    EXPECT_NE(advised().find("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"),
+              std::string::npos)
+        << advised();
+    ProgramFacts facts;
+    facts.ipc_handle_calls = 4;
+    ctx.expandable_unsupported =
+        expandable_unsupported_reason(facts, select_version(SourceInfo{}, ""));
+    const std::string now = advised();
+    EXPECT_EQ(now.find("Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"), std::string::npos);
+    EXPECT_NE(now.find("unsupported for this program: the program exports device memory with "
+                       "legacy CUDA IPC (4 cudaIpcGetMemHandle calls)"),
+              std::string::npos)
+        << now;
+    EXPECT_NE(now.find("vllm-project/vllm PR #43923"), std::string::npos);
+}
+
+// A snapshot whose trace ring overflowed (made for tests by
+// tests/data/memory/make_test_pickles.py): the what-if says the history is cut and that its figures
+// cannot be exact.
+TEST(AllocatorWhatIf, SaysWhenTheHistoryWasCut) {
+    auto r = whatif_file(std::string(GPUDIAG_TEST_DATA_DIR) +
+                         "/memory/snapshot_2026_keys_made_for_tests.pickle");
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_FALSE(r->history_complete);
+    bool noted = false;
+    for (const std::string& n : r->notes)
+        noted = noted || n.find("complete only from its first entry (time_us 1760000000000000)") !=
+                             std::string::npos;
+    EXPECT_TRUE(noted);
+    EXPECT_NE(whatif_text(*r).find("History cut"), std::string::npos);
+    EXPECT_NE(r->torch_version_note.find("torch 2.13 or later"), std::string::npos);
 }
 
 }  // namespace

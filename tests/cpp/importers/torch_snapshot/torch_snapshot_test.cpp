@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 
 namespace gpudiag {
@@ -41,6 +42,24 @@ public:
     void on_setting(const std::string& k, const std::string& v) override {
         settings.emplace_back(k, v);
     }
+    Status on_host_segment(detail::SnapshotSegment& s) override {
+        host_segments.push_back(s);
+        return Status::ok();
+    }
+    Status on_host_trace_entry(const detail::TraceEntry& e) override {
+        host_entries.push_back(e);
+        return Status::ok();
+    }
+    void on_root_key(const std::string& k) override { root_keys.push_back(k); }
+    [[nodiscard]] std::string setting(const std::string& key) const {
+        for (const auto& [k, v] : settings) {
+            if (k == key) return v;
+        }
+        return "(absent)";
+    }
+    std::vector<detail::SnapshotSegment> host_segments;
+    std::vector<detail::TraceEntry> host_entries;
+    std::vector<std::string> root_keys;
     std::vector<detail::SnapshotSegment> segments;
     std::vector<detail::TraceEntry> entries;
     std::vector<detail::SnapshotAnnotation> annotations;
@@ -128,6 +147,62 @@ TEST(SnapshotAnalysis, LegacyAndBareVariants) {
     EXPECT_EQ(figure(*bare, "reserved_bytes"), 2 * kMiB);
     EXPECT_EQ(figure(*bare, "allocated_requested_bytes"), 100);
     EXPECT_EQ(figure(*bare, "allocated_rounded_bytes"), 512);
+}
+
+// The keys torch 2.12-2.15 added (pinned host memory, PR #182407) or proposed (the trace
+// overflow flags, PR #179276), in a snapshot make_test_pickles.py wrote for tests: both forms of
+// the flags, host segments and trace as host records, an unknown root key noted, not fatal.
+TEST(TorchSnapshotReader, Keys2026AreRead) {
+    for (const char* name : {"snapshot_2026_keys_made_for_tests.pickle",
+                             "snapshot_2026_keys_per_device_made_for_tests.pickle"}) {
+        SCOPED_TRACE(name);
+        StringTable strings;
+        Collect c;
+        detail::TorchSnapshotReader reader;
+        ASSERT_TRUE(reader.read(data(name), strings, c).is_ok());
+        EXPECT_EQ(c.segments.size(), 1u);
+        EXPECT_EQ(c.entries.size(), 4u);  // the device trace only: host entries go apart
+        ASSERT_EQ(c.host_segments.size(), 1u);
+        EXPECT_EQ(c.host_segments[0].total_size, 8u << 20);
+        ASSERT_EQ(c.host_entries.size(), 4u);
+        EXPECT_EQ(c.host_entries[3].action, detail::TraceAction::kSegmentFree);
+        const std::string suffix =
+            std::string(name).find("per_device") != std::string::npos ? ".0" : "";
+        EXPECT_EQ(c.setting("trace_alloc_overflowed" + suffix), "true");
+        EXPECT_EQ(c.setting("trace_alloc_max_entries" + suffix), "4");
+        EXPECT_EQ(c.setting("graph_capture_record_stream_reuse"), "false");
+        EXPECT_NE(std::find(c.root_keys.begin(), c.root_keys.end(), "future_2027_key"),
+                  c.root_keys.end());
+        EXPECT_FALSE(detail::known_snapshot_root_key("future_2027_key"));
+        EXPECT_TRUE(detail::known_snapshot_root_key("host_traces"));
+    }
+}
+
+// Through the pipeline: the cut history is in input.missing with the time it is complete from;
+// pinned host memory is host memory (its own figures, peak 10 MiB), never the device's.
+TEST(SnapshotAnalysis, Keys2026CutHistoryAndPinnedHost) {
+    for (const char* name : {"snapshot_2026_keys_made_for_tests.pickle",
+                             "snapshot_2026_keys_per_device_made_for_tests.pickle"}) {
+        SCOPED_TRACE(name);
+        auto r = analyze_files({data(name)});
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        bool cut = false;
+        for (const std::string& m : r->input.missing) {
+            cut = cut || (m.find("trace_alloc_overflowed") != std::string::npos &&
+                          m.find("keeps its last 4 entries") != std::string::npos &&
+                          m.find("time_us 1760000000000000") != std::string::npos);
+        }
+        EXPECT_TRUE(cut) << render_text(*r);
+        EXPECT_FALSE(r->input.complete);
+        EXPECT_EQ(r->source.property("snapshot_history_cut.0"), "true");
+        EXPECT_EQ(figure(*r, "reserved_bytes"), 20 * kMiB);  // the device only
+        EXPECT_EQ(figure(*r, "pinned_host_bytes"), 8 * kMiB);
+        EXPECT_EQ(figure(*r, "peak_pinned_host_bytes"), 10 * kMiB);
+        bool unknown_noted = false;
+        for (const std::string& n : r->capture.notes)
+            unknown_noted = unknown_noted || n.find("future_2027_key") != std::string::npos;
+        EXPECT_TRUE(unknown_noted);
+    }
 }
 
 TEST(SnapshotAnalysis, MaliciousFileGivesAClearErrorThroughThePipeline) {
