@@ -138,13 +138,26 @@ void bind_report(py::module_& m) {
     m.def("headline", &headline, py::arg("report"),
           "The report's first line: what it found, and what its input could not show.");
     m.def("render_json", &render_json, py::arg("report"), py::arg("compact") = false);
+    m.def("render_json_line", &render_json_line, py::arg("report"), py::arg("max_bytes"),
+          "The compact JSON report in at most max_bytes, trimmed (never cut), saying what went.");
     m.def(
         "parse_report_json", [](std::string_view json) { return unwrap(parse_report_json(json)); },
         py::arg("json"), "Reads a report that render_json wrote.");
-    m.def("render_prometheus", py::overload_cast<const Report&>(&render_prometheus),
-          py::arg("report"));
-    m.def("render_prometheus", py::overload_cast<const std::vector<Report>&>(&render_prometheus),
-          py::arg("reports"));
+    // hostname / Hostname: dcgm-exporter's host label since 4.8.3 / before (PrometheusOptions).
+    m.def(
+        "render_prometheus",
+        [](const Report& r, bool hostname, bool legacy_hostname) {
+            return render_prometheus(r, PrometheusOptions{hostname, legacy_hostname});
+        },
+        py::arg("report"), py::kw_only(), py::arg("hostname_label") = true,
+        py::arg("legacy_hostname_label") = true);
+    m.def(
+        "render_prometheus",
+        [](const std::vector<Report>& r, bool hostname, bool legacy_hostname) {
+            return render_prometheus(r, PrometheusOptions{hostname, legacy_hostname});
+        },
+        py::arg("reports"), py::kw_only(), py::arg("hostname_label") = true,
+        py::arg("legacy_hostname_label") = true);
     m.def("format_figure", py::overload_cast<double, std::string_view>(&format_figure),
           py::arg("value"), py::arg("unit"),
           "A number as reports print it, by its unit: format_figure(2.5e6, 'ns') == '2.5 ms'.");

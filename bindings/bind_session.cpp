@@ -81,6 +81,8 @@ void bind_session(py::module_& m) {
         .def_readwrite("cost_budget", &SessionOptions::cost_budget)
         .def_readwrite("analysis", &SessionOptions::analysis)
         .def_readwrite("properties", &SessionOptions::properties)
+        .def_readwrite("http", &SessionOptions::http)
+        .def_readwrite("http_token", &SessionOptions::http_token)
         .def_property(
             "on_report", [](const SessionOptions& o) { return static_cast<bool>(o.on_report); },
             [](SessionOptions& o, py::object fn) {
@@ -93,7 +95,15 @@ void bind_session(py::module_& m) {
             },
             "Called with each periodic Report on the session's thread (set a callable or None).");
 
+    py::class_<HttpStatus>(m, "HttpStatus")
+        .def(py::init<>())
+        .def_readonly("serving", &HttpStatus::serving)
+        .def_readonly("address", &HttpStatus::address)
+        .def_readonly("port", &HttpStatus::port)
+        .def_readonly("reason", &HttpStatus::reason);
+
     py::class_<Session, SessionHolder>(m, "Session")
+        .def("http_status", &Session::http_status)
         .def_static(
             "create",
             [](SessionOptions options) {

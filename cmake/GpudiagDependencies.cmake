@@ -16,11 +16,26 @@ if(GPUDIAG_DEPS_PREFIX)
   list(PREPEND CMAKE_PREFIX_PATH "${GPUDIAG_DEPS_PREFIX}")
 endif()
 
+# A missing library is named with the Debian package that has it: CMake's own message names only
+# files it looked for.
+macro(gpudiag_missing_dependency what debian_package)
+  message(FATAL_ERROR "gpudiag: ${what} not found. Debian/Ubuntu: apt-get install ${debian_package} "
+                      "(tools/install_deps.sh installs every package gpudiag builds with); elsewhere, "
+                      "point GPUDIAG_DEPS_PREFIX or CMAKE_PREFIX_PATH at it.")
+endmacro()
+macro(gpudiag_find_dependency package debian_package)
+  find_package(${package} ${ARGN} QUIET)
+  if(NOT ${package}_FOUND)
+    string(JOIN " " _gpudiag_what ${package} ${ARGN})
+    gpudiag_missing_dependency("${_gpudiag_what}" ${debian_package})
+  endif()
+endmacro()
+
 find_package(Threads REQUIRED)
-find_package(ZLIB REQUIRED)
-find_package(simdjson REQUIRED)
+gpudiag_find_dependency(ZLIB zlib1g-dev)
+gpudiag_find_dependency(simdjson libsimdjson-dev)
 # Nsight Systems reports are exported as SQLite databases, read through the SQLite library itself.
-find_package(SQLite3 REQUIRED)
+gpudiag_find_dependency(SQLite3 libsqlite3-dev)
 
 # fmt formats every number and message the library writes. It is used header-only
 # (fmt::fmt-header-only: FMT_HEADER_ONLY) and privately, so its code is compiled into our objects
@@ -28,7 +43,7 @@ find_package(SQLite3 REQUIRED)
 # asks a consumer for fmt (tests/consumer builds against the installed package without it).
 # Linking a static libfmt.a into ours would do the same, but Debian's libfmt-dev ships only the
 # shared library. Public headers never include fmt (tools/lint.sh).
-find_package(fmt 9 REQUIRED)
+gpudiag_find_dependency(fmt libfmt-dev 9)
 
 # libdeflate ships no CMake package before 1.15 (Debian 12 has 1.14) and the GPU machine may have no
 # pkg-config, so it is found by file; pkg-config, where present, only adds hints.
@@ -40,7 +55,7 @@ find_path(GPUDIAG_LIBDEFLATE_INCLUDE_DIR libdeflate.h HINTS ${_GPUDIAG_PC_LIBDEF
 find_library(GPUDIAG_LIBDEFLATE_LIBRARY NAMES deflate libdeflate
              HINTS ${_GPUDIAG_PC_LIBDEFLATE_LIBRARY_DIRS})
 if(NOT GPUDIAG_LIBDEFLATE_INCLUDE_DIR OR NOT GPUDIAG_LIBDEFLATE_LIBRARY)
-  message(FATAL_ERROR "gpudiag: libdeflate not found (Debian: libdeflate-dev; or GPUDIAG_DEPS_PREFIX)")
+  gpudiag_missing_dependency(libdeflate libdeflate-dev)
 endif()
 if(NOT TARGET libdeflate::libdeflate)
   add_library(libdeflate::libdeflate UNKNOWN IMPORTED)
@@ -51,7 +66,7 @@ endif()
 set(LIBDEFLATE_LINK_LIBRARIES "${GPUDIAG_LIBDEFLATE_LIBRARY}")
 
 if(GPUDIAG_BUILD_TESTS)
-  find_package(GTest REQUIRED)
+  gpudiag_find_dependency(GTest libgtest-dev)
 endif()
 
 # Where each library came from, in one line the device check reads (and a person can check).
@@ -81,9 +96,84 @@ foreach(_dep IN LISTS _gpudiag_dep_paths)
   endif()
 endforeach()
 
-# The prefix holds static libraries: keep their symbols inside gpudiag's shared objects, so a
-# process that also loads the system's zlib never mixes the two copies' functions.
-if(GPUDIAG_DEPS_PREFIX AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+# cpp-httplib parses the requests of a session's HTTP control (SessionOptions::http). Debian's
+# libcpp-httplib-dev is not header-only: its httplib.h declares and libcpp-httplib.so.0.11 (which
+# needs OpenSSL, zlib and brotli) implements, so libgpudiag then depends on that shared library.
+# Optional: without it (GPUDIAG_HTTP=OFF, or AUTO where it is absent) a session asked to serve
+# HTTP runs without and says why. The header's defines must be the library's (they change its
+# classes' layout): pkg-config's, else Debian's.
+set(GPUDIAG_HTTP "AUTO" CACHE STRING "HTTP control of sessions (cpp-httplib): ON, OFF or AUTO")
+set(GPUDIAG_HAVE_HTTP OFF)
+set(GPUDIAG_HTTPLIB_DEFINES "")
+if(NOT GPUDIAG_HTTP STREQUAL "OFF")
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(_GPUDIAG_PC_HTTPLIB QUIET cpp-httplib)
+  endif()
+  find_path(GPUDIAG_HTTPLIB_INCLUDE_DIR httplib.h HINTS ${_GPUDIAG_PC_HTTPLIB_INCLUDE_DIRS})
+  find_library(GPUDIAG_HTTPLIB_LIBRARY NAMES cpp-httplib HINTS ${_GPUDIAG_PC_HTTPLIB_LIBRARY_DIRS})
+  if(GPUDIAG_HTTPLIB_INCLUDE_DIR AND GPUDIAG_HTTPLIB_LIBRARY)
+    set(GPUDIAG_HAVE_HTTP ON)
+    if(_GPUDIAG_PC_HTTPLIB_FOUND)
+      foreach(_flag IN LISTS _GPUDIAG_PC_HTTPLIB_CFLAGS_OTHER)
+        if(_flag MATCHES "^-D(.+)$")
+          list(APPEND GPUDIAG_HTTPLIB_DEFINES "${CMAKE_MATCH_1}")
+        endif()
+      endforeach()
+    else()
+      set(GPUDIAG_HTTPLIB_DEFINES CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT
+                                  CPPHTTPLIB_BROTLI_SUPPORT)
+    endif()
+    message(STATUS "gpudiag dependency: cpp-httplib=${GPUDIAG_HTTPLIB_INCLUDE_DIR}|${GPUDIAG_HTTPLIB_LIBRARY}")
+  elseif(GPUDIAG_HTTP STREQUAL "ON")
+    gpudiag_missing_dependency(cpp-httplib libcpp-httplib-dev)
+  else()
+    message(STATUS "gpudiag: no cpp-httplib (libcpp-httplib-dev): sessions have no HTTP control")
+  endif()
+endif()
+
+# The files libgpudiag links (libgpudiag/CMakeLists.txt). With GPUDIAG_STATIC_DEPS, the wheel's
+# choice (pyproject.toml), each is the static archive beside the shared library where the system
+# has one (Debian: libz.a, libdeflate.a and libsqlite3.a of the -dev packages), so the wheel runs on
+# machines without them; one with no archive (Debian's simdjson) stays shared, and
+# tools/build_wheel.sh's `auditwheel repair` copies it into the wheel.
+option(GPUDIAG_STATIC_DEPS "Link third-party libraries from their static archives where present" OFF)
+set(GPUDIAG_THIRD_PARTY_LIBRARIES "")
+set(_gpudiag_static "")
+set(_gpudiag_shared "")
+set(_gpudiag_httplib_location "")
+if(GPUDIAG_HAVE_HTTP)
+  set(_gpudiag_httplib_location "${GPUDIAG_HTTPLIB_LIBRARY}")
+endif()
+foreach(_library IN LISTS ZLIB_LIBRARIES LIBDEFLATE_LINK_LIBRARIES SQLite3_LIBRARIES
+                          _gpudiag_simdjson_location _gpudiag_httplib_location)
+  string(REGEX REPLACE "\\.so(\\.[0-9.]+)?$" ".a" _archive "${_library}")
+  if(GPUDIAG_STATIC_DEPS AND EXISTS "${_archive}")
+    set(_library "${_archive}")
+  endif()
+  list(APPEND GPUDIAG_THIRD_PARTY_LIBRARIES "${_library}")
+  get_filename_component(_name "${_library}" NAME)
+  if(_name MATCHES "\\.a$")
+    list(APPEND _gpudiag_static "${_name}")
+  else()
+    list(APPEND _gpudiag_shared "${_name}")
+  endif()
+endforeach()
+if(GPUDIAG_STATIC_DEPS)
+  list(JOIN _gpudiag_static " " _gpudiag_static)
+  message(STATUS "gpudiag: static third-party libraries: ${_gpudiag_static}")
+  if(_gpudiag_shared)
+    list(JOIN _gpudiag_shared " " _gpudiag_shared)
+    message(STATUS "gpudiag: no static archive, linked shared (a wheel's auditwheel repair copies "
+                   "them into it): ${_gpudiag_shared}")
+  endif()
+endif()
+
+# Static libraries (the prefix's, or GPUDIAG_STATIC_DEPS's): keep their symbols inside gpudiag's
+# shared objects, so a process that also loads the system's zlib never mixes the two copies'
+# functions. This also lets Debian's archives, compiled as position-independent executable code,
+# link into a shared object: their symbols become local, which is what that code assumes.
+if((GPUDIAG_DEPS_PREFIX OR GPUDIAG_STATIC_DEPS) AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
   string(APPEND CMAKE_SHARED_LINKER_FLAGS " -Wl,--exclude-libs,ALL")
   string(APPEND CMAKE_MODULE_LINKER_FLAGS " -Wl,--exclude-libs,ALL")
 endif()

@@ -14,11 +14,41 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "monitoring" / "grafana" / "gpudiag.json"
-SEL = 'Hostname=~"$Hostname", gpu=~"$gpu"'
+# The host is `hostname` (dcgm-exporter >= 4.8.3) or `Hostname` (older; gpudiag writes both by
+# default, either can be left out). Queries below name it HOST; either() makes each selector
+# match on whichever label a series carries, and gives every result `hostname`.
+SEL = 'HOST=~"$host", gpu=~"$gpu"'
+HOST = 'HOST=~"$host"'
+SELECTOR = re.compile(
+    r"rate\((?P<rate>gpudiag_\w+)\{(?P<rate_matchers>[^}]*)\}(?P<range>\[\w+\])\)"
+    r"|(?P<metric>gpudiag_\w+)\{(?P<matchers>[^}]*)\}"
+)
+
+
+def either(expr: str) -> str:
+    """`expr` with each selector on HOST made `(new or label_replace(old))`: a series with both
+    labels comes once (`or` drops a right-hand series whose labels the left already has)."""
+
+    def one(m: re.Match[str]) -> str:
+        matchers = m["rate_matchers"] if m["rate"] else m["matchers"]
+        if "HOST" not in matchers:
+            return m[0]
+
+        def selector(label: str, extra: str = "") -> str:
+            inner = f"{m['rate'] or m['metric']}{{{matchers.replace('HOST', label)}{extra}}}"
+            return f"rate({inner}{m['range']})" if m["rate"] else inner
+
+        new = selector("hostname", ', hostname!=""')
+        old = selector("Hostname")
+        return f'({new} or label_replace({old}, "hostname", "$1", "Hostname", "(.+)"))'
+
+    return SELECTOR.sub(one, expr)
+
 
 # (title, unit, kind, [(legend, query)], width)
 PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
@@ -27,7 +57,7 @@ PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
         "Findings by severity",
         "none",
         "stat",
-        [("{{severity}}", 'sum by (severity) (gpudiag_findings{Hostname=~"$Hostname"})')],
+        [("{{severity}}", 'sum by (severity) (gpudiag_findings{HOST=~"$host"})')],
         8,
     ),
     (
@@ -144,10 +174,10 @@ PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
         "percentunit",
         "timeseries",
         [
-            ("utilization {{Hostname}}", f"gpudiag_health_mean_gpu_utilization_ratio{{{SEL}}}"),
-            ("SMs with work {{Hostname}}", f"gpudiag_health_mean_sm_active_ratio{{{SEL}}}"),
-            ("tensor pipes {{Hostname}}", f"gpudiag_health_mean_tensor_active_ratio{{{SEL}}}"),
-            ("DRAM bandwidth {{Hostname}}", f"gpudiag_health_mean_dram_active_ratio{{{SEL}}}"),
+            ("utilization {{hostname}}", f"gpudiag_health_mean_gpu_utilization_ratio{{{SEL}}}"),
+            ("SMs with work {{hostname}}", f"gpudiag_health_mean_sm_active_ratio{{{SEL}}}"),
+            ("tensor pipes {{hostname}}", f"gpudiag_health_mean_tensor_active_ratio{{{SEL}}}"),
+            ("DRAM bandwidth {{hostname}}", f"gpudiag_health_mean_dram_active_ratio{{{SEL}}}"),
         ],
         8,
     ),
@@ -164,12 +194,12 @@ PANELS: list[tuple[str, str, str, list[tuple[str, str]], int]] = [
         "timeseries",
         [
             (
-                "lost {{Hostname}}",
-                'rate(gpudiag_capture_dropped_events_total{Hostname=~"$Hostname"}[5m])',
+                "lost {{hostname}}",
+                'rate(gpudiag_capture_dropped_events_total{HOST=~"$host"}[5m])',
             ),
             (
-                "captured {{Hostname}}",
-                'rate(gpudiag_capture_events_total{Hostname=~"$Hostname"}[5m])',
+                "captured {{hostname}}",
+                'rate(gpudiag_capture_events_total{HOST=~"$host"}[5m])',
             ),
         ],
         8,
@@ -191,7 +221,7 @@ def panel(
         "targets": [
             {
                 "refId": chr(ord("A") + k),
-                "expr": expr,
+                "expr": either(expr),
                 "legendFormat": legend,
                 "instant": kind == "table",
             }
@@ -225,11 +255,25 @@ def dashboard() -> dict[str, object]:
             "current": {"text": "All", "value": "$__all"},
         }
 
+    def host_variable() -> dict[str, object]:
+        # The values of whichever host label a series has, from one query.
+        v = variable("host", "query_result(count by (hostname, Hostname) (gpudiag_findings))")
+        v["regex"] = '/[hH]ostname="([^"]+)"/'
+        v["label"] = "host"
+        return v
+
+    def gpu_variable() -> dict[str, object]:
+        query = either('gpudiag_finding{HOST=~"$host"}')
+        v = variable("gpu", f"query_result(count by (gpu) ({query}))")
+        v["regex"] = '/gpu="([^"]+)"/'
+        return v
+
     return {
         "title": "gpudiag: why the GPU idles, why memory runs out, card health",
         "uid": "gpudiag",
         "description": "Diagnoses from gpudiag's Prometheus exporter; joins dcgm-exporter's "
-        "panels on the labels gpu, UUID, pci_bus_id, modelName and Hostname.",
+        "panels on the labels gpu, UUID, pci_bus_id, modelName and hostname (Hostname before "
+        "dcgm-exporter 4.8.3).",
         "tags": ["gpudiag", "gpu"],
         "timezone": "",
         "schemaVersion": 39,
@@ -246,8 +290,8 @@ def dashboard() -> dict[str, object]:
                     "current": {},
                     "hide": 0,
                 },
-                variable("Hostname", "label_values(gpudiag_findings, Hostname)"),
-                variable("gpu", 'label_values(gpudiag_finding{Hostname=~"$Hostname"}, gpu)'),
+                host_variable(),
+                gpu_variable(),
             ]
         },
         "panels": panels,

@@ -129,8 +129,10 @@ def start(options: dict[str, Any]) -> None:
             memory_history=options["memory_history"],
             oom_snapshot=options["oom_snapshot"],
             record_window_s=float(options["window_s"]),
+            http=os.environ.get("GPUDIAG_HTTP") or None,
             _origin=RUN_ORIGIN,
         ).start()
+        say_http(session)
     except Exception as e:  # noqa: BLE001 - the program must run on without gpudiag
         restore_injection(options)
         leave_note(options, f"no session in {_process_name()}, only the CUDA injection: {e}")
@@ -143,6 +145,16 @@ def start(options: dict[str, Any]) -> None:
             signal.signal(signal.SIGUSR1, lambda *_: session.request_dump())
     # Registered after the session's own exit handler, so it runs first (last in, first out).
     atexit.register(_finish, session, options, os.getpid())
+
+
+def say_http(session: Session) -> None:
+    """Where the session answers HTTP (GPUDIAG_HTTP; a port of 0 is picked now), or why not,
+    on stderr: the operator's only way to learn a picked port."""
+    if not session.http:
+        return
+    url = session.http_url
+    where = f"answers HTTP on {url}" if url else f"no HTTP: {session.http_status()['reason']}"
+    print(f"gpudiag: {_process_name()} {where}", file=sys.stderr, flush=True)
 
 
 def restore_injection(options: dict[str, Any]) -> None:

@@ -97,6 +97,12 @@ class Session:
         on_report: callable taking a :class:`Report` (runs on the session's thread).
         properties: free-form facts for the report.
         window: analysis window, "steps", "hta" or "all".
+        http: answer HTTP at this ``host:port`` while the session runs (``"127.0.0.1:0"``: any
+            free port, see :attr:`http_url`): ``GET /metrics``, ``/report``, ``/healthz``,
+            ``POST /dump``, ``/capture/pause``, ``/capture/resume`` (docs/http.md). Any address
+            but loopback needs ``http_token``. Not serving is no error: :meth:`http_status`
+            says why.
+        http_token: the bearer token every request must carry (None = ``GPUDIAG_HTTP_TOKEN``).
 
     Started while another session runs in this process, a session joins it (one capture per
     process): it shares that session's recording and capture, :meth:`report` gives that
@@ -129,6 +135,8 @@ class Session:
         on_report: Callable[[Report], None] | None = None,
         properties: dict[str, Any] | None = None,
         window: str = "steps",
+        http: str | None = None,
+        http_token: str | None = None,
         _backend_factory: Callable[[Any], Any] | None = None,
         _origin: str | None = None,
     ) -> None:
@@ -157,6 +165,8 @@ class Session:
         self.on_report = on_report
         self.properties = dict(properties or {})
         self.window = window
+        self.http = http
+        self.http_token = http_token
         self._backend_factory = _backend_factory or _create_native
         self._native: Any = None
         self._clock: StepClock | None = None
@@ -195,6 +205,8 @@ class Session:
                 props[key.lower()] = os.environ[key]
         props.update({str(k): str(v) for k, v in self.properties.items()})
         options.properties = sorted(props.items())
+        options.http = self.http or ""
+        options.http_token = self.http_token or ""
         return options
 
     def start(self) -> Self:
@@ -509,6 +521,26 @@ class Session:
             raise FailedPreconditionError("the session was never started")
         return self._native.status()
 
+    def http_status(self) -> dict[str, Any]:
+        """Whether this session answers HTTP (``http=``), where, or why not (docs/http.md):
+        ``{"serving": bool, "address": str, "port": int, "reason": str}``."""
+        if self._join is not None:
+            return self._join.outer.http_status()
+        if self._native is None:
+            return {"serving": False, "address": "", "port": 0, "reason": ""}
+        st = self._native.http_status()
+        return {"serving": st.serving, "address": st.address, "port": st.port, "reason": st.reason}
+
+    @property
+    def http_url(self) -> str | None:
+        """``http://127.0.0.1:<port>`` while this session answers HTTP, else None."""
+        st = self.http_status()
+        if not st["serving"]:
+            return None
+        host = st["address"]
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{st['port']}"
+
     def pause_capture(self, reason: str) -> None:
         if self._running:
             self._native.pause_capture(reason)
@@ -566,6 +598,8 @@ _FIXED_ON_JOIN = (
     "report_period_s",
     "on_report",
     "window",
+    "http",
+    "http_token",
 )
 # The `gpudiag run` option that sets each, for the fix in the refusal.
 _RUN_OPTIONS = {

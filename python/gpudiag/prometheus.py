@@ -5,11 +5,13 @@ The exposition is written by C++ (``gpudiag._core.render_prometheus``): one metr
 the report, named after its section and key with the base unit of its declared unit
 (``gpudiag_timeline_idle_ratio``, ``gpudiag_memory_reserved_bytes``,
 ``gpudiag_timeline_step_time_seconds``), findings as ``gpudiag_finding{id,severity}`` and
-``gpudiag_findings{severity}``, capture counts as counters; labels ``Hostname``, ``rank`` (in a
-multi-rank job) and, for figures about one GPU, dcgm-exporter's ``gpu``, ``UUID``,
-``pci_bus_id`` and ``modelName``. This module only serves it.
+``gpudiag_findings{severity}``, capture counts as counters; labels ``hostname`` and
+``Hostname`` (dcgm-exporter's host label since 4.8.3 and before it: both by default, see
+``host_labels``), ``rank`` (in a multi-rank job) and, for figures about one GPU, dcgm-exporter's
+``gpu``, ``UUID``, ``pci_bus_id`` and ``modelName``. This module only serves it.
 
-``serve()`` exposes a live session on an HTTP endpoint bound to 127.0.0.1 unless told otherwise.
+``serve()`` exposes a live session on an HTTP endpoint bound to 127.0.0.1 unless told otherwise
+(a session started with ``http=`` serves ``/metrics`` itself, from C++: docs/http.md).
 """
 
 from __future__ import annotations
@@ -31,12 +33,28 @@ DEFAULT_PORT = 9808
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-def exposition(report: Report | Sequence[Report]) -> str:
+# Which host label(s) to write: dcgm-exporter >= 4.8.3 writes `hostname`, older ones `Hostname`.
+HOST_LABELS = {"both": (True, True), "hostname": (True, False), "Hostname": (False, True)}
+
+
+def exposition(report: Report | Sequence[Report], *, host_labels: str = "both") -> str:
     """The Prometheus text format (0.0.4) for a Report (every rank included), or for several
-    reports at once without duplicate series."""
+    reports at once without duplicate series. ``host_labels``: ``"both"`` (default),
+    ``"hostname"`` (dcgm-exporter >= 4.8.3 only) or ``"Hostname"`` (older ones only)."""
+    if host_labels not in HOST_LABELS:
+        raise ValueError(f"host_labels must be one of {sorted(HOST_LABELS)}, got {host_labels!r}")
+    new, legacy = HOST_LABELS[host_labels]
     if isinstance(report, Report):
-        return str(_core.render_prometheus(report.native()))
-    return str(_core.render_prometheus([r.native() for r in report]))
+        return str(
+            _core.render_prometheus(
+                report.native(), hostname_label=new, legacy_hostname_label=legacy
+            )
+        )
+    return str(
+        _core.render_prometheus(
+            [r.native() for r in report], hostname_label=new, legacy_hostname_label=legacy
+        )
+    )
 
 
 class MetricsServer:
@@ -74,14 +92,18 @@ def serve(
     port: int = DEFAULT_PORT,
     addr: str = "127.0.0.1",
     min_interval_s: float = 5.0,
+    host_labels: str = "both",
 ) -> MetricsServer:
     """Serves ``/metrics`` for ``source`` (a Session, a Report, or a callable returning a Report;
     default: the current session) from a daemon thread.
 
     It binds to 127.0.0.1 unless ``addr`` says otherwise (``"0.0.0.0"`` exposes it to the network:
     the diagnoses name your code). Reports are recomputed at most every ``min_interval_s``.
-    Pass ``port=0`` for any free port (see ``.address``).
+    Pass ``port=0`` for any free port (see ``.address``). ``host_labels`` as for
+    ``exposition``.
     """
+    if host_labels not in HOST_LABELS:
+        raise ValueError(f"host_labels must be one of {sorted(HOST_LABELS)}, got {host_labels!r}")
     get_report = _report_getter(source)
     cache: dict[str, Any] = {"at": -1e18, "text": ""}
     lock = threading.Lock()
@@ -90,7 +112,7 @@ def serve(
         with lock:
             now = time.monotonic()
             if now - cache["at"] >= min_interval_s:
-                cache["text"] = exposition(get_report())
+                cache["text"] = exposition(get_report(), host_labels=host_labels)
                 cache["at"] = now
             return str(cache["text"])
 

@@ -3,6 +3,7 @@
 //
 //   inference_service [--requests N] [--request-ms MS] [--leak-kib K] [--fragment]
 //                     [--record FILE] [--window-s S] [--no-deep] [--json] [--replay INPUT]
+//                     [--http HOST:PORT]
 //
 // --requests N   serves N requests (0: until SIGTERM or SIGINT)
 // --request-ms   each request's own work takes this long (a model's forward pass, simulated)
@@ -16,6 +17,8 @@
 //                the memory watch fires; FILE is written at the end
 // --no-deep      leaves CUPTI's callback subscriber alone (on a GPU, sites are then not named)
 // --replay INPUT feeds a recording or trace through the session instead of serving
+// --http HOST:PORT  answers /metrics, /report, /healthz, POST /dump and /capture/pause|resume
+//                there while it serves (127.0.0.1:0: any free port, printed; docs/http.md)
 // Memory comes from DeviceArena, a small caching allocator that reports its segment and blocks to
 // gpudiag (as PyTorch's does), and from plain cudaMalloc, which gpudiag sees through CUPTI.
 // The CUDA runtime is loaded at run time (device_memory.hpp): without it or a GPU the service
@@ -81,6 +84,7 @@ struct Args {
     bool deep = true;
     bool json = false;
     std::string replay;
+    std::string http;
 };
 
 Args parse(int argc, char** argv) {
@@ -106,6 +110,8 @@ Args parse(int argc, char** argv) {
             a.json = true;
         else if (s == "--replay")
             a.replay = next();
+        else if (s == "--http")
+            a.http = next();
         else
             std::fprintf(stderr, "ignoring unknown argument %s\n", s.c_str());
     }
@@ -216,6 +222,7 @@ int main(int argc, char** argv) {
     options.record_path = args.record;
     if (!args.record.empty()) options.record_window_s = args.window_s;
     options.deep = args.deep;  // on a GPU: the call site of each cudaMalloc
+    options.http = args.http;  // an operator's (or a scraper's) way in, on loopback
     auto session = gpudiag::Session::create(options);
     if (!session) {
         std::fprintf(stderr, "gpudiag: %s\n", session.status().to_string().c_str());
@@ -230,6 +237,14 @@ int main(int argc, char** argv) {
     gpudiag::CaptureStatus capture = (*session)->status();
     std::printf("gpudiag capture level: %s\n", gpudiag::capture_level_name(capture.level));
     for (const auto& r : capture.reasons) std::printf("  - %s\n", r.c_str());
+    if (!args.http.empty()) {
+        const gpudiag::HttpStatus http = (*session)->http_status();
+        if (http.serving) {
+            std::printf("gpudiag HTTP control: http://%s:%d\n", http.address.c_str(), http.port);
+        } else {
+            std::printf("gpudiag HTTP control: not served (%s)\n", http.reason.c_str());
+        }
+    }
 
     DeviceMemory memory(**session);
     std::printf("%s\n", memory.description().c_str());

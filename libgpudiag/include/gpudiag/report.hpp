@@ -289,13 +289,24 @@ GPUDIAG_API Result<Report> parse_report_json(std::string_view json) noexcept;
 /// named gpudiag_<section>_<figure>_<base unit> (gpudiag_finding_<id>_<figure>_<base unit> for
 /// a finding's), in base units (_bytes, _seconds, _ratio, ...); findings as
 /// gpudiag_finding{id,severity} and gpudiag_findings{severity}; capture counts as counters.
-/// Labels: Hostname, rank (only in a multi-rank job) and, for figures about one GPU, gpu, UUID,
-/// pci_bus_id and modelName where the source knows them (dcgm-exporter's labels). Several
-/// reports render as one exposition with no duplicate series: a `source` label (each report's
-/// description) tells them apart when their other labels do not.
+/// Labels: the host (see PrometheusOptions), rank (only in a multi-rank job) and, for figures
+/// about one GPU, gpu, UUID, pci_bus_id and modelName where the source knows them
+/// (dcgm-exporter's labels). Several reports render as one exposition with no duplicate series:
+/// a `source` label (each report's description) tells them apart when their other labels do not.
 /// Errors: none ("" on OOM). Thread-safety: safe.
 GPUDIAG_API std::string render_prometheus(const Report& report) noexcept;
 GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports) noexcept;
+
+/// How the exposition names the host. dcgm-exporter labels its samples `hostname` since 4.8.3
+/// and `Hostname` before: by default both are written, so a join works with either exporter.
+struct PrometheusOptions {
+    bool hostname_label = true;         ///< `hostname`, as dcgm-exporter >= 4.8.3
+    bool legacy_hostname_label = true;  ///< `Hostname`, as dcgm-exporter < 4.8.3
+};
+GPUDIAG_API std::string render_prometheus(const Report& report,
+                                          const PrometheusOptions& options) noexcept;
+GPUDIAG_API std::string render_prometheus(const std::vector<Report>& reports,
+                                          const PrometheusOptions& options) noexcept;
 
 /// A number as reports print it, by its unit: "1.3 GiB" (kBytes), "62.3 ms" (kNanoseconds),
 /// "39.4 %" (kFraction), "1234" (kCount), "20 MiB/step", "n/a" for NaN. The one formatter behind

@@ -95,6 +95,22 @@ struct SessionOptions {
     AnalysisOptions analysis;
     /// Free-form facts about the program for the report, e.g. {"expandable_segments", "true"}.
     std::vector<std::pair<std::string, std::string>> properties;
+    /// Answer HTTP here from start() to stop() (docs/http.md): GET /metrics, /report, /healthz,
+    /// POST /dump, /capture/pause, /capture/resume. "127.0.0.1:0" = loopback, any free port
+    /// (http_status() says which); "" = off. An address other than loopback needs a token. Not
+    /// serving is not an error: start() succeeds and http_status() says why.
+    std::string http;
+    /// What every request must carry as `Authorization: Bearer <token>`; "" = the
+    /// GPUDIAG_HTTP_TOKEN environment variable, when set (else none: loopback only).
+    std::string http_token;
+};
+
+/// Session::http_status(): whether the session answers HTTP, and where.
+struct HttpStatus {
+    bool serving = false;
+    std::string address;  ///< the address bound ("127.0.0.1")
+    int port = 0;         ///< the port bound (the one picked, for a port of 0)
+    std::string reason;   ///< why not serving ("" when serving, or when not asked to)
 };
 
 /// `defaults` with the GPUDIAG_* environment variables that are set applied over them
@@ -214,6 +230,8 @@ public:
     void request_dump() noexcept;
     /// Capture level, reasons, events and drops.
     [[nodiscard]] CaptureStatus status() const noexcept;
+    /// Where the session answers HTTP (SessionOptions::http), or why it does not.
+    [[nodiscard]] HttpStatus http_status() const noexcept;
 
     /// Yields CUPTI to another client (torch.profiler) and takes it back. While paused, NVML,
     /// NVTX and framework events continue.

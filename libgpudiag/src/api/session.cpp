@@ -15,6 +15,7 @@
 #include "analysis/pipeline/analysis_pipeline.hpp"
 #include "api/callback_thread.hpp"
 #include "api/dump_files.hpp"
+#include "api/http_server.hpp"
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
 #include "api/session_cost.hpp"
@@ -40,6 +41,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -372,7 +374,20 @@ struct Session::Impl final : detail::EventQueue {
                                       "be called again");
         }
         RunningSessions::instance().add(this);
+        start_http();
         return Status::ok();
+    }
+
+    // SessionOptions::http, once the session runs (defined below SessionHttpControl).
+    void start_http() noexcept;
+    void stop_http() noexcept {
+        std::unique_ptr<detail::HttpServer> server;
+        {
+            std::lock_guard<std::mutex> lock(http_mutex);
+            server = std::move(http);
+            if (server) http_state.serving = false;
+        }
+        if (server) server->stop();  // unlocked: a request in flight may read http_status()
     }
 
     // A start() whose threads could not be made leaves nothing behind: a later start() begins
@@ -458,6 +473,7 @@ struct Session::Impl final : detail::EventQueue {
     // ends only after the callback returns; the destructor joins it.
     Status stop_locked(bool at_exit = false) {
         if (!running.load()) return failed_precondition("the session is not running");
+        stop_http();                   // no request sees a half-stopped session
         if (backend) backend->stop();  // delivers its last buffers into the channel
         accepting.store(false);        // from here the report is final
         {
@@ -683,6 +699,7 @@ struct Session::Impl final : detail::EventQueue {
         add_cap_notes(report);
         add_window_notes(report);
         add_callback_notes(report);
+        add_http_note(report);
         {
             std::lock_guard<std::mutex> replay_lock(replays_mutex);
             for (const auto& r : replays) report.notes.push_back(r);
@@ -835,6 +852,23 @@ struct Session::Impl final : detail::EventQueue {
         return s;
     }
 
+    // A dump to the next numbered file (POST /dump): the file written.
+    Result<std::string> dump_numbered() {
+        if (forked_away()) return forked_error();
+        if (!window) {
+            return failed_precondition(
+                "the session keeps no window of recent events (set SessionOptions::"
+                "record_window_s and record_path)");
+        }
+        if (backend && running.load()) backend->flush();
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        if (ended) return failed_precondition("the session has stopped");
+        drain_locked();
+        std::string path = dumps->next_path("requested");
+        if (Status s = write_window_locked(path, "requested"); !s.is_ok()) return s;
+        return path;
+    }
+
     Status dump(std::string_view path) {
         if (forked_away()) return forked_error();
         if (!window) {
@@ -980,6 +1014,14 @@ struct Session::Impl final : detail::EventQueue {
             skipped, dropped, detail::CallbackThread::kMaxQueued));
     }
 
+    void add_http_note(Report& report) const {
+        std::lock_guard<std::mutex> lock(http_mutex);
+        if (!http_state.reason.empty()) {
+            report.notes.push_back("HTTP control (SessionOptions::http = " + options.http +
+                                   ") is not served: " + http_state.reason);
+        }
+    }
+
     void add_cap_notes(Report& report) const {
         if (const auto past = phase_names_past_cap.load(std::memory_order_relaxed); past > 0) {
             report.notes.push_back(fmt::format(
@@ -1003,6 +1045,11 @@ struct Session::Impl final : detail::EventQueue {
     }
 
     SessionOptions options;
+    // SessionOptions::http: the server (from start() to stop()) and what http_status() says.
+    mutable std::mutex http_mutex;
+    std::unique_ptr<detail::HttpControl> http_control;  // set once, before the server starts
+    std::unique_ptr<detail::HttpServer> http;           // guarded by http_mutex
+    HttpStatus http_state;                              // guarded by http_mutex
     StringTable strings{kMaxNameBytes, kMaxNames};
     std::atomic<std::uint64_t> phase_names{0};
     std::atomic<std::uint64_t> phase_names_past_cap{0};
@@ -1073,6 +1120,88 @@ struct Session::Impl final : detail::EventQueue {
     std::atomic<std::uint64_t> steps_timed{0};
     std::atomic<std::uint64_t> step_ns_total{0};
 };
+
+namespace {
+
+// What the HTTP control asks of a session, on its gpudiag-http thread: what Session's own
+// calls do (report(), dump(), pause_capture()), with the same locks and nothing more.
+class SessionHttpControl final : public detail::HttpControl {
+public:
+    explicit SessionHttpControl(Session::Impl& impl) : impl_(impl) {}
+
+    Result<Report> live_report() noexcept override {
+        try {
+            return impl_.make_report();
+        } catch (const std::bad_alloc&) {
+            return resource_exhausted("out of memory building the report");
+        } catch (...) {
+            return internal_error("report failed");
+        }
+    }
+    // The path in full: the one asking may not know the program's working directory.
+    Result<std::string> dump_now() noexcept override {
+        try {
+            auto path = impl_.dump_numbered();
+            if (!path) return path;
+            std::error_code ec;
+            const auto full = std::filesystem::absolute(*path, ec);
+            return ec ? *path : full.string();
+        } catch (...) {
+            return resource_exhausted("out of memory writing the dump");
+        }
+    }
+    Status pause(std::string_view reason) noexcept override {
+        if (!impl_.backend) return failed_precondition("the session has not started capture");
+        return impl_.backend->pause(reason);
+    }
+    Status resume() noexcept override {
+        if (!impl_.backend) return failed_precondition("the session has not started capture");
+        return impl_.backend->resume();
+    }
+    Health health() noexcept override {
+        Health h;
+        try {
+            const CaptureStatus st = impl_.status();
+            h.running = impl_.running.load();
+            h.paused = st.paused;
+            h.capture_level = capture_level_name(st.level);
+            h.pid = static_cast<long>(impl_.pid);
+        } catch (...) {
+        }
+        return h;
+    }
+
+private:
+    Session::Impl& impl_;
+};
+
+}  // namespace
+
+void Session::Impl::start_http() noexcept {
+    if (options.http.empty()) return;
+    try {
+        std::string token = options.http_token;
+        if (const char* env = std::getenv("GPUDIAG_HTTP_TOKEN"); token.empty() && env != nullptr) {
+            token = env;
+        }
+        if (!http_control) http_control = std::make_unique<SessionHttpControl>(*this);
+        auto server = detail::HttpServer::start(options.http, std::move(token), *http_control);
+        std::lock_guard<std::mutex> lock(http_mutex);
+        if (!server) {
+            http_state = HttpStatus{};
+            http_state.reason = server.status().message();
+            return;
+        }
+        http = std::move(*server);
+        http_state.serving = true;
+        http_state.address = http->host();
+        http_state.port = http->port();
+        http_state.reason.clear();
+    } catch (...) {
+        std::lock_guard<std::mutex> lock(http_mutex);
+        http_state.reason = "out of memory starting the HTTP control";
+    }
+}
 
 void RunningSessions::stop_all_at_exit() noexcept {
     RunningSessions& r = instance();
@@ -1358,6 +1487,15 @@ CaptureStatus Session::status() const noexcept {
         return impl_->status();
     } catch (...) {
         return CaptureStatus{};
+    }
+}
+
+HttpStatus Session::http_status() const noexcept {
+    try {
+        std::lock_guard<std::mutex> lock(impl_->http_mutex);
+        return impl_->http_state;
+    } catch (...) {
+        return HttpStatus{};
     }
 }
 

@@ -93,6 +93,17 @@ constexpr Variable kVariables[] = {
          o.queue_capacity = static_cast<std::uint32_t>(n);
          return true;
      }},
+    {"GPUDIAG_HTTP", "host:port, e.g. 127.0.0.1:0 (docs/http.md)",
+     "http: answer /metrics, /report, /dump, /healthz over HTTP",
+     [](const char* t, SessionOptions& o) {
+         o.http = t;
+         return true;
+     }},
+    {"GPUDIAG_HTTP_TOKEN", "a secret", "http_token: the bearer token HTTP requests must carry",
+     [](const char* t, SessionOptions& o) {
+         o.http_token = t;
+         return true;
+     }},
     {"GPUDIAG_FLUSH_MS", "milliseconds", "flush_period_ms: how often events are analysed",
      [](const char* t, SessionOptions& o) {
          std::uint64_t ms = 0;

@@ -237,9 +237,14 @@ struct Exported {
     Labels labels;
 };
 
-Labels identity(const Report& r) {
+// The host under the names dcgm-exporter has used: a dashboard joins on the one its exporter
+// writes (4.8.3 renamed `Hostname` to `hostname`).
+Labels identity(const Report& r, const PrometheusOptions& options) {
     Labels out;
-    if (!r.source.hostname.empty()) out.emplace_back("Hostname", r.source.hostname);
+    if (!r.source.hostname.empty()) {
+        if (options.legacy_hostname_label) out.emplace_back("Hostname", r.source.hostname);
+        if (options.hostname_label) out.emplace_back("hostname", r.source.hostname);
+    }
     if (r.source.rank >= 0) out.emplace_back("rank", fmt::to_string(r.source.rank));
     return out;
 }
@@ -265,11 +270,11 @@ void tell_apart(std::vector<Exported>& units) {
     }
 }
 
-std::string render(const std::vector<const Report*>& reports) {
+std::string render(const std::vector<const Report*>& reports, const PrometheusOptions& options) {
     std::vector<Exported> units;
     for (const Report* r : reports) {
-        units.push_back({r, identity(*r)});
-        for (const auto& rank : r->ranks) units.push_back({&rank, identity(rank)});
+        units.push_back({r, identity(*r, options)});
+        for (const auto& rank : r->ranks) units.push_back({&rank, identity(rank, options)});
     }
     tell_apart(units);
     Exposition out;
@@ -280,19 +285,28 @@ std::string render(const std::vector<const Report*>& reports) {
 }  // namespace
 
 std::string render_prometheus(const Report& report) noexcept {
+    return render_prometheus(report, PrometheusOptions{});
+}
+
+std::string render_prometheus(const std::vector<Report>& reports) noexcept {
+    return render_prometheus(reports, PrometheusOptions{});
+}
+
+std::string render_prometheus(const Report& report, const PrometheusOptions& options) noexcept {
     try {
-        return render({&report});
+        return render({&report}, options);
     } catch (...) {  // only std::bad_alloc can get here
         return {};
     }
 }
 
-std::string render_prometheus(const std::vector<Report>& reports) noexcept {
+std::string render_prometheus(const std::vector<Report>& reports,
+                              const PrometheusOptions& options) noexcept {
     try {
         std::vector<const Report*> all;
         all.reserve(reports.size());
         for (const auto& r : reports) all.push_back(&r);
-        return render(all);
+        return render(all, options);
     } catch (...) {
         return {};
     }

@@ -109,6 +109,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "SIGUSR1 to gpudiag writes them now, beside the recording",
     )
     p.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        default=os.environ.get("GPUDIAG_HTTP") or None,
+        help="answer /metrics, /report, /dump, /healthz and /capture/pause|resume over HTTP "
+        "there while the program runs (127.0.0.1:0 = any free port, printed; another address "
+        "needs GPUDIAG_HTTP_TOKEN; default: $GPUDIAG_HTTP; docs/http.md)",
+    )
+    p.add_argument(
         "--report-every",
         type=float,
         metavar="SECONDS",
@@ -240,6 +248,7 @@ def _run_python(
         oom_snapshot=args.oom_snapshot,
         report_period_s=max(args.report_every, 0.0),
         record_window_s=max(args.window, 0.0),
+        http=args.http,
         on_report=(
             (lambda r: print(progress_line(r, time.monotonic() - begun), file=sys.stderr))
             if args.report_every > 0
@@ -255,6 +264,7 @@ def _run_python(
     status = 0
     try:
         with session:
+            _bootstrap.say_http(session)
             if args.window > 0 and threading.current_thread() is threading.main_thread():
                 previous_usr1 = signal.signal(signal.SIGUSR1, lambda *_: session.request_dump())
             try:
@@ -382,6 +392,8 @@ def _program_environment(args: argparse.Namespace, record: Path, library: Path) 
     # Every process that initialises CUDA writes its own <stem>-<pid> file (ranks and child
     # processes all read this one variable).
     env["GPUDIAG_RECORD"] = str(record)
+    if args.http:
+        env["GPUDIAG_HTTP"] = args.http  # each process's session, and the injected library's
     if args.window > 0:
         env["GPUDIAG_WINDOW_S"] = str(args.window)
         env["GPUDIAG_DUMP_SIGNAL"] = "USR1"  # the injected library asks for a dump on it

@@ -42,6 +42,8 @@ TEST(SessionEnvironment, EveryVariableOfTheTableIsApplied) {
                      {"GPUDIAG_DEEP", "yes"},
                      {"GPUDIAG_NVML_HZ", "0.5"},
                      {"GPUDIAG_QUEUE_CAPACITY", "1024"},
+                     {"GPUDIAG_HTTP", "127.0.0.1:0"},
+                     {"GPUDIAG_HTTP_TOKEN", "t0ken"},
                      {"GPUDIAG_FLUSH_MS", "100"}});
     auto o = session_options_from_environment();
     ASSERT_TRUE(o.is_ok()) << o.status().to_string();
@@ -54,9 +56,11 @@ TEST(SessionEnvironment, EveryVariableOfTheTableIsApplied) {
     EXPECT_EQ(o->nvml_hz, 0.5);
     EXPECT_EQ(o->queue_capacity, 1024u);
     EXPECT_EQ(o->flush_period_ms, 100u);
+    EXPECT_EQ(o->http, "127.0.0.1:0");
+    EXPECT_EQ(o->http_token, "t0ken");
     // Each variable is listed, once, for docs and --help.
     const auto listed = session_environment_variables();
-    EXPECT_EQ(listed.size(), 9u);
+    EXPECT_EQ(listed.size(), 11u);
     EXPECT_EQ(listed.front().first, "GPUDIAG_RECORD");
 }
 

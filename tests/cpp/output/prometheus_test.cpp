@@ -58,9 +58,9 @@ Exposition parse(const std::string& text) {
     static const std::regex kName("^[a-zA-Z_:][a-zA-Z0-9_:]*$");
     static const std::regex kSample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
     static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)",?)re");
-    static const std::set<std::string> kIdentity = {"Hostname", "rank",       "source",    "gpu",
-                                                    "UUID",     "pci_bus_id", "modelName", "id",
-                                                    "severity", "kind"};
+    static const std::set<std::string> kIdentity = {
+        "hostname",   "Hostname",  "rank", "source",   "gpu", "UUID",
+        "pci_bus_id", "modelName", "id",   "severity", "kind"};
     Exposition out;
     std::set<std::string> helped;
     std::set<std::string> series;
@@ -244,6 +244,29 @@ TEST(Prometheus, LabelValuesAreEscaped) {
     std::string text = render_prometheus(r);
     EXPECT_NE(text.find("Hostname=\"we\\\"ird\\\\host\\nname\""), std::string::npos) << text;
     parse(text);
+}
+
+// dcgm-exporter renamed its host label in 4.8.3 (`Hostname` to `hostname`): by default both are
+// written, so a join works against either; each can be left out.
+TEST(Prometheus, HostLabelUnderBothOfDcgmExportersNames) {
+    GPUDIAG_REQUIRE_CORPUS(testing::kSnapshot);
+    Report r = corpus_report({testing::kSnapshot});
+    r.source.hostname = "node-7";
+    auto host_labels = [&](const PrometheusOptions& options) {
+        Exposition e = parse(render_prometheus(r, options));
+        const auto samples = e.find("gpudiag_capture_events_total");
+        EXPECT_EQ(samples.size(), 1u);
+        std::set<std::string> out;
+        for (const auto& [key, value] : samples.at(0).labels) {
+            if (key == "hostname" || key == "Hostname") out.insert(key + "=" + value);
+        }
+        return out;
+    };
+    EXPECT_EQ(host_labels({}), (std::set<std::string>{"Hostname=node-7", "hostname=node-7"}));
+    EXPECT_EQ(render_prometheus(r), render_prometheus(r, PrometheusOptions{}));
+    EXPECT_EQ(host_labels({true, false}), (std::set<std::string>{"hostname=node-7"}));
+    EXPECT_EQ(host_labels({false, true}), (std::set<std::string>{"Hostname=node-7"}));
+    EXPECT_TRUE(host_labels({false, false}).empty());
 }
 
 }  // namespace
