@@ -15,6 +15,7 @@ void bind_event(pybind11::module_& m);
 void bind_memory(pybind11::module_& m);
 void bind_session(pybind11::module_& m);
 void bind_whatif(pybind11::module_& m);
+void bind_compare(pybind11::module_& m);
 
 /// Binds enum E under `name` with the names of its table (gpudiag/names.hpp): the one place an
 /// enum's Python members come from.

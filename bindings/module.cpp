@@ -22,4 +22,5 @@ PYBIND11_MODULE(_core, m) {
     gpudiag::python::bind_memory(m);
     gpudiag::python::bind_session(m);
     gpudiag::python::bind_whatif(m);
+    gpudiag::python::bind_compare(m);
 }

@@ -48,7 +48,14 @@ CASES: dict[str, list[str]] = {
         "kineto_traces/hta_sampled_rank-1.json.gz",
     ],
     "demo_recording": ["<demo>"],
+    # `gpudiag compare` of a pair, before then after: ResNet-50 with DataLoader(num_workers=0),
+    # then 4. A pair has only the outputs EXTRA names (PAIRS).
+    "compare_resnet50_nw0_nw4": [
+        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz",
+        "kineto_traces/kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz",
+    ],
 }
+PAIRS = {"compare_resnet50_nw0_nw4"}
 # Cases whose input is partial by design: their reports say what is missing and the CLI exits 3
 # (the input-error code) for them; exiting 0 would mean the missing part went unsaid.
 # job_two_ranks: two ranks of a 128-rank job.
@@ -66,6 +73,9 @@ OUTPUTS: dict[str, Output] = {
 # Outputs only some inputs have: a timeline (Chrome trace) and an allocation history (what-if).
 EXTRA: dict[str, dict[str, Output]] = {
     "kineto_pr1318": {"trace.json": lambda inputs, out: ["export", *inputs, "--chrome", str(out)]},
+    "compare_resnet50_nw0_nw4": {
+        "html": lambda inputs, out: ["compare", *inputs, "--output", str(out)],
+    },
     "snapshot_silmont2000": {
         "whatif.txt": lambda inputs, _out: ["whatif", *inputs],
         "whatif.json": lambda inputs, _out: ["whatif", *inputs, "--format", "json"],
@@ -114,7 +124,12 @@ def render(case: str, suffix: str, make: Output, inputs: list[str]) -> str:
 
 
 def outputs() -> list[tuple[str, str, Output]]:
-    pairs = [(case, suffix, make) for case in CASES for suffix, make in OUTPUTS.items()]
+    pairs = [
+        (case, suffix, make)
+        for case in CASES
+        if case not in PAIRS
+        for suffix, make in OUTPUTS.items()
+    ]
     pairs += [
         (case, suffix, make) for case, extra in EXTRA.items() for suffix, make in extra.items()
     ]

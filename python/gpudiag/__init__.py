@@ -27,6 +27,7 @@ from gpudiag._capabilities import (
     capabilities,
     status,
 )
+from gpudiag._compare import Comparison, compare
 from gpudiag._errors import (
     CorruptDataError,
     FailedPreconditionError,
@@ -61,6 +62,7 @@ __version__: str = str(_core.__version__)
 
 __all__ = [
     "Capabilities",
+    "Comparison",
     "CorruptDataError",
     "FailedPreconditionError",
     "Finding",
@@ -81,6 +83,7 @@ __all__ = [
     "analyze",
     "analyze_job",
     "capabilities",
+    "compare",
     "current_session",
     "detect_format",
     "format_figure",

@@ -18,6 +18,8 @@ EXIT_UNAVAILABLE = 4
 #: ``gpudiag run``: the program it ran failed (exited non-zero or raised); a program ended by
 #: signal N gives 128 + N instead, as a shell would.
 EXIT_PROGRAM_FAILED = 5
+#: ``gpudiag compare --fail-on``: the comparison's verdict is one --fail-on names (a regression).
+EXIT_VERDICT = 6
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
@@ -125,6 +127,7 @@ __all__ = [
     "EXIT_PROGRAM_FAILED",
     "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
+    "EXIT_VERDICT",
     "CorruptDataError",
     "FailedPreconditionError",
     "GpudiagError",

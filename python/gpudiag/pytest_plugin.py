@@ -13,18 +13,38 @@ Measured with PyTorch's caching allocator on the current CUDA device. Without Py
 the marked tests still run; one that passes is reported skipped, saying that its memory limit was
 not checked and why. A failing leak check lists the allocation sites of
 the memory still held (from PyTorch's allocation history, recorded during the test only).
+
+A test's run against a kept baseline (``gpudiag compare``), failing with the comparison's text
+on a regression::
+
+    def test_train_speed(gpudiag_baseline):
+        report = gpudiag.analyze(run_training_and_trace())
+        gpudiag_baseline(report)             # baseline named after the test; call it last
+
+``pytest --gpudiag-update-baselines`` keeps each run as its baseline instead (the first time,
+and after an intended change); ``--gpudiag-baseline-dir`` (or the ini option
+``gpudiag_baseline_dir``, else $GPUDIAG_BASELINE_DIR) names their folder, by default
+``.gpudiag-baselines`` in pytest's rootdir. ``assert_no_regression()`` is the same check for
+code without the fixture.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Generator
-from typing import Any
+import os
+import re
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
 
 import pytest
 
 from gpudiag import _core
 from gpudiag._format import format_bytes, parse_size
+
+if TYPE_CHECKING:
+    from gpudiag._compare import Comparison
+    from gpudiag._report import Report
 
 MARKERS = {
     "gpu_limit_memory": "gpu_limit_memory(size): fail when the test's peak device memory (above "
@@ -111,6 +131,24 @@ device_memory = DeviceMemory()
 def pytest_configure(config: pytest.Config) -> None:
     for text in MARKERS.values():
         config.addinivalue_line("markers", text)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gpudiag")
+    group.addoption(
+        "--gpudiag-update-baselines",
+        action="store_true",
+        help="keep each run checked by gpudiag_baseline / assert_no_regression as its baseline "
+        "(the first time, or after an intended change) instead of comparing with it",
+    )
+    group.addoption(
+        "--gpudiag-baseline-dir",
+        metavar="DIR",
+        default=None,
+        help="the folder of the baselines (default: the ini option gpudiag_baseline_dir, else "
+        "$GPUDIAG_BASELINE_DIR, else .gpudiag-baselines in the rootdir)",
+    )
+    parser.addini("gpudiag_baseline_dir", "the folder of gpudiag's baselines", default="")
 
 
 def _limit(item: pytest.Item, name: str) -> int | None:
@@ -213,3 +251,117 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
     return result
+
+
+# ---- runs against baselines --------------------------------------------------------------------
+
+Run = Union["Report", str, Path]
+_KEPT = pytest.StashKey[list[str]]()  # the baselines this pytest run kept
+_UNNAMEABLE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def assert_no_regression(
+    run: Run,
+    baseline: str,
+    *,
+    baseline_dir: str | Path | None = None,
+    fail_on: Sequence[str] = ("regression",),
+    update: bool = False,
+) -> Comparison | None:
+    """Compares ``run`` (a Report, or what ``gpudiag.analyze`` reads) with baseline ``baseline``
+    and fails the test with the comparison's text when its verdict is one of ``fail_on``.
+
+    An inconclusive comparison that ``fail_on`` does not name skips the test with the reasons:
+    the check was not decided, which is no pass. ``update`` keeps ``run`` as the baseline
+    instead (returns None). A baseline not kept yet fails, saying how to keep one."""
+    from gpudiag._analyze import analyze
+    from gpudiag._baseline import baseline_dir as folder_of
+    from gpudiag._baseline import baseline_exists, check_name, save_baseline
+    from gpudiag._compare import compare, verdict_names
+    from gpudiag._errors import InvalidArgumentError
+
+    check_name(baseline)
+    fail_on = [fail_on] if isinstance(fail_on, str) else list(fail_on)
+    unknown = sorted(set(fail_on) - set(verdict_names()))
+    if unknown:
+        raise InvalidArgumentError(
+            f"fail_on: not a verdict: {', '.join(unknown)} (one of {', '.join(verdict_names())})"
+        )
+    report = run if not isinstance(run, (str, Path)) else analyze(run)
+    if update:
+        save_baseline(baseline, report, baseline_dir, replace=True)
+        return None
+    if not baseline_exists(baseline, baseline_dir):
+        pytest.fail(
+            f"no baseline {baseline!r} in {folder_of(baseline_dir)}: run pytest with "
+            "--gpudiag-update-baselines to keep this run's report as it",
+            pytrace=False,
+        )
+    comparison = compare(baseline, report, baseline_dir=baseline_dir)
+    if comparison.verdict in fail_on:
+        pytest.fail(
+            f"against baseline {baseline!r}: {comparison.verdict}\n{comparison.text}",
+            pytrace=False,
+        )
+    if comparison.verdict == "inconclusive":
+        # The headline says why (C++'s words): a check not decided is no pass.
+        pytest.skip(f"against baseline {baseline!r}, not checked: {comparison.headline}")
+    return comparison
+
+
+class BaselineCheck:
+    """What the ``gpudiag_baseline`` fixture gives a test: ``gpudiag_baseline(run, name=None,
+    fail_on=("regression",))`` runs :func:`assert_no_regression` with the session's options,
+    the baseline named after the test unless ``name`` is given."""
+
+    def __init__(
+        self, test_name: str, directory: Path, update: bool, kept: list[str] | None = None
+    ) -> None:
+        self.name = _UNNAMEABLE.sub("_", test_name).lstrip("._-")[:100] or "test"
+        self.directory = directory
+        self.update = update
+        self._kept = kept if kept is not None else []
+
+    def __call__(
+        self, run: Run, name: str | None = None, *, fail_on: Sequence[str] = ("regression",)
+    ) -> Comparison | None:
+        name = name or self.name
+        result = assert_no_regression(
+            run, name, baseline_dir=self.directory, fail_on=fail_on, update=self.update
+        )
+        if self.update:
+            self._kept.append(name)
+        return result
+
+
+def _baseline_folder(config: pytest.Config) -> Path:
+    """The option (from where pytest was started), the ini option (from its file's folder), the
+    environment, else .gpudiag-baselines in the rootdir."""
+    option = config.getoption("gpudiag_baseline_dir")
+    if option:
+        return config.invocation_params.dir / str(option)
+    ini = str(config.getini("gpudiag_baseline_dir"))
+    if ini:
+        return (config.inipath.parent if config.inipath else config.rootpath) / ini
+    environment = os.environ.get("GPUDIAG_BASELINE_DIR")
+    return Path(environment) if environment else config.rootpath / ".gpudiag-baselines"
+
+
+@pytest.fixture
+def gpudiag_baseline(request: pytest.FixtureRequest) -> BaselineCheck:
+    """Compares a test's run with its kept baseline (see :class:`BaselineCheck`)."""
+    config = request.config
+    return BaselineCheck(
+        request.node.name,
+        _baseline_folder(config),
+        bool(config.getoption("gpudiag_update_baselines")),
+        config.stash.setdefault(_KEPT, []),
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Under --gpudiag-update-baselines, which baselines the run kept, and where."""
+    kept = config.stash.get(_KEPT, [])
+    if kept:
+        terminalreporter.write_sep("-", f"gpudiag: {len(kept)} baseline(s) kept")
+        terminalreporter.write_line(f"in {_baseline_folder(config)}: {', '.join(kept)}")

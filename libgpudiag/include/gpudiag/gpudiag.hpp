@@ -4,6 +4,7 @@
 
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
+#include <gpudiag/compare.hpp>
 #include <gpudiag/event.hpp>
 #include <gpudiag/job.hpp>
 #include <gpudiag/memory.hpp>

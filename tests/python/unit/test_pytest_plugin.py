@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from conftest import PLUGIN_ARGS
-from gpudiag import pytest_plugin
+from conftest import PLUGIN_ARGS, STARVED_TRACE, corpus_file
+from gpudiag import cli, pytest_plugin
 
 MIB = 1024**2
 
@@ -236,3 +236,103 @@ def test_leak_sites_skip_framework_frames() -> None:
         ("me/model.py:7 forward", 80),
         ("<no frame recorded>", 5),
     ]
+
+
+# ---- a test's run against a kept baseline -----------------------------------------------------
+
+BASELINE_TEST = """
+import os
+
+def test_resnet(gpudiag_baseline):
+    gpudiag_baseline(os.environ["GPUDIAG_TEST_RUN"], "resnet")
+"""
+
+
+def test_a_run_is_checked_against_its_baseline(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starved = corpus_file(
+        "kineto_traces/kineto_resnet50_num_workers_0_worker0.1623143089861.pt.trace.json.gz"
+    )
+    fixed = corpus_file(
+        "kineto_traces/kineto_resnet50_num_workers_4_worker0.1623212756351.pt.trace.json.gz"
+    )
+    monkeypatch.delenv("GPUDIAG_BASELINE_DIR", raising=False)
+    pytester.makepyfile(test_inner=BASELINE_TEST)
+    folder = pytester.path / "kept"
+    args = [*PLUGIN_ARGS, "-p", "no:cacheprovider", "--gpudiag-baseline-dir", str(folder)]
+    monkeypatch.setenv("GPUDIAG_TEST_RUN", str(fixed))
+    # No baseline yet: the test fails, saying how to keep one.
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*no baseline 'resnet' in*--gpudiag-update-baselines*"])
+    result = pytester.runpytest(*args, "--gpudiag-update-baselines")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*gpudiag: 1 baseline(s) kept*", f"in {folder}: resnet"])
+    assert (folder / "resnet.json").is_file()
+    # The same run passes; the starved one is a regression, failed with the comparison's text.
+    pytester.runpytest(*args).assert_outcomes(passed=1)
+    monkeypatch.setenv("GPUDIAG_TEST_RUN", str(starved))
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "against baseline 'resnet': regression" in out
+    assert "Traceback" not in out
+
+
+def test_the_fixture_names_the_baseline_after_the_test(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GPUDIAG_TEST_RUN", str(corpus_file(STARVED_TRACE)))
+    monkeypatch.delenv("GPUDIAG_BASELINE_DIR", raising=False)
+    pytester.makepyfile(
+        test_inner="""
+import os, pytest
+
+@pytest.mark.parametrize("size", ["small/1"])
+def test_train(gpudiag_baseline, size):
+    gpudiag_baseline(os.environ["GPUDIAG_TEST_RUN"])
+"""
+    )
+    pytester.makeini("[pytest]\ngpudiag_baseline_dir = from_ini\n")
+    result = pytester.runpytest(
+        *PLUGIN_ARGS, "-p", "no:cacheprovider", "--gpudiag-update-baselines"
+    )
+    result.assert_outcomes(passed=1)
+    assert [p.name for p in (pytester.path / "from_ini").iterdir()] == ["test_train_small_1_.json"]
+
+
+def test_an_inconclusive_comparison_is_no_pass(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # ResNet-50 on a V100 as the baseline; an AlexNet benchmark on an A100 as the run.
+    other_gpu = corpus_file(
+        "kineto_traces/hta_critical_path_alexnet_benchmark_result_2869224_1695835535_trace.json.gz"
+    )
+    folder = pytester.path / "kept"
+    assert (
+        cli.main(
+            ["baseline", "save", "resnet", str(corpus_file(STARVED_TRACE)), "--dir", str(folder)]
+        )
+        == 0
+    )
+    monkeypatch.setenv("GPUDIAG_TEST_RUN", str(other_gpu))
+    pytester.makepyfile(
+        test_inner="""
+import os
+
+def test_default(gpudiag_baseline):
+    gpudiag_baseline(os.environ["GPUDIAG_TEST_RUN"], "resnet")
+
+def test_strict(gpudiag_baseline):
+    gpudiag_baseline(os.environ["GPUDIAG_TEST_RUN"], "resnet", fail_on=["regression", "inconclusive"])
+"""
+    )
+    result = pytester.runpytest(
+        *PLUGIN_ARGS, "-p", "no:cacheprovider", "-rs", "--gpudiag-baseline-dir", str(folder)
+    )
+    result.assert_outcomes(skipped=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*against baseline 'resnet', not checked: Inconclusive: *different GPU models*"]
+    )
+    assert "against baseline 'resnet': inconclusive" in result.stdout.str()
