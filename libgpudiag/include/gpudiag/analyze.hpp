@@ -53,6 +53,8 @@ enum class InputFormat : std::uint8_t {
     kTorchSnapshot = 3,  ///< torch.cuda.memory._dump_snapshot pickle
     kReportJson = 4,     ///< a report gpudiag wrote as JSON (render_json), plain or gzip
     kNsightSqlite = 5,   ///< Nsight Systems report exported as SQLite (nsys export --type sqlite)
+    /// A PyTorch Flight Recorder dump of one rank (its pickle or its JSON form), torch 2.4 on
+    kFlightRecorder = 6,
 };
 template <>
 GPUDIAG_API EnumNames<InputFormat> enum_names<InputFormat>() noexcept;

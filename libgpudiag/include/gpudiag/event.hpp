@@ -56,6 +56,10 @@ enum class EventKind : std::uint8_t {
     kMemset = 22,   ///< CopyPayload (src kind unused)
     kSync = 23,     ///< SyncPayload: host blocked on the GPU
     kApiCall = 24,  ///< ApiPayload: runtime/driver API call on a host thread
+    /// CollectivePayload: one call on a process group as the framework's recorder kept it
+    /// (PyTorch's Flight Recorder): start_ns = when it was enqueued, end_ns = when it was found
+    /// completed (== start_ns when it was not)
+    kCollective = 25,
     // ---- host ranges (payload: RangePayload) ----
     kRangeBegin = 40,  ///< push of a named range (NVTX push, phase enter)
     kRangeEnd = 41,    ///< pop of the innermost open range on the same thread
@@ -272,6 +276,25 @@ struct AnnotationPayload {
     std::uint64_t reserved[2];
 };
 
+/// CollectivePayload::state: how far a collective got, as its recorder last saw it.
+namespace collective_state {
+inline constexpr std::uint8_t kUnknown = 0;
+inline constexpr std::uint8_t kScheduled = 1;  ///< enqueued, not seen started
+inline constexpr std::uint8_t kStarted = 2;    ///< running (waiting for its peers, or moving data)
+inline constexpr std::uint8_t kCompleted = 3;
+}  // namespace collective_state
+
+struct CollectivePayload {
+    StringId group;      ///< the process group's name as the recorder gives it ("0", "tp:1")
+    StringId op;         ///< the call without its backend prefix ("all_reduce", "send")
+    std::uint64_t seq;   ///< its sequence id on the group (the p2p one with kEventFlagP2p)
+    StringId sizes;      ///< input and output sizes and dtypes as text ("[[4]] Float -> [[4]]")
+    StringId stack;      ///< the Python stack that called it, innermost frame first, one a line
+    std::uint8_t state;  ///< collective_state::k*
+    std::uint8_t pad[3];
+    std::uint32_t record;  ///< the recorder's record id (low 32 bits): the order of the calls
+};
+
 struct CounterPayload {
     CounterKind counter;
     std::uint16_t pad;
@@ -297,6 +320,11 @@ inline constexpr std::uint8_t kEventFlagExpandable = 0x20;
 /// kBlockFree: the program freed the block but the allocator may not reuse it until the streams
 /// that used it catch up (torch free_requested); a later kBlockFree without it completes the free.
 inline constexpr std::uint8_t kEventFlagPendingFree = 0x40;
+/// kCollective: a point-to-point call (send, recv): CollectivePayload::seq is its p2p sequence id.
+inline constexpr std::uint8_t kEventFlagP2p = 0x01;
+/// kCollective: the recorder retired it (its work object is gone: completed, or failed/timed out
+/// where the state is not kCompleted).
+inline constexpr std::uint8_t kEventFlagRetired = 0x02;
 /// Reconstructed or derived rather than observed (initial state rebuilt from a snapshot, say).
 inline constexpr std::uint8_t kEventFlagSynthetic = 0x80;
 
@@ -320,6 +348,7 @@ struct Event {
         OomPayload oom;
         AnnotationPayload annotation;
         CounterPayload counter;
+        CollectivePayload collective;
         std::uint8_t raw[32];
     };
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The list of analyses run on every input, in report order.
 #include "analysis/registry.hpp"
+#include "analysis/collectives/collective_analyzer.hpp"
 #include "analysis/health/health_analyzer.hpp"
 #include "analysis/health/stack_analyzer.hpp"
 #include "analysis/memory/memory_analyzer.hpp"
@@ -22,6 +23,7 @@ Analyses make_analyzers(const AnalysisOptions& options, const AnalyzerBounds& bo
     a.all.push_back(std::move(memory));
     a.all.push_back(std::make_unique<HealthAnalyzer>(steps));
     a.all.push_back(std::make_unique<StackAnalyzer>());
+    a.all.push_back(std::make_unique<CollectiveAnalyzer>(!options.for_job));
     return a;
 }
 

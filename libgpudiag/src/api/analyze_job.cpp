@@ -20,8 +20,8 @@ namespace gpudiag {
 namespace {
 
 // The inputs of each process, as indexes into the reports: a trace (or recording) per rank, and
-// the snapshots of that rank with it; a snapshot that names no rank joins the one process there
-// is, when there is only one.
+// the snapshots and Flight Recorder dumps of that rank with it; a snapshot that names no rank
+// joins the one process there is, when there is only one.
 std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>& reports) {
     struct Group {
         std::int32_t rank;
@@ -30,7 +30,7 @@ std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>&
     };
     std::vector<Group> groups;
     for (std::size_t i = 0; i < reports.size(); ++i) {
-        if (detail::is_snapshot_report(reports[i])) continue;
+        if (detail::is_side_report(reports[i])) continue;
         const std::int32_t rank = reports[i].source.rank;
         auto same = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
             return rank >= 0 && g.rank == rank && !g.has_trace;
@@ -44,7 +44,7 @@ std::vector<std::vector<std::size_t>> group_processes(const std::vector<Report>&
     }
     const std::size_t processes = groups.size();
     for (std::size_t i = 0; i < reports.size(); ++i) {
-        if (!detail::is_snapshot_report(reports[i])) continue;
+        if (!detail::is_side_report(reports[i])) continue;
         const std::int32_t rank = reports[i].source.rank;
         auto same =
             std::find_if(groups.begin(), groups.begin() + static_cast<std::ptrdiff_t>(processes),

@@ -9,6 +9,7 @@
 // enumerator without naming it fails the build.
 #include <gpudiag/analyze.hpp>
 #include <gpudiag/capture.hpp>
+#include <gpudiag/compare.hpp>
 #include <gpudiag/event.hpp>
 #include <gpudiag/memory.hpp>
 #include <gpudiag/names.hpp>
@@ -46,6 +47,7 @@ constexpr EnumName<EventKind> kEventKindNames[] = {
     {EventKind::kMemset, "memset"},
     {EventKind::kSync, "sync"},
     {EventKind::kApiCall, "api_call"},
+    {EventKind::kCollective, "collective"},
     {EventKind::kRangeBegin, "range_begin"},
     {EventKind::kRangeEnd, "range_end"},
     {EventKind::kRange, "range"},
@@ -236,9 +238,13 @@ constexpr EnumName<AnalysisWindow> kAnalysisWindowNames[] = {
 };
 
 constexpr EnumName<InputFormat> kInputFormatNames[] = {
-    {InputFormat::kUnknown, "unknown"},        {InputFormat::kRecording, "recording"},
-    {InputFormat::kKinetoJson, "kineto_json"}, {InputFormat::kTorchSnapshot, "torch_snapshot"},
-    {InputFormat::kReportJson, "report_json"}, {InputFormat::kNsightSqlite, "nsight_sqlite"},
+    {InputFormat::kUnknown, "unknown"},
+    {InputFormat::kRecording, "recording"},
+    {InputFormat::kKinetoJson, "kineto_json"},
+    {InputFormat::kTorchSnapshot, "torch_snapshot"},
+    {InputFormat::kReportJson, "report_json"},
+    {InputFormat::kNsightSqlite, "nsight_sqlite"},
+    {InputFormat::kFlightRecorder, "flight_recorder"},
 };
 
 constexpr EnumName<MemoryMetric> kMemoryMetricNames[] = {
@@ -260,6 +266,34 @@ constexpr EnumName<OomCause> kOomCauseNames[] = {
 constexpr EnumName<WhatIfStart> kWhatIfStartNames[] = {
     {WhatIfStart::kRecordedState, "recorded_state"},
     {WhatIfStart::kLiveBlocks, "live_blocks"},
+};
+
+constexpr EnumName<CompareVerdict> kCompareVerdictNames[] = {
+    {CompareVerdict::kImprovement, "improvement"},
+    {CompareVerdict::kRegression, "regression"},
+    {CompareVerdict::kMixed, "mixed"},
+    {CompareVerdict::kUnchanged, "unchanged"},
+    {CompareVerdict::kInconclusive, "inconclusive"},
+};
+
+constexpr EnumName<CompareArea> kCompareAreaNames[] = {
+    {CompareArea::kTime, "time"},
+    {CompareArea::kGpu, "gpu"},
+    {CompareArea::kMemory, "memory"},
+    {CompareArea::kHealth, "health"},
+};
+
+constexpr EnumName<DeltaJudgement> kDeltaJudgementNames[] = {
+    {DeltaJudgement::kImproved, "improved"},
+    {DeltaJudgement::kRegressed, "regressed"},
+    {DeltaJudgement::kWithinNoise, "within_noise"},
+    {DeltaJudgement::kNotComparable, "not_comparable"},
+};
+
+constexpr EnumName<FindingChangeKind> kFindingChangeKindNames[] = {
+    {FindingChangeKind::kAppeared, "appeared"},
+    {FindingChangeKind::kResolved, "resolved"},
+    {FindingChangeKind::kPersisted, "persisted"},
 };
 
 // ---- compile-time checks ----------------------------------------------------------------------
@@ -318,6 +352,10 @@ GPUDIAG_CHECK_TABLE(kInputFormatNames, true);
 GPUDIAG_CHECK_TABLE(kMemoryMetricNames, true);
 GPUDIAG_CHECK_TABLE(kOomCauseNames, true);
 GPUDIAG_CHECK_TABLE(kWhatIfStartNames, true);
+GPUDIAG_CHECK_TABLE(kCompareVerdictNames, true);
+GPUDIAG_CHECK_TABLE(kCompareAreaNames, true);
+GPUDIAG_CHECK_TABLE(kDeltaJudgementNames, true);
+GPUDIAG_CHECK_TABLE(kFindingChangeKindNames, true);
 
 template <typename E, std::size_t N>
 constexpr EnumNames<E> view(const EnumName<E> (&table)[N]) {
@@ -354,6 +392,10 @@ GPUDIAG_ENUM_NAMES(InputFormat, kInputFormatNames)
 GPUDIAG_ENUM_NAMES(MemoryMetric, kMemoryMetricNames)
 GPUDIAG_ENUM_NAMES(OomCause, kOomCauseNames)
 GPUDIAG_ENUM_NAMES(WhatIfStart, kWhatIfStartNames)
+GPUDIAG_ENUM_NAMES(CompareVerdict, kCompareVerdictNames)
+GPUDIAG_ENUM_NAMES(CompareArea, kCompareAreaNames)
+GPUDIAG_ENUM_NAMES(DeltaJudgement, kDeltaJudgementNames)
+GPUDIAG_ENUM_NAMES(FindingChangeKind, kFindingChangeKindNames)
 
 // ---- the *_name() functions of the public API -------------------------------------------------
 
@@ -383,6 +425,9 @@ const char* oom_cause_name(OomCause c) noexcept {
 }
 const char* whatif_start_name(WhatIfStart s) noexcept {
     return enum_name(s);
+}
+const char* compare_verdict_name(CompareVerdict v) noexcept {
+    return enum_name(v);
 }
 
 Unit unit_from_name(std::string_view spelling) noexcept {

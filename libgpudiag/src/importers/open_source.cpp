@@ -6,9 +6,11 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace gpudiag {
 namespace {
@@ -25,20 +27,37 @@ bool is_space(unsigned char c) {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
 
-// JSON text: a gpudiag report (render_json writes "schema_version" first), else a trace.
+bool starts_with_at(const unsigned char* text, std::size_t n, std::string_view prefix) {
+    return n >= prefix.size() && std::memcmp(text, prefix.data(), prefix.size()) == 0;
+}
+
+// JSON text: a gpudiag report (render_json writes "schema_version" first), a Flight Recorder
+// dump (its writer sorts its keys, so one of these comes first), else a trace.
 InputFormat classify_json(const unsigned char* text, std::size_t n) {
     std::size_t i = 0;
     while (i < n && is_space(text[i])) ++i;
     if (i < n && text[i] == '{') {
         ++i;
         while (i < n && is_space(text[i])) ++i;
-        constexpr char kReportKey[] = "\"schema_version\"";
-        constexpr std::size_t kLength = sizeof kReportKey - 1;
-        if (n - i >= kLength && std::memcmp(text + i, kReportKey, kLength) == 0) {
-            return InputFormat::kReportJson;
+        if (starts_with_at(text + i, n - i, "\"schema_version\"")) return InputFormat::kReportJson;
+        for (std::string_view key : {"\"comm_lib_version\"", "\"entries\"", "\"nccl_comm_state\"",
+                                     "\"pg_config\"", "\"pg_status\""}) {
+            if (starts_with_at(text + i, n - i, key)) return InputFormat::kFlightRecorder;
         }
     }
     return InputFormat::kKinetoJson;
+}
+
+// A pickle: a Flight Recorder dump names one of its own keys in its first bytes (the dict's
+// first keys), a memory snapshot names its segments; anything else is read as a snapshot, whose
+// reader says what it lacks.
+InputFormat classify_pickle(const unsigned char* head, std::size_t n) {
+    const std::string_view text(reinterpret_cast<const char*>(head), n);
+    const std::size_t snapshot = std::min(text.find("segments"), text.find("device_traces"));
+    for (std::string_view key : {"entries", "pg_config", "pg_status", "nccl_comm_state"}) {
+        if (text.find(key) < snapshot) return InputFormat::kFlightRecorder;
+    }
+    return InputFormat::kTorchSnapshot;
 }
 
 // The format of what `path` holds, from its first bytes, inflated when it is gzip (zlib reads a
@@ -51,7 +70,7 @@ InputFormat classify_file(gzFile f) {
     if (gzdirect(f) == 0) {  // compressed: a pickle, or JSON
         for (std::size_t i = 0; i < size; ++i) {
             const unsigned char c = buf[i];
-            if (c == 0x80) return InputFormat::kTorchSnapshot;  // a pickle's protocol opcode
+            if (c == 0x80) return classify_pickle(buf + i, size - i);  // the protocol opcode
             if (is_space(c)) continue;
             if (c == '{' || c == '[') return classify_json(buf + i, size - i);
             return InputFormat::kUnknown;
@@ -70,9 +89,7 @@ InputFormat classify_content(std::string_view text) noexcept {
     const std::size_t n = text.size();
     if (n >= 8 && std::memcmp(head, kRecordingMagic, 8) == 0) return InputFormat::kRecording;
     if (n >= 16 && std::memcmp(head, kSqliteMagic, 16) == 0) return InputFormat::kNsightSqlite;
-    if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) {
-        return InputFormat::kTorchSnapshot;
-    }
+    if (n >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5) return classify_pickle(head, n);
     for (std::size_t i = 0; i < n; ++i) {
         unsigned char c = head[i];
         if (is_space(c)) continue;
@@ -110,8 +127,8 @@ Result<InputFormat> detect_format(const std::string& path) noexcept {
             return unsupported(path +
                                ": not a format gpudiag reads (expected a .gpudiag recording, a "
                                "PyTorch profiler/Kineto JSON trace, plain or .gz, a torch "
-                               "memory snapshot pickle, an Nsight Systems SQLite export, or a "
-                               "gpudiag JSON report)");
+                               "memory snapshot pickle, an Nsight Systems SQLite export, a PyTorch "
+                               "Flight Recorder dump, or a gpudiag JSON report)");
         }
         return found;
     } catch (...) {
@@ -139,6 +156,7 @@ Result<std::unique_ptr<EventSource>> open_source_as(const std::string& path, Inp
                                     ": a gpudiag report holds findings, not events; "
                                     "analyze_files reads it back as it is");
         case InputFormat::kNsightSqlite: return open_nsight_source(path, options);
+        case InputFormat::kFlightRecorder: return open_flight_recorder_source(path, options);
         case InputFormat::kUnknown: break;
     }
     return unsupported(path + ": unknown format");

@@ -43,5 +43,8 @@ Result<std::unique_ptr<EventSource>> open_kineto_stream_source(const std::string
                                                                const AnalysisOptions& options);
 Result<std::unique_ptr<EventSource>> open_nsight_source(const std::string& path,
                                                         const AnalysisOptions& options);
+/// A PyTorch Flight Recorder dump, pickle or JSON (flight_recorder/flight_recorder_source.cpp).
+Result<std::unique_ptr<EventSource>> open_flight_recorder_source(const std::string& path,
+                                                                 const AnalysisOptions& options);
 
 }  // namespace gpudiag::detail

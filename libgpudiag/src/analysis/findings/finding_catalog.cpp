@@ -79,6 +79,7 @@ constexpr Quoted kQuoted[] = {
     GPUDIAG_QUOTE(kStragglerNotable, kShare),
     GPUDIAG_QUOTE(kStragglerSevere, kShare),
     GPUDIAG_QUOTE(kCommImbalanceNotable, kShare),
+    GPUDIAG_QUOTE(kCollectiveRanksNamed, kNumber),
     // memory
     GPUDIAG_QUOTE(kUnusedMinBytes, kBytes),
     GPUDIAG_QUOTE(kUnusedMinShare, kShare),
@@ -215,6 +216,24 @@ constexpr Row kRows[] = {
      "(several ranks) collective time per step differs across ranks by ≥ "
      "{kCommImbalanceNotable} of its mean",
      "warning"},
+    {FindingId::kCollectiveHang, "collective_hang", FindingArea::kJob,
+     "(PyTorch Flight Recorder dumps, one per rank) in a process group, a collective that some "
+     "rank enqueued has not completed on every rank: the first such sequence id (one past the "
+     "last every rank completed). Names the group, the op and sequence id, the ranks waiting in "
+     "it, and the culprit: the ranks that never called it (with the Python call site of their "
+     "last collective), else the member ranks whose dump is missing (they died, hung or were "
+     "killed before dumping), else none (every rank is in it: the collective itself does not "
+     "finish); ranks ahead are listed. At most {kCollectiveRanksNamed} ranks of each kind are "
+     "named, the rest counted",
+     "critical"},
+    {FindingId::kCollectiveDesync, "collective_desync", FindingArea::kJob,
+     "(PyTorch Flight Recorder dumps) at one sequence id of a process group, ranks recorded "
+     "different ops or different input/output sizes or dtypes: the first such id among the "
+     "collectives the dumps hold. The culprit is the minority; with a tie (two ranks), the rank "
+     "whose call differs from its own previous call of the same op, else all of them, said to "
+     "be undecided. Names the group, the id, each side's op and sizes, and the culprit's Python "
+     "call site",
+     "critical"},
     // ---- memory ----
     {FindingId::kMemoryLeak, "memory_leak", FindingArea::kMemory,
      "the lowest level per iteration keeps rising across ≥ {kMinRepetitions} repetitions: steps, "

@@ -88,6 +88,20 @@ inline constexpr double kStragglerSevere = 0.25;
 // at very different times (or carry different loads).
 inline constexpr double kCommImbalanceNotable = 0.5;
 
+// ---- collectives (analysis/collectives/: Flight Recorder dumps) --------------------------------
+
+// A finding names at most 8 ranks of a kind (the rest are counted): more is a list, not a name.
+inline constexpr std::size_t kCollectiveRanksNamed = 8;
+// Per rank and process group, the latest 256 collectives go into the report for the job view to
+// align: a hang or desync is near the end of the ring, and 256 reach well past any step's worth
+// of collectives while keeping a report of many ranks small. At most 64 process groups per rank
+// (a job of 3-D parallelism has a handful).
+inline constexpr std::size_t kCollectiveRecordsKept = 256;
+inline constexpr std::size_t kCollectiveGroupsKept = 64;
+// A call site is named by its first 3 frames outside torch and Python's own library: the
+// program's caller, and its two callers.
+inline constexpr std::size_t kCallSiteFrames = 3;
+
 // ---- memory (analysis/memory/) ----------------------------------------------------------------
 
 // reserved_unused: cached-but-unused memory matters when it is both large in absolute terms
@@ -223,6 +237,8 @@ enum class FindingId : std::uint8_t {
     // job
     kRankStraggler,
     kCommImbalance,
+    kCollectiveHang,
+    kCollectiveDesync,
     // memory
     kMemoryLeak,
     kMemoryGrowthInIteration,

@@ -4,6 +4,7 @@
 // (comm_imbalance).
 #include "analysis/job/job_analysis.hpp"
 
+#include "analysis/collectives/collective_verdict.hpp"
 #include "analysis/findings/figure_keys.hpp"
 #include "analysis/findings/finding_catalog.hpp"
 #include "analysis/timeline/critical_path.hpp"
@@ -821,6 +822,7 @@ void analyze_job(Report& job, const AnalysisOptions& options) {
         }
     }
     add_late_collectives(job, s, options);
+    add_collective_verdicts(job, s);
     add_rank_table(job, s);
     job.sections.push_back(std::move(s));
     summarise_rank_findings(job);

@@ -82,10 +82,18 @@ bool is_snapshot_report(const Report& r) noexcept {
     return r.source.producer == "torch-snapshot";
 }
 
+bool is_flight_recorder_report(const Report& r) noexcept {
+    return r.source.producer == "flight-recorder";
+}
+
+bool is_side_report(const Report& r) noexcept {
+    return is_snapshot_report(r) || is_flight_recorder_report(r);
+}
+
 Report merge_process_reports(std::vector<Report> parts) {
     if (parts.size() == 1) return std::move(parts.front());
     auto base = std::find_if(parts.begin(), parts.end(),
-                             [](const Report& r) { return !is_snapshot_report(r); });
+                             [](const Report& r) { return !is_side_report(r); });
     if (base == parts.end()) base = parts.begin();
     std::rotate(parts.begin(), base, base + 1);  // the base first, the others in their order
     Report out = std::move(parts.front());

@@ -18,5 +18,10 @@ Report merge_process_reports(std::vector<Report> parts);
 
 /// True for reports of torch memory snapshots (their producer).
 bool is_snapshot_report(const Report& r) noexcept;
+/// True for reports of a Flight Recorder dump (their producer).
+bool is_flight_recorder_report(const Report& r) noexcept;
+/// A snapshot or a Flight Recorder dump: an input that joins the process of its rank rather
+/// than being one (it is never the base of a merge when the process has a trace).
+bool is_side_report(const Report& r) noexcept;
 
 }  // namespace gpudiag::detail
