@@ -137,28 +137,50 @@ fi
 
 # --- Python --------------------------------------------------------------------------------------
 if [ -f pyproject.toml ]; then
-  step "Python package (pip install into .venv) + pytest"
+  step "Python wheel (tools/build_wheel.sh: pip wheel, auditwheel repair), installed into a fresh venv"
   PY=${GPUDIAG_PYTHON:-python3}
-  # --system-site-packages: reuse a torch the machine already has (several GB); otherwise pip
-  # installs it once and its cache keeps it for the next run.
+  # .venv holds the test tools (pytest, torch, Lightning, ruff, mypy). --system-site-packages:
+  # reuse a torch the machine already has (several GB); otherwise pip installs it once and its
+  # cache keeps it for the next run.
   [ -x .venv/bin/python ] || "$PY" -m venv --system-site-packages .venv
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   # torch is large; pip's cache keeps it to one download per machine.
   .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
-  # The frameworks extra (Lightning, transformers) comes after torch, so it never pulls one in.
   # Built as the ci build is (in build/<wheel tag>, as deep as build/ci): the library is ccache's.
   CONFIG=()
   [ ${#SAME_COMPILE[@]} -gt 0 ] && CONFIG=(-C cmake.build-type=Release)
   for define in "${SAME_COMPILE[@]}"; do
     case $define in -DCMAKE_BUILD_TYPE=*) ;; *) CONFIG+=(-C "cmake.define.${define#-D}") ;; esac
   done
-  .venv/bin/python -m pip install -q "${CONFIG[@]}" ".[test,frameworks,lint]"
+  rm -f build/wheel/gpudiag-*.whl
+  GPUDIAG_WHEEL_TOOLS=.venv tools/build_wheel.sh --python .venv/bin/python --out build/wheel \
+    "${CONFIG[@]}" | tee build/wheel.log
+  WHEEL=$(tail -n 1 build/wheel.log)
+  case $WHEEL in *-manylinux_*.whl) ;; *) echo "not a manylinux wheel: $WHEEL"; exit 1 ;; esac
+  # The extras' requirements into .venv, from the wheel (frameworks after torch, so it never pulls
+  # one in); .venv's gpudiag is then this wheel's too.
+  .venv/bin/python -m pip install -q --force-reinstall --no-deps "$WHEEL"
+  .venv/bin/python -m pip install -q "${WHEEL}[test,frameworks,lint,mcp]"
+  # The suite runs against the wheel installed into a venv that has seen no build: no index, no
+  # dependency, nothing compiled. The test tools are .venv's, found after the venv's own
+  # site-packages (a .pth), so the gpudiag imported is the fresh venv's.
+  rm -rf build/wheel-venv
+  .venv/bin/python -m venv --without-pip build/wheel-venv  # .venv's base Python: the wheel's
+  .venv/bin/python -m pip --python build/wheel-venv/bin/python install -q --no-index --no-deps \
+    "$WHEEL"
+  site=$(build/wheel-venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  .venv/bin/python -c 'import sys; print(*[p for p in sys.path if p.endswith("-packages")], sep="\n")' \
+    > "$site/gpudiag-test-tools.pth"
+  for module in "$site"/gpudiag/_core.*.so "$site"/gpudiag/lib/libgpudiag.so; do
+    echo "ldd ${module#"$site"/}: the wheel's own libraries and the C/C++ runtime only"
+    ldd "$module" | sed 's/^/  /'
+  done
   step "ruff + mypy (the pinned versions of the lint extra)"
   .venv/bin/ruff check python tests/python tests/scenarios examples/python
   .venv/bin/ruff format --check python tests/python tests/scenarios examples/python tools bench
   .venv/bin/mypy
   set +e
-  .venv/bin/python -m pytest -q tests/python tests/scenarios tests/matrix
+  build/wheel-venv/bin/python -m pytest -q tests/python tests/scenarios tests/matrix
   rc=$?
   set -e
   if [ $rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi
