@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``gpudiag`` command line: one module per subcommand (run, analyze, export, whatif, demo)."""
+"""The ``gpudiag`` command line: one module per subcommand (run, analyze, export, whatif, compare,
+baseline, demo)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gpudiag._errors import (
     EXIT_PROGRAM_FAILED,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    EXIT_VERDICT,
     GpudiagError,
 )
 
@@ -24,8 +26,9 @@ _EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     (
         f"{EXIT_OK}",
         (
-            "success (and, with --fail-on, no finding at that severity or above); for run, also\n"
-            "a clean exit of a program that recorded nothing (said to be no all-clear)"
+            "success (and, with --fail-on, no finding at that severity or above, or for compare\n"
+            "a verdict it does not name); for run, also a clean exit of a program that recorded\n"
+            "nothing (said to be no all-clear)"
         ),
         None,
     ),
@@ -43,15 +46,16 @@ _EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
             "is still printed; accept it with --allow-partial); or nothing was observed (a\n"
             "report of 0 events is no all-clear)"
         ),
-        ("run", "analyze", "export", "whatif"),
+        ("run", "analyze", "export", "whatif", "compare", "baseline"),
     ),
     (
         f"{EXIT_UNAVAILABLE}",
         (
             "a needed capability is unavailable here (live capture not built, or the\n"
-            "injection library or the bundled demo recording missing from this installation)"
+            "injection library or the bundled demo recording missing from this installation;\n"
+            "for mcp, the MCP Python SDK not installed)"
         ),
-        ("run", "demo"),
+        ("run", "demo", "mcp"),
     ),
     (
         f"{EXIT_PROGRAM_FAILED}",
@@ -60,6 +64,11 @@ _EXIT_CODES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
             "prints its status, and its report is still written"
         ),
         ("run",),
+    ),
+    (
+        f"{EXIT_VERDICT}",
+        "--fail-on was given and the comparison's verdict is one it names (a regression)",
+        ("compare",),
     ),
     ("128+N", "the program was ended by signal N (its report is still written)", ("run",)),
     (f"{EXIT_INTERNAL}", "internal error in gpudiag (please report it)", None),
@@ -96,7 +105,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from gpudiag import __version__
-    from gpudiag.cli import analyze, demo, export, run, whatif
+    from gpudiag.cli import analyze, baseline, compare, demo, export, mcp, run, whatif
 
     parser = _Parser(
         prog="gpudiag",
@@ -107,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpudiag {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (run, analyze, export, whatif, demo):
+    for module in (run, analyze, export, whatif, compare, baseline, demo, mcp):
         p = sub.add_parser(
             module.NAME,
             help=module.HELP,

@@ -186,6 +186,7 @@ def test_enums_are_bound_from_the_cpp_name_tables() -> None:
         "torch_snapshot",
         "report_json",
         "nsight_sqlite",
+        "flight_recorder",
     ]
     assert _core.input_format_name(_core.InputFormat.kineto_json) == "kineto_json"
 
