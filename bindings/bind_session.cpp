@@ -83,6 +83,7 @@ void bind_session(py::module_& m) {
         .def_readwrite("properties", &SessionOptions::properties)
         .def_readwrite("http", &SessionOptions::http)
         .def_readwrite("http_token", &SessionOptions::http_token)
+        .def_readwrite("collective_timeout_s", &SessionOptions::collective_timeout_s)
         .def_property(
             "on_report", [](const SessionOptions& o) { return static_cast<bool>(o.on_report); },
             [](SessionOptions& o, py::object fn) {
@@ -160,6 +161,13 @@ void bind_session(py::module_& m) {
             },
             py::arg("path") = std::string())
         .def("request_dump", &Session::request_dump)
+        .def(
+            "record_flight_recorder",
+            [](Session& s, const py::bytes& dump, int rank) {
+                std::string bytes = dump;  // copied under the GIL, read without it
+                check(without_gil([&] { return s.record_flight_recorder(bytes, rank); }));
+            },
+            py::arg("dump"), py::arg("rank") = -1)
         .def("status", [](const Session& s) { return without_gil([&] { return s.status(); }); })
         .def(
             "pause_capture",

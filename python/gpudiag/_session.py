@@ -103,6 +103,11 @@ class Session:
             but loopback needs ``http_token``. Not serving is no error: :meth:`http_status`
             says why.
         http_token: the bearer token every request must carry (None = ``GPUDIAG_HTTP_TOKEN``).
+        collective_timeout_s: in a distributed job whose Flight Recorder is on
+            (``TORCH_FR_BUFFER_SIZE``), a collective still in flight this many seconds after the
+            session saw it writes the window once (needs ``record_window_s``) and the report
+            says so; its ``collectives_in_flight`` section lists those in flight (docs/hangs.md,
+            "Live"). 0 = off.
 
     Started while another session runs in this process, a session joins it (one capture per
     process): it shares that session's recording and capture, :meth:`report` gives that
@@ -137,6 +142,7 @@ class Session:
         window: str = "steps",
         http: str | None = None,
         http_token: str | None = None,
+        collective_timeout_s: float = 0.0,
         _backend_factory: Callable[[Any], Any] | None = None,
         _origin: str | None = None,
     ) -> None:
@@ -167,6 +173,7 @@ class Session:
         self.window = window
         self.http = http
         self.http_token = http_token
+        self.collective_timeout_s = float(collective_timeout_s)
         self._backend_factory = _backend_factory or _create_native
         self._native: Any = None
         self._clock: StepClock | None = None
@@ -207,6 +214,7 @@ class Session:
         options.properties = sorted(props.items())
         options.http = self.http or ""
         options.http_token = self.http_token or ""
+        options.collective_timeout_s = self.collective_timeout_s
         return options
 
     def start(self) -> Self:
@@ -495,6 +503,14 @@ class Session:
         if self._native is not None:
             self._native.request_dump()
 
+    def record_flight_recorder(self, dump: bytes, rank: int = -1) -> None:
+        """Hands this process's own Flight Recorder dump (the bytes ``_dump_fr_trace_json()``
+        or ``_dump_fr_trace()`` return) to the session: the collectives new since the last one
+        (``collective_timeout_s``). The torch integration does it every second by itself."""
+        if self._native is None:
+            raise FailedPreconditionError("the session is not running")
+        self._native.record_flight_recorder(bytes(dump), int(rank))
+
     # ---- results ------------------------------------------------------------------------------
     @overload
     def report(self, *, gather: Literal[False] = False) -> Report: ...
@@ -600,6 +616,7 @@ _FIXED_ON_JOIN = (
     "window",
     "http",
     "http_token",
+    "collective_timeout_s",
 )
 # The `gpudiag run` option that sets each, for the fix in the refusal.
 _RUN_OPTIONS = {

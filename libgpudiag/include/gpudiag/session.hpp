@@ -103,6 +103,15 @@ struct SessionOptions {
     /// What every request must carry as `Authorization: Bearer <token>`; "" = the
     /// GPUDIAG_HTTP_TOKEN environment variable, when set (else none: loopback only).
     std::string http_token;
+    /// A collective (Flight Recorder calls handed over by record_flight_recorder()) still in
+    /// flight this many seconds after the session first saw it writes one window dump (reason
+    /// "collective", once per process group and sequence id; needs record_window_s) and a report
+    /// note; the report's "collectives_in_flight" section lists those in flight either way.
+    /// 0 = off, the default: how long a collective may rightly take (a barrier behind a
+    /// checkpoint save, the first call's connection setup) only the program knows; set it below
+    /// the job's own watchdog timeout (torch's default: 10 minutes), so the window is written
+    /// before the job is killed.
+    double collective_timeout_s = 0;
 };
 
 /// Session::http_status(): whether the session answers HTTP, and where.
@@ -185,6 +194,16 @@ public:
     Status record_allocation(int device, std::uint64_t address, std::uint64_t bytes,
                              std::string_view site = {}) noexcept;
     Status record_free(int device, std::uint64_t address, std::uint64_t bytes = 0) noexcept;
+    /// Hands this process's own PyTorch Flight Recorder dump to the session (the bytes
+    /// `_dump_fr_trace_json()` / `_dump_nccl_trace()` return: JSON or pickle), as kCollective
+    /// events: the calls new since the previous dump, or further along (see
+    /// SessionOptions::collective_timeout_s). Meant to be called again and again (every second
+    /// or so); a call in flight that a later dump no longer holds counts as completed. `rank` is
+    /// this process's rank in the job (-1: unknown), for the report. Errors:
+    /// kFailedPrecondition when not running; kCorruptData for bytes that are no dump;
+    /// kResourceExhausted when the hand-off is full (the events not handed over are dropped and
+    /// counted).
+    Status record_flight_recorder(std::string_view dump, int rank = -1) noexcept;
     /// Interns a string for use in events passed to record().
     StringId intern(std::string_view text) noexcept;
     /// Nanoseconds on the session's clock (CLOCK_MONOTONIC; CUPTI timestamps are mapped to it).

@@ -14,7 +14,9 @@
 #include "analysis/memory/memory_ledger.hpp"
 #include "analysis/pipeline/analysis_pipeline.hpp"
 #include "api/callback_thread.hpp"
+#include "api/collective_watch.hpp"
 #include "api/dump_files.hpp"
+#include "api/flight_recorder_feed.hpp"
 #include "api/http_server.hpp"
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
@@ -341,6 +343,10 @@ struct Session::Impl final : detail::EventQueue {
             detail::AnalysisPipeline::Failures::kIsolate);
         if (writer) pipeline->add_sink(writer.get());
         if (window) pipeline->add_sink(window.get());
+        collectives = std::make_unique<detail::CollectiveWatch>(
+            strings, static_cast<std::uint64_t>(options.collective_timeout_s * 1e9),
+            collective_rank.load());
+        pipeline->add_sink(collectives.get());
         if (EventSink* extra = detail::extra_session_sink_for_tests()) pipeline->add_sink(extra);
         {
             std::lock_guard<std::mutex> lock(sink_mutex);
@@ -412,6 +418,7 @@ struct Session::Impl final : detail::EventQueue {
         writer.reset();
         window.reset();
         dumps.reset();
+        collectives.reset();
         degraded_reason.clear();
     }
 
@@ -651,6 +658,7 @@ struct Session::Impl final : detail::EventQueue {
             rung = keep_budget_locked();
             due = watches.take_due();
             if (window) dump_if_due_locked(!due.empty());
+            watch_collectives_locked();
             flush_recording_if_due_locked();
         }
         // The capture itself makes less (or again) too; unlocked, as flush() is.
@@ -696,6 +704,7 @@ struct Session::Impl final : detail::EventQueue {
             for (const auto& r : st.reasons) report.notes.push_back(r);
         }
         add_cost(report);
+        add_collectives(report);
         add_cap_notes(report);
         add_window_notes(report);
         add_callback_notes(report);
@@ -850,6 +859,44 @@ struct Session::Impl final : detail::EventQueue {
         }
         if (numbered) dumps->written(path, why);
         return s;
+    }
+
+    // SessionOptions::collective_timeout_s: a collective in flight past it writes the window
+    // once (its (group, seq) is overdue from then on), as request_dump() would.
+    void watch_collectives_locked() {
+        if (!collectives) return;
+        const auto overdue = collectives->newly_overdue(detail::monotonic_now_ns());
+        if (overdue.empty()) return;
+        if (!window) {
+            collective_dump_note =
+                "no window was written: the session keeps none (set record_window_s and "
+                "record_path)";
+            return;
+        }
+        const std::string path = dumps->next_path("collective");
+        Status s = write_window_locked(path, "collective");
+        collective_dump_note = s.is_ok() ? "the window was written to " + path
+                                         : "writing the window failed: " + s.to_string();
+        if (!s.is_ok()) last_dump_error = s.to_string();
+    }
+
+    void add_collectives(Report& report) const {
+        if (!collectives) return;
+        if (!collectives->seen_any()) {
+            if (options.collective_timeout_s > 0) {
+                report.notes.push_back(
+                    "collective_timeout_s is set, but no collective was handed to the session "
+                    "(record_flight_recorder(); the torch integration does it once "
+                    "torch.distributed is up with TORCH_FR_BUFFER_SIZE set): none was watched.");
+            }
+            return;
+        }
+        report.sections.push_back(collectives->section(detail::monotonic_now_ns()));
+        for (const auto& line : collectives->overdue_notes()) {
+            report.notes.push_back(
+                fmt::format("Collective in flight past collective_timeout_s ({:g} s): {}; {}.",
+                            options.collective_timeout_s, line, collective_dump_note));
+        }
     }
 
     // A dump to the next numbered file (POST /dump): the file written.
@@ -1072,8 +1119,13 @@ struct Session::Impl final : detail::EventQueue {
     std::string last_dump_error;
     std::string previous_window;     // the window file a previous run left, moved aside
     std::string previous_recording;  // what a previous run left at record_path, moved aside
-    std::unique_ptr<detail::AnalysisPipeline> pipeline;  // from start(); feeds writer, window
-    SessionWatches watches;                              // guarded by sink_mutex
+    std::unique_ptr<detail::AnalysisPipeline> pipeline;    // from start(); feeds writer, window
+    std::unique_ptr<detail::CollectiveWatch> collectives;  // guarded by sink_mutex; from start()
+    std::string collective_dump_note;                      // guarded by sink_mutex
+    std::atomic<int> collective_rank{-1};  // record_flight_recorder()'s rank, once given
+    std::mutex feed_mutex;
+    detail::FlightRecorderFeed feed;  // guarded by feed_mutex: record_flight_recorder()
+    SessionWatches watches;           // guarded by sink_mutex
     static constexpr std::uint64_t kDropsThatMakeAPartialReport = 100;  // 1 % or more
 
     std::atomic<bool> forked_copy{false};  // set in a forked child (RunningSessions)
@@ -1267,6 +1319,9 @@ Result<std::unique_ptr<Session>> Session::create(SessionOptions options) noexcep
                 "record_window_s needs record_path: the window is written there at stop, and "
                 "its dumps beside it");
         }
+        if (!(options.collective_timeout_s >= 0) || options.collective_timeout_s > 1e7) {
+            return invalid_argument("collective_timeout_s must be within [0, 1e7] seconds");
+        }
         if (options.report_period_ms > 0 && !options.on_report) {
             return invalid_argument("report_period_ms is set but on_report is empty");
         }
@@ -1379,6 +1434,33 @@ Status Session::record_allocation(int device, std::uint64_t address, std::uint64
 
 Status Session::record_free(int device, std::uint64_t address, std::uint64_t bytes) noexcept {
     return impl_->record_memory(EventKind::kDeviceFree, device, address, bytes, {});
+}
+
+Status Session::record_flight_recorder(std::string_view dump, int rank) noexcept {
+    if (impl_->forked_away()) return Session::Impl::forked_error();
+    if (!running()) return failed_precondition("record_flight_recorder needs a running session");
+    try {
+        if (rank >= 0 && impl_->collective_rank.exchange(rank) != rank) {
+            std::lock_guard<std::mutex> lock(impl_->sink_mutex);  // once: a rank does not change
+            if (impl_->collectives) impl_->collectives->set_rank(rank);
+        }
+        std::lock_guard<std::mutex> lock(impl_->feed_mutex);
+        auto events = impl_->feed.take(dump, impl_->strings, detail::monotonic_now_ns());
+        if (!events) return events.status();
+        std::size_t dropped = 0;
+        for (Event& e : *events) {
+            e.process = impl_->pid;
+            if (!impl_->try_push(e)) ++dropped;
+        }
+        if (dropped == 0) return Status::ok();
+        return resource_exhausted(
+            fmt::format("{} of {} collective events were dropped: the session's hand-off is full",
+                        dropped, events->size()));
+    } catch (const std::bad_alloc&) {
+        return resource_exhausted("out of memory reading the Flight Recorder dump");
+    } catch (...) {
+        return internal_error("record_flight_recorder failed");
+    }
 }
 
 StringId Session::intern(std::string_view text) noexcept {

@@ -86,6 +86,9 @@ constexpr Variable kVariables[] = {
      [](const char* t, SessionOptions& o) { return parse_bool(t, o.deep); }},
     {"GPUDIAG_NVML_HZ", "samples a second, 0 = off", "nvml_hz: NVML sampling",
      [](const char* t, SessionOptions& o) { return parse_double(t, 1000, o.nvml_hz); }},
+    {"GPUDIAG_COLLECTIVE_TIMEOUT_S", "seconds, 0 = off",
+     "collective_timeout_s: dump the window when a collective is in flight this long",
+     [](const char* t, SessionOptions& o) { return parse_double(t, 1e7, o.collective_timeout_s); }},
     {"GPUDIAG_QUEUE_CAPACITY", "a power of two >= 64", "queue_capacity: the hand-off's events",
      [](const char* t, SessionOptions& o) {
          std::uint64_t n = 0;

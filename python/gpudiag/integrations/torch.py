@@ -54,6 +54,10 @@ STAT_COUNTERS = (
 )
 # An OOM can be reported several times for one failure (cuDNN autotuning catches and retries).
 OOM_DEDUP_WINDOW_S = 1.0
+# How often the process's own Flight Recorder is read while torch.distributed runs: a hang is
+# named within a second of its timeout; a dump of the calls in flight only is small.
+COLLECTIVE_POLL_S = 1.0
+_FR_BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 
 
 # ---- NVTX --------------------------------------------------------------------------------------
@@ -146,6 +150,7 @@ class Integration:
         self._detached = False
         self._lock = threading.Lock()
         self._poller: threading.Thread | None = None
+        self._collective_poller: threading.Thread | None = None
         self._stop_polling = threading.Event()
         self.problems: list[str] = []  # parts that could not be installed, and why
 
@@ -183,6 +188,7 @@ class Integration:
             self._try(self._install_dataloader)
         self._try(self._defer_until_cuda)
         self._try(self._start_poller)
+        self._try(self._start_collective_poller)
 
     def _try(self, part: Callable[[], None]) -> None:
         try:
@@ -198,6 +204,9 @@ class Integration:
         if self._poller is not None:
             self._poller.join(timeout=5)
             self._poller = None
+        if self._collective_poller is not None:
+            self._collective_poller.join(timeout=5)
+            self._collective_poller = None
         if self.torch is not None:
             self._try(self.poll_memory)
             if self._history_started:
@@ -404,6 +413,29 @@ class Integration:
         self._poller = threading.Thread(target=loop, name="gpudiag-memory-poll", daemon=True)
         self._poller.start()
 
+    def _start_collective_poller(self) -> None:
+        """Hands the process's own Flight Recorder dump to the session every
+        COLLECTIVE_POLL_S, once torch.distributed is up: the session finds the collectives in
+        flight (and those past ``collective_timeout_s``) in it. Only where the recorder is on
+        (TORCH_FR_BUFFER_SIZE, or TORCH_NCCL_TRACE_BUFFER_SIZE before torch 2.5)."""
+        if not any(int(os.environ.get(k, "0") or 0) > 0 for k in _FR_BUFFER_VARIABLES):
+            return
+
+        def loop() -> None:
+            while not self._stop_polling.wait(COLLECTIVE_POLL_S):
+                if self._detached:
+                    return
+                dump = _flight_recorder_dump(self.torch)
+                if dump is None:
+                    continue
+                with _suppress():
+                    self.session.record_flight_recorder(dump[0], dump[1])
+
+        self._collective_poller = threading.Thread(
+            target=loop, name="gpudiag-collective-poll", daemon=True
+        )
+        self._collective_poller.start()
+
     def _defer_until_cuda(self) -> None:
         cuda = self.torch.cuda
         lazy_call = getattr(cuda, "_lazy_call", None)
@@ -584,3 +616,26 @@ def _expandable_segments_on() -> bool:
 def _suppress() -> contextlib.suppress:
     """``with _suppress():`` ignores any Exception (cleanup paths that must not fail)."""
     return contextlib.suppress(Exception)
+
+
+def _flight_recorder_dump(torch: Any) -> tuple[bytes, int] | None:
+    """This process's Flight Recorder, the calls in flight only where torch can say (the JSON
+    form: no stacks to symbolize), and its rank; None before torch.distributed is up."""
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    c10d = torch._C._distributed_c10d
+    backend = str(dist.get_backend())
+    if backend == "nccl" and hasattr(c10d, "_dump_nccl_trace_json"):
+        dump = c10d._dump_nccl_trace_json
+        kwargs: dict[str, Any] = {}
+    elif hasattr(c10d, "_dump_fr_trace_json"):
+        dump = c10d._dump_fr_trace_json
+        kwargs = {"backend": backend}
+    else:
+        return None
+    try:
+        data = dump(includeCollectives=True, onlyActive=True, **kwargs)
+    except TypeError:  # a torch without onlyActive or backend
+        data = dump(includeCollectives=True)
+    return (data if isinstance(data, bytes) else str(data).encode()), int(dist.get_rank())

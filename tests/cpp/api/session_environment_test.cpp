@@ -44,7 +44,8 @@ TEST(SessionEnvironment, EveryVariableOfTheTableIsApplied) {
                      {"GPUDIAG_QUEUE_CAPACITY", "1024"},
                      {"GPUDIAG_HTTP", "127.0.0.1:0"},
                      {"GPUDIAG_HTTP_TOKEN", "t0ken"},
-                     {"GPUDIAG_FLUSH_MS", "100"}});
+                     {"GPUDIAG_FLUSH_MS", "100"},
+                     {"GPUDIAG_COLLECTIVE_TIMEOUT_S", "120"}});
     auto o = session_options_from_environment();
     ASSERT_TRUE(o.is_ok()) << o.status().to_string();
     EXPECT_EQ(o->record_path, "/tmp/svc.gpudiag");
@@ -58,9 +59,10 @@ TEST(SessionEnvironment, EveryVariableOfTheTableIsApplied) {
     EXPECT_EQ(o->flush_period_ms, 100u);
     EXPECT_EQ(o->http, "127.0.0.1:0");
     EXPECT_EQ(o->http_token, "t0ken");
+    EXPECT_EQ(o->collective_timeout_s, 120.0);
     // Each variable is listed, once, for docs and --help.
     const auto listed = session_environment_variables();
-    EXPECT_EQ(listed.size(), 11u);
+    EXPECT_EQ(listed.size(), 12u);
     EXPECT_EQ(listed.front().first, "GPUDIAG_RECORD");
 }
 
