@@ -23,7 +23,10 @@ case "$line" in
 esac
 fail() { echo "FAIL: $*"; cat "$dir/out"; exit 1; }
 curl -sf "$url/healthz" | grep -q '"running":true' || fail "/healthz"
-curl -sf "$url/metrics" | grep -q '^# TYPE gpudiag_capture_events_total counter' || fail "/metrics"
+# The first report is built on the first request, while the service is still starting: retry.
+metrics_ok() { curl -sf "$url/metrics" | grep -q '^# TYPE gpudiag_capture_events_total counter'; }
+for _ in 1 2 3 4 5 6 7 8 9 10; do metrics_ok && break; sleep 0.5; done
+metrics_ok || fail "/metrics"
 curl -sf "$url/report?compact=1" | grep -q '"findings"' || fail "/report"
 dump=$(curl -sf -X POST "$url/dump") || fail "POST /dump"
 path=$(sed -n 's/.*"path":"\([^"]*\)".*/\1/p' <<<"$dump")
