@@ -198,7 +198,10 @@ public:
         set_pre_routing_handler([&router](const httplib::Request& req, httplib::Response& res) {
             HttpRequest in;
             in.method = req.method;
-            in.path = req.path;
+            // Only an origin-form target ("/path?query") names a route: httplib reads "?/report"
+            // as the path "/report" (it skips empty pieces), which must not answer as /report.
+            const bool origin_form = !req.target.empty() && req.target.front() == '/';
+            in.path = origin_form ? req.path : req.target;
             for (const auto& [key, value] : req.params) in.params.emplace_back(key, value);
             in.authorization = req.get_header_value("Authorization");
             HttpResponse out = router.handle(in);
