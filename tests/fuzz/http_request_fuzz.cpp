@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -65,6 +66,33 @@ struct Fixture {
     std::uint64_t now_ns = 0;
 };
 
+// The request line's method and target as httplib reads them: split at spaces, each piece trimmed
+// of spaces and tabs, empty pieces skipped ("GET  \t/report HTTP/1.1" asks for /report).
+struct RequestLine {
+    std::string_view method;
+    std::string_view target;
+};
+RequestLine request_line(std::string_view request) {
+    std::string_view line = request.substr(0, request.find('\n'));
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    RequestLine out;
+    int piece = 0;
+    while (!line.empty() && piece < 2) {
+        const std::size_t end = std::min(line.find(' '), line.size());
+        std::string_view token = line.substr(0, end);
+        line.remove_prefix(std::min(end + 1, line.size()));
+        while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) {
+            token.remove_prefix(1);
+        }
+        while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) {
+            token.remove_suffix(1);
+        }
+        if (token.empty()) continue;
+        (piece++ == 0 ? out.method : out.target) = token;
+    }
+    return out;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -74,8 +102,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (!detail::http_control_built()) return 0;
     // Some answer to anything that is a request line at all; none to a connection that is empty.
     if (!answer.empty() && answer.rfind("HTTP/1.1 ", 0) != 0) __builtin_trap();
-    if (answer.rfind("HTTP/1.1 200", 0) == 0 && request.rfind("GET ", 0) == 0) {
-        const std::string_view path = request.substr(4, request.find_first_of(" ?", 4) - 4);
+    const RequestLine line = request_line(request);
+    if (answer.rfind("HTTP/1.1 200", 0) == 0 && line.method == "GET") {
+        // Only an origin-form target ("/path?query") names a route.
+        if (line.target.empty() || line.target.front() != '/') __builtin_trap();
+        const std::string_view path = line.target.substr(0, line.target.find('?'));
         const bool plain = path.find_first_not_of("abcdefghijklmnopqrstuvwxyz/") == path.npos;
         if (plain && path != "/healthz" && path != "/metrics" && path != "/report") {
             __builtin_trap();
