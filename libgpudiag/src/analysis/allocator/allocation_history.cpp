@@ -16,6 +16,7 @@ struct ObservedSegment {
     std::uint32_t stream = 0;
     bool expandable = false;
     bool small = false;
+    std::uint32_t pool = 0;  // private pool from 1; 0 = the default pool
 };
 
 // A segment's pool when the source did not say: small-pool segments are exactly 2 MiB (large
@@ -53,16 +54,19 @@ struct AllocationHistory::Builder {
                 auto it = segments.lower_bound(a);
                 if (it != segments.begin()) {
                     auto prev = std::prev(it);
-                    if (prev->second.expandable && prev->first + prev->second.bytes == a) {
+                    if (prev->second.expandable && prev->second.pool == pool_of(e) &&
+                        prev->first + prev->second.bytes == a) {
                         prev->second.bytes += n;
-                        if (it != segments.end() && it->second.expandable && it->first == a + n) {
+                        if (it != segments.end() && it->second.expandable &&
+                            it->second.pool == prev->second.pool && it->first == a + n) {
                             prev->second.bytes += it->second.bytes;
                             segments.erase(it);
                         }
                         return;
                     }
                 }
-                if (it != segments.end() && it->second.expandable && it->first == a + n) {
+                if (it != segments.end() && it->second.expandable &&
+                    it->second.pool == pool_of(e) && it->first == a + n) {
                     ObservedSegment grown = it->second;
                     grown.bytes += n;
                     segments.erase(it);
@@ -70,7 +74,7 @@ struct AllocationHistory::Builder {
                     return;
                 }
             }
-            segments[a] = ObservedSegment{n, e.stream, expandable, small_pool(e)};
+            segments[a] = ObservedSegment{n, e.stream, expandable, small_pool(e), pool_of(e)};
             return;
         }
         auto it = segments.upper_bound(a);
@@ -96,6 +100,20 @@ struct AllocationHistory::Builder {
             kept.bytes = end - cut_end;
             segments[cut_end] = kept;
         }
+    }
+
+    // The private pool a segment event names (torch snapshots: the final segment's
+    // segment_pool_id, found by address; other sources have none).
+    [[nodiscard]] std::uint32_t pool_of(const Event& e) const {
+        return pools_known ? static_cast<std::uint32_t>(e.memory.extra) : 0;
+    }
+    // The pool of the recorded segment holding `address` now (0 outside every segment).
+    [[nodiscard]] std::uint16_t pool_at(std::uint64_t address) const {
+        auto it = segments.upper_bound(address);
+        if (it == segments.begin()) return 0;
+        --it;
+        if (address - it->first >= it->second.bytes) return 0;
+        return static_cast<std::uint16_t>(std::min<std::uint32_t>(it->second.pool, 0xFFFFu));
     }
 
     void observe(const Event& e) {
@@ -126,6 +144,7 @@ struct AllocationHistory::Builder {
     }
 
     bool has_segments = false;
+    bool pools_known = false;  // the source numbers private pools in segment events
 };
 
 AllocationHistory::AllocationHistory(std::size_t max_ops) : max_ops_(max_ops) {}
@@ -190,6 +209,7 @@ AllocationHistory::Builder& AllocationHistory::builder(std::uint16_t device) {
     if (it != by_device_.end()) return *it->second;
     builders_.push_back(std::make_unique<Builder>(max_ops_));
     builders_.back()->h.device = device;
+    builders_.back()->pools_known = info_.producer == "torch-snapshot";
     by_device_[device] = builders_.back().get();
     return *builders_.back();
 }
@@ -262,6 +282,7 @@ void AllocationHistory::finish_start(Builder& b) {
         s.stream = seg.stream;
         s.small = seg.small;
         s.expandable = seg.expandable;
+        s.pool = seg.pool;
         while (block != b.start_blocks.end() && block->first < address) {
             ++h.start_blocks_outside_segments;
             ++block;
@@ -296,6 +317,7 @@ void AllocationHistory::trace_event(Builder& b, const Event& e) {
             flush_release(b, false);
             HistoryOp o;
             o.kind = HistoryOp::Kind::kAlloc;
+            o.pool = b.pool_at(e.memory.address);
             o.stream = e.stream;
             o.handle = e.memory.address;
             o.bytes = e.memory.aux != 0 ? e.memory.aux : e.memory.bytes;

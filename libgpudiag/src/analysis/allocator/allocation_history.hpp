@@ -3,7 +3,8 @@
 // into what a caching allocator replay needs, per device:
 //  * the state before the history: segments and the blocks live in them (a snapshot whose
 //    trace ring buffer starts late rebuilds it from its final state; see SnapshotSource);
-//  * the program's operations, in order: allocations (requested bytes, stream), frees (requested
+//  * the program's operations, in order: allocations (requested bytes, stream, pool), frees
+//  (requested
 //    and completed), cache releases (torch.cuda.empty_cache) and failed allocations (OOM);
 //  * what the real allocator did, to check a replay against: its segment allocations, frees,
 //    maps and unmaps in order, the reserved bytes' peak, and the segments at the end.
@@ -28,6 +29,9 @@ namespace gpudiag::detail {
 struct HistoryOp {
     enum class Kind : std::uint8_t { kAlloc, kFreeRequested, kFree, kReleaseCache, kOom };
     Kind kind = Kind::kAlloc;
+    /// Allocations: the private pool the block was made in (the recorded segment holding it),
+    /// numbered from 1; 0 = the default pool. Fits the padding after `kind`.
+    std::uint16_t pool = 0;
     std::uint32_t stream = 0;
     // An OOM has no address and only OOMs have a limit: they share 8 bytes (a long history keeps
     // millions of these).
@@ -56,6 +60,7 @@ struct StartSegment {
     std::uint32_t stream = 0;
     bool small = false;
     bool expandable = false;
+    std::uint32_t pool = 0;  ///< private pool from 1; 0 = the default pool
     std::vector<CachingAllocatorModel::InitialBlock> blocks;
 };
 

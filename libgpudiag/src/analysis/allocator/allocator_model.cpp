@@ -14,6 +14,7 @@ struct CachingAllocatorModel::Expandable {
     std::uint64_t bytes = 0;  // the whole virtual range
     std::uint32_t stream = 0;
     bool small = false;
+    const Pool* owner = nullptr;  // a private pool's ranges never serve another pool
 };
 
 struct CachingAllocatorModel::Block {
@@ -35,9 +36,10 @@ struct CachingAllocatorModel::Block {
 };
 
 struct CachingAllocatorModel::Pool {
-    Pool(bool small_pool, std::pmr::memory_resource* memory)
-        : small(small_pool), blocks(memory), unmapped(memory) {}
+    Pool(bool small_pool, std::pmr::memory_resource* memory, std::uint32_t private_id = 0)
+        : small(small_pool), id(private_id), blocks(memory), unmapped(memory) {}
     bool small;
+    std::uint32_t id;                        // private pool; 0 = the default pool
     BlockSet blocks;                         // free mapped blocks
     UnmappedSet unmapped;                    // expandable segments' unmapped ranges
     std::int64_t get_free_blocks_calls = 0;  // garbage collection's clock
@@ -123,6 +125,20 @@ CachingAllocatorModel::~CachingAllocatorModel() {
     // The sets hold pointers into the slabs; clear them before the memory resource goes.
     small_.reset();
     large_.reset();
+    private_.clear();
+}
+
+// A private pool (CUDA graph or MemPool) has its own small and large free lists, made on first
+// use: its blocks serve only its requests, and default-pool requests never see them.
+CachingAllocatorModel::Pool& CachingAllocatorModel::pool_for(bool small,
+                                                             std::uint32_t private_pool) {
+    if (private_pool == 0) return small ? *small_ : *large_;
+    PrivatePools& p = private_[private_pool];
+    if (p.small == nullptr) {
+        p.small = std::make_unique<Pool>(true, &node_memory_, private_pool);
+        p.large = std::make_unique<Pool>(false, &node_memory_, private_pool);
+    }
+    return small ? *p.small : *p.large;
 }
 
 CachingAllocatorModel::Block* CachingAllocatorModel::new_block() {
@@ -181,8 +197,9 @@ void CachingAllocatorModel::log(DeviceActionKind kind, std::uint64_t address, st
 }
 
 // What empty_cache could return of a free block: a whole unsplit segment, or the whole pages
-// inside a free range of an expandable segment.
+// inside a free range of an expandable segment (of the default pool).
 std::uint64_t CachingAllocatorModel::releasable_bytes(const Block* b) const {
+    if (b->pool->id != 0) return 0;  // a private pool's cache outlives empty_cache
     if (b->expandable == nullptr) return b->is_split() ? 0 : b->size;
     const std::uint64_t page = b->expandable->page;
     const std::uint64_t offset = b->ptr - b->expandable->base;
@@ -230,14 +247,14 @@ std::uint64_t CachingAllocatorModel::allocation_size(std::uint64_t size) const {
 // ---- the program's operations ----
 
 std::uint64_t CachingAllocatorModel::malloc(std::uint64_t handle, std::uint64_t requested,
-                                            std::uint32_t stream) {
+                                            std::uint32_t stream, std::uint32_t private_pool) {
     if (auto stale = live_.find(handle); stale != live_.end()) {
         // The history lost this handle's free; complete it so the address can be reused.
         free(handle);
     }
     Request r;
     r.size = round_size(requested);
-    r.pool = &pool_for(r.size <= kSmallSize);
+    r.pool = &pool_for(r.size <= kSmallSize, private_pool);
     r.alloc_size = allocation_size(r.size);
     r.stream = stream;
     bool found = get_free_block(r);
@@ -485,6 +502,8 @@ void CachingAllocatorModel::release_cached_blocks() {
         completed_early_.insert(b->handle);
         free_block(b);
     }
+    // Private pools keep their cached blocks while their graph or MemPool lives (torch frees
+    // them only once the pool's use count is 0, which no input records): the default pool only.
     release_blocks(*large_);
     release_blocks(*small_);
 }
@@ -559,6 +578,7 @@ CachingAllocatorModel::Expandable* CachingAllocatorModel::new_expandable(Pool& p
     es->bytes = (span + es->page - 1) / es->page * es->page;
     es->stream = stream;
     es->small = pool.small;
+    es->owner = &pool;
     es->base = addresses_.reserve_address(es->bytes, stream, pool.small);
     expandables_.push_back(std::move(es));
     return expandables_.back().get();
@@ -731,7 +751,7 @@ Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t strea
                                                  std::uint64_t address, std::uint64_t end,
                                                  Expandable*& es, Block*& before, Block*& after) {
     for (auto& e : expandables_) {
-        if (e->stream == stream && e->small == pool.small && address >= e->base &&
+        if (e->stream == stream && e->owner == &pool && address >= e->base &&
             end <= e->base + e->bytes) {
             es = e.get();
         }
@@ -744,6 +764,7 @@ Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t strea
         fresh->base = address;
         fresh->stream = stream;
         fresh->small = pool.small;
+        fresh->owner = &pool;
         es = fresh.get();
         expandables_.push_back(std::move(fresh));
         Block* all = new_block();
@@ -788,7 +809,8 @@ Status CachingAllocatorModel::carve_mapped_range(Pool& pool, std::uint32_t strea
 
 Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t bytes,
                                             std::uint32_t stream, bool small, bool expandable,
-                                            std::vector<InitialBlock> blocks) {
+                                            std::vector<InitialBlock> blocks,
+                                            std::uint32_t private_pool) {
     if (bytes == 0) return invalid_argument("a segment of 0 bytes");
     std::sort(blocks.begin(), blocks.end(),
               [](const InitialBlock& a, const InitialBlock& b) { return a.address < b.address; });
@@ -797,7 +819,7 @@ Status CachingAllocatorModel::adopt_segment(std::uint64_t address, std::uint64_t
         return invalid_argument("blocks leave their segment");
     std::vector<std::uint64_t> sizes;
     GPUDIAG_RETURN_IF_ERROR(initial_sizes(end, small, expandable, blocks, sizes));
-    Pool& pool = pool_for(small);
+    Pool& pool = pool_for(small, private_pool);
     Expandable* es = nullptr;
     Block* before = nullptr;
     Block* after = nullptr;
@@ -857,6 +879,11 @@ std::vector<std::pair<std::uint64_t, std::uint64_t>> CachingAllocatorModel::segm
     };
     for (const Pool* pool : {small_.get(), large_.get()}) {
         for (const Block* b : pool->blocks) consider(b);
+    }
+    for (const auto& [id, p] : private_) {
+        for (const Pool* pool : {p.small.get(), p.large.get()}) {
+            for (const Block* b : pool->blocks) consider(b);
+        }
     }
     for (const auto& [handle, b] : live_) consider(b);
     std::vector<std::pair<std::uint64_t, std::uint64_t>> out;

@@ -21,8 +21,12 @@
 //  * the path before an out-of-memory error: cudaMalloc fails -> release oversize cached blocks
 //    enough for the request (max_split_size only) -> retry -> release every unsplit cached block
 //    (and pending frees) -> retry -> fail.
-// Not modelled: CUDA graph private pools and MemPools (their allocations are treated as the
-// default pool's), the free-memory callbacks, and IPC.
+//  * private pools (a CUDA graph's, a torch.cuda.MemPool): each has its own small and large free
+//    lists; a request made into one is served only by its segments, and its free blocks never
+//    serve another pool's requests. empty_cache and garbage collection release only the default
+//    pool's cache: torch releases a private pool's once its use count is 0 (graph destroyed,
+//    MemPool released), which no input records, so the model keeps every private pool alive.
+// Not modelled: the free-memory callbacks, and IPC.
 //
 // Versions (read: torch ~2.2, ~2.4 and ~2.10 sources; the changes since, to 2.15, from their
 // pull requests: allocator_versions.cpp): the placement rules above are the same throughout. Later
@@ -36,6 +40,7 @@
 #include "analysis/allocator/allocator_versions.hpp"
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <memory_resource>
 #include <set>
@@ -130,8 +135,10 @@ public:
 
     /// The program allocates `requested` bytes on `stream`; `handle` names the allocation until
     /// it is freed (the recorded address). Returns the block's address, or 0 when the
-    /// allocation fails (out of memory at the limits).
-    std::uint64_t malloc(std::uint64_t handle, std::uint64_t requested, std::uint32_t stream);
+    /// allocation fails (out of memory at the limits). `private_pool`: the private pool the
+    /// request is made into (numbered from 1), 0 for the default pool.
+    std::uint64_t malloc(std::uint64_t handle, std::uint64_t requested, std::uint32_t stream,
+                         std::uint32_t private_pool = 0);
     /// The program freed it, but other streams may still use it: not reusable yet. False when
     /// the handle is not live.
     bool free_requested(std::uint64_t handle);
@@ -156,7 +163,8 @@ public:
         bool pending = false;
     };
     Status adopt_segment(std::uint64_t address, std::uint64_t bytes, std::uint32_t stream,
-                         bool small, bool expandable, std::vector<InitialBlock> blocks);
+                         bool small, bool expandable, std::vector<InitialBlock> blocks,
+                         std::uint32_t private_pool = 0);
 
     /// The device limit (0 = unlimited); a replay narrows it where a recorded failure tells it.
     [[nodiscard]] std::uint64_t capacity() const { return limits_.capacity_bytes; }
@@ -188,7 +196,7 @@ private:
 
     Block* new_block();
     void delete_block(Block* b);
-    Pool& pool_for(bool small) { return small ? *small_ : *large_; }
+    Pool& pool_for(bool small, std::uint32_t private_pool = 0);
     [[nodiscard]] std::uint64_t allocation_size(std::uint64_t size) const;
     [[nodiscard]] bool gc_enabled() const;
     [[nodiscard]] std::uint64_t allowed_maximum() const;
@@ -238,6 +246,11 @@ private:
     std::pmr::unsynchronized_pool_resource node_memory_;
     std::unique_ptr<Pool> small_;
     std::unique_ptr<Pool> large_;
+    struct PrivatePools {
+        std::unique_ptr<Pool> small;
+        std::unique_ptr<Pool> large;
+    };
+    std::map<std::uint32_t, PrivatePools> private_;  // by private pool number
     std::vector<std::unique_ptr<Block[]>> slabs_;
     std::vector<Block*> spare_blocks_;
     std::vector<std::unique_ptr<Expandable>> expandables_;

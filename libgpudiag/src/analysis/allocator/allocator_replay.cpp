@@ -62,8 +62,8 @@ Status build_start(const DeviceHistory& h, const ReplayConfig& config, CachingAl
                    ReplayOutcome& out) {
     if (config.start == ReplayStart::kRecordedState) {
         for (const StartSegment& s : h.start) {
-            Status st =
-                model.adopt_segment(s.address, s.bytes, s.stream, s.small, s.expandable, s.blocks);
+            Status st = model.adopt_segment(s.address, s.bytes, s.stream, s.small, s.expandable,
+                                            s.blocks, s.pool);
             if (!st.is_ok()) {
                 return Status(st.code(),
                               fmt::format("segment at {:#x}: {}", s.address, st.message()));
@@ -74,7 +74,7 @@ Status build_start(const DeviceHistory& h, const ReplayConfig& config, CachingAl
     // Live blocks only, allocated afresh in address order.
     for (const StartSegment& s : h.start) {
         for (const auto& b : s.blocks) {
-            if (model.malloc(b.handle, b.requested, s.stream) == 0) {
+            if (model.malloc(b.handle, b.requested, s.stream, s.pool) == 0) {
                 out.new_oom = true;
                 out.oom_request = b.requested;
                 return Status::ok();
@@ -110,7 +110,7 @@ ReplayOutcome replay(const DeviceHistory& h, const ReplayConfig& config) {
         switch (op.kind) {
             case HistoryOp::Kind::kAlloc: {
                 ++out.allocations;
-                const std::uint64_t ptr = model.malloc(op.handle, op.bytes, op.stream);
+                const std::uint64_t ptr = model.malloc(op.handle, op.bytes, op.stream, op.pool);
                 if (ptr == 0) {
                     if (!out.new_oom) {
                         out.oom_entry = i;

@@ -359,11 +359,19 @@ void add_notes(const AllocationHistory& history, const Plan& plan, WhatIfResult&
         }
         r.notes.push_back(fmt::format("{}; replayed: device {}.", n, h.device));
     }
+    if (history.facts().private_pools > 0) {
+        r.notes.push_back(fmt::format(
+            "Allocations in {} private pool{} (CUDA graphs, torch.cuda.MemPool) were replayed "
+            "apart from the default pool, each pool told by the recorded segment holding the "
+            "block; a segment freed before the end does not name its pool, so allocations in it "
+            "count as the default pool's.",
+            history.facts().private_pools, history.facts().private_pools > 1 ? "s" : ""));
+    }
     r.notes.push_back(
-        "Not modelled: CUDA graph private pools and MemPools (replayed as the default "
-        "pool), expandable_segments_reserve (torch 2.15), and settings torch does not record "
-        "in snapshots (max_non_split_rounding_mb, large_segment_size_mb, the memory fraction: "
-        "defaults assumed unless given).");
+        "Not modelled: a private pool's cache released once its CUDA graph or MemPool is gone "
+        "(private pools are kept throughout), expandable_segments_reserve (torch 2.15), and "
+        "settings torch does not record in snapshots (max_non_split_rounding_mb, "
+        "large_segment_size_mb, the memory fraction: defaults assumed unless given).");
 }
 
 void fill_reproduction(const DeviceHistory& h, const ReplayOutcome& out, WhatIfReproduction& rep) {

@@ -54,6 +54,19 @@ void keep_top(std::vector<SiteLine>& v, std::size_t n) {
     if (v.size() > n) v.resize(n);
 }
 
+// The n of a property "private_pool.<n><suffix>", 0 for other keys.
+std::uint32_t private_pool_of(std::string_view key, std::string_view suffix) {
+    constexpr std::string_view kPrefix = "private_pool.";
+    if (key.size() <= kPrefix.size() + suffix.size() || key.substr(0, kPrefix.size()) != kPrefix ||
+        key.substr(key.size() - suffix.size()) != suffix) {
+        return 0;
+    }
+    key = key.substr(kPrefix.size(), key.size() - kPrefix.size() - suffix.size());
+    std::uint32_t pool = 0;
+    auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), pool);
+    return ec == std::errc() && end == key.data() + key.size() ? pool : 0;
+}
+
 }  // namespace
 
 MemoryAnalyzer::MemoryAnalyzer(std::size_t history_ops) : history_(history_ops) {}
@@ -64,18 +77,13 @@ void MemoryAnalyzer::begin(const SourceInfo& info, const StringTable& strings) {
     ledger_.set_strings(&strings);
     expandable_ = info.property("expandable_segments") == "true";
     pool_owners_.clear();
+    pool_ids_.clear();
     for (const auto& [key, value] : info.properties) {
-        constexpr std::string_view kPrefix = "private_pool.", kSuffix = ".owner";
-        std::string_view k = key;
-        if (k.size() <= kPrefix.size() + kSuffix.size() || k.substr(0, kPrefix.size()) != kPrefix ||
-            k.substr(k.size() - kSuffix.size()) != kSuffix) {
-            continue;
-        }
-        k = k.substr(kPrefix.size(), k.size() - kPrefix.size() - kSuffix.size());
-        std::uint32_t pool = 0;
-        auto [end, ec] = std::from_chars(k.data(), k.data() + k.size(), pool);
-        if (ec == std::errc() && end == k.data() + k.size() && pool != 0)
+        if (const std::uint32_t pool = private_pool_of(key, ".owner"); pool != 0) {
             pool_owners_[pool] = value;
+        } else if (const std::uint32_t id_of = private_pool_of(key, ".id"); id_of != 0) {
+            pool_ids_[id_of] = value;
+        }
     }
     for (const auto& dev : info.devices) {
         if (dev.total_memory_bytes != 0) ledger_.set_capacity(dev.ordinal, dev.total_memory_bytes);
@@ -354,6 +362,8 @@ std::vector<PoolLine> MemoryAnalyzer::pools_of(std::uint16_t device,
     }
     std::vector<PoolLine> out;
     for (auto& [pool, line] : by_pool) {
+        if (auto id = pool_ids_.find(pool); id != pool_ids_.end()) line.torch_id = id->second;
+        if (pool == 0 && !pool_ids_.empty()) line.torch_id = "(0, 0)";
         if (pool != 0) {
             if (auto named = pool_owners_.find(pool); named != pool_owners_.end()) {
                 line.owner = named->second;

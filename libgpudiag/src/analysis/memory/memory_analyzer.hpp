@@ -66,8 +66,10 @@ private:
     const StringTable* strings_ = nullptr;
     bool expandable_ = false;
     bool observed_ = false;
-    // Private pools' owners as the source named them (properties "private_pool.<n>.owner").
+    // Private pools' owners and ids as the source named them (properties
+    // "private_pool.<n>.owner" and "private_pool.<n>.id").
     std::map<std::uint32_t, std::string> pool_owners_;
+    std::map<std::uint32_t, std::string> pool_ids_;
     std::vector<OomGroup> ooms_;
     // Retryable markers not withdrawn yet (bounded: one is withdrawn within moments or never).
     std::vector<Retryable> retryable_;

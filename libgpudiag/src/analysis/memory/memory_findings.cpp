@@ -374,6 +374,8 @@ struct UnusedCache {
     bool large_cache = false;     ///< the cache is ≥ kUnusedMinShare of what is held
     bool spare_segments = false;  ///< spare wholly free segments ≥ kReleasableMinShare
     bool near_full = false;       ///< capacity known and the reserve crowds it
+    double idle_pools = 0;        ///< private pools with segments and no live block
+    double idle_pool_bytes = 0;   ///< what they reserve: only the pool keeps it
 };
 
 UnusedCache measure_unused(const DeviceMemorySummary& dev) {
@@ -392,6 +394,11 @@ UnusedCache measure_unused(const DeviceMemorySummary& dev) {
     u.spare_segments =
         u.layout && u.spare >= kUnusedMinBytes && u.spare >= kReleasableMinShare * u.reserved;
     u.near_full = t.capacity != 0 && u.reserved >= kNearOomShare * d(t.capacity);
+    for (const PoolLine& p : dev.pools) {
+        if (!p.idle()) continue;
+        ++u.idle_pools;
+        u.idle_pool_bytes += d(p.reserved);
+    }
     return u;
 }
 
@@ -404,6 +411,17 @@ std::string returnable_words(const UnusedCache& u) {
         "a live block, and those of a private pool, CUDA graphs' or a torch.cuda.MemPool's, only "
         "once the pool is released)",
         b(u.releasable), b(u.stranded));
+}
+
+// Private pools with no live block: memory nothing uses that only the pool keeps.
+std::string idle_pool_words(const UnusedCache& u) {
+    if (u.idle_pools == 0) return {};
+    return fmt::format(
+        " {} of it is kept by {} private pool{} with no live block left: a CUDA graph's pool "
+        "whose graph may be gone (its segments stay until the last reference to the pool is "
+        "dropped), or a torch.cuda.MemPool not released. Nothing uses it, and empty_cache() "
+        "cannot return it until the pool is released.",
+        b(u.idle_pool_bytes), u.idle_pools, u.idle_pools > 1 ? "s" : "");
 }
 
 std::string rule_evidence(const UnusedCache& u, const DeviceMemorySummary& dev) {
@@ -443,6 +461,17 @@ void reserved_unused_advice(const UnusedCache& u, const DeviceMemorySummary& dev
             "The cached space is stranded in partly used segments: see the fragmentation "
             "advice (expandable segments).");
     }
+    if (u.idle_pools > 0) {
+        // First when the idle pools hold more than the cache empty_cache() can act on.
+        const auto at = u.idle_pool_bytes > std::max(u.releasable, u.stranded) ? f.advice.begin()
+                                                                               : f.advice.end();
+        f.advice.insert(
+            at,
+            "Drop the CUDA graphs you no longer replay (and any graph.pool() handles kept for "
+            "sharing) or delete the torch.cuda.MemPool objects no longer used, then call "
+            "torch.cuda.empty_cache(): that returns the " +
+                b(u.idle_pool_bytes) + " the idle private pools keep.");
+    }
     f.advice.push_back("Lower the peak that filled the cache (the peak allocated was " +
                        bu(dev.peaks.allocated_rounded) + ").");
 }
@@ -472,11 +501,11 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
         "The framework holds {}{} but only {} is in live blocks; {} is cached free memory{}. {}. "
         "This is cache, not a leak: the allocator reuses it for its own requests, but other "
         "processes and libraries cannot use it. It is usually what is left after a peak (peak "
-        "allocated {}).",
+        "allocated {}).{}",
         b(u.reserved), u.layout ? fmt::format(" in {} segments", t.segments) : std::string(),
         bu(t.allocated_rounded), b(u.unused),
         step_peak ? fmt::format(" beyond a step's peak of {}", bu(dev.needed)) : std::string(),
-        returnable_words(u), bu(dev.peaks.allocated_rounded));
+        returnable_words(u), bu(dev.peaks.allocated_rounded), idle_pool_words(u));
     f.figures = {
         {"reserved_bytes", u.reserved, Unit::kBytes, "reserved"},
         {"allocated_bytes", d(t.allocated_rounded), Unit::kBytes, "allocated (rounded)"},
@@ -493,6 +522,12 @@ void add_reserved_unused(const DeviceMemorySummary& dev, const AllocatorAdviceFn
     if (u.layout)
         f.figures.push_back({"largest_free_block_bytes", d(dev.layout.largest_free), Unit::kBytes,
                              "largest free block"});
+    if (u.idle_pools > 0) {
+        f.figures.push_back({"idle_private_pool_bytes", u.idle_pool_bytes, Unit::kBytes,
+                             "reserved by private pools with no live block"});
+        f.evidence.push_back(fmt::format("{} private pool(s) hold {} with no live block",
+                                         u.idle_pools, b(u.idle_pool_bytes)));
+    }
     f.evidence.push_back("reserved " + b(u.reserved) + " vs needed " + bu(dev.needed) + " (" +
                          format_percent(u.unused / std::max(u.reserved, 1.0)) + " unused)");
     f.evidence.push_back(rule_evidence(u, dev));

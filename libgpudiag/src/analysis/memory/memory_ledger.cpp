@@ -405,6 +405,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
         if (prev->expandable && prev->pool == m.extra && prev->address + prev->size == m.address) {
             prev->size += m.bytes;
             d.segment_reserved += m.bytes;
+            if (prev->pool != 0) d.t.private_pool_reserved += m.bytes;
             if (it != segs.end() && it->expandable && it->pool == prev->pool &&
                 it->address == prev->address + prev->size) {
                 prev->size += it->size;
@@ -419,6 +420,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     if (it != segs.end() && it->address == m.address) {
         // A segment at the same address again: the free was lost. Replace it.
         d.segment_reserved = sub(d.segment_reserved, it->size);
+        if (it->pool != 0) d.t.private_pool_reserved = sub(d.t.private_pool_reserved, it->size);
         --d.t.segments;
         erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
         it =
@@ -434,6 +436,7 @@ void MemoryLedger::segment_alloc(Device& d, const Event& e) {
     seg.pool = m.extra;
     insert_segment(d, static_cast<std::size_t>(it - segs.begin()), seg);
     d.segment_reserved += m.bytes;
+    if (seg.pool != 0) d.t.private_pool_reserved += m.bytes;
     ++d.t.segments;
     if (LiveRecord* r = d.driver.find(m.address);
         r != nullptr && (r->flags() & kFlagBacked) == 0 && (r->flags() & kKindMask) != kKindPool) {
@@ -463,6 +466,7 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
             return;
         }
         d.segment_reserved = sub(d.segment_reserved, it->size);
+        if (it->pool != 0) d.t.private_pool_reserved = sub(d.t.private_pool_reserved, it->size);
         --d.t.segments;
         erase_segment(d, static_cast<std::size_t>(it - segs.begin()));
         reattribute(d);
@@ -477,6 +481,7 @@ void MemoryLedger::segment_free(Device& d, const Event& e) {
     std::uint64_t cut_end = std::min(m.address + m.bytes, s->address + s->size);
     std::uint64_t removed = cut_end - m.address;
     d.segment_reserved = sub(d.segment_reserved, removed);
+    if (s->pool != 0) d.t.private_pool_reserved = sub(d.t.private_pool_reserved, removed);
     LedgerSegment head = *s;
     head.size = m.address - s->address;
     LedgerSegment tail = *s;
@@ -1066,7 +1071,10 @@ void MemoryLedger::after_change(Device& d, std::uint64_t t) {
         d.peak.allocated_requested = std::max(d.peak.allocated_requested, v.allocated_requested);
         d.peak.allocated_ns = t;
     }
-    if (v.reserved > d.peak.reserved) d.peak.reserved = v.reserved;
+    if (v.reserved > d.peak.reserved) {
+        d.peak.reserved = v.reserved;
+        d.peak.private_pool_reserved = v.private_pool_reserved;
+    }
     std::uint64_t outside = v.outside();
     if (outside > d.peak.outside) d.peak.outside = outside;
     if (v.used() > d.peak.used) {

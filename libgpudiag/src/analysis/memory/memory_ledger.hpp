@@ -61,7 +61,10 @@ struct LedgerBlock {
 /// calls are among them), so the same bytes never count as both reserved and outside. What stays
 /// is outside the framework, by owner.
 struct LedgerTotals {
-    std::uint64_t reserved = 0;           ///< framework segments (or its reported total)
+    std::uint64_t reserved = 0;  ///< framework segments (or its reported total)
+    /// Of `reserved`, the segments of private pools (CUDA graphs, MemPool): none of it is what
+    /// empty_cache can return while the pool lives.
+    std::uint64_t private_pool_reserved = 0;
     std::uint64_t allocated_rounded = 0;  ///< live blocks, rounded sizes (torch allocated_bytes)
     std::uint64_t allocated_requested =
         0;                           ///< live blocks, requested sizes (_memory_viz "allocated")
@@ -130,6 +133,7 @@ struct LedgerPeaks {
     std::uint64_t allocated_requested = 0;  ///< at the time of the rounded peak
     std::uint64_t allocated_ns = 0;
     std::uint64_t reserved = 0;
+    std::uint64_t private_pool_reserved = 0;  ///< of `reserved`, in private pools, at its peak
     std::uint64_t outside = 0;
     std::uint64_t used = 0;     ///< reserved + outside
     std::uint64_t used_ns = 0;  ///< when `used` peaked

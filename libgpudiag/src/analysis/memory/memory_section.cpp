@@ -494,14 +494,19 @@ void add_pool_table(const MemorySummary& s, const DeviceMemorySummary& dev, Sect
     t.id = "pools";
     t.title = "Allocator pools: the default and private ones (CUDA graphs, MemPool, a KV cache)" +
               suffix_for(s, dev.device);
-    t.columns = {"pool",         "segments",       "reserved", "allocated",
-                 "pending free", "pending blocks", "free",     "allocated by"};
-    t.units = {Unit::kNumber, Unit::kCount, Unit::kBytes, Unit::kBytes,
-               Unit::kBytes,  Unit::kCount, Unit::kBytes, Unit::kNumber};
+    // Columns added before the owner keep the earlier ones where readers expect them.
+    t.columns = {"pool",           "segments", "reserved", "allocated", "pending free",
+                 "pending blocks", "free",     "torch id", "state",     "allocated by"};
+    t.units = {Unit::kNumber, Unit::kCount, Unit::kBytes,  Unit::kBytes,  Unit::kBytes,
+               Unit::kCount,  Unit::kBytes, Unit::kNumber, Unit::kNumber, Unit::kNumber};
     for (const PoolLine& p : dev.pools) {
         t.rows.push_back({p.pool == 0 ? std::string("default") : fmt::format("private {}", p.pool),
                           d(p.segments), d(p.reserved), d(p.allocated), d(p.pending),
                           d(p.pending_blocks), d(p.free),
+                          p.torch_id.empty() ? std::string("-") : p.torch_id,
+                          std::string(p.pool == 0 ? "shared"
+                                      : p.idle()  ? "no live block: only the pool keeps it"
+                                                  : "in use"),
                           p.pool == 0       ? std::string("shared (sites below)")
                           : p.owner.empty() ? std::string("<unknown site>")
                                             : p.owner});
@@ -509,15 +514,25 @@ void add_pool_table(const MemorySummary& s, const DeviceMemorySummary& dev, Sect
     sec.tables.push_back(std::move(t));
 }
 
-// Private pools of every device together, as figures (exporters and tests read figures).
+// Private pools of every device together, as figures (exporters and tests read figures): what
+// they hold, their share of reserved memory now and at its peak, and what idle ones keep.
 void add_pool_figures(const MemorySummary& s, Section& sec) {
-    double pools = 0, reserved = 0, allocated = 0;
+    double pools = 0, reserved = 0, allocated = 0, idle = 0, idle_bytes = 0;
+    double all_reserved = 0, peak_private = 0, peak_reserved = 0;
     for (const auto& dev : s.devices) {
+        if (dev.pools.empty()) continue;
+        all_reserved += d(dev.totals.reserved);
+        peak_private += d(dev.peaks.private_pool_reserved);
+        peak_reserved += d(dev.peaks.reserved);
         for (const PoolLine& p : dev.pools) {
             if (p.pool == 0) continue;
             ++pools;
             reserved += d(p.reserved);
             allocated += d(p.allocated);
+            if (p.idle()) {
+                ++idle;
+                idle_bytes += d(p.reserved);
+            }
         }
     }
     if (pools == 0) return;
@@ -525,6 +540,20 @@ void add_pool_figures(const MemorySummary& s, Section& sec) {
     fig("private_pools", pools, Unit::kCount, "private pools (CUDA graphs, MemPool, a KV cache)");
     fig("private_pool_reserved_bytes", reserved, Unit::kBytes, "reserved in private pools");
     fig("private_pool_allocated_bytes", allocated, Unit::kBytes, "allocated in private pools");
+    if (all_reserved > 0) {
+        fig("private_pool_reserved_share", reserved / all_reserved, Unit::kFraction,
+            "share of reserved held in private pools");
+    }
+    if (peak_reserved > 0) {
+        fig("private_pool_reserved_share_at_peak", peak_private / peak_reserved, Unit::kFraction,
+            "share of reserved held in private pools when reserved peaked");
+    }
+    if (idle > 0) {
+        fig("idle_private_pools", idle, Unit::kCount,
+            "private pools with segments but no live block");
+        fig("idle_private_pool_bytes", idle_bytes, Unit::kBytes,
+            "reserved by private pools with no live block (kept only by the pool)");
+    }
 }
 
 void add_site_tables(const MemorySummary& s, const DeviceMemorySummary& dev, Section& sec) {

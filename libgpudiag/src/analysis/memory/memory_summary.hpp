@@ -98,6 +98,13 @@ struct PoolLine {
     std::uint64_t free = 0;          ///< free blocks inside its segments
     std::string owner;               ///< the code that allocated into it ("" for the default pool)
     bool owner_from_frames = false;  ///< the source named it from the call stacks' libraries
+    /// The framework's own name for the pool (torch: segment_pool_id, "(0, 0)" for the default
+    /// pool); empty when the source does not give it.
+    std::string torch_id;
+
+    /// A private pool holding segments but no live block: memory only the pool keeps (a CUDA
+    /// graph's pool whose graph may be gone, or a MemPool not released).
+    [[nodiscard]] bool idle() const { return pool != 0 && allocated == 0 && pending == 0; }
 };
 
 struct DeviceMemorySummary {

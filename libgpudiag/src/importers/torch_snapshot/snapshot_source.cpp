@@ -384,13 +384,16 @@ private:
         }
     }
 
-    // Each private pool's owner, as properties "private_pool.<n>.owner" the memory analysis
-    // reads: the code (libraries included) holding the most live bytes in it, else the code that
-    // created most of its bytes of segments. A serving engine's KV cache names its cache engine.
+    // Each private pool's owner and torch id, as properties "private_pool.<n>.owner" and
+    // "private_pool.<n>.id" the memory analysis reads. The owner: the code (libraries included)
+    // holding the most live bytes in it, else the code that created most of its bytes of
+    // segments. A serving engine's KV cache names its cache engine.
     void add_pool_owners(const std::vector<SnapshotSegment>& segments, const StringTable& strings) {
         std::map<std::uint32_t, std::map<StringId, std::uint64_t>> live, created;
+        std::map<std::uint32_t, std::string> ids;
         for (const SnapshotSegment& s : segments) {
             if (s.pool == 0) continue;
+            ids.emplace(s.pool, s.pool_id);
             created[s.pool][s.owner] += s.owner != kNoString ? s.total_size : 0;
             for (const SnapshotBlock& b : s.blocks) {
                 if (b.state != BlockState::kInactive && b.owner != kNoString)
@@ -408,6 +411,9 @@ private:
             }
             return best;
         };
+        for (const auto& [pool, id] : ids) {
+            info_.properties.emplace_back(fmt::format("private_pool.{}.id", pool), id);
+        }
         for (const auto& [pool, by] : created) {
             StringId owner = live.count(pool) != 0 ? most(live[pool]) : kNoString;
             if (owner == kNoString) owner = most(by);

@@ -454,7 +454,10 @@ private:
             const std::pair<std::int64_t, std::int64_t> id{pool.item(0).as_int(),
                                                            pool.item(1).as_int()};
             seg.private_pool = id.first != 0 || id.second != 0;
-            if (seg.private_pool) seg.pool = pool_ordinal(id);
+            if (seg.private_pool) {
+                seg.pool = pool_ordinal(id);
+                seg.pool_id = fmt::format("({}, {})", id.first, id.second);
+            }
         }
         const FrameFacts seg_facts = facts_of(v.find("frames"));
         seg.site = seg_facts.site;

@@ -50,6 +50,8 @@ struct SnapshotSegment {
     /// The private pool, numbered from 1 in the order the file first names each
     /// segment_pool_id; 0 = the default pool.
     std::uint32_t pool = 0;
+    /// torch's segment_pool_id as written, "(a, b)"; empty for the default pool.
+    std::string pool_id;
     StringId site = kNoString;
     StringId owner = kNoString;  ///< allocation_owner_site of the segment's frames
     std::vector<SnapshotBlock> blocks;

@@ -269,5 +269,47 @@ TEST(AllocatorModel, AdoptedSegmentsKeepTheirLayout) {
                      .is_ok());
 }
 
+// torch's PrivatePool (CUDA graphs, torch.cuda.MemPool): its own free lists; a request made into it
+// is served only by its blocks, its free blocks never serve the default pool, and empty_cache
+// leaves its cache while the pool lives.
+TEST(AllocatorModel, PrivatePoolsKeepTheirBlocksApart) {
+    Model t;
+    const std::uint64_t a = t.m.malloc(1, 3 * MiB, 0, 1);
+    t.m.free(1);
+    const std::uint64_t b = t.m.malloc(2, 3 * MiB, 0);  // the default pool: a segment of its own
+    EXPECT_NE(b, a);
+    EXPECT_EQ(t.m.stats().device_mallocs, 2u);
+    t.m.free(2);
+    const std::uint64_t c = t.m.malloc(3, 3 * MiB, 0, 2);
+    EXPECT_NE(c, a);
+    EXPECT_NE(c, b);
+    EXPECT_EQ(t.m.stats().device_mallocs, 3u);   // pool 2 gets neither cached block
+    EXPECT_EQ(t.m.malloc(4, 3 * MiB, 0, 1), a);  // pool 1 reuses its own
+    EXPECT_EQ(t.m.stats().device_mallocs, 3u);
+    t.m.free(3);
+    t.m.free(4);
+    EXPECT_EQ(t.m.stats().releasable, 20 * MiB);  // the default pool's only
+    t.m.empty_cache();
+    EXPECT_EQ(t.m.stats().reserved, 40 * MiB);  // pools 1 and 2 keep theirs
+    EXPECT_EQ(t.m.segments().size(), 2u);
+}
+
+TEST(AllocatorModel, AdoptedPrivateSegmentsServeOnlyTheirPool) {
+    Model t;
+    ASSERT_TRUE(t.m.adopt_segment(0x7000000000, 20 * MiB, 0, false, false, {}, 1).is_ok());
+    EXPECT_NE(t.m.malloc(1, 3 * MiB, 0), 0x7000000000u);
+    EXPECT_EQ(t.m.stats().device_mallocs, 1u);
+    EXPECT_EQ(t.m.malloc(2, 3 * MiB, 0, 1), 0x7000000000u);
+}
+
+TEST(AllocatorModel, PrivatePoolsHaveTheirOwnExpandableSegments) {
+    Model t(with("expandable_segments:True"));
+    const std::uint64_t a = t.m.malloc(1, 3 * MiB, 0, 1);
+    const std::uint64_t b = t.m.malloc(2, 3 * MiB, 0);
+    EXPECT_NE(b, a + 3 * MiB);                             // not in pool 1's mapped page
+    EXPECT_EQ(t.m.malloc(3, 3 * MiB, 0, 1), a + 3 * MiB);  // pool 1's next block is
+    EXPECT_EQ(t.m.stats().reserved, 40 * MiB);
+}
+
 }  // namespace
 }  // namespace gpudiag::detail

@@ -571,5 +571,39 @@ TEST(AllocatorWhatIf, SaysWhenTheHistoryWasCut) {
     EXPECT_NE(r->torch_version_note.find("torch 2.13 or later"), std::string::npos);
 }
 
+// A CUDA graph's private pool (numbered 1 in the events, as the snapshot importer numbers
+// segment_pool_id): its cached block does not serve the default pool's request, which got a
+// segment of its own, and a later request into the pool takes the pool's block back. The
+// replay reproduces that only when it keeps the pools apart (in one pool, the default request
+// would have taken the cached block and no second segment would be made).
+TEST(AllocatorWhatIf, PrivatePoolsAreReplayedApart) {
+    auto in_pool = [](Event e, std::uint32_t pool) {
+        e.memory.extra = pool;
+        return e;
+    };
+    std::vector<Event> e;
+    e.push_back(in_pool(segment(kA, 20 * MiB), 1));
+    e.push_back(alloc(kA, 3 * MiB));
+    free_block(e, kA, 3 * MiB);
+    e.push_back(segment(kB, 20 * MiB));
+    e.push_back(alloc(kB, 3 * MiB));
+    e.push_back(alloc(kA, 3 * MiB));
+    const auto h = history_of(e);
+    const DeviceHistory& d = h->devices()[0];
+    ASSERT_EQ(d.ops.size(), 5u);
+    EXPECT_EQ(d.ops[0].pool, 1u);
+    EXPECT_EQ(d.ops[3].pool, 0u);  // in kB's segment: the default pool
+    EXPECT_EQ(d.ops[4].pool, 1u);
+    EXPECT_EQ(h->facts().private_pools, 1u);
+    auto r = whatif(e);
+    ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+    EXPECT_TRUE(r->reproduction.exact) << r->reproduction.first_difference;
+    EXPECT_EQ(r->reproduction.allocations_at_recorded_address, 3u);
+    bool noted = false;
+    for (const std::string& n : r->notes)
+        noted = noted || n.find("1 private pool (CUDA graphs") != n.npos;
+    EXPECT_TRUE(noted);
+}
+
 }  // namespace
 }  // namespace gpudiag::detail
