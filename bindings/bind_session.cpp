@@ -3,6 +3,7 @@
 // worker thread: they take the GIL there, and their exceptions are reported as unraisable rather
 // than crossing into C++.
 #include <gpudiag/session.hpp>
+#include <gpudiag/whatif.hpp>
 
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
@@ -161,6 +162,19 @@ void bind_session(py::module_& m) {
             },
             py::arg("path") = std::string())
         .def("request_dump", &Session::request_dump)
+        .def(
+            "replay",
+            [](Session& s, const std::string& path) {
+                check(without_gil([&] { return s.replay(path); }));
+            },
+            py::arg("path"))
+        .def(
+            "whatif",
+            [](Session& s, const WhatIfOptions& options) {
+                return unwrap(without_gil([&] { return s.whatif(options); }));
+            },
+            // No default: WhatIfOptions is bound after the session (bind_whatif).
+            py::arg("options"))
         .def(
             "record_flight_recorder",
             [](Session& s, const py::bytes& dump, int rank) {

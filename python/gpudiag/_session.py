@@ -20,7 +20,7 @@ import shutil
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal, Union, overload
 
@@ -31,6 +31,7 @@ from gpudiag._format import parse_size
 from gpudiag._libraries import register_nvidia_library_dirs
 from gpudiag._report import Report
 from gpudiag._steps import StepClock
+from gpudiag._whatif import whatif_options
 
 if TYPE_CHECKING:  # typing.Self is 3.11+; typing_extensions is only needed by type checkers
     from types import FrameType, TracebackType
@@ -502,6 +503,46 @@ class Session:
         """Asks for a dump of the window at the session's next tick; safe in a signal handler."""
         if self._native is not None:
             self._native.request_dump()
+
+    def replay(self, path: str | Path) -> None:
+        """Feeds the events of an input gpudiag reads (a recording, a torch memory snapshot, a
+        Kineto trace) through this running session with their own timestamps: a demonstration
+        without a GPU, or a past run put through live watches. The report names the file."""
+        if self._native is None:
+            raise FailedPreconditionError("the session is not running")
+        self._native.replay(str(path))
+
+    def whatif(
+        self,
+        *,
+        settings: str | Sequence[str] = (),
+        capacity: SizeLike | None = None,
+        device_total: SizeLike | None = None,
+        sweep: bool = True,
+        device: int | None = None,
+        torch_version: str | None = None,
+    ) -> _core.WhatIfResult:
+        """:func:`gpudiag.whatif` over what this session recorded so far: its ``record`` file
+        (or, with ``record_window_s``, its window), while it runs or after stop(); the same
+        arguments and result (a ``WhatIfResult``).
+
+        Raises:
+            FailedPreconditionError: the session was never started, keeps no ``record``, or
+                recorded none of the caching allocator's own operations (CUPTI sees only
+                cudaMalloc-level calls; the message says how to record them).
+        """
+        if self._native is None:
+            raise FailedPreconditionError("the session was never started")
+        options = whatif_options(
+            settings=settings,
+            capacity=capacity,
+            device_total=device_total,
+            sweep=sweep,
+            device=device,
+            torch_version=torch_version,
+        )
+        result: _core.WhatIfResult = self._native.whatif(options)
+        return result
 
     def record_flight_recorder(self, dump: bytes, rank: int = -1) -> None:
         """Hands this process's own Flight Recorder dump (the bytes ``_dump_fr_trace_json()``

@@ -43,7 +43,8 @@ def whatif(
 
     Args:
         path: a torch memory snapshot taken with its history
-            (``torch.cuda.memory._record_memory_history()``), or a gpudiag recording.
+            (``torch.cuda.memory._record_memory_history()``), or a gpudiag recording holding the
+            caching allocator's events (``Session.whatif`` answers for a live session).
         settings: settings to try over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF form
             (``"expandable_segments:True"``) or as ``key=value``.
         capacity: memory the allocator can obtain in total, e.g. ``"79GiB"`` (device memory
@@ -62,9 +63,31 @@ def whatif(
 
     Raises:
         InvalidArgumentError: for unknown or out-of-range settings.
-        FailedPreconditionError: when the input holds no allocation history.
+        FailedPreconditionError: when the input holds no allocation history (a recording with
+            only cudaMalloc-level events: the message says what to record).
         NotFoundError, CorruptDataError, UnsupportedError, IoError: for unusable input.
     """
+    options = whatif_options(
+        settings=settings,
+        capacity=capacity,
+        device_total=device_total,
+        sweep=sweep,
+        device=device,
+        torch_version=torch_version,
+    )
+    return _core.whatif_file(str(path), options)
+
+
+def whatif_options(
+    *,
+    settings: str | Sequence[str] = (),
+    capacity: Size | None = None,
+    device_total: Size | None = None,
+    sweep: bool = True,
+    device: int | None = None,
+    torch_version: str | None = None,
+) -> _core.WhatIfOptions:
+    """The native options for :func:`whatif` and ``Session.whatif`` (the arguments as there)."""
     options = _core.WhatIfOptions()
     options.settings = [settings] if isinstance(settings, str) else [str(s) for s in settings]
     options.capacity_bytes = _bytes(capacity, "capacity")
@@ -72,4 +95,4 @@ def whatif(
     options.sweep = bool(sweep)
     options.device = -1 if device is None else int(device)
     options.torch_version = "" if torch_version is None else str(torch_version)
-    return _core.whatif_file(str(path), options)
+    return options

@@ -23,6 +23,7 @@
 #include <gpudiag/export.hpp>
 #include <gpudiag/report.hpp>
 #include <gpudiag/status.hpp>
+#include <gpudiag/whatif.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -238,6 +239,18 @@ public:
     /// report names the replayed file. Errors: kFailedPrecondition when not running; those of
     /// analyze_files() for the input.
     Status replay(const std::string& path) noexcept;
+
+    /// The allocator what-if (whatif.hpp) over what this session recorded so far, the answer
+    /// `gpudiag whatif` gives for its recording: the recording at record_path (flushed first; once
+    /// stopped, the closed file), or with record_window_s the window of recent events (replayed
+    /// from the blocks live at its start). Works while running and after stop(); the result's
+    /// source names the session. It needs the caching allocator's own operations (events of kinds
+    /// kBlockAlloc, kBlockFree, kSegmentAlloc, kSegmentFree, kOutOfMemory handed to record(), or a
+    /// torch snapshot put through replay()): CUPTI's cudaMalloc-level records are not those.
+    /// Errors: kFailedPrecondition when the session was never started, keeps no recording
+    /// (record_path ""), or recorded no allocator operations (the message says how to record
+    /// them); those of whatif_file() otherwise.
+    Result<WhatIfResult> whatif(const WhatIfOptions& options = {}) noexcept;
 
     /// Writes the window of recent events (SessionOptions::record_window_s) to `path`, or to the
     /// next numbered dump file when empty. Callback-safe: yes. Errors: kFailedPrecondition when

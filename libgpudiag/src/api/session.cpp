@@ -21,6 +21,7 @@
 #include "api/live_capture.hpp"
 #include "api/replay_sink.hpp"
 #include "api/session_cost.hpp"
+#include "api/whatif_file.hpp"
 #include "capture/capture_levels.hpp"
 #include "core/allocation_site.hpp"
 #include "core/clock.hpp"
@@ -916,6 +917,34 @@ struct Session::Impl final : detail::EventQueue {
         return path;
     }
 
+    // What a live what-if reads (`path`), and how it names it: the recording, flushed now (a
+    // reader stops cleanly at its last whole chunk), closed once stopped; a window is written to
+    // a file of its own first (`temporary`: the caller removes it, written whole or not).
+    Status whatif_input(std::string& path, std::string& label, bool& temporary) {
+        if (forked_away()) return forked_error();
+        if (options.record_path.empty()) {
+            return failed_precondition(
+                "a live what-if replays the session's recording, and this session keeps none: "
+                "set SessionOptions::record_path (Python: record=PATH; GPUDIAG_RECORD)");
+        }
+        if (backend && running.load()) backend->flush();
+        std::lock_guard<std::mutex> lock(sink_mutex);
+        if (!analyzers_ready()) return failed_precondition("the session was never started");
+        drain_locked();
+        path = options.record_path;
+        label = "the session recording " + options.record_path;
+        if (ended) return Status::ok();
+        if (window) {
+            label = fmt::format("the session window ({:.1f} s, recording {})",
+                                window->seconds_held(), options.record_path);
+            path = fmt::format("{}-whatif-{}-{}.tmp", options.record_path, pid,
+                               whatif_files.fetch_add(1));
+            temporary = true;
+            return window->write(path, summary(), RecordingWriterOptions{});
+        }
+        return writer ? writer->flush() : Status::ok();
+    }
+
     Status dump(std::string_view path) {
         if (forked_away()) return forked_error();
         if (!window) {
@@ -1162,8 +1191,9 @@ struct Session::Impl final : detail::EventQueue {
     detail::CostGovernor governor{
         options.cost_budget,
         static_cast<std::uint32_t>(detail::capture_reductions().size() - 1)};  // sink_mutex
-    std::atomic<std::uint64_t> kinds_off{0};    // the rung's kinds, left out at try_push
-    std::atomic<std::uint64_t> shed_events{0};  // events left out for the budget
+    std::atomic<std::uint64_t> kinds_off{0};     // the rung's kinds, left out at try_push
+    std::atomic<std::uint64_t> shed_events{0};   // events left out for the budget
+    std::atomic<std::uint64_t> whatif_files{0};  // windows written for whatif(), for their names
     static constexpr std::size_t kMaxBudgetMarkers = 64;
     std::vector<Event> budget_markers;  // guarded by sink_mutex: pauses and resumes to push
     std::atomic<std::uint64_t> step_begin_id{0};
@@ -1533,6 +1563,24 @@ Status Session::dump(std::string_view path) noexcept {
         return resource_exhausted("out of memory writing the dump");
     } catch (...) {
         return internal_error("dump failed");
+    }
+}
+
+Result<WhatIfResult> Session::whatif(const WhatIfOptions& options) noexcept {
+    std::string path;
+    bool temporary = false;
+    try {
+        std::string label;
+        Status input = impl_->whatif_input(path, label, temporary);
+        auto result =
+            input.is_ok() ? detail::whatif_path(path, options, label) : Result<WhatIfResult>(input);
+        std::error_code ignored;
+        if (temporary) std::filesystem::remove(path, ignored);
+        return result;
+    } catch (...) {
+        std::error_code ignored;
+        if (temporary) std::filesystem::remove(path, ignored);
+        return resource_exhausted("out of memory replaying the session's allocations");
     }
 }
 

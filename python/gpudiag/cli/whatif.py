@@ -12,15 +12,17 @@ NAME = "whatif"
 HELP = "predict peak memory and OOMs under other PyTorch allocator settings"
 DESCRIPTION = """\
 Replays the allocation history of a torch memory snapshot (taken with
-torch.cuda.memory._record_memory_history()) or a gpudiag recording through a model of PyTorch's
-CUDA caching allocator. It first reproduces the recording under its own settings and says how
+torch.cuda.memory._record_memory_history()) or a gpudiag recording holding the caching
+allocator's events (a recording with only CUPTI's cudaMalloc-level records is refused, saying
+what to record) through a model of PyTorch's CUDA caching allocator. It first reproduces the recording under its own settings and says how
 exactly, then predicts the peak reserved memory, the memory stranded in split segments, the
 cudaMalloc/cudaFree calls and whether an out-of-memory failure recurs under the settings you
 choose and the usual ones.
 
   gpudiag whatif snapshot.pickle
   gpudiag whatif snapshot.pickle --set expandable_segments=True --capacity 79GiB
-  gpudiag whatif snapshot.pickle --set max_split_size_mb=256 --no-sweep --format json"""
+  gpudiag whatif snapshot.pickle --set max_split_size_mb=256 --no-sweep --format json
+  gpudiag whatif run.gpudiag"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
