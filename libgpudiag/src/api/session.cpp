@@ -541,6 +541,7 @@ struct Session::Impl final : detail::EventQueue {
         final_cost = measure_cost();
         pipeline->end(final_summary);
         ended = true;
+        ended_ns = detail::monotonic_now_ns();
         if (writer) {
             Status closed = writer->close();
             if (!closed.is_ok()) degraded_reason = closed.to_string();
@@ -892,7 +893,9 @@ struct Session::Impl final : detail::EventQueue {
             }
             return;
         }
-        report.sections.push_back(collectives->section(detail::monotonic_now_ns()));
+        // After stop() a collective's age is as of the stop: the report no longer grows.
+        report.sections.push_back(
+            collectives->section(ended ? ended_ns : detail::monotonic_now_ns()));
         for (const auto& line : collectives->overdue_notes()) {
             report.notes.push_back(
                 fmt::format("Collective in flight past collective_timeout_s ({:g} s): {}; {}.",
@@ -1181,6 +1184,7 @@ struct Session::Impl final : detail::EventQueue {
     std::atomic<std::uint64_t> reports_skipped{0};
     bool stopped_once = false;
     bool ended = false;
+    std::uint64_t ended_ns = 0;  // monotonic, when the sinks ended (stop())
     SourceSummary final_summary;
     std::string degraded_reason;
     std::uint64_t started_ns = 0;

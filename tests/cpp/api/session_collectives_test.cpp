@@ -99,6 +99,18 @@ TEST(SessionCollectives, WithoutATimeoutNothingIsDumpedAndNoCollectivesNoSection
     EXPECT_EQ(in_flight(*r)->rows.size(), 1u);
     EXPECT_TRUE(dir.files("run-dump-", "-collective.gpudiag").empty());
     ASSERT_TRUE(s->stop().is_ok());
+
+    // After stop() the age is the one at the stop: two reports apart in time agree.
+    auto stopped = s->report();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    auto later = s->report();
+    ASSERT_TRUE(stopped.is_ok() && later.is_ok());
+    ASSERT_NE(in_flight(*stopped), nullptr);
+    ASSERT_NE(in_flight(*later), nullptr);
+    ASSERT_EQ(in_flight(*later)->rows.size(), 1u);
+    EXPECT_GT(std::get<double>(in_flight(*stopped)->rows[0][3]), 0.0);
+    EXPECT_EQ(std::get<double>(in_flight(*stopped)->rows[0][3]),
+              std::get<double>(in_flight(*later)->rows[0][3]));
 }
 
 TEST(SessionCollectives, ATimeoutWithNoCollectiveSeenSaysSo) {
