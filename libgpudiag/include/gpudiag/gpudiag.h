@@ -142,9 +142,29 @@ GPUDIAG_API void gpudiag_session_request_dump(gpudiag_session_t* session);
 GPUDIAG_API gpudiag_status_t gpudiag_session_status(gpudiag_session_t* session, const char** level,
                                                     uint64_t* events, uint64_t* dropped);
 
+/* Flight Recorder data of this process (torch's _dump_nccl_trace() pickle or its JSON form, `size`
+ * bytes): its collectives are watched (what is still in flight, past collective_timeout_s a dump).
+ * `rank`: the caller's rank, -1 when the dump says it. */
+GPUDIAG_API gpudiag_status_t gpudiag_session_record_flight_recorder(gpudiag_session_t* session,
+                                                                    const void* dump, size_t size,
+                                                                    int rank);
+/* What PyTorch's CUDA caching allocator would have done with other settings, replayed over the
+ * session's recording (record_path; its window with record_window_s): see docs/whatif.md.
+ * `settings`: tried together over the recorded ones, in PYTORCH_CUDA_ALLOC_CONF form
+ * ("expandable_segments:True,max_split_size_mb:128"); NULL or "": the usual settings one at a
+ * time only. `format`: GPUDIAG_FORMAT_TEXT or _JSON. GPUDIAG_FAILED_PRECONDITION when the session
+ * recorded none of the allocator's own operations (the message says how to record them). */
+GPUDIAG_API gpudiag_status_t gpudiag_session_whatif(gpudiag_session_t* session,
+                                                    const char* settings, gpudiag_format_t format,
+                                                    char** out);
+
 /* Offline: analyse files (recordings, Kineto traces, torch snapshots) of one job. */
 GPUDIAG_API gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
                                                    gpudiag_format_t format, char** out);
+/* Offline: the what-if of gpudiag_session_whatif over a file (a torch memory snapshot with its
+ * trace, or a gpudiag recording holding the allocator's operations). */
+GPUDIAG_API gpudiag_status_t gpudiag_whatif_file(const char* path, const char* settings,
+                                                 gpudiag_format_t format, char** out);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,7 @@
 #include <gpudiag/gpudiag.h>
 #include <gpudiag/gpudiag.hpp>
 #include <gpudiag/session.hpp>
+#include <gpudiag/whatif.hpp>
 
 #include <fmt/format.h>
 
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 struct gpudiag_session {
     std::unique_ptr<gpudiag::Session> session;
@@ -70,6 +72,28 @@ std::string rendered(const gpudiag::Report& report, gpudiag_format_t format) {
         case GPUDIAG_FORMAT_PROMETHEUS: return gpudiag::render_prometheus(report);
         default: return gpudiag::render_text(report);
     }
+}
+
+// A what-if's options from the C arguments, checked before anything runs.
+gpudiag_status_t whatif_request(const char* settings, gpudiag_format_t format, char** out,
+                                gpudiag::WhatIfOptions& options) {
+    if (out == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "out is NULL");
+    *out = nullptr;
+    if (format != GPUDIAG_FORMAT_TEXT && format != GPUDIAG_FORMAT_JSON) {
+        return fail(gpudiag::StatusCode::kInvalidArgument,
+                    "a what-if is rendered as GPUDIAG_FORMAT_TEXT or GPUDIAG_FORMAT_JSON");
+    }
+    if (settings != nullptr && *settings != '\0') options.settings.emplace_back(settings);
+    return GPUDIAG_OK;
+}
+
+gpudiag_status_t whatif_out(const gpudiag::Result<gpudiag::WhatIfResult>& result,
+                            gpudiag_format_t format, char** out) {
+    if (!result) return to_c(result.status());
+    *out = copy_out(format == GPUDIAG_FORMAT_JSON ? gpudiag::whatif_json(*result)
+                                                  : gpudiag::whatif_text(*result));
+    if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
+    return to_c(gpudiag::Status::ok());
 }
 
 }  // namespace
@@ -209,6 +233,29 @@ gpudiag_status_t gpudiag_session_dump(gpudiag_session_t* s, const char* path) {
     return guarded([&] { return to_c(s->session->dump(path == nullptr ? "" : path)); });
 }
 
+gpudiag_status_t gpudiag_session_record_flight_recorder(gpudiag_session_t* s, const void* dump,
+                                                        size_t size, int rank) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    if (dump == nullptr && size != 0) {
+        return fail(gpudiag::StatusCode::kInvalidArgument, "dump is NULL");
+    }
+    return guarded([&] {
+        const std::string_view bytes(static_cast<const char*>(dump), dump == nullptr ? 0 : size);
+        return to_c(s->session->record_flight_recorder(bytes, rank));
+    });
+}
+
+gpudiag_status_t gpudiag_session_whatif(gpudiag_session_t* s, const char* settings,
+                                        gpudiag_format_t format, char** out) {
+    GPUDIAG_C_REQUIRE_SESSION(s);
+    return guarded([&]() -> gpudiag_status_t {
+        gpudiag::WhatIfOptions options;
+        const gpudiag_status_t checked = whatif_request(settings, format, out, options);
+        if (checked != GPUDIAG_OK) return checked;
+        return whatif_out(s->session->whatif(options), format, out);
+    });
+}
+
 void gpudiag_session_request_dump(gpudiag_session_t* s) {
     if (s != nullptr && s->session) s->session->request_dump();
 }
@@ -334,6 +381,17 @@ gpudiag_status_t gpudiag_analyze_files(const char* const* paths, size_t count,
         *out = copy_out(rendered(*report, format));
         if (*out == nullptr) return fail(gpudiag::StatusCode::kResourceExhausted, "out of memory");
         return GPUDIAG_OK;
+    });
+}
+
+gpudiag_status_t gpudiag_whatif_file(const char* path, const char* settings,
+                                     gpudiag_format_t format, char** out) {
+    return guarded([&]() -> gpudiag_status_t {
+        gpudiag::WhatIfOptions options;
+        const gpudiag_status_t checked = whatif_request(settings, format, out, options);
+        if (checked != GPUDIAG_OK) return checked;
+        if (path == nullptr) return fail(gpudiag::StatusCode::kInvalidArgument, "path is NULL");
+        return whatif_out(gpudiag::whatif_file(path, options), format, out);
     });
 }
 

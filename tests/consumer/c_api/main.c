@@ -68,6 +68,10 @@ int main(void) {
     if (strstr(gpudiag_last_error(), "/nonexistent/trace.json") == NULL) {
         return fail("the error does not name the file");
     }
+    if (gpudiag_whatif_file(missing[0], "expandable_segments:True", GPUDIAG_FORMAT_JSON, &text) !=
+        GPUDIAG_NOT_FOUND) {
+        return fail("a missing snapshot was not GPUDIAG_NOT_FOUND");
+    }
     printf("c consumer ok: gpudiag %s, capture level %s\n", gpudiag_version(), level);
     return 0;
 }

@@ -3,6 +3,8 @@
 #include <gpudiag/gpudiag.h>
 #include <gpudiag/version.hpp>
 
+#include "corpus.hpp"
+
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -231,6 +233,82 @@ TEST(CApi, AnalyzeFilesErrors) {
               GPUDIAG_INVALID_ARGUMENT);
     EXPECT_EQ(gpudiag_analyze_files(missing, 1, GPUDIAG_FORMAT_JSON, nullptr),
               GPUDIAG_INVALID_ARGUMENT);
+}
+
+TEST(CApi, WhatIfOverASnapshotFile) {
+    const std::string snapshot = gpudiag::testing::corpus_snapshot("decomfl_memory.pickle");
+    GPUDIAG_REQUIRE_FILES(snapshot);
+    char* json = nullptr;
+    ASSERT_EQ(gpudiag_whatif_file(snapshot.c_str(), "expandable_segments:True", GPUDIAG_FORMAT_JSON,
+                                  &json),
+              GPUDIAG_OK)
+        << gpudiag_last_error();
+    const std::string body(json);
+    gpudiag_free(json);
+    // The replay reproduced the recorded allocator, and the setting asked for was tried.
+    EXPECT_NE(body.find("\"exact\": true"), std::string::npos) << body.substr(0, 2000);
+    EXPECT_NE(body.find("expandable_segments"), std::string::npos);
+    char* text = nullptr;
+    ASSERT_EQ(gpudiag_whatif_file(snapshot.c_str(), nullptr, GPUDIAG_FORMAT_TEXT, &text),
+              GPUDIAG_OK);
+    EXPECT_NE(std::string(text).find("Allocator modelled: torch"), std::string::npos) << text;
+    gpudiag_free(text);
+}
+
+TEST(CApi, WhatIfErrors) {
+    char* out = reinterpret_cast<char*>(1);
+    EXPECT_EQ(gpudiag_whatif_file(nullptr, nullptr, GPUDIAG_FORMAT_TEXT, &out),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(out, nullptr);
+    EXPECT_EQ(
+        gpudiag_whatif_file("/nonexistent/snapshot.pickle", nullptr, GPUDIAG_FORMAT_TEXT, &out),
+        GPUDIAG_NOT_FOUND);
+    EXPECT_EQ(gpudiag_whatif_file("x", nullptr, GPUDIAG_FORMAT_PROMETHEUS, &out),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_whatif_file("x", nullptr, GPUDIAG_FORMAT_TEXT, nullptr),
+              GPUDIAG_INVALID_ARGUMENT);
+    EXPECT_EQ(gpudiag_session_whatif(nullptr, nullptr, GPUDIAG_FORMAT_TEXT, &out),
+              GPUDIAG_INVALID_ARGUMENT);
+
+    // A session that records only its own cudaMalloc-level memory has no allocator history.
+    char dir[] = "/tmp/gpudiag-c-whatif-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    const std::string path = std::string(dir) + "/run.gpudiag";
+    gpudiag_session_options_t o;
+    gpudiag_session_options_init(&o);
+    o.capture_gpu = 0;
+    o.nvml_hz = 0;
+    o.record_path = path.c_str();
+    gpudiag_session_t* s = nullptr;
+    ASSERT_EQ(gpudiag_session_create(&o, &s), GPUDIAG_OK) << gpudiag_last_error();
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    ASSERT_EQ(gpudiag_session_record_allocation(s, 0, 0x7000000, 1 << 20, "engine.cpp:88"),
+              GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_whatif(s, nullptr, GPUDIAG_FORMAT_TEXT, &out),
+              GPUDIAG_FAILED_PRECONDITION);
+    EXPECT_NE(std::string(gpudiag_last_error()).find("no caching-allocator operations"),
+              std::string::npos)
+        << gpudiag_last_error();
+    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    gpudiag_session_destroy(s);
+    std::remove(path.c_str());
+    ::rmdir(dir);
+}
+
+TEST(CApi, FlightRecorderDumpsAreCheckedBeforeTheyAreWatched) {
+    EXPECT_EQ(gpudiag_session_record_flight_recorder(nullptr, "x", 1, -1),
+              GPUDIAG_INVALID_ARGUMENT);
+    gpudiag_session_t* s = make_session();
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(gpudiag_session_record_flight_recorder(s, "{}", 2, -1), GPUDIAG_FAILED_PRECONDITION);
+    ASSERT_EQ(gpudiag_session_start(s), GPUDIAG_OK);
+    EXPECT_EQ(gpudiag_session_record_flight_recorder(s, nullptr, 4, 0), GPUDIAG_INVALID_ARGUMENT);
+    const char junk[] = "not a dump";
+    EXPECT_EQ(gpudiag_session_record_flight_recorder(s, junk, sizeof junk - 1, 0),
+              GPUDIAG_CORRUPT_DATA);
+    EXPECT_NE(std::string(gpudiag_last_error()), "");
+    EXPECT_EQ(gpudiag_session_stop(s), GPUDIAG_OK);
+    gpudiag_session_destroy(s);
 }
 
 }  // namespace
