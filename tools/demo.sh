@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Sets up gpudiag in .venv and prints the diagnosis of the recording bundled with the project.
-# Needs no GPU. The first run compiles the C++ library and its Python bindings (716 s of CPU time
-# from a fresh clone: about 6 minutes on 2 idle cores, docs/performance.md); it says what it is
+# Needs no GPU. The first run compiles the C++ library and its Python bindings (382 s of CPU time
+# from a fresh clone: about 3 minutes on 2 idle cores, docs/performance.md); it says what it is
 # doing at each step, and shows the compile's progress and a line a minute while it builds. pip's
 # whole output goes to .venv/gpudiag-build.log.
 set -euo pipefail
@@ -23,7 +23,7 @@ step "updating pip in .venv"
 
 log=.venv/gpudiag-build.log
 step "building gpudiag and installing it into .venv: the first time this compiles the C++" \
-  "library and its bindings, about 12 minutes of CPU time (6 minutes on 2 idle cores, more on" \
+  "library and its bindings, about 6 minutes of CPU time (3 minutes on 2 idle cores, more on" \
   "busy ones; about 2 when run again: the bindings recompile)"
 # pip shows a build only with -v, and then every compiler command: tools/build_progress.awk keeps
 # the phases, the compile's progress in steps of 10 % and errors; the log keeps everything.
