@@ -19,10 +19,13 @@ import pytest
 import gpudiag
 
 # What every manylinux policy lets a wheel take from the system: glibc's libraries, the C++
-# runtime and the dynamic loader.
+# runtime, the dynamic loader, and zlib (in every manylinux_2_x policy's lib_whitelist, so
+# auditwheel never grafts it). gpudiag links zlib statically; the grafted OpenSSL and cpp-httplib
+# of the HTTP control load the system's libz.so.1 (issue #40: a header-only httplib without TLS
+# would leave only the C/C++ runtime).
 RUNTIME = re.compile(
     r"(linux-vdso|ld-linux(-[\w-]+)?|libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s)"
-    r"\.so[.\d]*"
+    r"\.so[.\d]*|libz\.so\.1"
 )
 # "name => path (0x...)", "name => not found", "/path/ld-linux.so (0x...)", "linux-vdso.so.1 (0x...)"
 LDD_LINE = re.compile(r"\s*(?P<name>\S+)(\s+=>\s+(?P<path>not found|\S+))?(\s+\(0x[0-9a-f]+\))?\s*")
