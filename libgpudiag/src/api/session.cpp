@@ -26,6 +26,7 @@
 #include "core/allocation_site.hpp"
 #include "core/clock.hpp"
 #include "core/event_channel.hpp"
+#include "core/producers.hpp"
 #include "importers/open_source.hpp"
 #include "recording/recording_window.hpp"
 #include "support/own_cpu.hpp"
@@ -284,7 +285,7 @@ struct Session::Impl final : detail::EventQueue {
 
     SourceInfo source_info() const {
         SourceInfo info;
-        info.producer = "gpudiag-capture";
+        info.producer = detail::kProducerCapture;
         info.pid = pid;
         char host[256] = {};
         if (::gethostname(host, sizeof host - 1) == 0) info.hostname = host;

@@ -5,6 +5,7 @@
 #include "analysis/allocator/allocation_history.hpp"
 #include "analysis/allocator/allocator_whatif.hpp"
 #include "api/whatif_file.hpp"
+#include "core/producers.hpp"
 #include "importers/open_source.hpp"
 
 #include <fmt/format.h>
@@ -59,7 +60,7 @@ Result<WhatIfResult> whatif_path(const std::string& path, const WhatIfOptions& o
         Status status = (*source)->run(history, strings);
         // What was read before a failure still replays; with nothing read, the failure stands.
         if (!status.is_ok() && history.devices().empty()) return status;
-        if (!has_operations(history) && history.info().producer != "torch-snapshot") {
+        if (!has_operations(history) && history.info().producer != kProducerTorchSnapshot) {
             return no_allocator_history(history, name);
         }
         auto result = run_whatif(history, options);
@@ -97,7 +98,7 @@ Result<WhatIfResult> whatif_events(std::span<const Event> events, const SourceIn
         history.begin(info, strings);
         history.consume(events);
         history.end(SourceSummary{});
-        if (!detail::has_operations(history) && info.producer != "torch-snapshot") {
+        if (!detail::has_operations(history) && info.producer != detail::kProducerTorchSnapshot) {
             return detail::no_allocator_history(
                 history, info.description.empty() ? "the events" : info.description);
         }

@@ -4,6 +4,7 @@
 #include <gpudiag/report.hpp>
 #include <gpudiag/version.hpp>
 
+#include "core/producers.hpp"
 #include "support/format.hpp"
 
 #include <fmt/format.h>
@@ -177,7 +178,7 @@ void render_report(std::string& out, const Report& r, bool nested) {
         if (r.capture.dropped > 0) {
             // Only live capture has buffers to fill; an importer's skipped events are its own.
             out += fmt::format("  - {} events {}; figures may be incomplete.\n", r.capture.dropped,
-                               r.source.producer == "gpudiag-capture"
+                               r.source.producer == detail::kProducerCapture
                                    ? "were dropped by full capture buffers"
                                    : "of the input could not be used");
         }

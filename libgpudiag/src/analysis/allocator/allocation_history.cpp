@@ -3,6 +3,7 @@
 // events, then the history, then (snapshots) synthetic repairs towards the final state; the
 // phases are told apart by the synthetic flag.
 #include "analysis/allocator/allocation_history.hpp"
+#include "core/producers.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -184,7 +185,7 @@ void AllocationHistory::note_fact(const Event& e) {
             ++facts_.vmm_not_supported;
         }
     } else if (e.kind == EventKind::kSegmentAlloc && e.memory.extra != 0 &&
-               info_.producer == "torch-snapshot") {
+               info_.producer == kProducerTorchSnapshot) {
         const auto pool = static_cast<std::uint32_t>(e.memory.extra);
         if (private_pools_.size() < kMaxPools &&
             std::find(private_pools_.begin(), private_pools_.end(), pool) == private_pools_.end()) {
@@ -209,7 +210,7 @@ AllocationHistory::Builder& AllocationHistory::builder(std::uint16_t device) {
     if (it != by_device_.end()) return *it->second;
     builders_.push_back(std::make_unique<Builder>(max_ops_));
     builders_.back()->h.device = device;
-    builders_.back()->pools_known = info_.producer == "torch-snapshot";
+    builders_.back()->pools_known = info_.producer == kProducerTorchSnapshot;
     by_device_[device] = builders_.back().get();
     return *builders_.back();
 }

@@ -2,6 +2,7 @@
 #include "analysis/job/process_merge.hpp"
 
 #include "core/input_coverage.hpp"
+#include "core/producers.hpp"
 
 #include <algorithm>
 #include <string>
@@ -79,7 +80,7 @@ void merge_part(Report& into, Report part, bool several) {
 }  // namespace
 
 bool is_snapshot_report(const Report& r) noexcept {
-    return r.source.producer == "torch-snapshot";
+    return r.source.producer == kProducerTorchSnapshot;
 }
 
 bool is_flight_recorder_report(const Report& r) noexcept {

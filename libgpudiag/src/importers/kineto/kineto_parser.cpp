@@ -9,6 +9,7 @@
 #include "importers/kineto/parse_thread_budget.hpp"
 #include "support/quiet_thread.hpp"
 
+#include "core/producers.hpp"
 #include "importers/kineto/json_number.hpp"
 #include "importers/kineto/name_cache.hpp"
 #include "importers/kineto/start_order.hpp"
@@ -1286,7 +1287,7 @@ void parse_kineto_skeleton(const TraceBuffer& skeleton, std::size_t array_open,
                            const KinetoPieceTotals& totals, const std::string& name,
                            StringTable& strings, KinetoParseResult& out, bool* verified) {
     out = KinetoParseResult{};
-    out.info.producer = "kineto";
+    out.info.producer = kProducerKineto;
     out.info.description = name;
     SplitMerge merge{skeleton.data() + array_open, nullptr, &totals, false};
     ParseAttempt attempt =
@@ -1350,7 +1351,7 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
                            KinetoParseResult& out, const KinetoParseOptions& options) {
     auto reset = [&] {
         out = KinetoParseResult{};
-        out.info.producer = "kineto";
+        out.info.producer = kProducerKineto;
         out.info.description = name;
     };
     reset();
@@ -1392,7 +1393,7 @@ Status parse_kineto_events(const TraceBuffer& buffer, const std::string& name, S
         // killed writer then loses only its unfinished tail.
         KinetoParseResult repaired;
         repaired.info = out.info;
-        repaired.info.producer = "kineto";
+        repaired.info.producer = kProducerKineto;
         repaired.info.description = name;
         const bool recovered =
             parse_copy(close_after_last_complete_event(buffer.view()), strings, repaired) &&

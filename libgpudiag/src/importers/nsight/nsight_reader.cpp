@@ -4,6 +4,7 @@
 // are stepped side by side and merged by start into the sink, so nothing is held per row.
 #include "importers/nsight/nsight_reader.hpp"
 
+#include "core/producers.hpp"
 #include "core/range_names.hpp"
 #include "support/utf8.hpp"
 
@@ -573,7 +574,7 @@ void read_process(SqliteDb& db, SourceInfo& info) {
 
 SourceInfo read_source_info(SqliteDb& db, const std::string& name) {
     SourceInfo info;
-    info.producer = "nsight-systems";
+    info.producer = kProducerNsight;
     info.description = name;
     auto meta = metadata(db, "META_DATA_EXPORT");
     if (meta.empty()) meta = metadata(db, "EXPORT_META_DATA");

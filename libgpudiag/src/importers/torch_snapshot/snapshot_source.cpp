@@ -24,6 +24,7 @@
 //  the trace entries (capped), per-address bookkeeping for the traced addresses (capped) and
 //  the annotations (capped).
 #include "core/pipelined_sink.hpp"
+#include "core/producers.hpp"
 #include "importers/open_source.hpp"
 #include "importers/torch_snapshot/address_map.hpp"
 #include "importers/torch_snapshot/compact_trace.hpp"
@@ -324,7 +325,7 @@ private:
     };
 
     void prepare(StateCollector& state, StringTable& strings) {
-        info_.producer = "torch-snapshot";
+        info_.producer = kProducerTorchSnapshot;
         info_.description = path_;
         bool any_expandable = false;
         for (auto& seg : state.segments) {

@@ -94,20 +94,20 @@ const Table* table_of(const Report& r, const char* id) {
     return nullptr;
 }
 
-double number(const std::vector<Cell>& row, const Table& t, const char* column) {
+// A row's cell in `column`, as T (a failure when the table has no such column).
+template <typename T>
+T cell(const std::vector<Cell>& row, const Table& t, const char* column) {
     for (std::size_t i = 0; i < t.columns.size() && i < row.size(); ++i) {
-        if (t.columns[i] == column) return std::get<double>(row[i]);
+        if (t.columns[i] == column) return std::get<T>(row[i]);
     }
     ADD_FAILURE() << "no column " << column;
-    return -1;
+    return T{};
 }
-
+double number(const std::vector<Cell>& row, const Table& t, const char* column) {
+    return cell<double>(row, t, column);
+}
 std::string text(const std::vector<Cell>& row, const Table& t, const char* column) {
-    for (std::size_t i = 0; i < t.columns.size() && i < row.size(); ++i) {
-        if (t.columns[i] == column) return std::get<std::string>(row[i]);
-    }
-    ADD_FAILURE() << "no column " << column;
-    return {};
+    return cell<std::string>(row, t, column);
 }
 
 // verl's RL worker at model init: segments with segment_pool_id (0, 0) x59, (0, 1) x44 (Megatron
