@@ -3,6 +3,7 @@
 // allocator's events (written by the real writer, or by a live session) answers as the same
 // events do in memory; a live session answers over its recording or window; an input with only
 // cudaMalloc-level events gets an error that says what it lacks, never an empty answer.
+#include <gpudiag/gpudiag.h>
 #include <gpudiag/gpudiag.hpp>
 
 #include "corpus.hpp"
@@ -156,6 +157,48 @@ TEST(WhatIfRecording, ALiveSessionAnswersOverItsRecording) {
                   offline->reproduction.recorded_peak_reserved_bytes);
         EXPECT_EQ(dir.files("", ".tmp").size(), 0u);  // the window's copy is removed
     }
+}
+
+// The planted problem: a cached 600 MiB segment split by a 12 MiB request, then 600 MiB asked
+// for again with 300 MiB free on the device. torch's defaults fail (a split segment cannot be
+// released); a max_split_size_mb below 600 MiB keeps the big segment whole.
+std::vector<Event> split_segment_oom_program() {
+    std::vector<Event> e;
+    e.push_back(memory(EventKind::kSegmentAlloc, kBase, 600 * kMiB));
+    e.push_back(memory(EventKind::kBlockAlloc, kBase, 600 * kMiB));
+    e.push_back(memory(EventKind::kBlockFree, kBase, 600 * kMiB, kEventFlagPendingFree));
+    e.push_back(memory(EventKind::kBlockFree, kBase, 600 * kMiB));
+    e.push_back(memory(EventKind::kBlockAlloc, kBase, 12 * kMiB));
+    Event oom;
+    oom.kind = EventKind::kOutOfMemory;
+    oom.device = 0;
+    oom.start_ns = oom.end_ns = 5000;
+    oom.oom.requested_bytes = 600 * kMiB;
+    oom.oom.free_bytes = 300 * kMiB;
+    e.push_back(oom);
+    return e;
+}
+
+TEST(WhatIfRecording, APlantedSplitSegmentOomIsAnsweredLiveAndThroughTheCApi) {
+    TempDir dir("whatif");
+    const SessionOptions o = cpu_options(dir.file("oom.gpudiag"));
+    auto s = make(o);
+    ASSERT_TRUE(s->start().is_ok());
+    for (const Event& e : split_segment_oom_program()) put(*s, e);
+    const auto live = s->whatif();
+    ASSERT_TRUE(live.is_ok()) << live.status().to_string();
+    EXPECT_TRUE(live->reproduction.exact) << live->reproduction.first_difference;
+    const std::string verdict =
+        "With max_split_size_mb:128 the out-of-memory failure would not recur";
+    EXPECT_NE(live->advice.find(verdict), std::string::npos) << live->advice;
+    ASSERT_TRUE(s->stop().is_ok());
+    // A C program asks the same of the file the session wrote, and is told the same.
+    char* text = nullptr;
+    ASSERT_EQ(gpudiag_whatif_file(o.record_path.c_str(), nullptr, GPUDIAG_FORMAT_TEXT, &text),
+              GPUDIAG_OK)
+        << gpudiag_last_error();
+    EXPECT_NE(std::string(text).find(verdict), std::string::npos) << text;
+    gpudiag_free(text);
 }
 
 TEST(WhatIfRecording, DeviceLevelEventsAloneSayWhatIsMissing) {
