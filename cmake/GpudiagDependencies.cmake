@@ -103,41 +103,7 @@ foreach(_dep IN LISTS _gpudiag_dep_paths)
   endif()
 endforeach()
 
-# cpp-httplib parses the requests of a session's HTTP control (SessionOptions::http). Debian's
-# libcpp-httplib-dev is not header-only: its httplib.h declares and libcpp-httplib.so.0.11 (which
-# needs OpenSSL, zlib and brotli) implements, so libgpudiag then depends on that shared library.
-# Optional: without it (GPUDIAG_HTTP=OFF, or AUTO where it is absent) a session asked to serve
-# HTTP runs without and says why. The header's defines must be the library's (they change its
-# classes' layout): pkg-config's, else Debian's.
-set(GPUDIAG_HTTP "AUTO" CACHE STRING "HTTP control of sessions (cpp-httplib): ON, OFF or AUTO")
-set(GPUDIAG_HAVE_HTTP OFF)
-set(GPUDIAG_HTTPLIB_DEFINES "")
-if(NOT GPUDIAG_HTTP STREQUAL "OFF")
-  find_package(PkgConfig QUIET)
-  if(PKG_CONFIG_FOUND)
-    pkg_check_modules(_GPUDIAG_PC_HTTPLIB QUIET cpp-httplib)
-  endif()
-  find_path(GPUDIAG_HTTPLIB_INCLUDE_DIR httplib.h HINTS ${_GPUDIAG_PC_HTTPLIB_INCLUDE_DIRS})
-  find_library(GPUDIAG_HTTPLIB_LIBRARY NAMES cpp-httplib HINTS ${_GPUDIAG_PC_HTTPLIB_LIBRARY_DIRS})
-  if(GPUDIAG_HTTPLIB_INCLUDE_DIR AND GPUDIAG_HTTPLIB_LIBRARY)
-    set(GPUDIAG_HAVE_HTTP ON)
-    if(_GPUDIAG_PC_HTTPLIB_FOUND)
-      foreach(_flag IN LISTS _GPUDIAG_PC_HTTPLIB_CFLAGS_OTHER)
-        if(_flag MATCHES "^-D(.+)$")
-          list(APPEND GPUDIAG_HTTPLIB_DEFINES "${CMAKE_MATCH_1}")
-        endif()
-      endforeach()
-    else()
-      set(GPUDIAG_HTTPLIB_DEFINES CPPHTTPLIB_OPENSSL_SUPPORT CPPHTTPLIB_ZLIB_SUPPORT
-                                  CPPHTTPLIB_BROTLI_SUPPORT)
-    endif()
-    message(STATUS "gpudiag dependency: cpp-httplib=${GPUDIAG_HTTPLIB_INCLUDE_DIR}|${GPUDIAG_HTTPLIB_LIBRARY}")
-  elseif(GPUDIAG_HTTP STREQUAL "ON")
-    gpudiag_missing_dependency(cpp-httplib libcpp-httplib-dev)
-  else()
-    message(STATUS "gpudiag: no cpp-httplib (libcpp-httplib-dev): sessions have no HTTP control")
-  endif()
-endif()
+include(GpudiagHttplib)
 
 # The files libgpudiag links (libgpudiag/CMakeLists.txt). With GPUDIAG_STATIC_DEPS, the wheel's
 # choice (pyproject.toml), each is the static archive beside the shared library where the system
@@ -148,12 +114,8 @@ option(GPUDIAG_STATIC_DEPS "Link third-party libraries from their static archive
 set(GPUDIAG_THIRD_PARTY_LIBRARIES "")
 set(_gpudiag_static "")
 set(_gpudiag_shared "")
-set(_gpudiag_httplib_location "")
-if(GPUDIAG_HAVE_HTTP)
-  set(_gpudiag_httplib_location "${GPUDIAG_HTTPLIB_LIBRARY}")
-endif()
 foreach(_library IN LISTS ZLIB_LIBRARIES LIBDEFLATE_LINK_LIBRARIES SQLite3_LIBRARIES
-                          _gpudiag_simdjson_location _gpudiag_httplib_location)
+                          _gpudiag_simdjson_location)
   string(REGEX REPLACE "\\.so(\\.[0-9.]+)?$" ".a" _archive "${_library}")
   if(GPUDIAG_STATIC_DEPS AND EXISTS "${_archive}")
     set(_library "${_archive}")

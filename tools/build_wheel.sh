@@ -6,7 +6,8 @@
 #   tools/build_wheel.sh [--python PY] [--out DIR] [pip wheel options, e.g. -C cmake.define.X=Y]
 #
 #  1. `PY -m pip wheel .`: the build pyproject.toml describes, for PY (default python3). zlib,
-#     libdeflate and SQLite are linked from their static archives (GPUDIAG_STATIC_DEPS); the
+#     libdeflate and SQLite are linked from their static archives (GPUDIAG_STATIC_DEPS), and the
+#     HTTP control's cpp-httplib compiled in (GPUDIAG_HTTP=ON: a wheel never goes without it); the
 #     compile's progress is shown, pip's whole output kept in DIR/build.log.
 #  2. `auditwheel repair`: copies into the wheel (gpudiag.libs/) what has no static archive
 #     (Debian's simdjson) and tags the wheel with the oldest manylinux policy that the glibc and
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${GPUDIAG_PYTHON:-python3}
 OUT=dist
-PIP_ARGS=()
+PIP_ARGS=(-C cmake.define.GPUDIAG_HTTP=ON)
 while [ $# -gt 0 ]; do
   case $1 in
     --python) PY=$2; shift 2 ;;

@@ -10,8 +10,7 @@
 #                                  check's gcc builds share one compile of the library)
 set -euo pipefail
 PACKAGES="build-essential cmake ninja-build pkg-config binutils zlib1g-dev libdeflate-dev
-  libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv
-  libcpp-httplib-dev"
+  libsimdjson-dev libfmt-dev libsqlite3-dev pybind11-dev python3-dev python3-venv patch"
 if [ "${1:-}" = "--test" ]; then
   # clang: the ASan+UBSan build and the libFuzzer targets (libFuzzer ships with clang).
   PACKAGES="$PACKAGES libgtest-dev libgmock-dev libbenchmark-dev chromium clang clang-format-14 clang-tidy-14 tcl prometheus ccache curl"

@@ -19,6 +19,9 @@
 #   cupti12/libcupti.so.12     the CUPTI of the nvidia-cuda-cupti-cu12 12.9.79 wheel (NVIDIA's own
 #                              binary, as PyTorch's cu129 wheels install it): the device check's
 #                              ctest_gpu_cupti12 stage forces it with GPUDIAG_CUPTI_PATH
+#   src/cpp-httplib            the HTTP control's httplib.h and LICENSE, from Debian's source
+#                              package as cmake/GpudiagHttplib.cmake fetches and patches it (the
+#                              device check names it in GPUDIAG_HTTPLIB_DIR)
 #   MANIFEST.txt               versions, hashes, sizes
 # The bundle is about 25 MB; with the repository it must stay under the device tool's 64 MiB.
 set -euo pipefail
@@ -111,6 +114,11 @@ tools/fetch_cupti_libs.sh >/dev/null  # into build/cupti-libs, as for the *Cupti
 mkdir -p "$NEW/cupti12"
 cp "build/cupti-libs/$CUPTI12_VERSION/libcupti.so.12" "$NEW/cupti12/"
 
+# cpp-httplib from Debian's source package, fetched, verified and patched by every build's code.
+cmake -DGPUDIAG_HTTPLIB_UNPACK_TO="$TMP/x-httplib" -P cmake/GpudiagHttplib.cmake >/dev/null
+mkdir -p "$NEW/src/cpp-httplib"
+cp "$TMP/x-httplib/src/httplib.h" "$TMP/x-httplib/src/LICENSE" "$NEW/src/cpp-httplib/"
+
 {
   echo "gpudiag device bundle (tools/prepare_device_bundle.sh)"
   echo "recipe $RECIPE"
@@ -119,6 +127,9 @@ cp "build/cupti-libs/$CUPTI12_VERSION/libcupti.so.12" "$NEW/cupti12/"
     for f in $(ls "$TMP"/${p}_*.orig.tar.* | grep -v -- '-www'); do
       echo "source $p $(basename "$f") sha256 $(sha256sum "$f" | cut -d' ' -f1)"
     done
+  done
+  for f in third_party/downloads/cpp-httplib_*; do
+    echo "source cpp-httplib $(basename "$f") sha256 $(sha256sum "$f" | cut -d' ' -f1)"
   done
   echo "pybind11 $PYBIND11_VERSION (wheel)"
   echo "libcupti.so.12 of nvidia-cuda-cupti-cu12 $CUPTI12_VERSION sha256 $(sha256sum "$NEW/cupti12/libcupti.so.12" | cut -d' ' -f1)"

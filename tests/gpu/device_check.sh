@@ -349,7 +349,7 @@ CONFIGURE=(cmake -S . -B "$BUILD" "${GEN[@]}" "${LAUNCHER[@]}" "${BUILD_TYPE[@]}
   -DGPUDIAG_BUILD_TESTS=ON -DGPUDIAG_BUILD_BENCH=OFF -DGPUDIAG_BUILD_PYTHON=ON
   -DGPUDIAG_INSTALL=OFF -DGPUDIAG_DEPS_PREFIX="$DEPS/prefix" -DGPUDIAG_DEPS_PREFIX_ONLY=ON
   -DCUDAToolkit_ROOT="$CUDA_ROOT" -DGPUDIAG_CUPTI_INCLUDE_DIR="$CUPTI_INC"
-  -Dpybind11_DIR="$PYBIND11_DIR" "${PY_ARGS[@]}")
+  -Dpybind11_DIR="$PYBIND11_DIR" -DGPUDIAG_HTTPLIB_DIR="$BUNDLE/src/cpp-httplib" "${PY_ARGS[@]}")
 # A fresh cache: what a run finds must not be what an earlier run cached (objects stay for reuse).
 rm -f "$BUILD/CMakeCache.txt"
 if ! stage configure 90 "${CONFIGURE[@]}"; then

@@ -81,7 +81,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // A connection as httplib reads and writes it, within a byte budget and a deadline: httplib
-// 0.11 bounds each header line but not their number, so the budget is what bounds a request.
+// bounds each line and (with Debian's patches) the header count, the budget the whole request.
 class BoundedStream : public httplib::Stream {
 public:
     BoundedStream(int fd, Clock::time_point deadline, std::size_t budget)
@@ -198,8 +198,8 @@ public:
         set_pre_routing_handler([&router](const httplib::Request& req, httplib::Response& res) {
             HttpRequest in;
             in.method = req.method;
-            // Only an origin-form target ("/path?query") names a route: httplib reads "?/report"
-            // as the path "/report" (it skips empty pieces), which must not answer as /report.
+            // Only an origin-form target ("/path?query") names a route, whatever path httplib
+            // makes of another (0.11 read "?/report" as /report).
             const bool origin_form = !req.target.empty() && req.target.front() == '/';
             in.path = origin_form ? req.path : req.target;
             for (const auto& [key, value] : req.params) in.params.emplace_back(key, value);
@@ -213,8 +213,15 @@ public:
     }
 
     bool serve(httplib::Stream& stream) {
+        std::string remote_ip;
+        std::string local_ip;
+        int remote_port = 0;
+        int local_port = 0;
+        stream.get_remote_ip_and_port(remote_ip, remote_port);
+        stream.get_local_ip_and_port(local_ip, local_port);
         bool closed = false;
-        return process_request(stream, /*close_connection=*/true, closed, nullptr);
+        return process_request(stream, remote_ip, remote_port, local_ip, local_port,
+                               /*close_connection=*/true, closed, nullptr);
     }
 };
 
@@ -377,8 +384,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(std::string_view /*address
                                                       std::string /*token*/,
                                                       HttpControl& /*control*/) noexcept {
     return unavailable(
-        "http: this build of gpudiag has no HTTP control (built without cpp-httplib: Debian's "
-        "libcpp-httplib-dev)");
+        "http: this build of gpudiag has no HTTP control (configured without cpp-httplib: "
+        "GPUDIAG_HTTP=OFF, or its sources could not be fetched; CMake's output says which)");
 }
 
 void HttpServer::stop() noexcept {}
