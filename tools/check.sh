@@ -5,8 +5,9 @@
 # every libFuzzer target and runs each for a short campaign), the TSan run of the concurrency
 # tests, the consumers (C++20 and C++17 find_package, C, add_subdirectory) and the C++ example
 # built against the installed package, the GPU device check's preflight (tests/gpu/README.md),
-# the Python suite (pytest), and the lint. Any failure fails the script. This is the README's
-# test command and .ci/run's body.
+# the manylinux wheel and an sdist built with no network, the Python suite (pytest) against the
+# wheel, and the lint. Any failure fails the script. This is the README's test command and
+# .ci/run's body.
 #
 #   tools/check.sh            everything
 #   tools/check.sh --quick    dev build, ctest and pytest only (for iterating)
@@ -176,6 +177,23 @@ if [ -f pyproject.toml ]; then
     echo "ldd ${module#"$site"/}: the wheel's own libraries and the C/C++ runtime only"
     ldd "$module" | sed 's/^/  /'
   done
+  # The sdist carries cpp-httplib's sources (cmake/GpudiagHttplib.cmake): built with no index and
+  # every proxy dead, a fetch would fail, and GPUDIAG_HTTP=ON makes that fail the build.
+  step "sdist (python -m build --sdist) builds with no network"
+  cmake -P cmake/GpudiagHttplib.cmake >/dev/null
+  .venv/bin/python -m pip install -q build "scikit-build-core>=0.10" "pybind11>=2.10"
+  rm -rf build/sdist
+  .venv/bin/python -m build --sdist --no-isolation --outdir build/sdist . >/dev/null
+  sdist=$(ls build/sdist/gpudiag-*.tar.gz)
+  tar -xzf "$sdist" -C build/sdist
+  dead=http://127.0.0.1:9
+  (cd "${sdist%.tar.gz}" && CCACHE_BASEDIR=$PWD http_proxy=$dead https_proxy=$dead \
+     HTTP_PROXY=$dead HTTPS_PROXY=$dead "$ROOT/.venv/bin/python" -m pip wheel -v --no-index \
+     --no-build-isolation --no-deps -C cmake.define.GPUDIAG_HTTP=ON "${CONFIG[@]}" \
+     -w "$ROOT/build/sdist" . > "$ROOT/build/sdist/build.log" 2>&1) ||
+    { tail -n 40 build/sdist/build.log; echo "the sdist did not build offline"; exit 1; }
+  ls build/sdist/gpudiag-*.whl
+
   step "ruff + mypy (the pinned versions of the lint extra)"
   .venv/bin/ruff check python tests/python tests/scenarios examples/python
   .venv/bin/ruff format --check python tests/python tests/scenarios examples/python tools bench
