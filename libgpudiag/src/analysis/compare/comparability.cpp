@@ -214,7 +214,10 @@ void ComparabilityCheck::check_input_shapes(std::vector<CompareReason>& out) con
     const std::string b = before_.report->source.property("input_shapes");
     const std::string a = after_.report->source.property("input_shapes");
     if (b.empty() || a.empty() || a == b) return;
-    add(out, "input_shapes", fmt::format("different input shapes: {} before, {} after", b, a),
+    add(out, "input_shapes",
+        fmt::format("the layers were fed different batches: {} before, {} after (from the "
+                    "traces' recorded input shapes)",
+                    b, a),
         {kTime, kGpu, kMemory});
 }
 

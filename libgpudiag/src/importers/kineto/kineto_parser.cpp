@@ -11,6 +11,7 @@
 
 #include "core/producers.hpp"
 #include "importers/kineto/json_number.hpp"
+#include "importers/kineto/layer_input_shapes.hpp"
 #include "importers/kineto/name_cache.hpp"
 #include "importers/kineto/start_order.hpp"
 #include "importers/kineto/trace_split.hpp"
@@ -141,6 +142,9 @@ struct RawArgs {
     std::int64_t wait_on_record = -1;  // cuda_sync: that cudaEventRecord's correlation
     std::string_view arg_name;         // args.name of metadata events
     std::string_view arg_labels;       // args.labels of process_labels
+    // A layer call's batch-carrying input (LayerInputShapes), from "Input Dims"; -1: none read.
+    std::int64_t input_dims[6] = {};
+    int input_rank = -1;
 };
 
 struct RawEvent : RawHeader, RawArgs {
@@ -365,6 +369,40 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
     return simdjson::SUCCESS;
 }
 
+// The dims of input `index` of a CPU operator's "Input Dims" (args read for nothing else), when
+// that input is a tensor of at most six dims.
+simdjson::error_code read_input_dims(od::value& v, RawEvent& e, int index) noexcept {
+    e.args_read = true;
+    od::object args;
+    if (auto err = v.get_object().get(args); err) return err;
+    for (auto field_result : args) {
+        od::field field;
+        if (auto err = std::move(field_result).get(field); err) return err;
+        if (field.key() != "Input Dims") continue;
+        od::array inputs;
+        if (field.value().get_array().get(inputs) != simdjson::SUCCESS) return simdjson::SUCCESS;
+        int at = 0;
+        for (auto input : inputs) {
+            od::array dims;
+            if (at++ != index) continue;
+            if (input.get_array().get(dims) != simdjson::SUCCESS) return simdjson::SUCCESS;
+            int rank = 0;
+            for (auto item : dims) {
+                od::value x;
+                std::int64_t n = 0;
+                if (rank == 6 || item.get(x) != simdjson::SUCCESS || !read_int(x, n) || n < 0) {
+                    return simdjson::SUCCESS;
+                }
+                e.input_dims[rank++] = n;
+            }
+            e.input_rank = rank;
+            return simdjson::SUCCESS;
+        }
+        return simdjson::SUCCESS;
+    }
+    return simdjson::SUCCESS;
+}
+
 simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
     for (auto field_result : obj) {
         od::field field;
@@ -418,6 +456,12 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                                    c != Category::kIgnored);
                     if (wanted) {
                         if (auto err = read_args(value, e); err) return err;
+                    } else if (c == Category::kCpuOp) {
+                        // A layer's shapes ("name" comes before "args" in Kineto's writer).
+                        const int input = LayerInputShapes::batch_input(e.name);
+                        if (input >= 0) {
+                            if (auto err = read_input_dims(value, e, input); err) return err;
+                        }
                     }
                 }
                 break;
@@ -565,6 +609,7 @@ public:
         out_.ignored += piece.ignored;
         out_.summary.dropped += piece.dropped;
         saw_mtia_ = saw_mtia_ || piece.saw_mtia;
+        layer_shapes_.merge(piece.layer_shapes);
         // The first eight categories of the whole file are among the first eight of the pieces
         // they first occur in, so merging the pieces' lists in order gives the serial parse's list.
         for (const auto& c : piece.unknown_categories) note_unknown_category(c);
@@ -578,11 +623,15 @@ public:
         t.dropped = result.summary.dropped;
         t.saw_mtia = saw_mtia_;
         t.unknown_categories = unknown_categories_;
+        t.layer_shapes = layer_shapes_;
         return t;
     }
 
     void finish() {
         if (saw_mtia_) out_.device_vendor = "mtia";
+        if (std::string batch = layer_shapes_.dominant(); !batch.empty()) {
+            out_.info.properties.emplace_back("input_shapes", std::move(batch));
+        }
         if (!unknown_categories_.empty()) {
             std::string list;
             for (const auto& c : unknown_categories_) list += (list.empty() ? "" : ", ") + c;
@@ -674,6 +723,9 @@ private:
             e.stream = static_cast<std::uint32_t>(r.tid);
             e.thread = 0;
         } else {
+            if (r.input_rank >= 0) {
+                layer_shapes_.add(r.name, r.input_dims, static_cast<std::size_t>(r.input_rank));
+            }
             e.range.category = range_category_for(r.name, c, step);
             if (e.range.category == RangeCategory::kStep)
                 e.range.id = static_cast<std::uint64_t>(step);
@@ -726,6 +778,7 @@ private:
     KinetoParseResult& out_;
     bool saw_mtia_ = false;
     std::vector<std::string> unknown_categories_;
+    LayerInputShapes layer_shapes_;
 };
 
 void read_device_properties(od::value& v, SourceInfo& info, std::string& vendor) {
@@ -1226,6 +1279,7 @@ void merge_piece_totals(KinetoPieceTotals& into, const KinetoPieceTotals& later)
     into.ignored += later.ignored;
     into.dropped += later.dropped;
     into.saw_mtia = into.saw_mtia || later.saw_mtia;
+    into.layer_shapes.merge(later.layer_shapes);
     for (const auto& c : later.unknown_categories) {
         if (into.unknown_categories.size() < 8 &&
             std::find(into.unknown_categories.begin(), into.unknown_categories.end(), c) ==

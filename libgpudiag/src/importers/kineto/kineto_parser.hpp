@@ -12,6 +12,7 @@
 #include <gpudiag/status.hpp>
 #include <gpudiag/string_table.hpp>
 
+#include "importers/kineto/layer_input_shapes.hpp"
 #include "importers/kineto/trace_buffer.hpp"
 
 #include <cstddef>
@@ -57,6 +58,7 @@ struct KinetoPieceTotals {
     std::uint64_t dropped = 0;
     bool saw_mtia = false;
     std::vector<std::string> unknown_categories;  ///< the first eight, in file order
+    LayerInputShapes layer_shapes;                ///< the batches of the layer calls read
 };
 
 /// Parses pieces of a trace's event array, one at a time, each cut between two events (see

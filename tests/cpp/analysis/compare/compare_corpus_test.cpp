@@ -156,6 +156,7 @@ TEST(CompareCorpus, HtaTraceDiffPairRanOnOtherGpusAndIsInconclusive) {
     EXPECT_EQ(c.verdict, CompareVerdict::kInconclusive) << c.headline;
     EXPECT_TRUE(has_reason(c, "gpu_model"));
     EXPECT_TRUE(has_reason(c, "gpu_count"));
+    EXPECT_FALSE(has_reason(c, "input_shapes"));  // both fed batches of 1024
 }
 
 // Kineto PR 1318 changed how the trace records a stream synchronization, not the program: both
@@ -173,7 +174,8 @@ TEST(CompareCorpus, KinetoPr1318FixChangesNothingTheProgramDid) {
 // One SwitchTransformers inference at batch 8 x 1024 tokens, then at batch 4 x 128 (16x fewer
 // tokens; the file names and the embedding's input shapes say so). Its GPU time falls from 606 to
 // 124 ms and its peak from 21.5 to 3.2 GiB because the input shrank, not because anything got
-// better; with no steps either run's noise is unknown. An expert calls it inconclusive.
+// better; with no steps either run's noise is unknown. An expert calls it inconclusive, and says
+// the layers were fed different batches (the traces' Input Dims).
 TEST(CompareCorpus, SwitchTransformersAtAnotherBatchIsInconclusive) {
     const std::string b8 = corpus_kineto_trace("switchtransformers_batch8_seq1024.json");
     const std::string b4 = corpus_kineto_trace("switchtransformers_batch4_seq128.json");
@@ -184,6 +186,11 @@ TEST(CompareCorpus, SwitchTransformersAtAnotherBatchIsInconclusive) {
     const CompareDelta* span = delta(c, "window_span_ns");
     ASSERT_NE(span, nullptr);
     EXPECT_EQ(span->judgement, DeltaJudgement::kNotComparable);
+    ASSERT_TRUE(has_reason(c, "input_shapes"));
+    for (const auto& r : c.reasons) {
+        if (r.id != "input_shapes") continue;
+        EXPECT_NE(r.text.find("8x1024 before, 4x128 after"), r.text.npos) << r.text;
+    }
 }
 
 // Two students' snapshots of the same assignment: magma27's peak (13.0 GiB allocated) is made by

@@ -89,6 +89,15 @@ std::string synthetic_trace(int events) {
         std::string ts = std::to_string(1000 + i * 7);
         switch (i % 7) {
             case 0:
+                if (i % 21 == 0) {
+                    // Layer calls, half at batch 4 x 8 then half at 2 x 8: the tie goes to the
+                    // shape seen first, so slices must merge their counts in file order.
+                    t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, )"
+                         R"("tid": 2, "ts": )" +
+                         ts + R"(, "dur": 5, "args": {"Input Dims": [[)" +
+                         (i < events / 2 ? "4" : "2") + R"(, 8, 16], [32, 16], [32]]}})";
+                    break;
+                }
                 t += R"(  {"ph": "X", "cat": "cpu_op", "name": "aten::op)" +
                      std::to_string(i % 13) + R"(", "pid": 1, "tid": 2, "ts": )" + ts +
                      R"(, "dur": 5, "args": {"Input Dims": [[1, 2]], )"
@@ -163,6 +172,7 @@ TEST(KinetoSplitTest, SplitParseEqualsSerialParse) {
     Parsed serial = parse(buffer, 1);
     ASSERT_TRUE(serial.status.is_ok());
     EXPECT_EQ(serial.result.slices, 1u);
+    EXPECT_EQ(serial.result.info.property("input_shapes"), "4x8");
     for (unsigned threads : {2u, 3u, 4u}) {
         SCOPED_TRACE(threads);
         Parsed split = parse(buffer, threads);
