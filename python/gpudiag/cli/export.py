@@ -38,6 +38,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PATH",
         help="write the diagnosis as Prometheus text here ('-': stdout)",
     )
+    p.add_argument(
+        "--host-labels",
+        choices=("both", "hostname", "Hostname"),
+        default="both",
+        help="the host label(s) of --prometheus: dcgm-exporter writes `hostname` since 4.8.3 and "
+        "`Hostname` before (default: both)",
+    )
     add_analysis_options(p)
 
 
@@ -49,11 +56,13 @@ def run(args: argparse.Namespace) -> int:
 
         if all(detect_format(p) == "report_json" for p in args.inputs):
             # Saved reports (of different runs or hosts): each keeps its own series.
-            text = prometheus.exposition([Report.load(p) for p in args.inputs])
+            text = prometheus.exposition(
+                [Report.load(p) for p in args.inputs], host_labels=args.host_labels
+            )
         else:
             with ProgressBar.for_args(args) as progress:
                 report = analyze(args.inputs, window=args.window, rank=args.rank, progress=progress)
-            text = prometheus.exposition(report)
+            text = prometheus.exposition(report, host_labels=args.host_labels)
         if args.prometheus == "-":
             sys.stdout.write(text)
         else:

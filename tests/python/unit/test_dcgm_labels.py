@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import gpudiag
-from gpudiag import prometheus
+from gpudiag import cli, prometheus
 
 parser = pytest.importorskip("prometheus_client.parser")
 
@@ -82,3 +82,16 @@ def test_the_legacy_label_alone_or_the_new_one_alone(node_text: str) -> None:
     assert len(legacy) == len(new) == len(_gpu_samples(node_text))
     with pytest.raises(ValueError, match="host_labels"):
         prometheus.exposition(report, host_labels="HOSTNAME")
+
+
+def test_export_writes_the_host_labels_asked_for(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "legacy.prom"
+    args = ["export", str(SICK_NODE), "--prometheus", str(out), "--host-labels", "Hostname"]
+    assert cli.main(args) == 0
+    legacy = _gpu_samples(out.read_text())
+    assert legacy
+    assert all("Hostname" in s and "hostname" not in s for s in legacy)
+    assert cli.main(["export", str(SICK_NODE), "--prometheus", "-"]) == 0
+    both = _gpu_samples(capsys.readouterr().out)
+    assert all(s["hostname"] == s["Hostname"] for s in both)
+    assert cli.main(["export", str(SICK_NODE), "--prometheus", "-", "--host-labels", "x"]) != 0
