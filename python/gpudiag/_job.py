@@ -19,19 +19,16 @@ from pathlib import Path
 from typing import Union
 
 from gpudiag import _core
+from gpudiag._analyze import analysis_window
 from gpudiag._errors import InvalidArgumentError
 from gpudiag._report import Report
 
 PathLike = Union[str, Path]
 
-_WINDOWS = ("steps", "hta", "all")
-
 
 def _options(window: str, rank: int = -1, for_job: bool = False) -> _core.AnalysisOptions:
-    if window not in _WINDOWS:
-        raise InvalidArgumentError(f"window must be 'steps', 'hta' or 'all', not {window!r}")
     options = _core.AnalysisOptions()
-    options.window = getattr(_core.AnalysisWindow, window)
+    options.window = analysis_window(window)  # named as C++ names them
     options.rank = int(rank)
     options.for_job = for_job
     return options
