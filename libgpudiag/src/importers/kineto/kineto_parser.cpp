@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // KinetoParser, with simdjson On-Demand: one pass over the document, no DOM. Each event object's
 // fields are read in file order and only the fields gpudiag uses are decoded; "args" of CPU
-// operators (call stacks, input shapes) are skipped without being materialised. A large document's
+// operators (call stacks, input shapes) are skipped without being materialised, but for the input
+// shapes of layer calls (LayerInputShapes). A large document's
 // event array is cut into slices parsed on several threads, each cut verified (parse_split).
 #include "importers/kineto/kineto_parser.hpp"
 #include "core/event_runs.hpp"
@@ -143,7 +144,8 @@ struct RawArgs {
     std::string_view arg_name;         // args.name of metadata events
     std::string_view arg_labels;       // args.labels of process_labels
     // A layer call's batch-carrying input (LayerInputShapes), from "Input Dims"; -1: none read.
-    std::int64_t input_dims[6] = {};
+    static constexpr int kMaxInputRank = 6;
+    std::int64_t input_dims[kMaxInputRank] = {};
     int input_rank = -1;
 };
 
@@ -370,7 +372,7 @@ simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
 }
 
 // The dims of input `index` of a CPU operator's "Input Dims" (args read for nothing else), when
-// that input is a tensor of at most six dims.
+// that input is a tensor of at most RawArgs::kMaxInputRank dims.
 simdjson::error_code read_input_dims(od::value& v, RawEvent& e, int index) noexcept {
     e.args_read = true;
     od::object args;
@@ -390,7 +392,8 @@ simdjson::error_code read_input_dims(od::value& v, RawEvent& e, int index) noexc
             for (auto item : dims) {
                 od::value x;
                 std::int64_t n = 0;
-                if (rank == 6 || item.get(x) != simdjson::SUCCESS || !read_int(x, n) || n < 0) {
+                if (rank == RawArgs::kMaxInputRank || item.get(x) != simdjson::SUCCESS ||
+                    !read_int(x, n) || n < 0) {
                     return simdjson::SUCCESS;
                 }
                 e.input_dims[rank++] = n;
@@ -449,7 +452,8 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                 break;
             case 'a':
                 if (key == "args") {
-                    // CPU-side records carry call stacks and shapes gpudiag does not read.
+                    // CPU-side records carry call stacks and shapes gpudiag does not read, but
+                    // for layers' input shapes.
                     Category c = e.category;
                     bool wanted = e.ph == 'M' || e.ph == 'i' || e.ph == 'I' ||
                                   (c != Category::kCpuOp && c != Category::kUserAnnotation &&
