@@ -101,16 +101,25 @@ bool find_trace_split(std::string_view text, std::size_t max_slices, TraceSplit&
 }
 
 std::size_t find_non_json_byte(std::string_view text) noexcept {
-    // Counted branch-free first (the compiler vectorises it): real traces hold none.
-    std::size_t bad = 0;
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        bad += static_cast<std::size_t>((c < 0x20) & (c != '\n') & (c != '\r') & (c != '\t'));
+    // Every byte of every trace passes here, and real traces hold none: blocks of 64 bytes are
+    // tested branch-free, their flags OR-ed into one byte, a loop GCC vectorises at -O2 as well
+    // (a size_t count is vectorised only at -O3: 15x slower at -O2 on 54 MB). A flagged block is
+    // searched byte by byte.
+    const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+    const std::size_t size = text.size();
+    constexpr std::size_t kBlock = 64;
+    std::size_t at = 0;
+    for (; at + kBlock <= size; at += kBlock) {
+        unsigned char any = 0;
+        for (std::size_t k = 0; k < kBlock; ++k) {
+            const unsigned char c = bytes[at + k];
+            any |= static_cast<unsigned char>((c < 0x20) & (c != '\n') & (c != '\r') & (c != '\t'));
+        }
+        if (any != 0) break;
     }
-    if (bad == 0) return std::string_view::npos;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') return i;
+    for (; at < size; ++at) {
+        const unsigned char c = bytes[at];
+        if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') return at;
     }
     return std::string_view::npos;
 }

@@ -149,6 +149,25 @@ std::string synthetic_trace(int events) {
     return t;
 }
 
+// The scan is done in blocks of 64 bytes: a bad byte is found wherever it falls, in a block, on
+// either side of a block's edge or in the tail; tab, line feed and carriage return are JSON.
+TEST(KinetoSplitTest, NonJsonBytesAreFoundAtTheirOffset) {
+    std::string text(64 * 3 + 17, ' ');
+    for (std::size_t i = 0; i < text.size(); i += 5) text[i] = "\n\r\t{"[i % 4];
+    EXPECT_EQ(find_non_json_byte(text), std::string_view::npos);
+    EXPECT_EQ(find_non_json_byte(""), std::string_view::npos);
+    for (std::size_t at : {std::size_t{0}, std::size_t{63}, std::size_t{64}, std::size_t{65},
+                           std::size_t{191}, std::size_t{192}, text.size() - 1}) {
+        for (char bad : {'\0', '\x01', '\x1f', '\x0b'}) {
+            std::string damaged = text;
+            damaged[at] = bad;
+            if (at + 1 < damaged.size()) damaged.back() = '\x02';  // only the first counts
+            EXPECT_EQ(find_non_json_byte(damaged), at) << "at " << at;
+        }
+    }
+    EXPECT_EQ(find_non_json_byte(std::string_view("ab\x7f\xff\x20", 5)), std::string_view::npos);
+}
+
 TEST(KinetoSplitTest, FindsCutsAtEventBoundaries) {
     std::string text = synthetic_trace(40);
     TraceSplit split;
