@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # Times, on one machine in one run, three ways through the same Kineto trace:
-#   1. Holistic Trace Analysis (from PyPI, in a throw-away venv): load + idle-time breakdown
+#   1. Holistic Trace Analysis (from PyPI, in a throw-away venv): load + idle-time breakdown.
+#      HTA_PACKAGE names the release: traceinsight==0.6.1 (default; HTA's PyPI name since 0.6) or
+#      HolisticTraceAnalysis==0.5.0. HTA_BACKEND names its trace parser: json (HTA's default) or
+#      ijson_batch_and_compress (its opt-in streaming loader, with ijson's yajl2_c backend).
 #   2. gpudiag analyze (the bench driver over gpudiag::analyze_files)
 #   3. the floor: inflate + parse the same file with gpudiag's libraries (libdeflate, simdjson)
 # and reports wall time and peak RSS (/usr/bin/time -v) for each.
@@ -9,25 +12,27 @@
 #   bench/compare_hta.sh [TRACE] [BUILD_DIR]
 # TRACE defaults to the corpus' 54 MB trace; BUILD_DIR to build/dev (configure with
 # -DGPUDIAG_BUILD_BENCH=ON and build gpudiag_analyze gpudiag_parse_floor). HTA_VENV overrides the
-# venv location (default /tmp/hta-venv; reused when present). RUNS sets the repeats for the C++
-# programs (best wall time is reported; default 3).
+# venv location (default /tmp/hta-venv-<package>; reused when present). RUNS sets the repeats for
+# the C++ programs (best wall time is reported; default 3).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 trace="${1:-$root/../shared/corpus/kineto_traces/hta_df_index_resolver.json.gz}"
 build="${2:-$root/build/dev}"
-venv="${HTA_VENV:-/tmp/hta-venv}"
+package="${HTA_PACKAGE:-traceinsight==0.6.1}"
+backend="${HTA_BACKEND:-json}"
+venv="${HTA_VENV:-/tmp/hta-venv-${package//[^A-Za-z0-9.]/_}}"
 runs="${RUNS:-3}"
 
 [ -f "$trace" ] || { echo "no trace at $trace" >&2; exit 2; }
 for prog in gpudiag_analyze gpudiag_parse_floor; do
   [ -x "$build/bench/$prog" ] || { echo "build $prog first (ninja -C $build $prog)" >&2; exit 2; }
 done
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import hta" 2>/dev/null; then
-  echo "installing HolisticTraceAnalysis into $venv ..." >&2
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import hta, ijson" 2>/dev/null; then
+  echo "installing $package and ijson into $venv ..." >&2
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q HolisticTraceAnalysis
+  "$venv/bin/pip" install -q "$package" ijson
 fi
 
 work="$(mktemp -d)"
@@ -39,6 +44,12 @@ import sys, time, warnings, logging
 warnings.filterwarnings("ignore")
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
+if sys.argv[2] != "json":
+    import ijson
+    from hta.common.trace_parser import set_default_trace_parsing_backend
+    from hta.configs.parser_config import ParserBackend
+    assert "yajl" in ijson.backend, f"ijson's backend is {ijson.backend}, not yajl2_c"
+    set_default_trace_parsing_backend(ParserBackend(sys.argv[2]))
 t0 = time.perf_counter()
 analyzer = TraceAnalysis(trace_dir=sys.argv[1])
 t1 = time.perf_counter()
@@ -76,7 +87,7 @@ best() {  # best wall (and its RSS) over $runs runs
 
 echo "trace: $trace ($(stat -c %s "$trace") bytes)"
 echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
-read -r hta_wall hta_rss < <(measure "$venv/bin/python" "$work/hta_idle.py" "$work")
+read -r hta_wall hta_rss < <(measure "$venv/bin/python" "$work/hta_idle.py" "$work" "$backend")
 hta_detail=$(cat "$work/out")
 read -r gd_wall gd_rss < <(best "$build/bench/gpudiag_analyze" --format json "$trace")
 read -r floor_wall floor_rss < <(best "$build/bench/gpudiag_parse_floor" "$trace" ondemand)
@@ -86,7 +97,7 @@ printf '%-34s %9s %10s\n' "" "wall s" "peak RSS"
 printf '%-34s %9.2f %7d MB\n' "HTA load + idle-time breakdown" "$hta_wall" $((hta_rss / 1024))
 printf '%-34s %9.2f %7d MB\n' "gpudiag analyze" "$gd_wall" $((gd_rss / 1024))
 printf '%-34s %9.2f %7d MB\n' "floor: inflate + parse" "$floor_wall" $((floor_rss / 1024))
-echo "HTA: $hta_detail"
+echo "HTA: $package, $backend parser: $hta_detail"
 echo "floor: $floor_detail"
 awk -v h="$hta_wall" -v g="$gd_wall" -v f="$floor_wall" 'BEGIN {
   printf "gpudiag is %.1fx faster than HTA and %.2fx the floor\n", h / g, g / f }'
