@@ -32,8 +32,9 @@ FORCE=0
 [ "${1:-}" = "--force" ] && FORCE=1
 PYBIND11_VERSION=2.13.6
 PACKAGES="zlib libdeflate simdjson googletest fmtlib sqlite3"
-# The recipe's identity: this script and the CMake project that builds the sources.
-RECIPE=$(cat "$0" tools/devbundle/CMakeLists.txt | sha256sum | cut -c1-16)
+# The recipe's identity: this script, the CMake project that builds the sources, and the pinned
+# cpp-httplib files.
+RECIPE=$(cat "$0" tools/devbundle/CMakeLists.txt cmake/GpudiagHttplib.cmake | sha256sum | cut -c1-16)
 
 if [ $FORCE -eq 0 ] && grep -qx "recipe $RECIPE" "$BUNDLE/MANIFEST.txt" 2>/dev/null; then
   echo "device bundle up to date: $BUNDLE ($(du -sh "$BUNDLE" | cut -f1))"
