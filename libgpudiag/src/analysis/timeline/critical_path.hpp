@@ -233,7 +233,8 @@ private:
     void replay_gpu(StreamState& s);
     void replay_host(const HostItem& h);
     void replay_host_time(const HostItem& h, std::uint64_t start, std::uint64_t end);
-    [[nodiscard]] std::uint64_t warp(std::uint64_t t, std::size_t w) const;
+    // Measured host time `t` in each what-if's replayed time.
+    [[nodiscard]] Times warp(std::uint64_t t) const;
     // The replayed time of measured time `t` at or before the end of everything replayed.
     [[nodiscard]] std::uint64_t replayed_end(std::uint64_t t, std::size_t w) const;
     [[nodiscard]] const GpuNode* node(std::uint64_t id) const;
