@@ -11,6 +11,7 @@
 // the table then scatters every id for good.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -35,6 +36,7 @@ public:
             ++used_;
         }
         s.start = start;
+        oldest_ = std::min(oldest_, start);
         if ((steps > kLongProbe || long_probe_seen_) && !scrambled_) {
             scrambled_ = true;
             rehash(slots_.size());
@@ -60,6 +62,9 @@ public:
 
     /// Forgets launches that started before `cutoff`. Throws std::bad_alloc.
     void drop_older_than(std::uint64_t cutoff) {
+        // Nothing that old: no rebuild, which would hold the table twice for nothing (in a run
+        // shorter than the horizon, every call).
+        if (oldest_ >= cutoff) return;
         std::vector<Slot> old;
         old.swap(slots_);
         std::size_t keep = 0;
@@ -69,11 +74,13 @@ public:
         slots_.assign(size, Slot{});
         set_shift(size);
         used_ = 0;
+        oldest_ = UINT64_MAX;
         for (const Slot& s : old) {
             if (s.key == 0 || s.start < cutoff) continue;
             std::size_t steps = 0;
             probe(s.key, steps) = s;
             ++used_;
+            oldest_ = std::min(oldest_, s.start);
         }
     }
 
@@ -125,6 +132,7 @@ private:
 
     std::vector<Slot> slots_;
     std::size_t used_ = 0;
+    std::uint64_t oldest_ = UINT64_MAX;  // at most the oldest start held (replaced ones linger)
     unsigned shift_ = 64;
     bool scrambled_ = false;
     bool long_probe_seen_ = false;
