@@ -290,120 +290,134 @@ std::int64_t read_dim_product(od::value& v) noexcept {
     return product;
 }
 
-simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
+// Walks an event's "args" object (marking them read), each field to `on_field`, which returns
+// false to stop: the rest is skipped by the event's own iteration.
+template <typename OnField>
+simdjson::error_code walk_args(od::value& v, RawEvent& e, OnField&& on_field) noexcept {
     e.args_read = true;
     od::object args;
     if (auto err = v.get_object().get(args); err) return err;
     for (auto field_result : args) {
         od::field field;
         if (auto err = std::move(field_result).get(field); err) return err;
-        od::raw_json_string key = field.key();
-        od::value& value = field.value();
-        // Dispatch on the key; comparisons against raw (still escaped) keys are exact for these
-        // plain-ASCII names.
-        const char* k = key.raw();
-        switch (k[0]) {
-            case 'd':
-                if (key == "device") read_int(value, e.device);
-                break;
-            case 's':
-                if (key == "stream")
-                    read_int(value, e.stream);
-                else if (key == "shared memory")
-                    read_int(value, e.shared_memory);
-                break;
-            case 'c':
-                if (key == "correlation")
-                    read_int(value, e.correlation);
-                else if (key == "cbid")
-                    read_int(value, e.cbid);
-                else if (key == "cuda_sync_kind")
-                    ignore(read_string(value, e.sync_kind));
-                break;
-            case 'b':
-                if (key == "bytes")
-                    read_int(value, e.bytes);
-                else if (key == "block")
-                    e.block = read_dim_product(value);
-                break;
-            case 'g':
-                if (key == "grid") e.grid = read_dim_product(value);
-                break;
-            case 'r':
-                if (key == "registers per thread") read_int(value, e.registers);
-                break;
-            case 'E':
-                if (key == "External id") read_int(value, e.external_id);
-                break;
-            case 'D':
-                if (key == "Device Type")
-                    read_int(value, e.mem_device_type);
-                else if (key == "Device Id")
-                    read_int(value, e.mem_device_id);
-                break;
-            case 'A':
-                if (key == "Addr") read_int(value, e.mem_addr);
-                break;
-            case 'B':
-                if (key == "Bytes") e.has_mem_bytes = read_int(value, e.mem_bytes);
-                break;
-            case 'T':
-                if (key == "Total Allocated")
-                    read_double(value, e.total_allocated);
-                else if (key == "Total Reserved")
-                    read_double(value, e.total_reserved);
-                break;
-            case 'n':
-                if (key == "name") ignore(read_string(value, e.arg_name));
-                break;
-            case 'l':
-                if (key == "labels") ignore(read_string(value, e.arg_labels));
-                break;
-            case 'w':
-                if (key == "wait_on_stream")
-                    read_int(value, e.wait_on_stream);
-                else if (key == "wait_on_cuda_event_record_corr_id")
-                    read_int(value, e.wait_on_record);
-                break;
-            default: break;
-        }
+        if (!on_field(field)) break;
     }
     return simdjson::SUCCESS;
 }
 
-// The dims of input `index` of a CPU operator's "Input Dims" (args read for nothing else), when
-// that input is a tensor of at most RawArgs::kMaxInputRank dims.
-simdjson::error_code read_input_dims(od::value& v, RawEvent& e, int index) noexcept {
-    e.args_read = true;
-    od::object args;
-    if (auto err = v.get_object().get(args); err) return err;
-    for (auto field_result : args) {
-        od::field field;
-        if (auto err = std::move(field_result).get(field); err) return err;
-        if (field.key() != "Input Dims") continue;
-        od::array inputs;
-        if (field.value().get_array().get(inputs) != simdjson::SUCCESS) return simdjson::SUCCESS;
-        int at = 0;
-        for (auto input : inputs) {
-            od::array dims;
-            if (at++ != index) continue;
-            if (input.get_array().get(dims) != simdjson::SUCCESS) return simdjson::SUCCESS;
-            int rank = 0;
-            for (auto item : dims) {
-                od::value x;
-                std::int64_t n = 0;
-                if (rank == RawArgs::kMaxInputRank || item.get(x) != simdjson::SUCCESS ||
-                    !read_int(x, n) || n < 0) {
-                    return simdjson::SUCCESS;
-                }
-                e.input_dims[rank++] = n;
-            }
-            e.input_rank = rank;
-            return simdjson::SUCCESS;
-        }
-        return simdjson::SUCCESS;
+// One field of "args", into the event's fields.
+void read_arg(od::field& field, RawEvent& e) noexcept {
+    od::raw_json_string key = field.key();
+    od::value& value = field.value();
+    // Dispatch on the key; comparisons against raw (still escaped) keys are exact for these
+    // plain-ASCII names.
+    const char* k = key.raw();
+    switch (k[0]) {
+        case 'd':
+            if (key == "device") read_int(value, e.device);
+            break;
+        case 's':
+            if (key == "stream")
+                read_int(value, e.stream);
+            else if (key == "shared memory")
+                read_int(value, e.shared_memory);
+            break;
+        case 'c':
+            if (key == "correlation")
+                read_int(value, e.correlation);
+            else if (key == "cbid")
+                read_int(value, e.cbid);
+            else if (key == "cuda_sync_kind")
+                ignore(read_string(value, e.sync_kind));
+            break;
+        case 'b':
+            if (key == "bytes")
+                read_int(value, e.bytes);
+            else if (key == "block")
+                e.block = read_dim_product(value);
+            break;
+        case 'g':
+            if (key == "grid") e.grid = read_dim_product(value);
+            break;
+        case 'r':
+            if (key == "registers per thread") read_int(value, e.registers);
+            break;
+        case 'E':
+            if (key == "External id") read_int(value, e.external_id);
+            break;
+        case 'D':
+            if (key == "Device Type")
+                read_int(value, e.mem_device_type);
+            else if (key == "Device Id")
+                read_int(value, e.mem_device_id);
+            break;
+        case 'A':
+            if (key == "Addr") read_int(value, e.mem_addr);
+            break;
+        case 'B':
+            if (key == "Bytes") e.has_mem_bytes = read_int(value, e.mem_bytes);
+            break;
+        case 'T':
+            if (key == "Total Allocated")
+                read_double(value, e.total_allocated);
+            else if (key == "Total Reserved")
+                read_double(value, e.total_reserved);
+            break;
+        case 'n':
+            if (key == "name") ignore(read_string(value, e.arg_name));
+            break;
+        case 'l':
+            if (key == "labels") ignore(read_string(value, e.arg_labels));
+            break;
+        case 'w':
+            if (key == "wait_on_stream")
+                read_int(value, e.wait_on_stream);
+            else if (key == "wait_on_cuda_event_record_corr_id")
+                read_int(value, e.wait_on_record);
+            break;
+        default: break;
     }
-    return simdjson::SUCCESS;
+}
+
+simdjson::error_code read_args(od::value& v, RawEvent& e) noexcept {
+    return walk_args(v, e, [&e](od::field& field) {
+        read_arg(field, e);
+        return true;
+    });
+}
+
+// The dims of input `index` in an "Input Dims" array, when that input is a tensor of at most
+// RawArgs::kMaxInputRank dims.
+void read_input_dims(od::value& inputs_value, int index, RawEvent& e) noexcept {
+    od::array inputs;
+    if (inputs_value.get_array().get(inputs) != simdjson::SUCCESS) return;
+    int at = 0;
+    for (auto input : inputs) {
+        if (at++ != index) continue;
+        od::array dims;
+        if (input.get_array().get(dims) != simdjson::SUCCESS) return;
+        int rank = 0;
+        for (auto item : dims) {
+            od::value x;
+            std::int64_t n = 0;
+            if (rank == RawArgs::kMaxInputRank || item.get(x) != simdjson::SUCCESS ||
+                !read_int(x, n) || n < 0) {
+                return;
+            }
+            e.input_dims[rank++] = n;
+        }
+        e.input_rank = rank;
+        return;
+    }
+}
+
+// A CPU operator's args, read for its "Input Dims" alone.
+simdjson::error_code read_layer_args(od::value& v, int index, RawEvent& e) noexcept {
+    return walk_args(v, e, [&e, index](od::field& field) {
+        if (field.key() != "Input Dims") return true;
+        read_input_dims(field.value(), index, e);
+        return false;
+    });
 }
 
 simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
@@ -464,7 +478,7 @@ simdjson::error_code read_event(od::object& obj, RawEvent& e) noexcept {
                         // A layer's shapes ("name" comes before "args" in Kineto's writer).
                         const int input = LayerInputShapes::batch_input(e.name);
                         if (input >= 0) {
-                            if (auto err = read_input_dims(value, e, input); err) return err;
+                            if (auto err = read_layer_args(value, input, e); err) return err;
                         }
                     }
                 }
