@@ -44,31 +44,30 @@ void LayerInputShapes::add(std::string_view op, const std::int64_t* dims, std::s
     if (l->batch == Batch::kLeading) kept = rank > 0 ? rank - 1 : 0;
     if (l->batch == Batch::kFirst) kept = std::min<std::size_t>(rank, 1);
     if (kept == 0) return;  // an unbatched call says nothing of the batch
-    std::string key = fmt::format("{}", fmt::join(dims, dims + kept, "x"));
     ++calls_;
-    for (auto& [shape, n] : counts_) {
-        if (shape == key) {
-            ++n;
-            return;
-        }
-    }
-    if (counts_.size() < kMaxShapes) counts_.emplace_back(std::move(key), 1);
+    count(fmt::format("{}", fmt::join(dims, dims + kept, "x")), 1);
 }
 
 void LayerInputShapes::merge(const LayerInputShapes& later) {
     calls_ += later.calls_;
-    for (const auto& [key, n] : later.counts_) {
-        auto it = std::find_if(counts_.begin(), counts_.end(),
-                               [&key = key](const auto& c) { return c.first == key; });
-        if (it != counts_.end()) {
-            it->second += n;
-        } else if (counts_.size() < kMaxShapes) {
-            counts_.emplace_back(key, n);
-        }
+    overflowed_ = overflowed_ || later.overflowed_;
+    for (const auto& [key, n] : later.counts_) count(key, n);
+}
+
+void LayerInputShapes::count(std::string_view key, std::uint64_t n) {
+    auto it = std::find_if(counts_.begin(), counts_.end(),
+                           [key](const auto& c) { return c.first == key; });
+    if (it != counts_.end()) {
+        it->second += n;
+    } else if (counts_.size() < kMaxShapes) {
+        counts_.emplace_back(key, n);
+    } else {
+        overflowed_ = true;
     }
 }
 
 std::string LayerInputShapes::dominant() const {
+    if (overflowed_) return {};
     for (const auto& [key, n] : counts_) {
         if (2 * n >= calls_) return key;  // the first in file order where two share half
     }

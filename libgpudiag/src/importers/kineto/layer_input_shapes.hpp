@@ -37,12 +37,17 @@ public:
     [[nodiscard]] std::string dominant() const;
     [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
 
-    /// Distinct shapes kept at most; calls of further shapes still count (against dominance).
-    static constexpr std::size_t kMaxShapes = 32;
+    /// Distinct shapes counted at most. Past them the batches vary too much for one to stand for
+    /// the run: dominant() is "". (A cap that dropped the later shapes would count differently in
+    /// a split parse, whose parts meet their shapes in another order.)
+    static constexpr std::size_t kMaxShapes = 256;
 
 private:
+    void count(std::string_view key, std::uint64_t n);
+
     std::vector<std::pair<std::string, std::uint64_t>> counts_;  // in order of first call
     std::uint64_t calls_ = 0;
+    bool overflowed_ = false;  // more than kMaxShapes distinct shapes
 };
 
 }  // namespace gpudiag::detail

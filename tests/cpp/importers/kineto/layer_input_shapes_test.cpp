@@ -65,7 +65,7 @@ TEST(LayerInputShapes, OneShapeMustHoldHalfTheCalls) {
     add(tie, "aten::linear", {4, 8, 16}, 2);
     EXPECT_EQ(tie.dominant(), "2x8");  // the first seen: deterministic, and so the same in slices
 
-    // Shapes past the kept ones still count against dominance.
+    // More distinct shapes than are counted: none stands for the run.
     LayerInputShapes many;
     for (std::size_t b = 1; b <= 2 * LayerInputShapes::kMaxShapes; ++b) {
         add(many, "aten::linear", {static_cast<std::int64_t>(b), 16});
@@ -82,6 +82,27 @@ TEST(LayerInputShapes, MergeAddsALaterPartsCounts) {
     first.merge(later);
     EXPECT_EQ(first.calls(), 3u);
     EXPECT_EQ(first.dominant(), "2x8");
+}
+
+// A split parse meets the shapes in another order than the serial one: past the cap both must
+// still agree, here where the first shape returns after many others.
+TEST(LayerInputShapes, PastTheCapSplitAndSerialAgree) {
+    LayerInputShapes serial;
+    LayerInputShapes first;
+    LayerInputShapes later;
+    for (LayerInputShapes* s : {&serial, &first}) add(*s, "aten::linear", {4, 8, 16}, 3);
+    for (std::size_t b = 100; b < 100 + LayerInputShapes::kMaxShapes; ++b) {
+        for (LayerInputShapes* s : {&serial, &later}) {
+            add(*s, "aten::linear", {static_cast<std::int64_t>(b), 16});
+        }
+    }
+    for (LayerInputShapes* s : {&serial, &later}) {
+        add(*s, "aten::linear", {4, 8, 16}, 2 * static_cast<int>(LayerInputShapes::kMaxShapes));
+    }
+    first.merge(later);
+    EXPECT_EQ(first.calls(), serial.calls());
+    EXPECT_EQ(first.dominant(), serial.dominant());
+    EXPECT_EQ(serial.dominant(), "");  // 257 distinct shapes: too many to count
 }
 
 // What the parser reads: each layer's batch-carrying input, "name" before "args" as Kineto writes
